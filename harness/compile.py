@@ -1,0 +1,158 @@
+"""Stage 3: compile rendered cases in a long-lived worker subprocess.
+
+`Compiler` owns one `harness.worker` process per mode. A case that crashes XLA
+kills only the worker: the case gets the error (and the tail of the worker's
+stderr) and the next case starts a fresh worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .render import Rendered
+from .targets import Profile, Target
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class WorkerError(RuntimeError):
+    """The worker died or stopped answering."""
+
+
+@dataclass
+class Compilation:
+    case_id: str
+    target: str
+    profile: str
+    mode: str
+    hlo: str | None = None
+    stablehlo: str | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Worker:
+    def __init__(self, mode: str, python: str | None = None, timeout: float = 900.0):
+        self.mode = mode
+        self.python = python or sys.executable
+        self.timeout = timeout
+        self.proc: subprocess.Popen | None = None
+        self._stderr = None
+
+    def start(self) -> None:
+        self._stderr = tempfile.TemporaryFile(mode="w+b")
+        env = dict(os.environ)
+        # The worker imports `harness` from this checkout, whatever environment it runs in.
+        env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        self.proc = subprocess.Popen(
+            [self.python, "-m", "harness.worker", self.mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=str(REPO_ROOT),
+        )
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - limit))
+        return self._stderr.read().decode("utf-8", "replace")
+
+    def request(self, payload: dict) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        assert self.proc and self.proc.stdin and self.proc.stdout
+        try:
+            self.proc.stdin.write((json.dumps(payload) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return self._died("the worker exited before taking the request")
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + self.timeout
+        if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+            self.proc.kill()
+            self.proc.wait()
+            return self._died(f"no answer within {self.timeout:.0f} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            return self._died(f"the worker exited with status {self.proc.returncode}")
+        return json.loads(line)
+
+    def _died(self, why: str) -> dict:
+        tail = self.stderr_tail().strip()
+        self.proc = None
+        raise WorkerError(why + (":\n" + tail if tail else ""))
+
+    def close(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.proc = None
+
+
+class Compiler:
+    """Compiles rendered cases for (target, profile) in a worker for `mode`."""
+
+    def __init__(self, mode: str, python: str | None = None, timeout: float = 900.0):
+        self.mode = mode
+        self.worker = Worker(mode, python=python, timeout=timeout)
+        self._environment: dict | None = None
+
+    def environment(self) -> dict:
+        if self._environment is None:
+            reply = self.worker.request({"op": "environment"})
+            if not reply.get("ok"):
+                raise WorkerError(reply.get("traceback") or reply.get("error", "unknown error"))
+            self._environment = reply["environment"]
+        return self._environment
+
+    def compile(self, rendered: Rendered, target: Target, profile: Profile) -> Compilation:
+        out = Compilation(rendered.case_id, target.name, profile.name, self.mode)
+        try:
+            reply = self.worker.request(
+                {
+                    "op": "compile",
+                    "case_id": rendered.case_id,
+                    "source": rendered.source,
+                    "target_config": target.config_text,
+                    "compiler_options": profile.compiler_options,
+                }
+            )
+        except WorkerError as exc:
+            out.error = f"worker crashed: {exc}"
+            return out
+        if reply.get("ok"):
+            out.hlo, out.stablehlo, out.seconds = reply["hlo"], reply["stablehlo"], reply["seconds"]
+        else:
+            out.error = reply.get("error", "unknown error")
+        return out
+
+    def close(self) -> None:
+        self.worker.close()
+
+    def __enter__(self) -> "Compiler":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,210 @@
+"""Stage 5: golden expectations — load, compare field by field, bless atomically.
+
+A golden is one small YAML file per case x target x profile x mode:
+`goldens/<target>/<profile>/<mode>/<case>.yaml`. It holds one or more
+expectations, each for a JAX version range, so that a deliberate change in XLA is
+recorded once instead of breaking older versions:
+
+    case: relu_amax_f32
+    target: h100
+    profile: cublas
+    mode: deviceless
+    expect:
+    - jax: ">=0.6.1"            # optional; absent means every version
+      blessed_with: jax 0.12.0.1
+      signature: {...}
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+
+class GoldenError(ValueError):
+    pass
+
+
+@dataclass
+class Expectation:
+    signature: dict
+    jax: str = ""  # PEP 440 specifier set; empty: every version
+    blessed_with: str = ""
+
+    def covers(self, jax_version: str) -> bool:
+        return not self.jax or Version(jax_version) in SpecifierSet(self.jax)
+
+
+@dataclass
+class Golden:
+    case: str
+    target: str
+    profile: str
+    mode: str
+    expect: list[Expectation] = field(default_factory=list)
+
+    def expected_for(self, jax_version: str) -> Expectation | None:
+        for exp in self.expect:
+            if exp.covers(jax_version):
+                return exp
+        return None
+
+    def to_yaml(self) -> str:
+        doc = {
+            "case": self.case,
+            "target": self.target,
+            "profile": self.profile,
+            "mode": self.mode,
+            "expect": [
+                {**({"jax": e.jax} if e.jax else {}), "blessed_with": e.blessed_with, "signature": e.signature}
+                for e in self.expect
+            ],
+        }
+        return yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+@dataclass(frozen=True)
+class FieldDiff:
+    path: str
+    expected: Any
+    found: Any
+
+    def __str__(self) -> str:
+        return f"{self.path}: expected {_show(self.expected)}, found {_show(self.found)}"
+
+
+_MISSING = object()
+
+
+def _show(value: Any) -> str:
+    if value is _MISSING:
+        return "(absent)"
+    if isinstance(value, str):
+        return value
+    return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+
+
+def path_for(root: Path, case: str, target: str, profile: str, mode: str) -> Path:
+    return Path(root) / target / profile / mode / f"{case}.yaml"
+
+
+def load(path: Path) -> Golden | None:
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise GoldenError(f"{path}: invalid YAML: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("expect"), list):
+        raise GoldenError(f"{path}: field 'expect': expected a list of expectations")
+    expect = []
+    for i, item in enumerate(doc["expect"]):
+        if not isinstance(item, dict) or not isinstance(item.get("signature"), dict):
+            raise GoldenError(f"{path}: field 'expect[{i}].signature': expected a mapping")
+        unknown = sorted(set(item) - {"jax", "blessed_with", "signature"})
+        if unknown:
+            raise GoldenError(f"{path}: field 'expect[{i}].{unknown[0]}': unknown key; allowed: jax, blessed_with, signature")
+        spec = str(item.get("jax", "") or "")
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise GoldenError(f"{path}: field 'expect[{i}].jax': not a version range: {spec!r}") from None
+        expect.append(Expectation(item["signature"], spec, str(item.get("blessed_with", ""))))
+    for key in ("case", "target", "profile", "mode"):
+        if key not in doc:
+            raise GoldenError(f"{path}: field '{key}': missing")
+    return Golden(doc["case"], doc["target"], doc["profile"], doc["mode"], expect)
+
+
+def compare(expected: Any, found: Any, path: str = "") -> list[FieldDiff]:
+    """Field-by-field differences between two signature dicts (dotted paths, list indices)."""
+    if isinstance(expected, dict) and isinstance(found, dict):
+        out: list[FieldDiff] = []
+        for key in list(expected) + [k for k in found if k not in expected]:
+            sub = f"{path}.{key}" if path else str(key)
+            out += compare(expected.get(key, _MISSING), found.get(key, _MISSING), sub)
+        return out
+    if isinstance(expected, list) and isinstance(found, list) and _is_records(expected) and _is_records(found):
+        out = []
+        for i in range(max(len(expected), len(found))):
+            e = expected[i] if i < len(expected) else _MISSING
+            f = found[i] if i < len(found) else _MISSING
+            out += compare(e, f, f"{path}[{i}]")
+        return out
+    if _normal(expected) != _normal(found):
+        return [FieldDiff(path, expected, found)]
+    return []
+
+
+def _is_records(items: list) -> bool:
+    return all(isinstance(x, dict) for x in items)
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never half of either."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict) -> str:
+    """Record `signature` as expected for `jax_version`; returns the unified diff applied ('' if unchanged).
+
+    The expectation covering `jax_version` is replaced, keeping its version range;
+    when none covers it, a new one without a range is added.
+    """
+    path = path_for(root, case, target, profile, mode)
+    old = load(path)
+    golden = old or Golden(case, target, profile, mode)
+    old_text = path.read_text() if path.exists() else ""
+    current = golden.expected_for(jax_version)
+    if current is None:
+        golden.expect.append(Expectation(signature, "", f"jax {jax_version}"))
+    else:
+        current.signature = signature
+        current.blessed_with = f"jax {jax_version}"
+    new_text = golden.to_yaml()
+    if _same_expectations(old_text, new_text):
+        return ""
+    atomic_write(path, new_text)
+    return "".join(
+        difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), f"a/{path}", f"b/{path}")
+    )
+
+
+def _same_expectations(old_text: str, new_text: str) -> bool:
+    """Equal but for the blessed_with line: re-blessing an identical signature is not a change."""
+    if not old_text:
+        return False
+
+    def strip(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.lstrip("- ").startswith("blessed_with:")]
+
+    return strip(old_text) == strip(new_text)

@@ -1,0 +1,88 @@
+"""Stage 2: render a `Case` into plain Python source for a JAX function (jinja2).
+
+The rendered module defines `FN` (the function) and `ARGS` (its argument specs);
+the worker executes exactly this source. `repro()` wraps it with a copy of
+`harness/aot.py` and a small `__main__` into a standalone script.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from .cases import FP8_MAX, Case
+from .targets import Profile, Target
+
+_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,  # renders Python source, not markup
+)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    case_id: str
+    source: str
+
+
+def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
+    """The (name, shape, dtype) of each argument of a pattern case, in call order."""
+    if case.kind == "python":
+        return [(n, tuple(s), d) for n, s, d in case.args]
+    s = case.shape
+    lead = (s.batch,) if s.batch else ()
+    args = [("a", lead + (s.m, s.k), case.a_dtype)]
+    args.append(("b", lead + ((s.n, s.k) if case.transpose_b else (s.k, s.n)), case.b_dtype))
+    if case.input_scales in ("a", "both"):
+        args.append(("a_scale", (), case.scale_dtype))
+    if case.input_scales in ("b", "both"):
+        args.append(("b_scale", (), case.scale_dtype))
+    if case.epilogue == "matrix_bias":
+        args.append(("bias", lead + (s.m, s.n), case.bias_dtype))
+    elif case.has_bias:
+        args.append(("bias", (s.n,), case.bias_dtype))
+    if case.output_scale != "none":
+        args.append(("out_scale", (), case.scale_dtype))
+    return args
+
+
+def render(case: Case) -> Rendered:
+    args = arg_specs(case)
+    if case.kind == "python":
+        module, function = case.callable.split(":")
+        source = _ENV.get_template("python.py.j2").render(case=case, module=module, function=function, args=args)
+        return Rendered(case.id, source)
+    batched = case.shape.batch is not None
+    rank = 3 if batched else 2
+    source = _ENV.get_template("pattern.py.j2").render(
+        case=case,
+        args=args,
+        params=[name for name, _, _ in args],
+        a_scale=case.input_scales in ("a", "both"),
+        b_scale=case.input_scales in ("b", "both"),
+        batched=batched,
+        a_contract=rank - 1,
+        b_contract=rank - 1 if case.transpose_b else rank - 2,
+        batch_dims="(0,), (0,)" if batched else "(), ()",
+        out_max=FP8_MAX.get(case.out_dtype) if case.clamp else None,
+        max_name=case.out_dtype.replace("float8_", "").upper() + "_MAX",
+    )
+    return Rendered(case.id, source)
+
+
+def repro(case: Case, target: Target, profile: Profile, jax_version: str) -> str:
+    """A standalone script: `python repro.py` compiles the case for `target` and prints the optimized HLO."""
+    aot_source = (Path(__file__).parent / "aot.py").read_text()
+    return _ENV.get_template("repro.py.j2").render(
+        case_source=render(case).source,
+        aot_source=aot_source,
+        target=target,
+        profile=profile,
+        jax_version=jax_version,
+    )

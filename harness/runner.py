@@ -1,0 +1,209 @@
+"""Run cases through the pipeline and judge each against its golden: an `Outcome` per case x target x profile.
+
+Outcome codes follow LLVM lit: PASS, FAIL, XFAIL, XPASS, UNSUPPORTED,
+UNRESOLVED, plus NEW (no golden yet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from packaging.version import Version
+
+from . import golden, render, signature
+from .cases import Case
+from .compile import Compilation, Compiler
+from .targets import PROFILES, Profile, Target
+
+OK_CODES = ("PASS", "XFAIL", "UNSUPPORTED")
+BAD_CODES = ("FAIL", "XPASS", "UNRESOLVED", "NEW")
+ALL_CODES = OK_CODES + BAD_CODES
+MIN_DEVICELESS_JAX = Version("0.6.1")
+
+CANARY = Case(
+    id="canary_e4m3_plain",
+    file="<built-in>",
+    line=0,
+    description="plain E4M3 x E4M3 matmul; on an FP8-capable target it must become an FP8 gemm",
+    out_dtype="float32",
+    profiles=("cublas",),
+)
+
+
+@dataclass
+class Outcome:
+    case: str
+    target: str
+    profile: str
+    mode: str
+    jax: str
+    code: str
+    reason: str = ""
+    signature: dict | None = None
+    expected: dict | None = None
+    diffs: list[golden.FieldDiff] = field(default_factory=list)
+    known_issue: dict | None = None
+    compile_seconds: float = 0.0
+    hlo: str | None = None
+    stablehlo: str | None = None
+    source: str = ""
+    description: str = ""
+    yaml: str = ""
+    file: str = ""
+    filecheck: str | None = None
+
+    def to_dict(self, with_text: bool = True) -> dict:
+        d = {
+            "case": self.case,
+            "target": self.target,
+            "profile": self.profile,
+            "mode": self.mode,
+            "jax": self.jax,
+            "outcome": self.code,
+            "reason": self.reason,
+            "signature": self.signature,
+            "expected": self.expected,
+            "diffs": [{"path": x.path, "expected": _jsonable(x.expected), "found": _jsonable(x.found)} for x in self.diffs],
+            "known_issue": self.known_issue,
+            "compile_seconds": round(self.compile_seconds, 4),
+            "description": self.description,
+            "file": self.file,
+        }
+        if with_text:
+            d.update({"source": self.source, "yaml": self.yaml, "hlo": self.hlo, "stablehlo": self.stablehlo})
+        return d
+
+
+def _jsonable(value):
+    return None if value is golden._MISSING else value
+
+
+class CanaryError(RuntimeError):
+    """The environment cannot produce FP8 gemms at all: reporting regressions would be noise."""
+
+
+def deviceless_unsupported(jax_version: str) -> str | None:
+    if Version(jax_version) < MIN_DEVICELESS_JAX:
+        return (
+            f"deviceless compilation needs JAX >= {MIN_DEVICELESS_JAX} (older XLA rejects runtime_version in the "
+            "target config and then never emits FP8 gemms); run this version on a real GPU"
+        )
+    return None
+
+
+def check_canary(compiler: Compiler, target: Target) -> signature.Signature | None:
+    """Compile the canary for `target`; raise CanaryError if an FP8-capable target gets no FP8 gemm."""
+    comp = compiler.compile(render.render(CANARY), target, PROFILES["cublas"])
+    if not comp.ok:
+        raise CanaryError(f"canary '{CANARY.id}' did not compile for {target.name}: {comp.error.splitlines()[0] if comp.error else ''}")
+    sig = signature.extract(comp.hlo)
+    if target.fp8_capable and sig.fp8_gemms == 0:
+        hint = "" if target.has_runtime_version else " (its target config has no runtime_version)"
+        found = ", ".join(f"{g.target} {'x'.join(g.operand_dtypes)}" for g in sig.gemms) or "no gemm"
+        raise CanaryError(
+            f"broken environment: a plain E4M3 x E4M3 matmul did not become an FP8 gemm on FP8-capable target "
+            f"{target.name}{hint}; found {found}"
+        )
+    return sig
+
+
+def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -> Outcome:
+    out = Outcome(
+        case=case.id, target=comp.target, profile=comp.profile, mode=comp.mode, jax=jax_version, code="UNRESOLVED",
+        compile_seconds=comp.seconds, hlo=comp.hlo, stablehlo=comp.stablehlo,
+        description=case.description, yaml=case.yaml_text, file=case.file,
+    )
+    issue = case.known_issue(jax_version, comp.target, comp.profile)
+    if issue:
+        out.known_issue = {"url": issue.url, "jax": issue.jax, "summary": issue.summary}
+    if not comp.ok:
+        first = (comp.error or "").strip().splitlines()[0] if comp.error else "unknown error"
+        if first.startswith("ModuleNotFoundError") or first.startswith("ImportError"):
+            out.code, out.reason = "UNSUPPORTED", f"missing optional dependency: {first}"
+        else:
+            out.code, out.reason = "UNRESOLVED", comp.error or "unknown error"
+        return out
+    try:
+        sig = signature.extract(comp.hlo).to_dict()
+    except Exception as exc:  # a parser bug must not hide the rest of the run
+        out.reason = f"could not parse the optimized HLO: {type(exc).__name__}: {exc}"
+        return out
+    out.signature = sig
+    fc_problem = None
+    if case.filecheck.get(comp.profile):
+        from .filecheck import run_filecheck
+
+        out.filecheck = case.filecheck[comp.profile]
+        fc_problem = run_filecheck(out.filecheck, comp.hlo)
+    try:
+        g = golden.load(golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode))
+    except golden.GoldenError as exc:
+        out.reason = str(exc)
+        return out
+    exp = g.expected_for(jax_version) if g else None
+    if exp is None:
+        out.code = "NEW"
+        out.reason = "no golden yet" if g is None else f"the golden has no expectation covering jax {jax_version}"
+        out.reason += f"; bless it with: fp8-check bless -k {case.id} --target {comp.target} --profile {comp.profile}"
+        return out
+    out.expected = exp.signature
+    out.diffs = golden.compare(exp.signature, sig)
+    if fc_problem:
+        out.diffs.append(golden.FieldDiff("filecheck", "patterns match", fc_problem))
+    matches = not out.diffs
+    if issue:
+        out.code = "XPASS" if matches else "XFAIL"
+        out.reason = (
+            f"known issue {issue.url} ({issue.jax}) no longer reproduces: the fused signature is back"
+            if matches else f"known issue {issue.url}" + (f": {issue.summary}" if issue.summary else "")
+        )
+    else:
+        out.code = "PASS" if matches else "FAIL"
+        if not matches:
+            out.reason = f"{len(out.diffs)} field(s) differ from {golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)}"
+    return out
+
+
+def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Iterator[tuple[Case, Target, Profile]]:
+    """Every (case, target, profile) to run: a case runs on the targets and profiles it lists."""
+    for target in targets:
+        for profile in profiles:
+            for case in cases:
+                if case.targets and target.name not in case.targets:
+                    continue
+                if profile not in case.profiles:
+                    continue
+                yield case, target, PROFILES[profile]
+
+
+def run(
+    cases: list[Case],
+    targets: list[Target],
+    profiles: list[str],
+    mode: str,
+    compiler: Compiler,
+    goldens_root: Path,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    env = compiler.environment()
+    jax_version = env["jax"]
+    outcomes: list[Outcome] = []
+    for case, target, profile in plan(cases, targets, profiles):
+        reason = None
+        if mode == "deviceless":
+            reason = deviceless_unsupported(jax_version)
+            if reason is None and not profile.deviceless:
+                reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
+        if reason:
+            out = Outcome(case.id, target.name, profile.name, mode, jax_version, "UNSUPPORTED", reason,
+                          description=case.description, yaml=case.yaml_text, file=case.file)
+        else:
+            rendered = render.render(case)
+            out = judge(case, compiler.compile(rendered, target, profile), jax_version, goldens_root)
+            out.source = render.repro(case, target, profile, jax_version)
+        outcomes.append(out)
+        if on_outcome:
+            on_outcome(out)
+    return outcomes

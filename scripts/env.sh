@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up (or reuse) the locked environment, then run a command inside it.
+#   bash scripts/env.sh fp8-check run      # the main job
+#   bash scripts/env.sh pytest             # the test suite
+# Needs only a Python >= 3.12 on the machine; installs uv if it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+find_python() {
+  local c
+  for c in "${UV_PYTHON:-}" python3.12 python3.13 python3 \
+           "$(command -v pyenv >/dev/null 2>&1 && pyenv root)"/versions/3.1[2-9]*/bin/python3 \
+           /usr/bin/python3.12 /usr/local/bin/python3.12; do
+    [ -n "$c" ] || continue
+    if "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then
+      "$c" -c 'import sys; print(sys.executable)'
+      return 0
+    fi
+  done
+  return 1
+}
+
+PY=$(find_python) || { echo "fp8-check: needs Python >= 3.12 (none found on PATH or under pyenv)" >&2; exit 2; }
+export UV_PYTHON="$PY" UV_PYTHON_DOWNLOADS=never
+
+if ! command -v uv >/dev/null 2>&1; then
+  "$PY" -m pip install --quiet --user uv >&2 || "$PY" -m pip install --quiet uv >&2
+  export PATH="$("$PY" -c 'import site; print(site.USER_BASE)')/bin:$PATH"
+fi
+
+uv sync --locked --all-extras --quiet >&2
+exec uv run --locked --all-extras --no-sync "$@"
