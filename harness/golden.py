@@ -68,7 +68,19 @@ class Golden:
                 for e in self.expect
             ],
         }
-        return yaml.safe_dump(doc, sort_keys=False, width=100)
+        return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for structure, flow style for short lists of scalars: `operand_dtypes: [f8e4m3fn, f8e4m3fn]`."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, items: list):
+    flow = all(not isinstance(x, (dict, list)) and " " not in str(x) for x in items)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
 
 
 @dataclass(frozen=True)
@@ -89,7 +101,12 @@ def _show(value: Any) -> str:
         return "(absent)"
     if isinstance(value, str):
         return value
-    return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, (int, float)):
+        return repr(_normal(value))
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    return text.removesuffix("...").strip()
 
 
 def path_for(root: Path, case: str, target: str, profile: str, mode: str) -> Path:

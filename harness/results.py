@@ -41,7 +41,8 @@ def gemm_summary(sig: dict | None) -> str:
     return f"{sig['kernels']} kernel{'s' if sig['kernels'] != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
 
 
-def print_outcome(out: Outcome, stream: TextIO = sys.stdout, verbose: bool = False) -> None:
+def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = False) -> None:
+    stream = stream or sys.stdout
     line = f"{_paint(out.code, stream):<11} {out.target}/{out.profile:<7} {out.case}"
     detail = gemm_summary(out.signature)
     if detail:
@@ -62,7 +63,8 @@ def summary(outcomes: list[Outcome]) -> Counter:
     return Counter(o.code for o in outcomes)
 
 
-def print_summary(outcomes: list[Outcome], stream: TextIO = sys.stdout) -> None:
+def print_summary(outcomes: list[Outcome], stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
     counts = summary(outcomes)
     parts = [f"{counts[c]} {c}" for c in ALL_CODES if counts[c]]
     print(f"\n{len(outcomes)} results: " + (", ".join(parts) if parts else "nothing ran"), file=stream)

@@ -42,6 +42,7 @@ class Gemm:
     beta: float | None = None
     dims: dict[str, list[int]] = field(default_factory=dict)
     fused_ops: list[str] = field(default_factory=list)  # pattern ops inside a gemm fusion
+    inputs: list[str] = field(default_factory=list)  # dtypes of a gemm fusion's array inputs (what it loads)
 
     @property
     def fp8(self) -> bool:
@@ -114,7 +115,9 @@ def _collect_kernels(module: hlo.Module, comp: hlo.Computation, out: list, depth
 
 
 def _fusion_backend_kind(instr: hlo.Instruction) -> str | None:
-    cfg = instr.backend_config.get("fusion_backend_config") or {}
+    bc = instr.backend_config
+    # Older XLA (quoted-string backend_config) printed FusionBackendConfig unwrapped.
+    cfg = bc.get("fusion_backend_config") or (bc if "kind" in bc else {})
     kind = cfg.get("kind")
     return kind or None
 
@@ -177,7 +180,9 @@ def _gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> 
 
 
 def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, target: str) -> Gemm:
-    cfg = instr.backend_config.get("gemm_backend_config") or {}
+    bc = instr.backend_config
+    # Older XLA (quoted-string backend_config) printed GemmBackendConfig unwrapped.
+    cfg = bc.get("gemm_backend_config") or (bc if "dot_dimension_numbers" in bc else {})
     beta = float(cfg.get("beta", 0) or 0)
     types = [(name, _type_of(module, comp, name)) for name in instr.operands]
     operands: dict[str, str] = {}
@@ -243,4 +248,7 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm
             "rhs_batch": _dims_attr(dot, "rhs_batch_dims"),
         },
         fused_ops=sorted((inside & PATTERN_OPS) - _DOT_OPS),
+        inputs=sorted(
+            hlo.dtype_of(t) for t in (_type_of(module, module.entry, n) for n in instr.operands) if hlo.rank_of(t) > 0
+        ) if instr.opcode == "fusion" else [],
     )

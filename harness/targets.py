@@ -70,10 +70,17 @@ def target_names() -> tuple[str, ...]:
 
 @cache
 def load_target(name: str) -> Target:
+    """A shipped target by name, or a GpuTargetConfig text proto given by path (`*.txtpb`)."""
     path = TARGET_DIR / f"{name}.txtpb"
+    if name.endswith(".txtpb"):
+        path = Path(name)
+        name = path.stem
     if not path.is_file():
-        raise KeyError(f"unknown target '{name}'; allowed: {', '.join(target_names())}")
-    return parse_target(name, path.read_text())
+        raise KeyError(f"unknown target '{name}'; allowed: {', '.join(target_names())}, or a path to a *.txtpb spec")
+    try:
+        return parse_target(name, path.read_text())
+    except ValueError as exc:
+        raise KeyError(f"{path}: {exc}") from None
 
 
 def parse_target(name: str, text: str) -> Target:

@@ -1,0 +1,55 @@
+"""Shared fixtures. Integration tests compile for real, deviceless, through the CUDA plugin."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from harness.targets import gpu_present
+
+# Tests that execute rendered functions use JAX's CPU backend; compiles for GPU
+# targets happen in the worker subprocess, which sets up its own environment.
+if not gpu_present():
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import pytest
+
+from harness import cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+requires_gpu = pytest.mark.skipif(not gpu_present(), reason="needs an NVIDIA GPU (device mode); this machine has none")
+
+
+@pytest.fixture
+def run_cli(capsys, monkeypatch):
+    """Run `fp8-check ARGS` in-process from a directory; returns (exit code, stdout, stderr)."""
+
+    def run(*args: str, cwd: Path = REPO):
+        monkeypatch.chdir(cwd)
+        code = cli.main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A scratch project: a copy of the seed cases and their goldens."""
+    (tmp_path / "cases").mkdir()
+    shutil.copy(REPO / "cases" / "seed.yaml", tmp_path / "cases" / "seed.yaml")
+    shutil.copytree(REPO / "goldens", tmp_path / "goldens")
+    return tmp_path
+
+
+def write_cases(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def git_available() -> bool:
+    return shutil.which("git") is not None and subprocess.run(["git", "--version"], capture_output=True).returncode == 0
