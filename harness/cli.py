@@ -60,7 +60,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list the cases")
     p.add_argument("paths", nargs="*", type=Path)
     p.add_argument("-k", dest="filter")
+
+    for module in _plugin_modules():
+        COMMANDS.update(module.register(sub, _add_selection))
     return parser
+
+
+# Stages that add their own subcommands. Each module has
+# `register(subparsers, add_selection) -> {name: handler(args) -> exit code}`.
+PLUGIN_MODULES: list[str] = []
+
+
+def _plugin_modules():
+    import importlib
+
+    return [importlib.import_module(name) for name in PLUGIN_MODULES]
 
 
 def _load_cases(args) -> list[case_mod.Case]:
