@@ -27,6 +27,7 @@ class Instruction:
     operand_text: str
     attrs: str
     root: bool = False
+    operand_tuple_index: list[int | None] = field(default_factory=list)  # `%x#i`: element i of x's tuple
 
     def attr(self, key: str) -> str | None:
         """The raw text of attribute `key` (balanced braces/quotes respected)."""
@@ -161,15 +162,17 @@ def _parse_instruction(line: str) -> Instruction | None:
     close_at = _match(rest, open_at)
     operand_text = rest[open_at + 1 : close_at]
     attrs = rest[close_at + 1 :].lstrip(", ")
-    operands = []
+    operands: list[str] = []
+    indices: list[int | None] = []
     if opcode not in ("constant", "parameter", "iota"):
         for part in _split_top(operand_text):
-            refs = re.findall(r"%([\w.\-]+)", part)
-            if refs:
-                operands.append(refs[-1])
-            elif part.strip() and re.match(r"^[\w.\-]+(#\d+)?$", part.strip()):
-                operands.append(part.strip().split("#")[0])
-    return Instruction(name, type_text, opcode, operands, operand_text, attrs, root)
+            refs = re.findall(r"%([\w.\-]+)(?:#(\d+))?", part)
+            bare = re.match(r"^([\w.\-]+)(?:#(\d+))?$", part.strip())
+            ref = refs[-1] if refs else (bare.groups() if bare else None)
+            if ref:
+                operands.append(ref[0])
+                indices.append(int(ref[1]) if ref[1] else None)
+    return Instruction(name, type_text, opcode, operands, operand_text, attrs, root, indices)
 
 
 def _match(text: str, open_at: int) -> int:

@@ -52,11 +52,37 @@ def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
     return args
 
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module_file(module: str) -> Path | None:
+    """The source file of `module` when it is part of this repository (inlined so repros stand alone).
+
+    Modules from installed packages are imported instead; a missing one makes the
+    case UNSUPPORTED when it runs.
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    path = Path(spec.origin).resolve()
+    return path if REPO_ROOT in path.parents else None
+
+
 def render(case: Case) -> Rendered:
     args = arg_specs(case)
     if case.kind == "python":
         module, function = case.callable.split(":")
-        source = _ENV.get_template("python.py.j2").render(case=case, module=module, function=function, args=args)
+        module_path = _module_file(module)
+        source = _ENV.get_template("python.py.j2").render(
+            case=case, module=module, function=function, args=args,
+            module_path=module_path.relative_to(REPO_ROOT) if module_path else None,
+            module_source=module_path.read_text().rstrip() if module_path else None,
+        )
         return Rendered(case.id, source)
     batched = case.shape.batch is not None
     rank = 3 if batched else 2

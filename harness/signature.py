@@ -140,9 +140,20 @@ def _ops_inside(module: hlo.Module, instr: hlo.Instruction) -> set[str]:
     return {inner.opcode for inner, _ in _inner_instructions(module, instr)} & PATTERN_OPS
 
 
-def _type_of(module: hlo.Module, comp: hlo.Computation, name: str) -> str:
+def _type_of(module: hlo.Module, comp: hlo.Computation, name: str, index: int | None = None) -> str:
     instr = comp.by_name().get(name) or module.instruction(name)
-    return instr.type if instr else "?"
+    if instr is None:
+        return "?"
+    if index is not None and instr.type.lstrip().startswith("("):
+        elements = instr.result_types
+        return elements[index] if index < len(elements) else "?"
+    return instr.type
+
+
+def _operand_types(module: hlo.Module, comp: hlo.Computation, instr: hlo.Instruction) -> list[tuple[str, str]]:
+    """(name, type) of each operand, resolving the `%x#i` tuple shorthand to element i's type."""
+    idx = instr.operand_tuple_index or [None] * len(instr.operands)
+    return [(n, _type_of(module, comp, n, i)) for n, i in zip(instr.operands, idx)]
 
 
 def _is_constant_one(module: hlo.Module, comp: hlo.Computation, name: str) -> bool:
@@ -184,7 +195,7 @@ def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computati
     # Older XLA (quoted-string backend_config) printed GemmBackendConfig unwrapped.
     cfg = bc.get("gemm_backend_config") or (bc if "dot_dimension_numbers" in bc else {})
     beta = float(cfg.get("beta", 0) or 0)
-    types = [(name, _type_of(module, comp, name)) for name in instr.operands]
+    types = _operand_types(module, comp, instr)
     operands: dict[str, str] = {}
     rest = list(types)
     for role in ("a", "b"):
@@ -233,7 +244,7 @@ def _dims_attr(dot: hlo.Instruction, key: str) -> list[int]:
 
 def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm:
     dot, dot_comp = dot_and_comp
-    operand_dtypes = [hlo.dtype_of(_type_of(module, dot_comp, n)) for n in dot.operands[:2]]
+    operand_dtypes = [hlo.dtype_of(t) for _, t in _operand_types(module, dot_comp, dot)[:2]]
     results = instr.result_types
     inside = {i.opcode for i, _ in _inner_instructions(module, instr)} if instr.opcode == "fusion" else set()
     return Gemm(
@@ -249,6 +260,6 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm
         },
         fused_ops=sorted((inside & PATTERN_OPS) - _DOT_OPS),
         inputs=sorted(
-            hlo.dtype_of(t) for t in (_type_of(module, module.entry, n) for n in instr.operands) if hlo.rank_of(t) > 0
+            hlo.dtype_of(t) for _, t in _operand_types(module, module.entry, instr) if hlo.rank_of(t) > 0
         ) if instr.opcode == "fusion" else [],
     )

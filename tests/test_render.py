@@ -108,6 +108,15 @@ def test_python_case_renders_an_import():
     case = Case(id="p", file="<p>", line=1, kind="python", callable="tests.casefns:plain",
                 args=(("a", (4, 8), "float8_e4m3fn"), ("b", (8, 2), "float8_e4m3fn")))
     source = render.render(case).source
-    assert "from tests.casefns import plain as FN" in source
+    # a module of this repository is inlined, so the repro stands alone
+    assert "# ---- tests.casefns (inlined from tests/casefns.py) ----" in source and "\nFN = plain\n" in source
+    assert "import tests" not in source and "from tests.casefns import" not in source
     module = load(source)
     assert module.ARGS == [("a", (4, 8), "float8_e4m3fn"), ("b", (8, 2), "float8_e4m3fn")]
+    assert module.FN.__name__ == "plain"
+
+
+def test_python_case_from_an_installed_package_is_imported():
+    case = Case(id="p", file="<p>", line=1, kind="python", callable="no_such_package_xyz.layers:dense",
+                args=(("a", (4, 8), "float32"),))
+    assert "from no_such_package_xyz.layers import dense as FN" in render.render(case).source

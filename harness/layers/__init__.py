@@ -1,0 +1,1 @@
+"""Real library layers checked by `kind: python` cases (imported by the compile worker)."""
