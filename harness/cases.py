@@ -17,7 +17,7 @@ import yaml
 
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 DEQUANT_DTYPES = ("float32", "bfloat16", "float16")
-OUT_DTYPES = ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float32")
+OUT_DTYPES = ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32")
 INPUT_SCALES = ("none", "a", "b", "both")
 OUTPUT_SCALES = ("none", "multiply", "divide")
 EPILOGUES = (
@@ -32,6 +32,7 @@ EPILOGUES = (
     "matrix_bias",
 )
 AMAX = ("none", "pre_scale")
+REQUANTIZE = ("convert", "bitcast")
 PROFILES = ("cublas", "triton", "default")
 KINDS = ("pattern", "python")
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -103,6 +104,7 @@ class Case:
     epilogue: str = "none"
     bias_dtype: str | None = None
     amax: str = "none"
+    requantize: str = "convert"  # how the output reaches out_dtype: astype, or lax.bitcast_convert_type
     profiles: tuple[str, ...] = ("cublas", "triton", "default")
     targets: tuple[str, ...] = ()  # empty: every target
     known_issues: tuple[KnownIssue, ...] = ()
@@ -217,11 +219,12 @@ def _known_issues(path, line, cid, value) -> tuple[KnownIssue, ...]:
         unknown = sorted(set(item) - set(allowed))
         if unknown:
             raise CaseError(path, line_i, cid, f"{fld}.{unknown[0]}", f"unknown key; allowed: {', '.join(allowed)}")
-        for key in ("url", "jax"):
-            if key not in item:
-                raise CaseError(path, line_i, cid, f"{fld}.{key}", "missing; a known issue needs url and jax (a version range)")
-        url = _str(path, line_i, cid, f"{fld}.url", item["url"])
-        if not re.match(r"^https?://\S+$", url) and not url.startswith("description:"):
+        if "jax" not in item:
+            raise CaseError(path, line_i, cid, f"{fld}.jax", "missing; a known issue needs jax (a version range)")
+        if "url" not in item and not item.get("summary"):
+            raise CaseError(path, line_i, cid, f"{fld}.url", "missing; a known issue needs an upstream url, or a summary where none exists")
+        url = _str(path, line_i, cid, f"{fld}.url", item.get("url", ""))
+        if url and not re.match(r"^https?://\S+$", url):
             raise CaseError(path, line_i, cid, f"{fld}.url", f"expected an http(s) URL, got {url!r}")
         spec = _str(path, line_i, cid, f"{fld}.jax", item["jax"])
         try:
@@ -263,7 +266,7 @@ def _args(path, line, cid, value):
 PATTERN_KEYS = (
     "id", "description", "kind", "a_dtype", "b_dtype", "shape", "transpose_b", "dequant",
     "input_scales", "scale_dtype", "output_scale", "clamp", "out_dtype", "epilogue",
-    "bias_dtype", "amax", "profiles", "targets", "known_issues", "filecheck",
+    "bias_dtype", "amax", "requantize", "profiles", "targets", "known_issues", "filecheck",
 )
 PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "profiles", "targets", "known_issues", "filecheck")
 
@@ -326,7 +329,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     for fld, allowed_values in (
         ("a_dtype", FP8_DTYPES), ("b_dtype", FP8_DTYPES), ("dequant", DEQUANT_DTYPES),
         ("input_scales", INPUT_SCALES), ("scale_dtype", DEQUANT_DTYPES), ("output_scale", OUTPUT_SCALES),
-        ("out_dtype", OUT_DTYPES), ("epilogue", EPILOGUES), ("amax", AMAX),
+        ("out_dtype", OUT_DTYPES), ("epilogue", EPILOGUES), ("amax", AMAX), ("requantize", REQUANTIZE),
     ):
         if fld in merged:
             kw[fld] = _choice(path, line, cid, fld, merged[fld], allowed_values)
@@ -342,6 +345,8 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     # Contradictory combinations.
     if case.clamp and case.out_dtype not in FP8_DTYPES:
         raise CaseError(path, line, cid, "clamp", f"clamp saturates to an FP8 format's range, but out_dtype is {case.out_dtype}; allowed with out_dtype: {', '.join(FP8_DTYPES)}")
+    if case.requantize == "bitcast" and (case.out_dtype not in FP8_DTYPES or case.dequant == case.out_dtype):
+        raise CaseError(path, line, cid, "requantize", f"bitcast reinterprets the {case.dequant} result as FP8 bytes; it needs an FP8 out_dtype, got {case.out_dtype}; allowed: {', '.join(REQUANTIZE)}")
     if "bias_dtype" in raw and not case.has_bias:
         raise CaseError(path, line, cid, "bias_dtype", f"set, but epilogue '{case.epilogue}' has no bias; allowed with epilogue: bias, bias_relu, bias_gelu_tanh, bias_gelu_exact, matrix_bias")
     if "scale_dtype" in raw and case.input_scales == "none" and case.output_scale == "none":

@@ -155,9 +155,10 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     matches = not out.diffs
     if issue:
         out.code = "XPASS" if matches else "XFAIL"
+        name = issue.url or "(no upstream issue)"
         out.reason = (
-            f"known issue {issue.url} ({issue.jax}) no longer reproduces: the fused signature is back"
-            if matches else f"known issue {issue.url}" + (f": {issue.summary}" if issue.summary else "")
+            f"known issue {name} ({issue.jax}) no longer reproduces: the expected fused signature is back"
+            if matches else f"known issue {name}" + (f": {issue.summary}" if issue.summary else "")
         )
     else:
         out.code = "PASS" if matches else "FAIL"

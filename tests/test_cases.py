@@ -67,6 +67,7 @@ def test_defaults_merge_and_bias_dtype_default(tmp_path):
         ("    kind: cuda\n", "kind", "allowed: pattern, python"),
         ("    known_issues: {url: x}\n", "known_issues", "expected a list"),
         ("    known_issues: [{url: 'https://x/1'}]\n", "known_issues[0].jax", "missing"),
+        ("    known_issues: [{jax: '>=0.1'}]\n", "known_issues[0].url", "or a summary where none exists"),
         ("    known_issues: [{url: 'nope', jax: '>=0.1'}]\n", "known_issues[0].url", "http(s) URL"),
         ("    known_issues: [{url: 'https://x/1', jax: 'soon'}]\n", "known_issues[0].jax", "version range"),
         ("    known_issues: [{url: 'https://x/1', jax: '>=0.1', bug: 3}]\n", "known_issues[0].bug", "unknown key"),

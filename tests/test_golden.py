@@ -28,11 +28,21 @@ def test_compare_reports_each_field_with_path():
     assert [str(d) for d in diffs] == ["kernels: expected 2, found 3", "gemms[0].epilogue: expected RELU, found DEFAULT"]
 
 
-def test_compare_missing_and_extra_gemms_and_keys():
-    found = {**SIG, "gemms": SIG["gemms"] + [{"target": "__cublas$gemm"}], "extra": 1}
+def test_compare_missing_and_extra_gemms():
+    found = {**SIG, "gemms": SIG["gemms"] + [{"target": "__cublas$gemm"}]}
     diffs = {d.path: d for d in golden.compare(SIG, found)}
-    assert "gemms[1]" in diffs and "(absent)" in str(diffs["gemms[1]"])
-    assert str(diffs["extra"]) == "extra: expected (absent), found 1"
+    assert list(diffs) == ["gemms[1]"] and "expected (absent)" in str(diffs["gemms[1]"])
+    fewer = {**SIG, "gemms": []}
+    assert [str(d) for d in golden.compare(SIG, fewer)][0].startswith("gemms[0]: expected {")
+    assert "found (absent)" in str(golden.compare(SIG, fewer)[0])
+
+
+def test_partial_golden_compares_only_stated_fields():
+    partial = {"gemms": [{"target": "__cublas$lt$matmul$f8", "epilogue": "RELU"}]}
+    assert golden.compare(partial, {**SIG, "extra": 1}) == []
+    found = {**SIG, "gemms": [{**SIG["gemms"][0], "epilogue": "DEFAULT"}]}
+    assert [str(d) for d in golden.compare(partial, found)] == ["gemms[0].epilogue: expected RELU, found DEFAULT"]
+    assert [d.path for d in golden.compare({"kernels": 2, "missing": 1}, SIG)] == ["missing"]
 
 
 def test_bless_writes_then_reports_unchanged(tmp_path):
