@@ -1,0 +1,57 @@
+"""The case library itself: every case's standalone repro runs on its own and reproduces its golden."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import pytest
+
+from harness import cases, golden, render, signature
+from harness.targets import PROFILES, load_target
+
+from .conftest import REPO
+
+LIBRARY = cases.load([REPO / "cases"])
+
+
+def _run_repro(case, tmp_path):
+    script = tmp_path / f"{case.id}.py"
+    script.write_text(render.repro(case, load_target("h100"), PROFILES["cublas"], jax.__version__))
+    # nothing from this checkout on the path, no inherited JAX settings: only the installed packages
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    return case, proc
+
+
+def test_every_repro_runs_standalone_and_reproduces_the_golden(tmp_path):
+    failures = []
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        for case, proc in pool.map(lambda c: _run_repro(c, tmp_path), LIBRARY):
+            if proc.returncode != 0:
+                failures.append(f"{case.id}: exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
+                continue
+            found = signature.extract(proc.stdout).to_dict()
+            g = golden.load(golden.path_for(REPO / "goldens", case.id, "h100", "cublas", "deviceless"))
+            expected = g.expected_for(jax.__version__)
+            issue = case.known_issue(jax.__version__, "h100", "cublas")
+            diffs = golden.compare(expected.signature, found)
+            if bool(diffs) != bool(issue):  # a known issue's golden states the fused signature it should get
+                failures.append(f"{case.id}: repro signature vs golden: {[str(d) for d in diffs][:3]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("family", ["scale_", "dequant_", "epi_", "dtype_", "layout_", "flax_", "seed_"])
+def test_every_family_is_present(family):
+    assert any(c.id.startswith(family) for c in LIBRARY)
+
+
+def test_every_case_has_a_description_and_goldens_for_each_shipped_target():
+    for case in LIBRARY:
+        assert case.description, case.id
+        for target, profiles in (("h100", ("cublas", "triton")), ("a100", ("cublas",)), ("h200", ("cublas",)), ("b200", ("cublas",))):
+            for profile in profiles:
+                assert golden.path_for(REPO / "goldens", case.id, target, profile, "deviceless").exists(), (case.id, target, profile)
