@@ -175,12 +175,9 @@ def _parse_instruction(line: str) -> Instruction | None:
     return Instruction(name, type_text, opcode, operands, operand_text, attrs, root, indices)
 
 
-def _match(text: str, open_at: int) -> int:
-    """Index of the bracket closing the one at `open_at`, skipping quoted strings."""
-    pairs = {"(": ")", "{": "}", "[": "]"}
-    stack = []
-    i = open_at
-    in_str = False
+def _structural(text: str, start: int = 0):
+    """Yield (index, char) for the characters of `text` outside quoted strings (escapes honoured)."""
+    i, in_str = start, False
     while i < len(text):
         ch = text[i]
         if in_str:
@@ -191,39 +188,37 @@ def _match(text: str, open_at: int) -> int:
                 in_str = False
         elif ch == '"':
             in_str = True
-        elif ch in pairs:
+        else:
+            yield i, ch
+        i += 1
+
+
+def _match(text: str, open_at: int) -> int:
+    """Index of the bracket closing the one at `open_at`, skipping quoted strings."""
+    pairs = {"(": ")", "{": "}", "[": "]"}
+    stack: list[str] = []
+    for i, ch in _structural(text, open_at):
+        if ch in pairs:
             stack.append(pairs[ch])
         elif stack and ch == stack[-1]:
             stack.pop()
             if not stack:
                 return i
-        i += 1
     return len(text) - 1
 
 
 def _split_top(text: str) -> list[str]:
     """Split on commas that are not inside brackets or quotes."""
-    parts, depth, start, in_str, i = [], 0, 0, False, 0
-    while i < len(text):
-        ch = text[i]
-        if in_str:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "({[":
+    parts, depth, start = [], 0, 0
+    for i, ch in _structural(text):
+        if ch in "({[":
             depth += 1
         elif ch in ")}]":
             depth -= 1
         elif ch == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1
-        i += 1
-    if text[start:].strip():
-        parts.append(text[start:])
+    parts.append(text[start:])
     return [p.strip() for p in parts if p.strip()]
 
 
