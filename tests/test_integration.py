@@ -212,3 +212,18 @@ def test_golden_files_are_small_readable_yaml():
         assert set(doc) == {"case", "target", "profile", "mode", "expect"}, f
         assert f.parts[-4:-1] == (doc["target"], doc["profile"], doc["mode"]), f
         assert f.stat().st_size < 4096, f
+
+
+def test_filecheck_patterns_are_checked_against_the_optimized_hlo(workspace, run_cli):
+    seed = (workspace / "cases" / "seed.yaml").read_text()
+    good = "    filecheck: {cublas: 'CHECK: custom_call_target=\"__cublas$lt$matmul$f8\"'}\n"
+    bad = "    filecheck: {cublas: 'CHECK: custom_call_target=\"__cublas$gemm\"'}\n"
+    (workspace / "cases" / "seed.yaml").write_text(
+        seed.replace("  - id: seed_plain_f32\n", "  - id: seed_plain_f32\n" + good)
+        .replace("  - id: seed_plain_bf16\n", "  - id: seed_plain_bf16\n" + bad)
+    )
+    code, out, _ = run_cli("run", *DL, "-k", "seed_plain", "--profile", "cublas", cwd=workspace)
+    assert code == 1
+    assert re.search(r"PASS\s+h100/cublas\s+seed_plain_f32", out)
+    assert re.search(r"FAIL\s+h100/cublas\s+seed_plain_bf16", out)
+    assert "filecheck: expected patterns match, found" in out
