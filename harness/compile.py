@@ -37,6 +37,10 @@ class Compilation:
     stablehlo: str | None = None
     seconds: float = 0.0
     error: str | None = None
+    # Numerics (device mode): the executable's outputs on the requested inputs,
+    # as encoded by the worker ({dtype, shape, data: base64}), or why it did not run.
+    outputs: list[dict] | None = None
+    execute_error: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -127,23 +131,26 @@ class Compiler:
             self._environment = reply["environment"]
         return self._environment
 
-    def compile(self, rendered: Rendered, target: Target, profile: Profile) -> Compilation:
+    def compile(self, rendered: Rendered, target: Target, profile: Profile, inputs: list[dict] | None = None) -> Compilation:
+        """Compile `rendered`; with `inputs` (encoded arrays, see `numerics.encode`) also execute it (device mode)."""
         out = Compilation(rendered.case_id, target.name, profile.name, self.mode)
+        request = {
+            "op": "compile",
+            "case_id": rendered.case_id,
+            "source": rendered.source,
+            "target_config": target.config_text,
+            "compiler_options": profile.compiler_options,
+        }
+        if inputs is not None:
+            request["inputs"] = inputs
         try:
-            reply = self.worker.request(
-                {
-                    "op": "compile",
-                    "case_id": rendered.case_id,
-                    "source": rendered.source,
-                    "target_config": target.config_text,
-                    "compiler_options": profile.compiler_options,
-                }
-            )
+            reply = self.worker.request(request)
         except WorkerError as exc:
             out.error = f"worker crashed: {exc}"
             return out
         if reply.get("ok"):
             out.hlo, out.stablehlo, out.seconds = reply["hlo"], reply["stablehlo"], reply["seconds"]
+            out.outputs, out.execute_error = reply.get("outputs"), reply.get("execute_error")
         else:
             out.error = reply.get("error", "unknown error")
         return out

@@ -53,6 +53,7 @@ class Outcome:
     yaml: str = ""
     file: str = ""
     filecheck: str | None = None
+    numerics: dict | None = None  # `run --numerics`: see harness/numerics.py
 
     def to_dict(self, with_text: bool = True) -> dict:
         d = {
@@ -71,6 +72,8 @@ class Outcome:
             "description": self.description,
             "file": self.file,
         }
+        if self.numerics is not None:
+            d["numerics"] = self.numerics
         if with_text:
             d.update({"source": self.source, "yaml": self.yaml, "hlo": self.hlo, "stablehlo": self.stablehlo})
         return d
@@ -187,6 +190,7 @@ def run(
     compiler: Compiler,
     goldens_root: Path,
     on_outcome: Callable[[Outcome], None] | None = None,
+    numerics: bool = False,
 ) -> list[Outcome]:
     env = compiler.environment()
     jax_version = env["jax"]
@@ -202,9 +206,44 @@ def run(
                           description=case.description, yaml=case.yaml_text, file=case.file)
         else:
             rendered = render.render(case)
-            out = judge(case, compiler.compile(rendered, target, profile), jax_version, goldens_root)
+            inputs = None
+            if numerics:
+                from . import numerics as numerics_mod
+
+                if numerics_mod.skip_reason(case) is None:
+                    inputs = numerics_mod.encode_inputs(case)
+            comp = compiler.compile(rendered, target, profile, inputs=inputs)
+            out = judge(case, comp, jax_version, goldens_root)
             out.source = render.repro(case, target, profile, jax_version)
+            if numerics:
+                apply_numerics(out, case, comp)
         outcomes.append(out)
         if on_outcome:
             on_outcome(out)
     return outcomes
+
+
+def apply_numerics(out: Outcome, case: Case, comp: Compilation) -> None:
+    """Judge the executed outputs of `comp` against the float64 reference; a mismatch is a FAIL of its own."""
+    from . import numerics
+
+    if numerics.skip_reason(case):
+        result = numerics.skipped(numerics.skip_reason(case))
+    elif not comp.ok:
+        result = numerics.skipped("the case did not compile")
+    elif comp.execute_error or comp.outputs is None:
+        result = numerics.NumericsResult("error", f"could not execute the compiled case: {comp.execute_error or 'no outputs'}")
+    else:
+        try:
+            result = numerics.check(case, comp.outputs)
+        except Exception as exc:  # a reference bug must not hide the rest of the run
+            result = numerics.NumericsResult("error", f"could not compare: {type(exc).__name__}: {exc}")
+    out.numerics = result.to_dict()
+    if result.status == "fail":
+        # A wrong result is a FAIL whatever the signature says (also for NEW and known fusion issues).
+        prior = f" (signature: {out.code}{': ' + out.reason if out.reason else ''})" if out.code not in ("PASS",) else ""
+        out.code, out.reason = "FAIL", result.reason + prior
+        # Shown under the FAIL line and kept in the results JSON's diffs.
+        out.diffs.append(golden.FieldDiff("numerics", "within tolerance of the float64 reference", result.reason))
+    elif result.status == "error" and out.code in OK_CODES:
+        out.code, out.reason = "UNRESOLVED", "numerics: " + result.reason

@@ -7,6 +7,7 @@ environments of `fp8-check matrix`. An XLA abort kills only this process; the
 parent reports the case UNRESOLVED and starts a new worker.
 """
 
+import base64
 import json
 import os
 import platform
@@ -51,8 +52,104 @@ def environment(mode):
         env["device"] = {
             "name": getattr(dev, "device_kind", str(dev)),
             "compute_capability": getattr(dev, "compute_capability", None),
+            "count": len(jax.devices("gpu")),
         }
+        env["device"].update(cuda_versions())
+        env["device"].update(nvidia_smi())
     return env
+
+
+def _cuda_version_text(value, parts):
+    """12090 -> '12.9' (CUDA runtime/driver), 120903 -> '12.9.3' (cuBLAS, cuDNN 9: major*10000+minor*100+patch)."""
+    if not value:
+        return None
+    if parts == 2:
+        return "%d.%d" % (value // 1000, value % 1000 // 10)
+    return "%d.%d.%d" % (value // 10000, value % 10000 // 100, value % 100)
+
+
+def cuda_versions():
+    """CUDA driver/runtime, cuBLAS and cuDNN versions as loaded by the CUDA plugin (empty if unknown)."""
+    try:
+        from jax._src.lib import cuda_versions as versions
+    except ImportError:
+        versions = None
+    if versions is None:
+        return {}
+    out = {}
+    for key, getter, parts in (
+        ("cuda_driver", "cuda_driver_get_version", 2),
+        ("cuda_runtime", "cuda_runtime_get_version", 2),
+        ("cuda_runtime_build", "cuda_runtime_build_version", 2),
+        ("cublas", "cublas_get_version", 3),
+        ("cublas_build", "cublas_build_version", 3),
+        ("cudnn", "cudnn_get_version", 3),
+    ):
+        try:
+            out[key] = _cuda_version_text(getattr(versions, getter)(), parts)
+        except Exception:  # an older plugin lacks a getter, or the library is missing
+            out[key] = None
+    return out
+
+
+def nvidia_smi():
+    """Driver version, name and compute capability of GPU 0 as nvidia-smi reports them (empty without it)."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return {}
+    fields = ("driver_version", "name", "compute_cap", "memory.total", "clocks.max.sm")
+    try:
+        out = subprocess.run([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader", "-i", "0"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if out.returncode != 0 or not out.stdout.strip():
+        return {}
+    values = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",")]
+    keys = ("driver_version", "smi_name", "smi_compute_capability", "memory_total", "max_sm_clock")
+    return dict(zip(keys, values))
+
+
+def _encode(array):
+    import numpy as np
+
+    array = np.asarray(array)  # tobytes() is C order; ascontiguousarray would make a 0-d array 1-d
+    return {"dtype": str(array.dtype), "shape": list(array.shape), "data": base64.b64encode(array.tobytes()).decode()}
+
+
+def _decode(item):
+    import jax.numpy as jnp
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(item["data"]), dtype=jnp.dtype(item["dtype"])).reshape(item["shape"])
+
+
+def execute(compiled, inputs, device):
+    """Run `compiled` on `inputs` (encoded arrays, in ARGS order) on `device`; the outputs, encoded, in order."""
+    import jax
+
+    args = [jax.device_put(_decode(item), device) for item in inputs]
+    outputs = compiled(*args)
+    return [_encode(x) for x in jax.tree_util.tree_leaves(outputs)]
+
+
+def topology(mode, target_config):
+    """The serialized PJRT topology (PjRtTopologyDescriptionProto) of the local GPU, base64.
+
+    In deviceless mode it is the compile-only topology built from `target_config`
+    (what the tests decode on CPU); in device mode, the attached GPU's.
+    """
+    from jax.experimental import topologies
+
+    if mode == "device":
+        topo = topologies.get_attached_topology("gpu")
+        topo = topologies.TopologyDescription(topo.devices[:1])
+    else:
+        topo = topologies.get_topology_desc(platform="cuda", target_config=target_config, topology="1x1x1")
+    return base64.b64encode(topo.serialize()).decode()
 
 
 def main():
@@ -84,6 +181,18 @@ def main():
                     "stablehlo": result["stablehlo"],
                     "seconds": result["seconds"],
                 }
+                if request.get("inputs") is not None:
+                    # Numerics: run the executable just compiled on the parent's inputs.
+                    # An execution error is the case's numerics result, not a compile failure.
+                    if mode != "device":
+                        reply["execute_error"] = "executing a case needs a GPU: --mode device (this worker compiles deviceless)"
+                    else:
+                        try:
+                            reply["outputs"] = execute(result["compiled"], request["inputs"], devices[key])
+                        except Exception as exc:
+                            reply["execute_error"] = "%s: %s" % (type(exc).__name__, exc)
+            elif request["op"] == "topology":
+                reply = {"ok": True, "topology": topology(mode, request.get("target_config"))}
             else:
                 reply = {"ok": False, "error": "unknown op %r" % request["op"]}
         except Exception as exc:  # reported as UNRESOLVED with the error text

@@ -1,0 +1,203 @@
+"""`fp8-check fidelity`: how faithful is deviceless compilation to compiling on the real GPU?
+
+Every selected case is compiled deviceless for the target spec (each pinned
+profile: cublas, triton) and on the local GPU (the autotuned `default` profile
+and the pinned profiles), and the fusion signatures are compared:
+
+  pinned     deviceless P  vs  device P         (same XLA options: differences
+                                                 come from the target spec alone)
+  autotuned  deviceless P  vs  device default   (what the pinned profile misses
+                                                 of what autotuning picks)
+
+The table goes to a Markdown file and a JSON file. Without a GPU the command
+can still build the table from two results files of `fp8-check run`
+(`--from DEVICELESS.json DEVICE.json`), which is also how its logic is tested on
+CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import golden, render, signature
+
+PINNED = ("cublas", "triton")
+DEVICE_PROFILES = ("default",) + PINNED
+
+
+@dataclass
+class Cell:
+    case: str
+    left: str  # "deviceless/cublas"
+    right: str  # "device/default"
+    status: str  # agree, differ, error, missing
+    diffs: list[str] = field(default_factory=list)
+    detail: str = ""
+
+    def text(self, limit: int = 2) -> str:
+        if self.status == "agree":
+            return "agree"
+        if self.status == "differ":
+            shown = "; ".join(d.replace("|", "\\|") for d in self.diffs[:limit])
+            more = f"; +{len(self.diffs) - limit} more" if len(self.diffs) > limit else ""
+            return f"**differ**: {shown}{more}"
+        if self.status == "missing":
+            return "not run"
+        return "error: " + self.detail.replace("|", "\\|").splitlines()[0][:120] if self.detail else "error"
+
+
+# Signatures by (case, "mode/profile"): {"signature": dict} or {"error": str}
+Signatures = dict[tuple[str, str], dict]
+
+
+def comparisons() -> list[tuple[str, str, str]]:
+    """(column title, left side, right side) of the table, in order."""
+    cols = [(f"{p}: deviceless vs device", f"deviceless/{p}", f"device/{p}") for p in PINNED]
+    cols += [(f"{p} (deviceless) vs default (device)", f"deviceless/{p}", "device/default") for p in PINNED]
+    return cols
+
+
+def compare_one(case: str, left: str, right: str, sigs: Signatures) -> Cell:
+    a, b = sigs.get((case, left)), sigs.get((case, right))
+    if a is None or b is None:
+        return Cell(case, left, right, "missing")
+    errors = [f"{side}: {x['error']}" for side, x in ((left, a), (right, b)) if x.get("error")]
+    if errors:
+        return Cell(case, left, right, "error", detail="; ".join(errors))
+    diffs = golden.compare(a["signature"], b["signature"])
+    return Cell(case, left, right, "differ" if diffs else "agree", [str(d) for d in diffs])
+
+
+def build(sigs: Signatures) -> list[Cell]:
+    cases = sorted({c for c, _ in sigs})
+    return [compare_one(case, left, right, sigs) for case in cases for _, left, right in comparisons()]
+
+
+def markdown(cells: list[Cell], meta: dict) -> str:
+    cols = comparisons()
+    by = {(c.case, c.left, c.right): c for c in cells}
+    cases = sorted({c.case for c in cells})
+    lines = ["# Deviceless fidelity", ""]
+    for key in ("left", "right", "target", "device", "jax", "created", "note"):
+        if meta.get(key):
+            lines.append(f"- {key}: {meta[key]}")
+    counts = {s: sum(c.status == s for c in cells) for s in ("agree", "differ", "error", "missing")}
+    lines += ["", "Summary: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n), ""]
+    lines.append("| case | " + " | ".join(title for title, _, _ in cols) + " |")
+    lines.append("|---" * (len(cols) + 1) + "|")
+    for case in cases:
+        lines.append(f"| {case} | " + " | ".join(by[(case, l, r)].text() for _, l, r in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def document(cells: list[Cell], meta: dict) -> dict:
+    return {"schema": "fp8-check/fidelity/1", **meta, "cells": [asdict(c) for c in cells]}
+
+
+def from_results(deviceless_doc: dict, device_doc: dict) -> Signatures:
+    """Signatures from two `fp8-check run` results documents: the first is the deviceless side, the second the device side."""
+    sigs: Signatures = {}
+    for side, doc in (("deviceless", deviceless_doc), ("device", device_doc)):
+        for r in doc.get("results", []):
+            key = (r["case"], f"{side}/{r['profile']}")
+            if r.get("signature") is not None:
+                sigs[key] = {"signature": r["signature"]}
+            elif r.get("outcome") == "UNSUPPORTED":
+                continue  # not run on that side (e.g. `default` deviceless): a missing cell
+            else:
+                sigs[key] = {"error": r.get("reason") or r.get("outcome", "no signature")}
+    return sigs
+
+
+def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> None:
+    """Compile `cases` for `target` with each profile; record signatures (or errors) under `side`."""
+    from .targets import PROFILES
+
+    for case in cases:
+        for name in profiles:
+            if name not in case.profiles:
+                continue
+            comp = compiler.compile(render.render(case), target, PROFILES[name])
+            key = (case.id, f"{side}/{name}")
+            if not comp.ok:
+                sigs[key] = {"error": comp.error or "unknown error"}
+                continue
+            try:
+                sigs[key] = {"signature": signature.extract(comp.hlo).to_dict()}
+            except Exception as exc:
+                sigs[key] = {"error": f"could not parse the optimized HLO: {type(exc).__name__}: {exc}"}
+
+
+def write(cells: list[Cell], meta: dict, md_path: Path, json_path: Path) -> None:
+    golden.atomic_write(Path(md_path), markdown(cells, meta))
+    golden.atomic_write(Path(json_path), json.dumps(document(cells, meta), indent=1) + "\n")
+
+
+# ------------------------------------------------------------ CLI
+
+
+def register(subparsers, add_selection) -> dict:
+    p = subparsers.add_parser("fidelity", help="compare deviceless signatures with signatures compiled on the local GPU")
+    add_selection(p)
+    p.add_argument("--from", dest="from_results", nargs=2, type=Path, metavar=("DEVICELESS_JSON", "DEVICE_JSON"),
+                   help="build the table from two `fp8-check run` results files instead of compiling (no GPU needed)")
+    p.add_argument("--out", type=Path, default=Path("reports/fidelity.md"), help="Markdown table (default: reports/fidelity.md)")
+    p.add_argument("--json", type=Path, default=Path("reports/fidelity.json"), help="JSON table (default: reports/fidelity.json)")
+    return {"fidelity": cmd_fidelity}
+
+
+def cmd_fidelity(args) -> int:
+    from . import cli, results
+    from .compile import Compiler
+    from .targets import gpu_present
+
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if args.from_results:
+        left_path, right_path = args.from_results
+        try:
+            left, right = results.load(left_path), results.load(right_path)
+        except (OSError, ValueError) as exc:
+            raise cli.UsageError(f"--from: {exc}") from None
+        sigs = from_results(left, right)
+        if args.filter:
+            keep = {c for c, _ in sigs if any(p in c for p in cli._csv(args.filter))}
+            sigs = {k: v for k, v in sigs.items() if k[0] in keep}
+
+        def describe(doc, path):
+            env = doc.get("environment", {})
+            dev = (env.get("device") or {}).get("name")
+            return f"{path} (mode {env.get('mode')}, targets {', '.join(env.get('targets') or [])}" + (f", device {dev}" if dev else "") + ")"
+
+        meta = {"left": "deviceless side: " + describe(left, left_path), "right": "device side: " + describe(right, right_path),
+                "jax": left.get("environment", {}).get("jax"), "created": created}
+    else:
+        if args.mode == "deviceless" or not gpu_present():
+            raise cli.UsageError(
+                "fidelity compiles on the local GPU and needs one (--mode device); without a GPU, build the table "
+                "from two results files: fp8-check fidelity --from DEVICELESS.json DEVICE.json"
+            )
+        cases = cli._load_cases(args)
+        target = cli._targets(args)[0]
+        sigs = {}
+        with Compiler("deviceless") as deviceless:
+            env = deviceless.environment()
+            collect(deviceless, cases, target, PINNED, "deviceless", sigs)
+        with Compiler("device") as device:
+            dev_env = device.environment()
+            collect(device, cases, target, DEVICE_PROFILES, "device", sigs)
+        dev = dev_env.get("device") or {}
+        meta = {"left": f"deviceless for target spec {target.name} ({target.description})",
+                "right": f"device: {dev.get('name')} (compute capability {dev.get('compute_capability')}, driver "
+                         f"{dev.get('driver_version')}, CUDA runtime {dev.get('cuda_runtime')}, cuBLAS {dev.get('cublas')})",
+                "target": target.name, "device": dev, "jax": env.get("jax"), "created": created}
+    cells = build(sigs)
+    if not cells:
+        raise cli.UsageError("nothing to compare: no case has signatures on both sides")
+    write(cells, meta, args.out, args.json)
+    counts = {s: sum(c.status == s for c in cells) for s in ("agree", "differ", "error", "missing")}
+    print("fidelity: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    print(f"table: {args.out} ({args.json})")
+    return cli.EXIT_FAIL if counts["error"] else cli.EXIT_OK
