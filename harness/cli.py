@@ -47,7 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
     _add_selection(p)
     p.add_argument("--json", type=Path, default=Path("reports/results.json"), help="results JSON (default: reports/results.json)")
+    p.add_argument("--html", type=Path, help="HTML report (default: report.html next to the results JSON)")
     p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
+    p.add_argument("--numerics", action="store_true",
+                   help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
 
     p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
     _add_selection(p)
@@ -68,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Stages that add their own subcommands. Each module has
 # `register(subparsers, add_selection) -> {name: handler(args) -> exit code}`.
-PLUGIN_MODULES: list[str] = []
+PLUGIN_MODULES: list[str] = ["harness.matrix", "harness.bisect", "harness.report", "harness.capture", "harness.fidelity"]
 
 
 def _plugin_modules():
@@ -120,6 +123,8 @@ def cmd_run(args) -> int:
     targets = _targets(args)
     mode = resolve_mode(args.mode)
     profiles = _profiles(args, mode)
+    if getattr(args, "numerics", False) and mode != "device":
+        raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
     compiler, env = _start(mode)
     with compiler:
         print(f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, CUDA plugin {env.get('cuda_plugin')}), "
@@ -129,13 +134,31 @@ def cmd_run(args) -> int:
             for t in targets:
                 runner.check_canary(compiler, t)
         outcomes = runner.run(cases, targets, profiles, mode, compiler, args.goldens,
-                              on_outcome=lambda o: results.print_outcome(o, verbose=args.verbose))
+                              on_outcome=lambda o: _print_outcome(o, args.verbose),
+                              numerics=getattr(args, "numerics", False))
     results.print_summary(outcomes)
     doc = results.document(outcomes, env, {"mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
                                            "compiler_options": {p: PROFILES[p].compiler_options for p in profiles}})
     results.write(args.json, doc)
     print(f"results: {args.json}")
+    html = args.html or args.json.parent / "report.html"
+    try:
+        from .report import write_report
+
+        print(f"report: {write_report([{**doc, '_path': str(args.json)}], html)}")
+    except Exception as exc:  # the results are written; a report problem must not change the verdict
+        print(f"fp8-check: warning: could not write the HTML report {html}: {type(exc).__name__}: {exc}", file=sys.stderr)
     return EXIT_FAIL if any(o.code in runner.BAD_CODES for o in outcomes) else EXIT_OK
+
+
+def _print_outcome(o, verbose: bool) -> None:
+    results.print_outcome(o, verbose=verbose)
+    if o.numerics is not None and o.code != "FAIL":
+        from .numerics import NumericsResult, OutputCheck
+
+        n = NumericsResult(o.numerics["status"], o.numerics.get("reason", ""),
+                           outputs=[OutputCheck(**x) for x in o.numerics.get("outputs", [])])
+        print(f"      {n.summary()}", flush=True)
 
 
 def cmd_bless(args) -> int:
@@ -153,7 +176,7 @@ def cmd_bless(args) -> int:
                 continue
             issue = case.known_issue(env["jax"], target.name, profile.name)
             if issue:
-                print(f"skipped {target.name}/{profile.name} {case.id}: known issue {issue.url} is active on jax "
+                print(f"skipped {target.name}/{profile.name} {case.id}: known issue {issue.url or issue.summary!r} is active on jax "
                       f"{env['jax']}; a golden states the fused signature, so it is not blessed from a broken version")
                 continue
             comp = compiler.compile(render.render(case), target, profile)
