@@ -130,6 +130,12 @@ def cmd_run(args) -> int:
         print(f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, CUDA plugin {env.get('cuda_plugin')}), "
               f"mode {mode}, targets {', '.join(t.name for t in targets)}, profiles {', '.join(profiles)}, "
               f"{len(cases)} cases", flush=True)
+        if mode == "device":
+            device = str((env.get("device") or {}).get("name", "?"))
+            for t in targets:
+                if t.name.lower() not in device.lower().replace(" ", ""):
+                    print(f"fp8-check: warning: device mode compiles for the local GPU ({device}); "
+                          f"its results are filed under --target {t.name}", file=sys.stderr)
         if mode == "device" or not runner.deviceless_unsupported(env["jax"]):
             for t in targets:
                 runner.check_canary(compiler, t)
