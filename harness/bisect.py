@@ -1,0 +1,255 @@
+"""`fp8-check bisect CASE --good V1 --bad V2`: the first released JAX version where a case changed.
+
+What "good" and "bad" mean (`--criterion`):
+- `signature` (default): a version is good when the case's fusion signature is
+  equal, field by field, to its signature on the --good version; bad when it
+  differs. This finds where XLA's behaviour changed, whatever the goldens say.
+- `golden`: good when the signature equals the golden expectation covering that
+  version (goldens/<target>/<profile>/<mode>/<case>.yaml, known issues ignored);
+  bad when it differs. This finds where a case started failing `fp8-check run`.
+A version is untestable (skipped) when it cannot be installed, when deviceless
+compilation is impossible (JAX < 0.6.1), when the case does not compile there,
+or (`golden`) when no expectation covers it.
+
+The versions searched are the released JAX versions strictly between --good and
+--bad, asked from the package index (harness.versions). Each version runs in
+its cached environment (harness.envs), one worker per version.
+
+Exit codes follow `git bisect run`, so the command is also a test command for
+other bisection tools:
+- search (--good and --bad): 1 a first bad version was found (the --bad version
+  is bad), 0 the --bad version is good (nothing changed), 125 undecidable (an
+  endpoint or every candidate is untestable);
+- one version (`--test V`, or `--test current` for this interpreter's JAX, e.g.
+  inside `git bisect run` over JAX/XLA commits): 0 good, 1 bad, 125 untestable;
+- 128: bad usage or a broken setup (it aborts a `git bisect run`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import golden, render, runner, signature
+from .compile import Compiler, WorkerError
+from .envs import InstallError, Manager
+from .versions import VersionError, between, parse_version
+
+GOOD, BAD, SKIP, ABORT = 0, 1, 125, 128
+CRITERIA = ("signature", "golden")
+
+
+@dataclass
+class Verdict:
+    version: str
+    status: str  # good | bad | skip
+    reason: str = ""
+    signature: dict | None = None
+    diffs: list[golden.FieldDiff] = field(default_factory=list)
+
+
+class Tester:
+    """Compiles one case on a version (one worker per version) and judges it."""
+
+    def __init__(self, case, target, profile, mode: str, goldens_root: Path, criterion: str = "signature",
+                 manager: Manager | None = None, log=print):
+        self.case, self.target, self.profile, self.mode = case, target, profile, mode
+        self.goldens_root, self.criterion = Path(goldens_root), criterion
+        self.manager = manager or Manager()
+        self.log = log
+        self.reference: dict | None = None
+        self.reference_version: str | None = None
+        self.cache: dict[str, tuple[str, dict | None, str]] = {}
+
+    def signature_on(self, version: str) -> tuple[str, dict | None, str]:
+        """('ok', signature, '') or ('skip', None, why) for `version` ('current': this interpreter's JAX)."""
+        if version in self.cache:
+            return self.cache[version]
+        self.cache[version] = out = self._signature_on(version)
+        return out
+
+    def _signature_on(self, version: str):
+        python = None
+        if version != "current":
+            if self.mode == "deviceless" and runner.deviceless_unsupported(version):
+                return "skip", None, runner.deviceless_unsupported(version)
+            try:
+                env = self.manager.ensure(version)
+            except InstallError as exc:
+                return "skip", None, f"cannot install jax {version}: {exc}"
+            python = str(env.python)
+        with Compiler(self.mode, python=python) as compiler:
+            try:
+                jax_version = compiler.environment()["jax"]
+            except WorkerError as exc:
+                return "skip", None, f"the compile worker does not start: {str(exc).strip().splitlines()[0]}"
+            if version == "current" and self.mode == "deviceless" and runner.deviceless_unsupported(jax_version):
+                return "skip", None, runner.deviceless_unsupported(jax_version)
+            comp = compiler.compile(render.render(self.case), self.target, self.profile)
+        if not comp.ok:
+            return "skip", None, f"does not compile: {comp.error.strip().splitlines()[0] if comp.error else '?'}"
+        return "ok", signature.extract(comp.hlo).to_dict(), jax_version
+
+    def set_reference(self, version: str) -> Verdict:
+        status, sig, why = self.signature_on(version)
+        if status != "ok":
+            return Verdict(version, SKIP_S, why)
+        self.reference, self.reference_version = sig, version
+        return Verdict(version, "good", "reference signature", sig)
+
+    def judge(self, version: str) -> Verdict:
+        status, sig, info = self.signature_on(version)
+        if status != "ok":
+            return Verdict(version, SKIP_S, info)
+        jax_version = info
+        if self.criterion == "golden":
+            g = golden.load(golden.path_for(self.goldens_root, self.case.id, self.target.name, self.profile.name, self.mode))
+            exp = g.expected_for(jax_version) if g else None
+            if exp is None:
+                return Verdict(version, SKIP_S, f"no golden expectation covers jax {jax_version}", sig)
+            expected, against = exp.signature, f"the golden ({exp.jax or 'every version'})"
+        else:
+            if self.reference is None:
+                raise RuntimeError("no reference signature")
+            expected, against = self.reference, f"jax {self.reference_version}"
+        diffs = golden.compare(expected, sig)
+        if diffs:
+            return Verdict(version, "bad", f"signature differs from {against} in {len(diffs)} field(s)", sig, diffs)
+        return Verdict(version, "good", f"signature equal to {against}", sig)
+
+
+SKIP_S = "skip"
+
+
+@dataclass
+class Result:
+    code: int
+    first_bad: str | None = None
+    last_good: str | None = None
+    skipped: list[str] = field(default_factory=list)  # untestable versions between last_good and first_bad
+    diffs: list[golden.FieldDiff] = field(default_factory=list)
+    steps: list[Verdict] = field(default_factory=list)
+    message: str = ""
+
+
+def search(tester: Tester, good: str, bad: str, versions: list[str] | None = None, log=print) -> Result:
+    """Binary search for the first bad version in (good, bad]; untestable versions are skipped like `git bisect skip`."""
+    steps: list[Verdict] = []
+
+    def note(v: Verdict) -> Verdict:
+        steps.append(v)
+        log(f"  jax {v.version:<9} {v.status:<5} {v.reason}")
+        return v
+
+    if parse_version(good) >= parse_version(bad):
+        return Result(ABORT, message=f"--good {good} must be older than --bad {bad}")
+    if tester.criterion == "signature":
+        ref = note(tester.set_reference(good))
+        if ref.status != "good":
+            return Result(SKIP, steps=steps, message=f"the good version {good} is untestable: {ref.reason}")
+    else:
+        ref = note(tester.judge(good))
+        if ref.status != "good":
+            return Result(SKIP, steps=steps, message=f"the good version {good} is {ref.status}: {ref.reason}")
+    end = note(tester.judge(bad))
+    if end.status == "skip":
+        return Result(SKIP, steps=steps, message=f"the bad version {bad} is untestable: {end.reason}")
+    if end.status == "good":
+        return Result(GOOD, steps=steps, message=f"jax {bad} is good: nothing changed between {good} and {bad}")
+    pool = between(good, bad, versions)
+    lo, hi = good, bad
+    verdicts = {good: ref, bad: end}
+    skipped: set[str] = set()
+    while True:
+        inside = [v for v in pool if parse_version(lo) < parse_version(v) < parse_version(hi)]
+        untested = [v for v in inside if v not in skipped]
+        if not untested:
+            break
+        middle = (len(inside) - 1) / 2
+        pick = min(untested, key=lambda v: (abs(inside.index(v) - middle), inside.index(v)))
+        v = note(tester.judge(pick))
+        verdicts[pick] = v
+        if v.status == "good":
+            lo = pick
+        elif v.status == "bad":
+            hi = pick
+        else:
+            skipped.add(pick)
+    left = sorted((v for v in skipped if parse_version(lo) < parse_version(v) < parse_version(hi)), key=parse_version)
+    diffs = golden.compare(verdicts[lo].signature, verdicts[hi].signature) if verdicts[lo].signature else []
+    return Result(BAD, first_bad=hi, last_good=lo, skipped=left, diffs=diffs, steps=steps)
+
+
+def register(subparsers, add_selection) -> dict:
+    p = subparsers.add_parser("bisect", help="find the first JAX release where a case's signature changed (git bisect run exit codes)")
+    p.add_argument("case", help="case id")
+    add_selection(p)
+    p.add_argument("--good", help="a version known good (the reference, with --criterion signature)")
+    p.add_argument("--bad", help="a version known bad (newer than --good)")
+    p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
+    p.add_argument("--criterion", choices=CRITERIA, default="signature",
+                   help="signature: equal to the --good version's signature is good (default); golden: equal to the golden is good")
+    p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
+    p.set_defaults(mode="deviceless")
+    return {"bisect": cmd_bisect}
+
+
+def cmd_bisect(args) -> int:
+    from . import cli
+    from .targets import PROFILES
+
+    try:
+        return _cmd_bisect(args, cli, PROFILES)
+    except (cli.UsageError, cli.case_mod.CaseError, golden.GoldenError, VersionError) as exc:
+        print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
+        return ABORT
+
+
+def _cmd_bisect(args, cli, PROFILES) -> int:
+    args.paths = args.paths or [Path("cases")]
+    matches = [c for c in cli.case_mod.load(args.paths) if c.id == args.case]
+    if not matches:
+        raise cli.UsageError(f"no case with id '{args.case}' in {', '.join(map(str, args.paths))}")
+    case = matches[0]
+    targets = cli._targets(args)
+    mode = cli.resolve_mode(args.mode)
+    profiles = cli._profiles(args, mode)
+    if len(targets) != 1 or len(profiles) != 1:
+        if not args.profile and "cublas" in profiles:
+            profiles = ["cublas"]
+        else:
+            raise cli.UsageError("bisect one target and one profile at a time (--target T --profile P)")
+    target, profile = targets[0], PROFILES[profiles[0]]
+    if profile.name not in case.profiles or (case.targets and target.name not in case.targets):
+        raise cli.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
+    manager = Manager(args.cache) if args.cache else Manager()
+    tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
+    where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"
+    if args.test:
+        if args.criterion == "signature":
+            if not args.good:
+                raise cli.UsageError("--test with --criterion signature needs --good (the reference version)")
+            ref = tester.set_reference(args.good)
+            if ref.status != "good":
+                print(f"fp8-check bisect: the reference jax {args.good} is untestable: {ref.reason}", file=sys.stderr)
+                return SKIP
+        v = tester.judge(args.test)
+        print(f"{where}: jax {args.test if args.test != 'current' else 'current'}: {v.status}: {v.reason}")
+        for d in v.diffs:
+            print(f"    {d}")
+        return {"good": GOOD, "bad": BAD}.get(v.status, SKIP)
+    if not (args.good and args.bad):
+        raise cli.UsageError("give --good V1 --bad V2 (or --test V)")
+    print(f"fp8-check bisect: {where}: between jax {args.good} (good) and {args.bad} (bad)", flush=True)
+    res = search(tester, args.good, args.bad, log=lambda s: print(s, flush=True))
+    if res.code != BAD:
+        print(f"fp8-check bisect: {res.message}")
+        return res.code
+    print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
+    if res.skipped:
+        print(f"untestable versions in between (the first bad one may be any of): {', '.join(res.skipped)}")
+    print(f"signature diff, {res.last_good} -> {res.first_bad}:")
+    for d in res.diffs:
+        print(f"    {d.path}: {golden._show(d.expected)} -> {golden._show(d.found)}")
+    return BAD

@@ -1,0 +1,242 @@
+"""One isolated environment per JAX version, made with uv and cached for reuse.
+
+Each environment holds only `jax[cuda12]==V` (uv's resolver picks the matching
+jaxlib, CUDA plugin and PJRT); the compile worker needs nothing else, because
+it imports `harness` from this checkout through PYTHONPATH.
+
+Layout, under `cache_dir()/envs` ($FP8_CHECK_CACHE, else $XDG_CACHE_HOME/fp8-check,
+else ~/.cache/fp8-check):
+
+    jax-0.8.0-py3.12/                  a complete environment (has fp8-check-env.json)
+    .jax-0.8.0-py3.12.lock             held while that environment is being built
+    .building-jax-0.8.0-py3.12-<pid>/  an environment being built
+
+An environment is built in a `.building-*` directory and renamed into place only
+once it is complete (`uv venv --relocatable`, so it works after the rename). So
+an interrupted build never leaves a directory that looks usable: Ctrl-C removes
+the half-built one, and a killed build's leftover is removed the next time that
+version is built. The per-version lock lets several fp8-check processes share
+the cache. uv's own wheel cache (hard links) makes a rebuild of a version that
+was built before fast and cheap on disk.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .versions import cache_dir, parse_version
+
+MARKER = "fp8-check-env.json"
+REQUIREMENT = "jax[cuda12]=={version}"
+
+_PROBE = (
+    "import importlib.metadata as m, json, platform\n"
+    "def v(d):\n"
+    "    try:\n"
+    "        return m.version(d)\n"
+    "    except m.PackageNotFoundError:\n"
+    "        return None\n"
+    "print(json.dumps({'jax': v('jax'), 'jaxlib': v('jaxlib'), 'cuda_plugin': v('jax-cuda12-plugin'),"
+    " 'cuda_pjrt': v('jax-cuda12-pjrt'), 'python': platform.python_version()}))\n"
+)
+
+
+class InstallError(RuntimeError):
+    """uv could not make the environment; `log` is the installer's output."""
+
+    def __init__(self, version: str, message: str, log: str = ""):
+        self.version, self.log = version, log
+        super().__init__(message)
+
+
+@dataclass
+class Env:
+    version: str
+    path: Path
+    built: bool = False  # False: reused from the cache
+    seconds: float = 0.0  # time spent in ensure() (building, or checking the cached one)
+    info: dict = field(default_factory=dict)
+    interpreter: Path | None = None  # set for the harness's own environment
+
+    @property
+    def python(self) -> Path:
+        return self.interpreter or self.path / "bin" / "python"
+
+
+def own_jax() -> dict:
+    """jax/jaxlib/plugin versions of the environment fp8-check itself runs in ({} if it has no CUDA plugin)."""
+    import importlib.metadata as md
+
+    try:
+        info = {"jax": md.version("jax"), "jaxlib": md.version("jaxlib"), "cuda_plugin": md.version("jax-cuda12-plugin")}
+    except md.PackageNotFoundError:
+        return {}
+    return info
+
+
+def base_python() -> str:
+    """The interpreter the environments are made from: $FP8_CHECK_PYTHON, else this process's base interpreter."""
+    if os.environ.get("FP8_CHECK_PYTHON"):
+        return os.environ["FP8_CHECK_PYTHON"]
+    return getattr(sys, "_base_executable", None) or sys.executable
+
+
+def _python_tag(python: str) -> str:
+    if python == base_python() and Path(python).resolve() == Path(getattr(sys, "_base_executable", sys.executable)).resolve():
+        return f"py{sys.version_info.major}.{sys.version_info.minor}"
+    out = subprocess.run([python, "-c", "import sys; print('py%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise InstallError("", f"cannot run the interpreter {python}: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def envs_root() -> Path:
+    return cache_dir() / "envs"
+
+
+def _uv() -> str:
+    uv = shutil.which("uv")
+    if not uv:
+        raise InstallError("", "uv is not on PATH; fp8-check matrix makes its per-version environments with uv")
+    return uv
+
+
+def _uv_env() -> dict:
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    env.setdefault("UV_PYTHON_DOWNLOADS", "never")
+    return env
+
+
+def _read_marker(path: Path) -> dict | None:
+    try:
+        info = json.loads((path / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    # A complete environment whose interpreter still runs (the base interpreter may have gone).
+    if not (path / "bin" / "python").exists():
+        return None
+    return info if isinstance(info, dict) else None
+
+
+class Manager:
+    """Makes and finds the per-version environments under `root`."""
+
+    def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True):
+        self.root = Path(root) if root else envs_root()
+        self.python = python or base_python()
+        self.reuse_self = reuse_self
+        self._tag: str | None = None
+
+    @property
+    def tag(self) -> str:
+        if self._tag is None:
+            self._tag = _python_tag(self.python)
+        return self._tag
+
+    def name(self, version: str) -> str:
+        return f"jax-{parse_version(version)}-{self.tag}"
+
+    def path_for(self, version: str) -> Path:
+        return self.root / self.name(version)
+
+    def cached(self, version: str) -> Env | None:
+        path = self.path_for(version)
+        info = _read_marker(path)
+        return Env(version, path, False, 0.0, info) if info else None
+
+    def list(self) -> list[Env]:
+        out = []
+        if self.root.is_dir():
+            for p in sorted(self.root.glob("jax-*")):
+                info = _read_marker(p)
+                if info:
+                    out.append(Env(info.get("jax", "?"), p, False, 0.0, info))
+        return out
+
+    def ensure(self, version: str, log=None) -> Env:
+        """The environment for `version`: the cached one, or a new one built now (raises InstallError)."""
+        start = time.perf_counter()
+        own = own_jax() if self.reuse_self else {}
+        if own and own["jax"] == str(parse_version(version)):
+            # The version fp8-check itself runs with: its own (locked) environment is that version's environment.
+            return Env(version, Path(sys.prefix), False, time.perf_counter() - start,
+                       {**own, "own_environment": True}, Path(sys.executable))
+        env = self.cached(version)
+        if env:
+            env.seconds = time.perf_counter() - start
+            return env
+        self.root.mkdir(parents=True, exist_ok=True)
+        name = self.name(version)
+        with open(self.root / f".{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait for it
+            env = self.cached(version)
+            if env:
+                env.seconds = time.perf_counter() - start
+                return env
+            final = self.root / name
+            for stale in [final, *self.root.glob(f".building-{name}-*")]:
+                if stale.exists():  # a killed build, or a directory that never got its marker
+                    shutil.rmtree(stale, ignore_errors=True)
+            tmp = self.root / f".building-{name}-{os.getpid()}"
+            try:
+                info = self._build(version, tmp, log)
+                info["seconds"] = round(time.perf_counter() - start, 2)
+                (tmp / MARKER).write_text(json.dumps(info, indent=1) + "\n")
+                os.rename(tmp, final)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        return Env(version, final, True, time.perf_counter() - start, info)
+
+    def _build(self, version: str, tmp: Path, log) -> dict:
+        uv = _uv()
+        steps = [
+            [uv, "venv", "--quiet", "--relocatable", "--no-project", "--python", self.python, str(tmp)],
+            [uv, "pip", "install", "--python", str(tmp / "bin" / "python"), REQUIREMENT.format(version=version)],
+        ]
+        output = []
+        for cmd in steps:
+            if log:
+                log(f"$ {' '.join(cmd)}")
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=_uv_env(), cwd=str(self.root))
+            output.append(proc.stdout + proc.stderr)
+            if proc.returncode != 0:
+                text = (proc.stderr or proc.stdout).strip()
+                raise InstallError(version, f"uv could not install {REQUIREMENT.format(version=version)}: "
+                                   f"{_last_lines(text)}", "\n".join(output))
+        probe = subprocess.run([str(tmp / "bin" / "python"), "-c", _PROBE], capture_output=True, text=True, timeout=120)
+        if probe.returncode != 0:
+            raise InstallError(version, f"the new environment does not run: {_last_lines(probe.stderr)}", probe.stderr)
+        info = json.loads(probe.stdout)
+        if info.get("jax") != str(parse_version(version)) and info.get("jax") != version:
+            raise InstallError(version, f"asked for jax {version}, got {info.get('jax')}")
+        info.update({"requirement": REQUIREMENT.format(version=version), "base_python": self.python,
+                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "platform": platform.platform(),
+                     "installer": " ".join(output).strip().splitlines()[-1:]})
+        return info
+
+    def remove(self, version: str) -> bool:
+        path = self.path_for(version)
+        if path.exists():
+            # Rename first so that a half-removed environment never looks complete.
+            doomed = self.root / f".building-{path.name}-rm{os.getpid()}"
+            os.rename(path, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+            return True
+        return False
+
+
+def _last_lines(text: str, n: int = 6) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-n:]) if lines else "(no output)"

@@ -1,0 +1,226 @@
+"""pytest plugin (entry point `pytest11: fp8_check`): fp8-check case files as pytest items.
+
+    pytest cases/                       # every case x target x profile is a test item
+    pytest cases/ -k relu -x --junitxml=out.xml -n 2
+
+Which YAML files are collected — never arbitrary YAML of another project:
+- a `*.yaml`/`*.yml` file is collected only if it is an fp8-check case file (a
+  top-level `cases:` key), AND
+- it lies under a directory named `cases` whose parent also has a `goldens`
+  directory (the fp8-check project layout), or pytest was given `--fp8-check`.
+`--no-fp8-check` (or `-p no:fp8_check`) turns collection off. Python test files
+are never touched, so the project's own `pytest tests` runs as before.
+
+Outcomes map to pytest's: PASS passes; FAIL, UNRESOLVED, NEW and XPASS fail
+(with the field diffs or the error); XFAIL is xfail (known issue); UNSUPPORTED is
+a skip with the reason. Options: --fp8-target (default h100), --fp8-profile
+(default: every profile the mode supports), --fp8-mode (default auto),
+--fp8-goldens (default: the `goldens` directory beside `cases`).
+
+One compile worker per pytest process (session scope; with pytest-xdist one per
+xdist worker), started at the first item and closed at the end of the session.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+_CASES_KEY = re.compile(r"^cases\s*:", re.M)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("fp8-check", "fp8-check case files")
+    group.addoption("--fp8-check", action="store_true", default=None,
+                    help="collect fp8-check case files (top-level 'cases:') wherever they are")
+    group.addoption("--no-fp8-check", action="store_false", dest="fp8_check",
+                    help="never collect fp8-check case files")
+    group.addoption("--fp8-target", default="h100", help="target(s), comma-separated (default: h100)")
+    group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated (default: every profile the mode supports)")
+    group.addoption("--fp8-mode", default="auto", choices=("auto", "deviceless", "device"), help="compile mode (default: auto)")
+    group.addoption("--fp8-goldens", default=None, help="goldens directory (default: the 'goldens' beside 'cases')")
+
+
+def _project_root(path: Path) -> Path | None:
+    """The directory holding both `cases/` (an ancestor of `path`) and `goldens/`, if any."""
+    for parent in path.parents:
+        if parent.name == "cases" and (parent.parent / "goldens").is_dir():
+            return parent.parent
+    return None
+
+
+def _is_case_file(path: Path) -> bool:
+    try:
+        return bool(_CASES_KEY.search(path.read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def pytest_collect_file(file_path: Path, parent):
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    flag = parent.config.getoption("fp8_check")
+    if flag is False:
+        return None
+    if not flag and _project_root(file_path) is None:
+        return None
+    if not _is_case_file(file_path):
+        return None
+    return CaseFile.from_parent(parent, path=file_path)
+
+
+class CaseFile(pytest.File):
+    def collect(self):
+        from . import cases as case_mod
+        from .runner import plan
+
+        try:
+            loaded = case_mod.load_file(self.path)
+        except case_mod.CaseError as exc:
+            raise self.CollectError(str(exc)) from None
+        session = _session(self.config)
+        try:
+            targets, profiles = session.targets(), session.profiles()
+        except ValueError as exc:
+            raise self.CollectError(str(exc)) from None
+        for case, target, profile in plan(loaded, targets, profiles):
+            yield CaseItem.from_parent(self, name=f"{case.id}[{target.name}-{profile.name}]",
+                                       case=case, target=target, profile=profile)
+
+
+class Fp8Failure(Exception):
+    def __init__(self, outcome):
+        self.outcome = outcome
+        super().__init__(outcome.code)
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, case, target, profile, **kw):
+        super().__init__(**kw)
+        self.case, self.target, self.profile = case, target, profile
+
+    def runtest(self):
+        from . import runner
+
+        session = _session(self.config)
+        compiler, problem = session.compiler(self.target)
+        if problem:
+            raise Fp8Failure(problem)
+        goldens = session.goldens_root(self.path)
+        [out] = runner.run([self.case], [self.target], [self.profile.name], session.mode, compiler, goldens)
+        self.user_properties += [("fp8_outcome", out.code), ("jax", out.jax)]
+        if out.signature:
+            self.user_properties.append(("kernels", out.signature.get("kernels")))
+        if out.code == "PASS":
+            return
+        if out.code == "UNSUPPORTED":
+            pytest.skip(out.reason)
+        if out.code == "XFAIL":
+            pytest.xfail(out.reason)
+        raise Fp8Failure(out)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, Fp8Failure):
+            out = excinfo.value.outcome
+            if isinstance(out, str):
+                return out
+            lines = [f"{out.code} {out.target}/{out.profile} {out.case} (jax {out.jax}, {out.mode})"]
+            lines += [f"    {d}" for d in out.diffs]
+            if out.reason:
+                lines.append(out.reason if out.code != "UNRESOLVED" else out.reason.strip()[-3000:])
+            return "\n".join(lines)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, self.case.line - 1 if self.case.line else None, \
+            f"fp8-check {self.case.id} {self.target.name}/{self.profile.name}"
+
+
+class _Session:
+    """Per pytest process: the targets, profiles and mode, and one compile worker."""
+
+    def __init__(self, config):
+        self.config = config
+        from .targets import resolve_mode
+
+        self.mode = resolve_mode(config.getoption("fp8_mode"))
+        self._compiler = None
+        self._env_error: str | None = None
+        self._canary: dict[str, str | None] = {}
+
+    def targets(self):
+        from .targets import load_target
+
+        out = []
+        for name in [n.strip() for n in self.config.getoption("fp8_target").split(",") if n.strip()]:
+            try:
+                out.append(load_target(name))
+            except KeyError as exc:
+                raise ValueError(f"--fp8-target: {exc.args[0]}") from None
+        return out
+
+    def profiles(self):
+        from .targets import PROFILES
+
+        given = self.config.getoption("fp8_profile")
+        if not given:
+            return [n for n, p in PROFILES.items() if p.deviceless or self.mode == "device"]
+        names = [n.strip() for n in given.split(",") if n.strip()]
+        for n in names:
+            if n not in PROFILES:
+                raise ValueError(f"--fp8-profile: unknown profile '{n}'; allowed: {', '.join(PROFILES)}")
+        return names
+
+    def goldens_root(self, case_path: Path) -> Path:
+        given = self.config.getoption("fp8_goldens")
+        if given:
+            return Path(given)
+        root = _project_root(Path(case_path))
+        return (root or Path(self.config.rootpath)) / "goldens"
+
+    def compiler(self, target):
+        """(compiler, None), or (None, why) when the environment is broken for `target`."""
+        from . import runner
+        from .compile import Compiler, WorkerError
+
+        if self._env_error:
+            return None, self._env_error
+        if self._compiler is None:
+            self._compiler = Compiler(self.mode)
+            try:
+                self._compiler.environment()
+            except WorkerError as exc:
+                self._env_error = f"broken environment: cannot start the compile worker: {exc}"
+                return None, self._env_error
+        if target.name not in self._canary:
+            problem = None
+            jax_version = self._compiler.environment()["jax"]
+            if self.mode == "device" or not runner.deviceless_unsupported(jax_version):
+                try:
+                    runner.check_canary(self._compiler, target)
+                except runner.CanaryError as exc:
+                    problem = str(exc)
+            self._canary[target.name] = problem
+        problem = self._canary[target.name]
+        return (None, problem) if problem else (self._compiler, None)
+
+    def close(self):
+        if self._compiler is not None:
+            self._compiler.close()
+            self._compiler = None
+
+
+_KEY = pytest.StashKey[_Session]()
+
+
+def _session(config) -> _Session:
+    if _KEY not in config.stash:
+        config.stash[_KEY] = _Session(config)
+    return config.stash[_KEY]
+
+
+def pytest_unconfigure(config):
+    if _KEY in config.stash:
+        config.stash[_KEY].close()

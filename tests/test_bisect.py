@@ -1,0 +1,86 @@
+"""`fp8-check bisect`: the search (with skips) on fake versions, and real runs on the suite's one extra environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import bisect, golden
+
+from .test_matrix import NEW, OLD, POOL, TEST_CACHE
+
+VERSIONS = ["0.6.1", "0.6.2", "0.7.0", "0.7.1", "0.7.2", "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.9.0"]
+
+
+class FakeTester:
+    """Signature per version: 'old' up to `first_bad` (exclusive), 'new' from it; `skip` versions are untestable."""
+
+    criterion = "signature"
+
+    def __init__(self, first_bad, skip=()):
+        self.first_bad, self.skip, self.asked = first_bad, set(skip), []
+
+    def _sig(self, v):
+        return {"gemms": [{"target": "__triton_gemm" if VERSIONS.index(v) < VERSIONS.index(self.first_bad) else "__triton_nested_gemm_fusion"}]}
+
+    def set_reference(self, v):
+        self.ref = self._sig(v)
+        return bisect.Verdict(v, "good", "reference", self.ref)
+
+    def judge(self, v):
+        self.asked.append(v)
+        if v in self.skip:
+            return bisect.Verdict(v, "skip", "cannot install")
+        sig = self._sig(v)
+        diffs = golden.compare(self.ref, sig)
+        return bisect.Verdict(v, "bad" if diffs else "good", "", sig, diffs)
+
+
+def test_search_finds_the_first_bad_version_in_few_steps():
+    t = FakeTester("0.7.1")
+    res = bisect.search(t, "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
+    assert res.code == 1 and (res.last_good, res.first_bad) == ("0.7.0", "0.7.1") and not res.skipped
+    assert [(d.path, d.expected, d.found) for d in res.diffs] == [("gemms[0].target", "__triton_gemm", "__triton_nested_gemm_fusion")]
+    assert len(t.asked) <= 1 + 3  # the bad end, then log2(8 candidates)
+
+
+def test_untestable_versions_are_skipped_and_named():
+    t = FakeTester("0.8.2", skip={"0.8.1", "0.8.2"})
+    res = bisect.search(t, "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
+    assert res.code == 1 and res.last_good == "0.8.0" and res.first_bad == "0.8.3" and res.skipped == ["0.8.1", "0.8.2"]
+
+
+def test_nothing_changed_and_untestable_ends():
+    assert bisect.search(FakeTester("0.9.0"), "0.6.1", "0.8.3", VERSIONS, log=lambda s: None).code == 0
+    assert bisect.search(FakeTester("0.7.1", skip={"0.9.0"}), "0.6.1", "0.9.0", VERSIONS, log=lambda s: None).code == 125
+    assert bisect.search(FakeTester("0.7.1"), "0.9.0", "0.6.1", VERSIONS, log=lambda s: None).code == 128
+
+
+@pytest.fixture
+def cache_env(monkeypatch):
+    monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))
+    # Only OLD and the harness's own version in between: the search needs no other environment.
+    monkeypatch.setenv("FP8_CHECK_JAX_VERSIONS", ",".join([v for v in POOL if v in ("0.5.3", OLD)] + [NEW]))
+
+
+def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
+    code, out, err = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--bad", NEW,
+                             cwd=workspace)
+    assert code == 1, out + err
+    assert f"first bad version: jax {NEW} (last good: jax {OLD})" in out
+    assert "kernels: 2 -> 1" in out and "gemms[0].output: f32 -> f8e4m3fn" in out
+    # git-bisect-run test command: one version against the reference
+    code, out, _ = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--test", "current",
+                           cwd=workspace)
+    assert code == 1 and "bad" in out
+    code, out, _ = run_cli("bisect", "seed_plain_f32", "--profile", "cublas", "--good", OLD, "--test", "current",
+                           cwd=workspace)
+    assert code == 0 and "good" in out
+    code, out, _ = run_cli("bisect", "seed_plain_f32", "--profile", "cublas", "--good", OLD, "--test", "0.5.3",
+                           cwd=workspace)
+    assert code == 125 and "deviceless compilation needs" in out
+    # golden criterion: the newest matches its golden, 0.8.0 does not
+    code, out, _ = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--criterion", "golden",
+                           "--test", OLD, cwd=workspace)
+    assert code == 1 and "the golden" in out
+    code, _, err = run_cli("bisect", "no_such_case", "--good", OLD, "--bad", NEW, cwd=workspace)
+    assert code == 128 and "no case with id" in err

@@ -1,0 +1,237 @@
+"""`fp8-check matrix`: version lists, per-version uv environments, the merged matrix and its grid.
+
+The integration tests build ONE extra JAX environment (jax[cuda12]==0.8.0), cached in
+a fixed temp directory so that reruns and the bisect tests reuse it; the newest
+version runs in the harness's own environment.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import jax
+import pytest
+import yaml
+
+from harness import envs, golden, matrix, versions
+
+OLD = "0.8.0"  # the one extra environment the suite may build
+NEW = jax.__version__
+TEST_CACHE = Path(tempfile.gettempdir()) / "fp8-check-test-cache"
+POOL = ["0.4.38", "0.5.3", "0.6.0", "0.6.1", "0.6.2", "0.7.0", "0.7.1", "0.7.2", "0.8.0", "0.8.1", "0.9.0", "0.9.0.1",
+        "0.10.0", "0.10.1", "0.11.0", "0.12.0", "0.12.0.1", "0.13.0rc1"]
+
+
+# ------------------------------------------------------------------ versions
+
+
+def test_range_syntax_and_selection():
+    assert versions.select_range("0.6.1..0.7.2", versions=POOL) == ["0.6.1", "0.6.2", "0.7.0", "0.7.1", "0.7.2"]
+    assert versions.select_range("0.12..", versions=POOL) == ["0.12.0", "0.12.0.1"]  # no pre-release
+    assert versions.select_range("..0.5.3", versions=POOL) == ["0.4.38", "0.5.3"]
+    assert versions.select_range(">=0.9,<0.10.1", versions=POOL) == ["0.9.0", "0.9.0.1", "0.10.0"]
+    assert versions.select_range("0.6.1..0.12.0.1", "minor", versions=POOL) == [
+        "0.6.1", "0.6.2", "0.7.2", "0.8.1", "0.9.0.1", "0.10.1", "0.11.0", "0.12.0.1"]
+    assert versions.between("0.7.2", "0.6.1", POOL) == ["0.6.2", "0.7.0", "0.7.1"]
+    for bad in ("0.7..0.6", "..", "banana"):
+        with pytest.raises(versions.VersionError):
+            versions.select_range(bad, versions=POOL)
+    with pytest.raises(versions.VersionError, match="no released"):
+        versions.select_range("0.99..", versions=POOL)
+
+
+def test_pip_index_answer_is_parsed():
+    text = "jax (0.12.0.1)\nAvailable versions: 0.12.0.1, 0.12.0, 0.4.38\n  INSTALLED: 0.12.0.1\n"
+    assert versions.parse_pip_index_output(text) == ["0.12.0.1", "0.12.0", "0.4.38"]
+    with pytest.raises(versions.VersionError):
+        versions.parse_pip_index_output("ERROR: No matching distribution found for jax")
+
+
+def test_list_versions_uses_the_range_code(run_cli, monkeypatch):
+    monkeypatch.setenv("FP8_CHECK_JAX_VERSIONS", ",".join(POOL))
+    code, out, _ = run_cli("matrix", "--list-versions", "--jax-range", "0.9..0.10.1", "--format", "json")
+    assert code == 0 and json.loads(out) == ["0.9.0", "0.9.0.1", "0.10.0", "0.10.1"]
+    code, out, _ = run_cli("matrix", "--list-versions", "--jax-range", "0.9..0.10.1", "--format", "github")
+    assert out.strip() == 'versions=["0.9.0", "0.9.0.1", "0.10.0", "0.10.1"]'
+    code, _, err = run_cli("matrix", "--list-versions", "--jax-range", "nonsense")
+    assert code == 2 and "not a version range" in err
+
+
+# ------------------------------------------------------------------ environments (no install)
+
+
+def test_interrupted_build_leaves_nothing_and_a_stale_one_is_rebuilt(tmp_path, monkeypatch):
+    m = envs.Manager(tmp_path / "envs", reuse_self=False)
+    calls = []
+
+    def interrupted(version, tmp, log):
+        (tmp / "bin").mkdir(parents=True)
+        (tmp / "bin" / "python").write_text("half")
+        calls.append(tmp)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(m, "_build", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        m.ensure("0.7.0")
+    assert calls and not calls[0].exists()
+    assert not m.path_for("0.7.0").exists() and m.cached("0.7.0") is None
+    # A killed build (no Ctrl-C handler ran) leaves a .building-* directory, and a directory without
+    # the completion marker never counts as an environment: both are removed by the next build.
+    stale = tmp_path / "envs" / f".building-{m.name('0.7.0')}-99999"
+    (stale / "bin").mkdir(parents=True)
+    markerless = m.path_for("0.7.0")
+    (markerless / "bin").mkdir(parents=True)
+    (markerless / "bin" / "python").write_text("")
+    assert m.cached("0.7.0") is None
+
+    def good(version, tmp, log):
+        (tmp / "bin").mkdir(parents=True)
+        (tmp / "bin" / "python").write_text("")
+        return {"jax": version}
+
+    monkeypatch.setattr(m, "_build", good)
+    env = m.ensure("0.7.0")
+    assert env.built and env.path == markerless and (env.path / envs.MARKER).exists()
+    assert not stale.exists() and not list((tmp_path / "envs").glob(".building-*"))
+    again = m.ensure("0.7.0")
+    assert not again.built and again.info["jax"] == "0.7.0"
+
+
+def test_own_version_uses_the_harness_environment(tmp_path):
+    env = envs.Manager(tmp_path / "envs").ensure(NEW)
+    assert env.info.get("own_environment") and not env.built and not (tmp_path / "envs").exists()
+
+
+# ------------------------------------------------------------------ the matrix document and grid (synthetic)
+
+
+def _sig(kernels, target="__triton_gemm"):
+    return {"kernels": kernels, "gemms": [{"target": target}]}
+
+
+def _entry(v, status="ran", results=(), error=""):
+    return {"jax": v, "status": status, "error": error, "results": [
+        {"case": c, "target": "h100", "profile": "triton", "outcome": o, "signature": s, "reason": ""} for c, o, s in results]}
+
+
+SYNTH = [
+    _entry("0.5.3", "unsupported", [("a", "UNSUPPORTED", None), ("b", "UNSUPPORTED", None)]),
+    _entry("0.6.1", results=[("a", "FAIL", _sig(1)), ("b", "PASS", _sig(2))]),
+    _entry("0.6.99", "install-failed", error="uv could not install jax[cuda12]==0.6.99: no version"),
+    _entry("0.7.1", results=[("a", "PASS", _sig(1, "__triton_nested_gemm_fusion")), ("b", "PASS", _sig(2))]),
+    _entry("0.10.1", results=[("a", "PASS", _sig(1, "__triton_nested_gemm_fusion")), ("b", "FAIL", _sig(1))]),
+]
+
+
+def test_changes_regressions_and_exit_codes():
+    doc = matrix.document([dict(e) for e in SYNTH], {"mode": "deviceless"})
+    assert [(c["case"], c["from"], c["to"]) for c in doc["changes"]] == [("a", "0.6.1", "0.7.1"), ("b", "0.7.1", "0.10.1")]
+    assert doc["changes"][0]["diffs"] == [{"path": "gemms[0].target", "before": "__triton_gemm",
+                                           "after": "__triton_nested_gemm_fusion"}]
+    assert [(r["case"], r["outcome"], r["previous"]) for r in doc["regressions"]] == [
+        ("b", "FAIL", {"jax": "0.7.1", "outcome": "PASS"})]
+    assert matrix.exit_code(doc, "any") == 1 and matrix.exit_code(doc, "newest") == 1 and matrix.exit_code(doc, "never") == 0
+    fixed = matrix.document([dict(e) for e in SYNTH[:4]], {})
+    assert matrix.exit_code(fixed, "newest") == 0 and matrix.exit_code(fixed, "any") == 1
+    clean = matrix.document([dict(SYNTH[0]), dict(SYNTH[2]), _entry("0.7.1", results=[("a", "PASS", _sig(1))])], {})
+    assert matrix.exit_code(clean, "any") == 3  # nothing bad, but a version could not be installed
+
+
+def test_grid_shows_symbols_kernels_and_highlights_changes():
+    doc = matrix.document([dict(e) for e in SYNTH], {"mode": "deviceless"})
+    buf = io.StringIO()
+    matrix.print_report(doc, buf)
+    text = buf.getvalue()
+    header = next(line for line in text.splitlines() if "0.5.3" in line and "0.10.1" in line)
+    assert "case" in header
+    row_a = next(line for line in text.splitlines() if line.strip("│┃ ").startswith("a "))
+    cells = [c.strip() for c in row_a.split("│")[3:-1]]
+    assert cells == ["-", "✗1", "E", "✓1*", "✓1"]
+    row_b = next(line for line in text.splitlines() if line.strip("│┃ ").startswith("b "))
+    assert [c.strip() for c in row_b.split("│")[3:-1]] == ["-", "✓2", "E", "✓2", "✗1*"]
+    assert "0.6.99: install-failed: uv could not install" in text
+    assert "h100/triton a: 0.6.1 -> 0.7.1" in text and "gemms[0].target: __triton_gemm -> __triton_nested_gemm_fusion" in text
+    assert "\x1b[" not in text  # not a terminal: no escape codes
+
+
+def test_progress_is_plain_lines_off_a_terminal():
+    buf = io.StringIO()
+    p = matrix.Progress(buf)
+    p.start(["0.6.1"], ["0.6.1"], 2)
+    p.env_done("0.6.1", None, "uv could not install jax[cuda12]==0.6.1: boom")
+    p.version_done("0.6.1", {"status": "install-failed", "run_seconds": 0.1, "error": "boom", "summary": {}})
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("matrix: 1 version(s) x 2 case run(s)")
+    assert "environment could not be installed" in lines[1] and "install-failed" in lines[2]
+
+
+# ------------------------------------------------------------------ integration: real environments
+
+
+@pytest.fixture
+def cache_env(monkeypatch):
+    monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))
+    monkeypatch.setenv("FP8_CHECK_JAX_VERSIONS", ",".join(POOL + [NEW]))
+    return TEST_CACHE
+
+
+def results_by_version(doc):
+    return {e["jax"]: {(r["case"], r["profile"]): r for r in e.get("results", [])} for e in doc["versions"]}
+
+
+def test_matrix_across_versions_real(workspace, run_cli, cache_env):
+    out = workspace / "reports" / "matrix.json"
+    code, stdout, err = run_cli("matrix", "--jax", f"0.5.3,{OLD},0.6.99,{NEW}", "-k", "plain_f32,scaled_clamp_f32",
+                                "--out", out, "--no-html", cwd=workspace)
+    doc = json.loads(out.read_text())
+    status = {e["jax"]: e["status"] for e in doc["versions"]}
+    assert status == {"0.5.3": "unsupported", "0.6.99": "install-failed", OLD: "ran", NEW: "ran"}, stdout + err
+    assert [e["jax"] for e in doc["versions"]] == ["0.5.3", "0.6.99", OLD, NEW]
+    failed = next(e for e in doc["versions"] if e["jax"] == "0.6.99")
+    assert "jax[cuda12]==0.6.99" in failed["error"]  # the installer's error
+    old_env = next(e for e in doc["versions"] if e["jax"] == OLD)
+    assert old_env["environment"]["jax"] == OLD and Path(old_env["env"]["path"]).parent == cache_env / "envs"
+    assert (out.parent / old_env["results_file"]).exists()
+    by = results_by_version(doc)
+    assert all(r["outcome"] == "UNSUPPORTED" for r in by["0.5.3"].values())
+    # First principles for this XLA change (found by the matrix; `fp8-check bisect` puts it at 0.10.1): on 0.8.0
+    # the Triton gemm writes f32 and a separate kernel requantizes; on the newest the requantization is fused.
+    old, new = by[OLD][("seed_scaled_clamp_f32", "triton")], by[NEW][("seed_scaled_clamp_f32", "triton")]
+    assert old["signature"]["kernels"] == 2 and old["signature"]["gemms"][0]["output"] == "f32"
+    assert new["signature"]["kernels"] == 1 and new["signature"]["gemms"][0]["output"] == "f8e4m3fn"
+    assert old["outcome"] == "FAIL" and new["outcome"] == "PASS"  # the golden (no range) states the newest behaviour
+    assert by[OLD][("seed_plain_f32", "cublas")]["outcome"] == "PASS"
+    change = [c for c in doc["changes"] if (c["case"], c["profile"]) == ("seed_scaled_clamp_f32", "triton")]
+    assert change and change[0]["from"] == OLD and change[0]["to"] == NEW
+    assert {"path": "kernels", "before": 2, "after": 1} in change[0]["diffs"]
+    assert code == 1  # a FAIL on 0.8.0
+    assert "✗2*" not in stdout and "✓1*" in stdout and "E" in stdout
+    assert doc["regressions"] == []  # the newest version is clean
+
+    # A version-ranged golden: the old behaviour recorded for < 0.10.1 -> each version judged by its own range.
+    gpath = golden.path_for(workspace / "goldens", "seed_scaled_clamp_f32", "h100", "triton", "deviceless")
+    g = yaml.safe_load(gpath.read_text())
+    g["expect"] = [{"jax": "<0.10.1", "blessed_with": f"jax {OLD}", "signature": old["signature"]},
+                   {"jax": ">=0.10.1", **g["expect"][0]}]
+    gpath.write_text(yaml.safe_dump(g, sort_keys=False))
+    code, stdout, err = run_cli("matrix", "--jax", f"{OLD},{NEW}", "-k", "scaled_clamp_f32", "--profile", "triton",
+                                "--out", out, "--no-html", cwd=workspace)
+    doc = json.loads(out.read_text())
+    by = results_by_version(doc)
+    assert code == 0, stdout + err
+    assert by[OLD][("seed_scaled_clamp_f32", "triton")]["outcome"] == "PASS"
+    assert by[NEW][("seed_scaled_clamp_f32", "triton")]["outcome"] == "PASS"
+    assert all(not e["env"].get("built") for e in doc["versions"])  # warm: reused
+
+    # Merging per-version files (what the nightly's report job does) gives the same matrix.
+    code, stdout, _ = run_cli("matrix", "--merge", str(out.parent / "matrix.d" / "results-jax-*.json"),
+                              "--out", workspace / "merged.json", "--no-html", "--fail-on", "newest", cwd=workspace)
+    merged = json.loads((workspace / "merged.json").read_text())
+    # (0.5.3's results file is still there from the first run; install failures write none)
+    assert code == 0 and [e["jax"] for e in merged["versions"]] == ["0.5.3", OLD, NEW]
+    assert merged["versions"][0]["status"] == "unsupported"
+    assert results_by_version(merged)[OLD][("seed_scaled_clamp_f32", "triton")]["outcome"] == "PASS"
