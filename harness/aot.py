@@ -61,7 +61,15 @@ def compile_for(fn, args, device, compiler_options, dump_dir):
             os.remove(entry)
     start = time.perf_counter()
     lowered = jax.jit(fn).lower(*specs)
-    compiled = lowered.compile(compiler_options=dict(compiler_options))
+    try:
+        compiled = lowered.compile(compiler_options=dict(compiler_options))
+    except ValueError as exc:
+        # JAX 0.8.2-0.8.3 fail *after* XLA compiled for a compile-only device (it has no
+        # memory kinds, and JAX asks for the output's): the optimized HLO is already
+        # dumped, so the compilation itself is usable; there is just no executable.
+        if "Could not find memory addressable by device" not in str(exc):
+            raise
+        compiled = None
     seconds = time.perf_counter() - start
     return {
         "stablehlo": lowered.as_text(),

@@ -187,6 +187,7 @@ def atomic_write(path: Path, text: str) -> None:
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; keep the usual permissions
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -195,6 +196,12 @@ def atomic_write(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict) -> str:

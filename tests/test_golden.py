@@ -105,3 +105,11 @@ def test_bless_interrupted_leaves_previous_golden(tmp_path, monkeypatch):
         golden.bless(tmp_path, "c", "h100", "cublas", "deviceless", "0.12.0.1", {**SIG, "kernels": 9})
     assert path.read_text() == before
     assert [p.name for p in path.parent.iterdir()] == ["c.yaml"]
+
+
+def test_atomic_write_gives_normal_permissions(tmp_path):
+    path = tmp_path / "g.yaml"
+    golden.atomic_write(path, "x\n")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask
