@@ -27,7 +27,7 @@ def load(source: str) -> types.ModuleType:
 
 
 case_strategy = st.builds(
-    lambda a, b, batch, tb, deq, ins, sdt, outs, out, epi, bias, amax: _valid(
+    lambda a, b, batch, tb, deq, ins, sdt, outs, out, epi, bias, amax: (
         Case(
             id="h", file="<h>", line=1, a_dtype=a, b_dtype=b, shape=Shape(8, 16, 32, batch), transpose_b=tb,
             dequant=deq, input_scales=ins, scale_dtype=sdt, output_scale=outs, clamp=out in cases.FP8_DTYPES,
@@ -40,10 +40,6 @@ case_strategy = st.builds(
     st.sampled_from(cases.OUTPUT_SCALES), st.sampled_from(cases.OUT_DTYPES), st.sampled_from(cases.EPILOGUES),
     st.sampled_from(cases.DEQUANT_DTYPES), st.sampled_from(cases.AMAX),
 )
-
-
-def _valid(case: Case) -> Case:
-    return case
 
 
 @settings(max_examples=60, deadline=None)
