@@ -79,9 +79,12 @@ class Computation:
     name: str
     entry: bool
     instructions: list[Instruction] = field(default_factory=list)
+    _index: dict[str, Instruction] = field(default_factory=dict, repr=False, compare=False)
 
     def by_name(self) -> dict[str, Instruction]:
-        return {i.name: i for i in self.instructions}
+        if len(self._index) != len(self.instructions):
+            self._index = {i.name: i for i in self.instructions}
+        return self._index
 
 
 @dataclass
@@ -91,10 +94,11 @@ class Module:
     entry: Computation
 
     def instruction(self, name: str) -> Instruction | None:
-        for comp in self.computations.values():
-            for instr in comp.instructions:
-                if instr.name == name:
-                    return instr
+        """The instruction called `name` in any computation (ENTRY first)."""
+        for comp in [self.entry, *self.computations.values()]:
+            found = comp.by_name().get(name)
+            if found is not None:
+                return found
         return None
 
 

@@ -102,11 +102,11 @@ def render(case: Case) -> Rendered:
     return Rendered(case.id, source)
 
 
-def repro(case: Case, target: Target, profile: Profile, jax_version: str) -> str:
+def repro(case: Case, target: Target, profile: Profile, jax_version: str, rendered: Rendered | None = None) -> str:
     """A standalone script: `python repro.py` compiles the case for `target` and prints the optimized HLO."""
     aot_source = (Path(__file__).parent / "aot.py").read_text()
     return _ENV.get_template("repro.py.j2").render(
-        case_source=render(case).source,
+        case_source=(rendered or render(case)).source,
         aot_source=aot_source,
         target=target,
         profile=profile,

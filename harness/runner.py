@@ -214,7 +214,7 @@ def run(
                     inputs = numerics_mod.encode_inputs(case)
             comp = compiler.compile(rendered, target, profile, inputs=inputs)
             out = judge(case, comp, jax_version, goldens_root)
-            out.source = render.repro(case, target, profile, jax_version)
+            out.source = render.repro(case, target, profile, jax_version, rendered)
             if numerics:
                 apply_numerics(out, case, comp)
         outcomes.append(out)
