@@ -109,6 +109,10 @@ def _profiles(args, mode: str) -> list[str]:
 
 
 def _start(mode: str) -> tuple[Compiler, dict]:
+    from .targets import gpu_present
+
+    if mode == "device" and not gpu_present():
+        raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
     compiler = Compiler(mode)
     try:
         env = compiler.environment()

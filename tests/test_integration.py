@@ -227,3 +227,9 @@ def test_filecheck_patterns_are_checked_against_the_optimized_hlo(workspace, run
     assert re.search(r"PASS\s+h100/cublas\s+seed_plain_f32", out)
     assert re.search(r"FAIL\s+h100/cublas\s+seed_plain_bf16", out)
     assert "filecheck: expected patterns match, found" in out
+
+
+def test_device_mode_without_a_gpu_is_a_usage_error(workspace, run_cli, monkeypatch):
+    monkeypatch.setenv("FP8_CHECK_NO_GPU", "1")
+    code, out, err = run_cli("run", "--mode", "device", "-k", "seed_plain_f32", cwd=workspace)
+    assert code == 2 and "--mode device compiles on a local NVIDIA GPU" in err and len(err.strip().splitlines()) == 1
