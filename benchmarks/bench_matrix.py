@@ -32,7 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import envs, versions  # noqa: E402
+from harness.versions import envs  # noqa: E402
+from harness.versions import releases as versions  # noqa: E402
 
 
 def env_times(version_list: list[str], cold_uv: list[str]) -> list[dict]:

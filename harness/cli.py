@@ -10,10 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import cases as case_mod
-from . import golden, render, results, runner, signature
-from .compile import Compiler, WorkerError
-from .targets import MODES, PROFILES, load_target, resolve_mode, target_names
+from harness.pipeline import cases as case_mod
+from harness.pipeline import golden
+from harness.pipeline import render
+from harness.pipeline import results
+from harness.pipeline import runner
+from harness.pipeline import signature
+from harness.pipeline.compile import Compiler, WorkerError
+from harness.targets import MODES, PROFILES, load_target, resolve_mode, target_names
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
 
@@ -71,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Stages that add their own subcommands. Each module has
 # `register(subparsers, add_selection) -> {name: handler(args) -> exit code}`.
-PLUGIN_MODULES: list[str] = ["harness.matrix", "harness.bisect", "harness.report", "harness.capture", "harness.fidelity"]
+PLUGIN_MODULES: list[str] = ["harness.versions.matrix", "harness.versions.bisect", "harness.report.page", "harness.gpu.capture", "harness.gpu.fidelity"]
 
 
 def _plugin_modules():
@@ -109,7 +113,7 @@ def _profiles(args, mode: str) -> list[str]:
 
 
 def _start(mode: str) -> tuple[Compiler, dict]:
-    from .targets import gpu_present
+    from harness.targets import gpu_present
 
     if mode == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
@@ -153,7 +157,7 @@ def cmd_run(args) -> int:
     print(f"results: {args.json}")
     html = args.html or args.json.parent / "report.html"
     try:
-        from .report import write_report
+        from harness.report.page import write_report
 
         print(f"report: {write_report([{**doc, '_path': str(args.json)}], html)}")
     except Exception as exc:  # the results are written; a report problem must not change the verdict
@@ -164,7 +168,7 @@ def cmd_run(args) -> int:
 def _print_outcome(o, verbose: bool) -> None:
     results.print_outcome(o, verbose=verbose)
     if o.numerics is not None and o.code != "FAIL":
-        from .numerics import NumericsResult, OutputCheck
+        from harness.gpu.numerics import NumericsResult, OutputCheck
 
         n = NumericsResult(o.numerics["status"], o.numerics.get("reason", ""),
                            outputs=[OutputCheck(**x) for x in o.numerics.get("outputs", [])])

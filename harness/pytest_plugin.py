@@ -73,8 +73,8 @@ def pytest_collect_file(file_path: Path, parent):
 
 class CaseFile(pytest.File):
     def collect(self):
-        from . import cases as case_mod
-        from .runner import plan
+        from harness.pipeline import cases as case_mod
+        from harness.pipeline.runner import plan
 
         try:
             loaded = case_mod.load_file(self.path)
@@ -102,7 +102,7 @@ class CaseItem(pytest.Item):
         self.case, self.target, self.profile = case, target, profile
 
     def runtest(self):
-        from . import runner
+        from harness.pipeline import runner
 
         session = _session(self.config)
         compiler, problem = session.compiler(self.target)
@@ -143,7 +143,7 @@ class _Session:
 
     def __init__(self, config):
         self.config = config
-        from .targets import resolve_mode
+        from harness.targets import resolve_mode
 
         self.mode = resolve_mode(config.getoption("fp8_mode"))
         self._compiler = None
@@ -151,7 +151,7 @@ class _Session:
         self._canary: dict[str, str | None] = {}
 
     def targets(self):
-        from .targets import load_target
+        from harness.targets import load_target
 
         out = []
         for name in [n.strip() for n in self.config.getoption("fp8_target").split(",") if n.strip()]:
@@ -162,7 +162,7 @@ class _Session:
         return out
 
     def profiles(self):
-        from .targets import PROFILES
+        from harness.targets import PROFILES
 
         given = self.config.getoption("fp8_profile")
         if not given:
@@ -182,8 +182,8 @@ class _Session:
 
     def compiler(self, target):
         """(compiler, None), or (None, why) when the environment is broken for `target`."""
-        from . import runner
-        from .compile import Compiler, WorkerError
+        from harness.pipeline import runner
+        from harness.pipeline.compile import Compiler, WorkerError
 
         if self._env_error:
             return None, self._env_error

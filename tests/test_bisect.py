@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import bisect, golden
+from harness.versions import bisect
+from harness.pipeline import golden
 
 from .test_matrix import NEW, OLD, POOL, TEST_CACHE
 

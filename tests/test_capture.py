@@ -12,8 +12,11 @@ import struct
 
 import pytest
 
-from harness import capture, render, runner, signature
-from harness.compile import Compiler
+from harness.gpu import capture
+from harness.pipeline import render
+from harness.pipeline import runner
+from harness.pipeline import signature
+from harness.pipeline.compile import Compiler
 from harness.targets import PROFILES, load_target, parse_target
 
 from .conftest import requires_gpu

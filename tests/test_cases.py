@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cases
-from harness.cases import CaseError
+from harness.pipeline import cases
+from harness.pipeline.cases import CaseError
 
 from .conftest import REPO, write_cases
 

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from harness import cases as case_mod
-from harness import fidelity
-from harness.compile import Compiler
+from harness.pipeline import cases as case_mod
+from harness.gpu import fidelity
+from harness.pipeline.compile import Compiler
 from harness.targets import load_target
 
 from .conftest import REPO, requires_gpu

@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from harness import golden
+from harness.pipeline import golden
 
 SIG = {
     "kernels": 2,

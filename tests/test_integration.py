@@ -11,7 +11,7 @@ import jax
 import pytest
 import yaml
 
-from harness import golden
+from harness.pipeline import golden
 from harness.targets import TARGET_DIR
 
 from .conftest import write_cases

@@ -10,7 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import pytest
 
-from harness import cases, golden, render, signature
+from harness.pipeline import cases
+from harness.pipeline import golden
+from harness.pipeline import render
+from harness.pipeline import signature
 from harness.targets import PROFILES, load_target
 
 from .conftest import REPO

@@ -17,7 +17,10 @@ import jax
 import pytest
 import yaml
 
-from harness import envs, golden, matrix, versions
+from harness.versions import envs
+from harness.pipeline import golden
+from harness.versions import matrix
+from harness.versions import releases as versions
 
 OLD = "0.8.0"  # the one extra environment the suite may build
 NEW = jax.__version__

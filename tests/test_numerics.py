@@ -18,10 +18,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from harness import cases as case_mod
-from harness import numerics, render, runner, worker
-from harness.cases import Case, Shape
-from harness.compile import Compilation, Compiler
+from harness.pipeline import cases as case_mod
+from harness.gpu import numerics
+from harness.pipeline import render
+from harness.pipeline import runner
+from harness.pipeline import worker
+from harness.pipeline.cases import Case, Shape
+from harness.pipeline.compile import Compilation, Compiler
 from harness.targets import PROFILES, load_target
 
 from .conftest import REPO, requires_gpu

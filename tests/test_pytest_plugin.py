@@ -9,7 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness import golden
+from harness.pipeline import golden
 
 from .conftest import write_cases
 

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import cases, render
-from harness.cases import Case, Shape
+from harness.pipeline import cases
+from harness.pipeline import render
+from harness.pipeline.cases import Case, Shape
 
 
 def load(source: str) -> types.ModuleType:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import report
+from harness.report import page as report
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "results"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from . import hlo
+from harness.pipeline import hlo
 
 # Ops that launch no kernel of their own.
 _NO_KERNEL = {

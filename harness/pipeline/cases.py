@@ -233,7 +233,7 @@ def _known_issues(path, line, cid, value) -> tuple[KnownIssue, ...]:
             raise CaseError(path, line_i, cid, f"{fld}.jax", f"not a version range like '>=0.4.32,<0.4.34': {spec!r}") from None
         targets = ()
         if "targets" in item:
-            from .targets import target_names
+            from harness.targets import target_names
 
             targets = _list_of_choices(path, line_i, cid, f"{fld}.targets", item["targets"], target_names())
         profiles = ()
@@ -299,7 +299,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     if "profiles" in merged:
         kw["profiles"] = _list_of_choices(path, line, cid, "profiles", merged["profiles"], PROFILES)
     if "targets" in merged:
-        from .targets import target_names
+        from harness.targets import target_names
 
         kw["targets"] = _list_of_choices(path, line, cid, "targets", merged["targets"], target_names())
     if "known_issues" in merged:

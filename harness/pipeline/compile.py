@@ -1,6 +1,6 @@
 """Stage 3: compile rendered cases in a long-lived worker subprocess.
 
-`Compiler` owns one `harness.worker` process per mode. A case that crashes XLA
+`Compiler` owns one `harness.pipeline.worker` process per mode. A case that crashes XLA
 kills only the worker: the case gets the error (and the tail of the worker's
 stderr) and the next case starts a fresh worker.
 """
@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .render import Rendered
-from .targets import Profile, Target
+from harness.pipeline.render import Rendered
+from harness.targets import Profile, Target
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 class WorkerError(RuntimeError):
@@ -62,7 +62,7 @@ class Worker:
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         self.proc = subprocess.Popen(
-            [self.python, "-m", "harness.worker", self.mode],
+            [self.python, "-m", "harness.pipeline.worker", self.mode],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

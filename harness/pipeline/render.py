@@ -12,11 +12,11 @@ from pathlib import Path
 
 import jinja2
 
-from .cases import FP8_MAX, Case
-from .targets import Profile, Target
+from harness.pipeline.cases import FP8_MAX, Case
+from harness.targets import Profile, Target
 
 _ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    loader=jinja2.FileSystemLoader(Path(__file__).parent.parent / "templates"),
     trim_blocks=True,
     lstrip_blocks=True,
     keep_trailing_newline=True,
@@ -52,7 +52,7 @@ def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
     return args
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def _module_file(module: str) -> Path | None:

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .versions import cache_dir, parse_version
+from harness.versions.releases import cache_dir, parse_version
 
 MARKER = "fp8-check-env.json"
 REQUIREMENT = "jax[cuda12]=={version}"

@@ -1,8 +1,8 @@
 """The compile worker: a long-lived subprocess that compiles rendered cases.
 
-Run as `python -m harness.worker MODE`. It reads one JSON request per line on
+Run as `python -m harness.pipeline.worker MODE`. It reads one JSON request per line on
 stdin and answers one JSON line on its protocol stream. It imports only the
-standard library, `harness.aot` and JAX, so it also runs inside the per-version
+standard library, `harness.pipeline.aot` and JAX, so it also runs inside the per-version
 environments of `fp8-check matrix`. An XLA abort kills only this process; the
 parent reports the case UNRESOLVED and starts a new worker.
 """
@@ -16,7 +16,7 @@ import tempfile
 import traceback
 import types
 
-from harness import aot
+from harness.pipeline import aot
 
 
 def environment(mode):

@@ -12,10 +12,12 @@ from typing import Callable, Iterator
 
 from packaging.version import Version
 
-from . import golden, render, signature
-from .cases import Case
-from .compile import Compilation, Compiler
-from .targets import PROFILES, Profile, Target
+from harness.pipeline import golden
+from harness.pipeline import render
+from harness.pipeline import signature
+from harness.pipeline.cases import Case
+from harness.pipeline.compile import Compilation, Compiler
+from harness.targets import PROFILES, Profile, Target
 
 OK_CODES = ("PASS", "XFAIL", "UNSUPPORTED")
 BAD_CODES = ("FAIL", "XPASS", "UNRESOLVED", "NEW")
@@ -136,7 +138,7 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     out.signature = sig
     fc_problem = None
     if case.filecheck.get(comp.profile):
-        from .filecheck import run_filecheck
+        from harness.pipeline.filecheck import run_filecheck
 
         out.filecheck = case.filecheck[comp.profile]
         fc_problem = run_filecheck(out.filecheck, comp.hlo)
@@ -208,7 +210,7 @@ def run(
             rendered = render.render(case)
             inputs = None
             if numerics:
-                from . import numerics as numerics_mod
+                from harness.gpu import numerics as numerics_mod
 
                 if numerics_mod.skip_reason(case) is None:
                     inputs = numerics_mod.encode_inputs(case)
@@ -225,7 +227,7 @@ def run(
 
 def apply_numerics(out: Outcome, case: Case, comp: Compilation) -> None:
     """Judge the executed outputs of `comp` against the float64 reference; a mismatch is a FAIL of its own."""
-    from . import numerics
+    from harness.gpu import numerics
 
     if numerics.skip_reason(case):
         result = numerics.skipped(numerics.skip_reason(case))

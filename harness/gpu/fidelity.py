@@ -22,7 +22,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import golden, render, signature
+from harness.pipeline import golden
+from harness.pipeline import render
+from harness.pipeline import signature
 
 PINNED = ("cublas", "triton")
 DEVICE_PROFILES = ("default",) + PINNED
@@ -114,7 +116,7 @@ def from_results(deviceless_doc: dict, device_doc: dict) -> Signatures:
 
 def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> None:
     """Compile `cases` for `target` with each profile; record signatures (or errors) under `side`."""
-    from .targets import PROFILES
+    from harness.targets import PROFILES
 
     for case in cases:
         for name in profiles:
@@ -150,9 +152,10 @@ def register(subparsers, add_selection) -> dict:
 
 
 def cmd_fidelity(args) -> int:
-    from . import cli, results
-    from .compile import Compiler
-    from .targets import gpu_present
+    from harness import cli
+    from harness.pipeline import results
+    from harness.pipeline.compile import Compiler
+    from harness.targets import gpu_present
 
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if args.from_results:

@@ -12,7 +12,7 @@ into a version list: the CLI (`fp8-check matrix --jax-range`, `--list-versions`)
 and the nightly workflow's version job both call it.
 
 Standalone (needs only `packaging`), as the nightly workflow's first job runs it:
-    python -m harness.versions --jax-range 0.6.1.. [--select minor] [--format json|lines|github]
+    python -m harness.versions.releases --jax-range 0.6.1.. [--select minor] [--format json|lines|github]
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def format_list(versions: list[str], fmt: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m harness.versions", description="List released JAX versions in a range.")
+    p = argparse.ArgumentParser(prog="python -m harness.versions.releases", description="List released JAX versions in a range.")
     p.add_argument("--jax-range", required=True)
     p.add_argument("--select", choices=SELECTIONS, default="all")
     p.add_argument("--format", choices=("lines", "json", "github"), default="lines")

@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
-from .golden import atomic_write
-from .runner import ALL_CODES, BAD_CODES, Outcome
+from harness.pipeline.golden import atomic_write
+from harness.pipeline.runner import ALL_CODES, BAD_CODES, Outcome
 
 SCHEMA = "fp8-check/results/1"
 

@@ -31,10 +31,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import golden, render, runner, signature
-from .compile import Compiler, WorkerError
-from .envs import InstallError, Manager
-from .versions import VersionError, between, parse_version
+from harness.pipeline import golden
+from harness.pipeline import render
+from harness.pipeline import runner
+from harness.pipeline import signature
+from harness.pipeline.compile import Compiler, WorkerError
+from harness.versions.envs import InstallError, Manager
+from harness.versions.releases import VersionError, between, parse_version
 
 GOOD, BAD, SKIP, ABORT = 0, 1, 125, 128
 CRITERIA = ("signature", "golden")
@@ -196,8 +199,8 @@ def register(subparsers, add_selection) -> dict:
 
 
 def cmd_bisect(args) -> int:
-    from . import cli
-    from .targets import PROFILES
+    from harness import cli
+    from harness.targets import PROFILES
 
     try:
         return _cmd_bisect(args, cli, PROFILES)

@@ -34,8 +34,8 @@ import jinja2
 import yaml
 from packaging.version import InvalidVersion, Version
 
-from .golden import atomic_write
-from .results import gemm_summary
+from harness.pipeline.golden import atomic_write
+from harness.pipeline.results import gemm_summary
 
 CODES = ("PASS", "XFAIL", "UNSUPPORTED", "FAIL", "XPASS", "UNRESOLVED", "NEW")
 FILE_CODES = ("FAIL", "XPASS", "UNRESOLVED")  # results that get a "File upstream" block
@@ -669,7 +669,7 @@ def _md_cell(text: str) -> str:
 
 # ---------------------------------------------------------------- the page
 
-_TEMPLATES = Path(__file__).resolve().parent / "templates"
+_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
 def _jinja() -> jinja2.Environment:

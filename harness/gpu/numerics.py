@@ -56,8 +56,8 @@ from dataclasses import asdict, dataclass, field
 import ml_dtypes
 import numpy as np
 
-from .cases import FP8_DTYPES, FP8_MAX, Case
-from .render import arg_specs
+from harness.pipeline.cases import FP8_DTYPES, FP8_MAX, Case
+from harness.pipeline.render import arg_specs
 
 A_SCALE, B_SCALE = 0.5, 4.0
 U_ACCUMULATE = 2.0**-24  # float32 accumulation

@@ -16,7 +16,7 @@ Per version:
 
 Output: per-version results JSON (schema fp8-check/results/1) under --out-dir,
 the merged matrix JSON (schema fp8-check/matrix/1), the HTML report when
-`harness.report` is installed, and a case x version grid on the terminal.
+`harness.report.page` is installed, and a case x version grid on the terminal.
 
 Exit code (`--fail-on`): `any` (default) 1 if any version has a bad outcome
 (FAIL, XPASS, UNRESOLVED, NEW), else 3 if a version could not be installed or is
@@ -37,10 +37,12 @@ from typing import TextIO
 
 from packaging.version import Version
 
-from . import golden, results, runner
-from .compile import Compiler, WorkerError
-from .envs import Env, InstallError, Manager
-from .versions import SELECTIONS, VersionError, format_list, parse_version, select_range, sort_versions
+from harness.pipeline import golden
+from harness.pipeline import results
+from harness.pipeline import runner
+from harness.pipeline.compile import Compiler, WorkerError
+from harness.versions.envs import Env, InstallError, Manager
+from harness.versions.releases import SELECTIONS, VersionError, format_list, parse_version, select_range, sort_versions
 
 SCHEMA = "fp8-check/matrix/1"
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
@@ -486,7 +488,7 @@ class Progress:
 
 
 def write_html(result_files: list[str], path: Path) -> bool:
-    """The HTML report of the per-version results, if `harness.report` exists (written by another stage).
+    """The HTML report of the per-version results, if `harness.report.page` exists (written by another stage).
 
     Expected API: `harness.report.write_html(results_docs: list[dict], path: Path) -> None`, taking
     results documents (schema fp8-check/results/1, one per JAX version).
@@ -494,9 +496,9 @@ def write_html(result_files: list[str], path: Path) -> bool:
     import importlib
 
     try:
-        report = importlib.import_module("harness.report")
+        report = importlib.import_module("harness.report.page")
     except ModuleNotFoundError as exc:
-        if exc.name not in ("harness.report",):
+        if exc.name not in ("harness.report.page",):
             raise
         return False
     docs = [results.load(Path(f)) for f in result_files]
@@ -521,7 +523,7 @@ def register(subparsers, add_selection) -> dict:
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
-    p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if harness.report exists)")
+    p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if harness.report.page exists)")
     p.add_argument("--no-html", action="store_true")
     p.add_argument("--fail-on", choices=FAIL_ON, default="any", help="what makes the exit code 1 (default: any)")
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
@@ -538,7 +540,7 @@ def versions_from_args(args) -> list[str]:
 
 
 def cmd_matrix(args) -> int:
-    from . import cli
+    from harness import cli
 
     try:
         if args.merge:

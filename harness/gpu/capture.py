@@ -34,7 +34,7 @@ import struct
 import time
 from pathlib import Path
 
-from .targets import TARGET_DIR, parse_target
+from harness.targets import TARGET_DIR, parse_target
 
 # message name -> {field number: (field name, type, message type or enum names)}
 _INT, _UINT, _BOOL, _STR, _FLOAT, _MSG, _ENUM, _MAP = "int", "uint", "bool", "str", "float", "msg", "enum", "map"
@@ -298,7 +298,7 @@ def write_spec(name: str, text: str, directory: Path = TARGET_DIR, force: bool =
     if path.exists() and not force:
         raise FileExistsError(f"{path} exists; pass --force to replace it")
     parse_target(name, text)  # must read back as a Target
-    from .golden import atomic_write
+    from harness.pipeline.golden import atomic_write
 
     atomic_write(path, text)
     return path
@@ -324,7 +324,7 @@ def register(subparsers, add_selection) -> dict:
 
 def capture(compiler) -> tuple[str, dict]:
     """(GpuTargetConfig text, environment) of the GPU attached to `compiler`'s device-mode worker."""
-    from .compile import WorkerError
+    from harness.pipeline.compile import WorkerError
 
     env = compiler.environment()
     reply = compiler.worker.request({"op": "topology"})
@@ -334,9 +334,9 @@ def capture(compiler) -> tuple[str, dict]:
 
 
 def cmd_target(args) -> int:
-    from . import cli
-    from .compile import Compiler, WorkerError
-    from .targets import gpu_present
+    from harness import cli
+    from harness.pipeline.compile import Compiler, WorkerError
+    from harness.targets import gpu_present
 
     if not gpu_present():
         raise cli.UsageError("target capture needs a GPU: it reads the target config of the local device")

@@ -1,0 +1,1 @@
+"""Reporting: the self-contained HTML report and upstream issue bodies."""
