@@ -28,6 +28,9 @@ from pathlib import Path
 
 import pytest
 
+from harness import selection
+from harness.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
+
 _CASES_KEY = re.compile(r"^cases\s*:", re.M)
 
 
@@ -83,7 +86,7 @@ class CaseFile(pytest.File):
         session = _session(self.config)
         try:
             targets, profiles = session.targets(), session.profiles()
-        except ValueError as exc:
+        except selection.UsageError as exc:
             raise self.CollectError(str(exc)) from None
         for case, target, profile in plan(loaded, targets, profiles):
             yield CaseItem.from_parent(self, name=f"{case.id}[{target.name}-{profile.name}]",
@@ -93,7 +96,7 @@ class CaseFile(pytest.File):
 class Fp8Failure(Exception):
     def __init__(self, outcome):
         self.outcome = outcome
-        super().__init__(outcome.code)
+        super().__init__(str(getattr(outcome, "code", outcome)))
 
 
 class CaseItem(pytest.Item):
@@ -110,14 +113,14 @@ class CaseItem(pytest.Item):
             raise Fp8Failure(problem)
         goldens = session.goldens_root(self.path)
         [out] = runner.run([self.case], [self.target], [self.profile.name], session.mode, compiler, goldens)
-        self.user_properties += [("fp8_outcome", out.code), ("jax", out.jax)]
+        self.user_properties += [("fp8_outcome", out.code.name), ("jax", out.jax)]
         if out.signature:
-            self.user_properties.append(("kernels", out.signature.get("kernels")))
-        if out.code == "PASS":
+            self.user_properties.append(("kernels", out.signature.kernels))
+        if out.code is PASS:
             return
-        if out.code == "UNSUPPORTED":
+        if out.code is UNSUPPORTED:
             pytest.skip(out.reason)
-        if out.code == "XFAIL":
+        if out.code is XFAIL:
             pytest.xfail(out.reason)
         raise Fp8Failure(out)
 
@@ -129,7 +132,7 @@ class CaseItem(pytest.Item):
             lines = [f"{out.code} {out.target}/{out.profile} {out.case} (jax {out.jax}, {out.mode})"]
             lines += [f"    {d}" for d in out.diffs]
             if out.reason:
-                lines.append(out.reason if out.code != "UNRESOLVED" else out.reason.strip()[-3000:])
+                lines.append(out.reason if out.code is not UNRESOLVED else out.reason.strip()[-3000:])
             return "\n".join(lines)
         return super().repr_failure(excinfo)
 
@@ -139,39 +142,20 @@ class CaseItem(pytest.Item):
 
 
 class _Session:
-    """Per pytest process: the targets, profiles and mode, and one compile worker."""
+    """Per pytest process: the targets, profiles and mode (chosen as the CLI does), and one compile worker."""
 
     def __init__(self, config):
         self.config = config
-        from harness.targets import resolve_mode
-
-        self.mode = resolve_mode(config.getoption("fp8_mode"))
+        self.mode = selection.mode(config.getoption("fp8_mode"))
         self._compiler = None
         self._env_error: str | None = None
         self._canary: dict[str, str | None] = {}
 
     def targets(self):
-        from harness.targets import load_target
-
-        out = []
-        for name in [n.strip() for n in self.config.getoption("fp8_target").split(",") if n.strip()]:
-            try:
-                out.append(load_target(name))
-            except KeyError as exc:
-                raise ValueError(f"--fp8-target: {exc.args[0]}") from None
-        return out
+        return selection.targets(self.config.getoption("fp8_target"), option="--fp8-target")
 
     def profiles(self):
-        from harness.targets import PROFILES
-
-        given = self.config.getoption("fp8_profile")
-        if not given:
-            return [n for n, p in PROFILES.items() if p.deviceless or self.mode == "device"]
-        names = [n.strip() for n in given.split(",") if n.strip()]
-        for n in names:
-            if n not in PROFILES:
-                raise ValueError(f"--fp8-profile: unknown profile '{n}'; allowed: {', '.join(PROFILES)}")
-        return names
+        return selection.profiles(self.config.getoption("fp8_profile"), self.mode, option="--fp8-profile")
 
     def goldens_root(self, case_path: Path) -> Path:
         given = self.config.getoption("fp8_goldens")
@@ -183,21 +167,18 @@ class _Session:
     def compiler(self, target):
         """(compiler, None), or (None, why) when the environment is broken for `target`."""
         from harness.pipeline import runner
-        from harness.pipeline.compile import Compiler, WorkerError
 
         if self._env_error:
             return None, self._env_error
         if self._compiler is None:
-            self._compiler = Compiler(self.mode)
             try:
-                self._compiler.environment()
-            except WorkerError as exc:
-                self._env_error = f"broken environment: cannot start the compile worker: {exc}"
+                self._compiler, _ = selection.start_compiler(self.mode)
+            except (selection.BrokenEnvironment, selection.UsageError) as exc:
+                self._env_error = f"broken environment: {exc}"
                 return None, self._env_error
         if target.name not in self._canary:
             problem = None
-            jax_version = self._compiler.environment()["jax"]
-            if self.mode == "device" or not runner.deviceless_unsupported(jax_version):
+            if selection.canary_applies(self.mode, self._compiler.environment()["jax"]):
                 try:
                     runner.check_canary(self._compiler, target)
                 except runner.CanaryError as exc:

@@ -29,7 +29,7 @@ def test_seed_run_passes_and_writes_results(workspace, run_cli):
     code, out, err = run_cli("run", *DL, "--json", workspace / "r.json", cwd=workspace)
     assert code == 0, out + err
     by_key, doc = results_of(workspace / "r.json")
-    assert doc["schema"] == "fp8-check/results/1"
+    assert doc["schema"] == "fp8-check/results/2"
     env = doc["environment"]
     for key in ("jax", "jaxlib", "jaxlib_git_hash", "cuda_plugin", "python", "mode", "targets", "profiles", "xla_flags"):
         assert key in env, key

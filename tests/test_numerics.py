@@ -25,6 +25,8 @@ from harness.pipeline import runner
 from harness.pipeline import worker
 from harness.pipeline.cases import Case, Shape
 from harness.pipeline.compile import Compilation, Compiler
+from harness.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
+from harness.pipeline.results import outcome_to_json
 from harness.targets import PROFILES, load_target
 
 from .conftest import REPO, requires_gpu
@@ -247,7 +249,7 @@ def test_deviceless_worker_compiles_but_refuses_to_execute():
 
 
 def _outcome(c: Case, comp: Compilation) -> runner.Outcome:
-    return runner.Outcome(c.id, comp.target, comp.profile, comp.mode, "0", "PASS")
+    return Outcome(c.id, comp.target, comp.profile, comp.mode, "0", PASS)
 
 
 def test_runner_numerics_fail_is_its_own_fail_reason():
@@ -256,29 +258,29 @@ def test_runner_numerics_fail_is_its_own_fail_reason():
     comp = Compilation(c.id, "h100", "cublas", "device", hlo="", outputs=good)
     out = _outcome(c, comp)
     runner.apply_numerics(out, c, comp)
-    assert out.code == "PASS" and out.numerics["status"] == "pass"
-    assert out.to_dict(with_text=False)["numerics"]["outputs"][0]["name"] == "out"
+    assert out.code is PASS and out.numerics.status == "pass"
+    assert outcome_to_json(out, with_text=False)["numerics"]["outputs"][0]["name"] == "out"
     bad_src = render.render(c).source.replace("    c = jax.nn.relu(c)\n", "")
     bad = [numerics.encode(x) for x in execute_on_cpu(c, bad_src)]
     comp = Compilation(c.id, "h100", "cublas", "device", hlo="", outputs=bad)
     out = _outcome(c, comp)
     runner.apply_numerics(out, c, comp)
-    assert out.code == "FAIL" and out.reason.startswith("numerics mismatch: out:")
-    assert out.diffs[-1].path == "numerics" and out.numerics["status"] == "fail"
+    assert out.code is FAIL and out.reason.startswith("numerics mismatch: out:")
+    assert out.diffs[-1].path == "numerics" and out.numerics.status == "fail"
     # a known fusion issue (XFAIL) does not excuse a wrong result
     out = _outcome(c, comp)
-    out.code, out.reason = "XFAIL", "known issue"
+    out.code, out.reason = XFAIL, "known issue"
     runner.apply_numerics(out, c, comp)
-    assert out.code == "FAIL" and "signature: XFAIL" in out.reason
+    assert out.code is FAIL and "signature: XFAIL" in out.reason
     # an execution error is UNRESOLVED, not a silent pass
     comp = Compilation(c.id, "h100", "cublas", "device", hlo="", execute_error="XlaRuntimeError: boom")
     out = _outcome(c, comp)
     runner.apply_numerics(out, c, comp)
-    assert out.code == "UNRESOLVED" and "boom" in out.reason
+    assert out.code is UNRESOLVED and "boom" in out.reason
     py = case(id="rpy", kind="python", callable="m:f", args=(("a", (2, 2), "float8_e4m3fn"),))
     out = _outcome(py, comp)
     runner.apply_numerics(out, py, comp)
-    assert out.code == "PASS" and out.numerics["status"] == "skipped" and "python-kind" in out.numerics["reason"]
+    assert out.code is PASS and out.numerics.status == "skipped" and "python-kind" in out.numerics.reason
 
 
 def test_cli_numerics_deviceless_is_a_clear_usage_error(workspace, run_cli):

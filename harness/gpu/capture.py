@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from harness.targets import TARGET_DIR, parse_target
+from harness import selection
 
 # message name -> {field number: (field name, type, message type or enum names)}
 _INT, _UINT, _BOOL, _STR, _FLOAT, _MSG, _ENUM, _MAP = "int", "uint", "bool", "str", "float", "msg", "enum", "map"
@@ -311,7 +312,7 @@ def decode_reply(reply: dict) -> bytes:
 # ------------------------------------------------------------ CLI
 
 
-def register(subparsers, add_selection) -> dict:
+def register(subparsers) -> dict:
     p = subparsers.add_parser("target", help="manage target specs (capture one from the local GPU)")
     tsub = p.add_subparsers(dest="target_command", required=True)
     c = tsub.add_parser("capture", help="write the GpuTargetConfig of the local GPU to harness/targets/NAME.txtpb")
@@ -334,24 +335,23 @@ def capture(compiler) -> tuple[str, dict]:
 
 
 def cmd_target(args) -> int:
-    from harness import cli
     from harness.pipeline.compile import Compiler, WorkerError
     from harness.targets import gpu_present
 
     if not gpu_present():
-        raise cli.UsageError("target capture needs a GPU: it reads the target config of the local device")
+        raise selection.UsageError("target capture needs a GPU: it reads the target config of the local device")
     with Compiler("device") as compiler:
         try:
             config, env = capture(compiler)
         except (WorkerError, CaptureError) as exc:
-            raise cli.BrokenEnvironment(f"cannot capture the target config of the local GPU: {exc}") from None
+            raise selection.BrokenEnvironment(f"cannot capture the target config of the local GPU: {exc}") from None
     text = spec_text(args.name, config, env)
     if args.stdout:
         print(text, end="")
-        return cli.EXIT_OK
+        return selection.EXIT_OK
     try:
         path = write_spec(args.name, text, args.dir, args.force)
     except (FileExistsError, ValueError) as exc:
-        raise cli.UsageError(str(exc)) from None
+        raise selection.UsageError(str(exc)) from None
     print(f"wrote {path}")
-    return cli.EXIT_OK
+    return selection.EXIT_OK

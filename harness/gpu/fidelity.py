@@ -25,6 +25,9 @@ from pathlib import Path
 from harness.pipeline import golden
 from harness.pipeline import render
 from harness.pipeline import signature
+from harness import selection
+from harness.outcome import UNSUPPORTED
+from harness.pipeline.results import Results
 
 PINNED = ("cublas", "triton")
 DEVICE_PROFILES = ("default",) + PINNED
@@ -99,18 +102,18 @@ def document(cells: list[Cell], meta: dict) -> dict:
     return {"schema": "fp8-check/fidelity/1", **meta, "cells": [asdict(c) for c in cells]}
 
 
-def from_results(deviceless_doc: dict, device_doc: dict) -> Signatures:
-    """Signatures from two `fp8-check run` results documents: the first is the deviceless side, the second the device side."""
+def from_results(deviceless: Results, device: Results) -> Signatures:
+    """Signatures from two `fp8-check run` results: the first is the deviceless side, the second the device side."""
     sigs: Signatures = {}
-    for side, doc in (("deviceless", deviceless_doc), ("device", device_doc)):
-        for r in doc.get("results", []):
-            key = (r["case"], f"{side}/{r['profile']}")
-            if r.get("signature") is not None:
-                sigs[key] = {"signature": r["signature"]}
-            elif r.get("outcome") == "UNSUPPORTED":
+    for side, res in (("deviceless", deviceless), ("device", device)):
+        for o in res.outcomes:
+            key = (o.case, f"{side}/{o.profile}")
+            if o.signature is not None:
+                sigs[key] = {"signature": o.signature.to_dict()}
+            elif o.code is UNSUPPORTED:
                 continue  # not run on that side (e.g. `default` deviceless): a missing cell
             else:
-                sigs[key] = {"error": r.get("reason") or r.get("outcome", "no signature")}
+                sigs[key] = {"error": o.reason or o.code.name}
     return sigs
 
 
@@ -141,9 +144,9 @@ def write(cells: list[Cell], meta: dict, md_path: Path, json_path: Path) -> None
 # ------------------------------------------------------------ CLI
 
 
-def register(subparsers, add_selection) -> dict:
+def register(subparsers) -> dict:
     p = subparsers.add_parser("fidelity", help="compare deviceless signatures with signatures compiled on the local GPU")
-    add_selection(p)
+    selection.add_options(p)
     p.add_argument("--from", dest="from_results", nargs=2, type=Path, metavar=("DEVICELESS_JSON", "DEVICE_JSON"),
                    help="build the table from two `fp8-check run` results files instead of compiling (no GPU needed)")
     p.add_argument("--out", type=Path, default=Path("reports/fidelity.md"), help="Markdown table (default: reports/fidelity.md)")
@@ -152,7 +155,6 @@ def register(subparsers, add_selection) -> dict:
 
 
 def cmd_fidelity(args) -> int:
-    from harness import cli
     from harness.pipeline import results
     from harness.pipeline.compile import Compiler
     from harness.targets import gpu_present
@@ -162,28 +164,28 @@ def cmd_fidelity(args) -> int:
         left_path, right_path = args.from_results
         try:
             left, right = results.load(left_path), results.load(right_path)
-        except (OSError, ValueError) as exc:
-            raise cli.UsageError(f"--from: {exc}") from None
+        except results.ResultsError as exc:
+            raise selection.UsageError(f"--from: {exc}") from None
         sigs = from_results(left, right)
         if args.filter:
-            keep = {c for c, _ in sigs if any(p in c for p in cli._csv(args.filter))}
+            keep = {c for c, _ in sigs if any(p in c for p in selection.csv(args.filter))}
             sigs = {k: v for k, v in sigs.items() if k[0] in keep}
 
-        def describe(doc, path):
-            env = doc.get("environment", {})
+        def describe(res, path):
+            env = res.environment
             dev = (env.get("device") or {}).get("name")
             return f"{path} (mode {env.get('mode')}, targets {', '.join(env.get('targets') or [])}" + (f", device {dev}" if dev else "") + ")"
 
         meta = {"left": "deviceless side: " + describe(left, left_path), "right": "device side: " + describe(right, right_path),
-                "jax": left.get("environment", {}).get("jax"), "created": created}
+                "jax": left.jax, "created": created}
     else:
         if args.mode == "deviceless" or not gpu_present():
-            raise cli.UsageError(
+            raise selection.UsageError(
                 "fidelity compiles on the local GPU and needs one (--mode device); without a GPU, build the table "
                 "from two results files: fp8-check fidelity --from DEVICELESS.json DEVICE.json"
             )
-        cases = cli._load_cases(args)
-        target = cli._targets(args)[0]
+        cases = selection.load_cases(args.paths, args.filter)
+        target = selection.targets(args.target)[0]
         sigs = {}
         with Compiler("deviceless") as deviceless:
             env = deviceless.environment()
@@ -198,9 +200,9 @@ def cmd_fidelity(args) -> int:
                 "target": target.name, "device": dev, "jax": env.get("jax"), "created": created}
     cells = build(sigs)
     if not cells:
-        raise cli.UsageError("nothing to compare: no case has signatures on both sides")
+        raise selection.UsageError("nothing to compare: no case has signatures on both sides")
     write(cells, meta, args.out, args.json)
     counts = {s: sum(c.status == s for c in cells) for s in ("agree", "differ", "error", "missing")}
     print("fidelity: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     print(f"table: {args.out} ({args.json})")
-    return cli.EXIT_FAIL if counts["error"] else cli.EXIT_OK
+    return selection.EXIT_FAIL if counts["error"] else selection.EXIT_OK

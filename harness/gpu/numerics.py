@@ -253,6 +253,10 @@ class NumericsResult:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "NumericsResult":
+        return cls(d["status"], d.get("reason", ""), d.get("seed"), [OutputCheck(**o) for o in d.get("outputs", [])])
+
     def summary(self) -> str:
         if not self.outputs:
             return f"numerics {self.status}" + (f": {self.reason}" if self.reason else "")

@@ -92,8 +92,34 @@ class FieldDiff:
     def __str__(self) -> str:
         return f"{self.path}: expected {_show(self.expected)}, found {_show(self.found)}"
 
+    def to_json(self) -> dict:
+        """`expected`/`found` are left out where the field is absent on that side."""
+        d: dict[str, Any] = {"path": self.path}
+        if self.expected is not _MISSING:
+            d["expected"] = self.expected
+        if self.found is not _MISSING:
+            d["found"] = self.found
+        return d
 
-_MISSING = object()
+    @classmethod
+    def from_json(cls, d: dict) -> "FieldDiff":
+        return cls(str(d["path"]), d.get("expected", _MISSING), d.get("found", _MISSING))
+
+    @property
+    def absent_expected(self) -> bool:
+        return self.expected is _MISSING
+
+    @property
+    def absent_found(self) -> bool:
+        return self.found is _MISSING
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+_MISSING: Any = _Missing()
 
 
 def _show(value: Any) -> str:

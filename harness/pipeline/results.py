@@ -1,97 +1,155 @@
-"""Stage 6: report outcomes — one line per case on the terminal, and the versioned results JSON."""
+"""Stage 7: the results file — the one place results JSON is written and read.
+
+A `Results` document holds the run's environment and its typed `Outcome`s. Schema
+`fp8-check/results/2` stores per result only the rendered case function; the target
+specs and the repro template's inputs are stored once per run, and the standalone
+repro script is rendered on demand (`repro_for`). Schema 1 files (which carried a full
+repro per result) still load.
+"""
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
 
-from harness.pipeline.golden import atomic_write
-from harness.pipeline.runner import ALL_CODES, BAD_CODES, Outcome
+from harness.outcome import CODES, Outcome, code
+from harness.pipeline.golden import FieldDiff, atomic_write
+from harness.pipeline.signature import Signature
 
-SCHEMA = "fp8-check/results/1"
-
-_COLORS = {
-    "PASS": "32", "XFAIL": "36", "UNSUPPORTED": "33", "FAIL": "31;1", "XPASS": "35;1",
-    "UNRESOLVED": "31;1", "NEW": "34;1",
-}
+SCHEMA = "fp8-check/results/2"
+READABLE = ("fp8-check/results/1", SCHEMA)
 
 
-def _paint(code: str, stream: TextIO) -> str:
-    if hasattr(stream, "isatty") and stream.isatty():
-        return f"\033[{_COLORS.get(code, '0')}m{code}\033[0m"
-    return code
+class ResultsError(ValueError):
+    """A results file that cannot be read: one line naming the file and what is wrong."""
 
 
-def gemm_summary(sig: dict | None) -> str:
-    if not sig:
-        return ""
-    gemms = sig.get("gemms", [])
-    parts = []
-    for g in gemms:
-        text = f"{g['target']} {'x'.join(g['operand_dtypes'])}->{g.get('output', '?')}"
-        if g.get("epilogue") and g["epilogue"] != "DEFAULT":
-            text += f" {g['epilogue']}"
-        if g.get("amax"):
-            text += " +amax"
-        parts.append(text)
-    return f"{sig['kernels']} kernel{'s' if sig['kernels'] != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
+@dataclass
+class Results:
+    environment: dict  # jax/jaxlib/plugin versions, device, mode, targets, profiles, compiler options
+    outcomes: list[Outcome]
+    target_specs: dict[str, str] = field(default_factory=dict)  # target name -> GpuTargetConfig text
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    path: str | None = None  # where it was read from (not stored)
+
+    @property
+    def jax(self) -> str:
+        return str(self.environment.get("jax", "?"))
+
+    def counts(self) -> Counter:
+        return Counter(o.code.name for o in self.outcomes)
 
 
-def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = False) -> None:
-    stream = stream or sys.stdout
-    line = f"{_paint(out.code, stream):<11} {out.target}/{out.profile:<7} {out.case}"
-    detail = gemm_summary(out.signature)
-    if detail:
-        line += f"  ({detail})"
-    if out.compile_seconds:
-        line += f" {out.compile_seconds:.2f}s"
-    print(line, file=stream)
-    if out.code == "FAIL" or (verbose and out.diffs):
-        for d in out.diffs:
-            print(f"      {d}", file=stream)
-    if out.code in ("UNRESOLVED", "UNSUPPORTED", "NEW", "XPASS", "XFAIL") and out.reason:
-        text = out.reason if verbose or out.code != "UNRESOLVED" else out.reason.strip().splitlines()[0]
-        print(f"      {text}", file=stream)
-    stream.flush()
+def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
+    d = {
+        "case": o.case, "target": o.target, "profile": o.profile, "mode": o.mode, "jax": o.jax,
+        "outcome": o.code.name, "reason": o.reason,
+        "signature": o.signature.to_dict() if o.signature else None,
+        "expected": o.expected,
+        "diffs": [x.to_json() for x in o.diffs],
+        "known_issue": o.known_issue,
+        "compile_seconds": round(o.compile_seconds, 4),
+        "description": o.description, "file": o.file,
+    }
+    if o.filecheck:
+        d["filecheck"] = o.filecheck
+    if o.numerics is not None:
+        d["numerics"] = o.numerics.to_dict()
+    if with_text:
+        d.update({"source": o.source, "yaml": o.yaml, "hlo": o.hlo, "stablehlo": o.stablehlo})
+    return d
 
 
-def summary(outcomes: list[Outcome]) -> Counter:
-    return Counter(o.code for o in outcomes)
+def outcome_from_json(d: dict) -> Outcome:
+    from harness.gpu.numerics import NumericsResult
+
+    sig = d.get("signature")
+    return Outcome(
+        case=str(d["case"]), target=str(d["target"]), profile=str(d["profile"]), mode=str(d.get("mode", "")),
+        jax=str(d.get("jax", "")), code=code(d["outcome"]), reason=d.get("reason") or "",
+        signature=Signature.from_dict(sig) if isinstance(sig, dict) and "kernels" in sig else None,
+        expected=d.get("expected"),
+        diffs=[FieldDiff.from_json(x) for x in d.get("diffs") or []],
+        known_issue=d.get("known_issue"),
+        compile_seconds=float(d.get("compile_seconds") or 0.0),
+        hlo=d.get("hlo"), stablehlo=d.get("stablehlo"), source=_case_source(d.get("source") or ""),
+        description=d.get("description") or "", yaml=d.get("yaml") or "", file=d.get("file") or "",
+        filecheck=d.get("filecheck"),
+        numerics=NumericsResult.from_dict(d["numerics"]) if d.get("numerics") else None,
+    )
 
 
-def print_summary(outcomes: list[Outcome], stream: TextIO | None = None) -> None:
-    stream = stream or sys.stdout
-    counts = summary(outcomes)
-    parts = [f"{counts[c]} {c}" for c in ALL_CODES if counts[c]]
-    print(f"\n{len(outcomes)} results: " + (", ".join(parts) if parts else "nothing ran"), file=stream)
-    bad = [o for o in outcomes if o.code in BAD_CODES]
-    if bad:
-        print("Not OK:", file=stream)
-        for o in bad:
-            print(f"  {o.code:<10} {o.target}/{o.profile} {o.case}", file=stream)
+_CASE_BEGIN = "# ---- the case, exactly as fp8-check compiles it"
+_CASE_END = "# ------------------------------------------------------------------"
 
 
-def document(outcomes: list[Outcome], environment: dict, run_info: dict, with_text: bool = True) -> dict:
-    counts = summary(outcomes)
+def _case_source(text: str) -> str:
+    """Schema 1 stored the whole repro script per result: keep only the case function from it."""
+    if _CASE_BEGIN not in text:
+        return text
+    body = text.split(_CASE_BEGIN, 1)[1].split("\n", 1)[1]
+    return body.split(_CASE_END, 1)[0].rstrip() + "\n"
+
+
+def to_json(res: Results, with_text: bool = True) -> dict:
+    counts = res.counts()
     return {
         "schema": SCHEMA,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "environment": {**environment, **run_info},
-        "summary": {c: counts[c] for c in ALL_CODES},
-        "results": [o.to_dict(with_text) for o in outcomes],
+        "created": res.created,
+        "environment": res.environment,
+        "target_specs": res.target_specs,
+        "summary": {c.name: counts[c.name] for c in CODES},
+        "results": [outcome_to_json(o, with_text) for o in res.outcomes],
     }
 
 
-def write(path: Path, doc: dict) -> None:
-    atomic_write(Path(path), json.dumps(doc, indent=1, sort_keys=False) + "\n")
+def from_json(doc: dict, path: str | None = None) -> Results:
+    where = path or "results"
+    if not isinstance(doc, dict) or doc.get("schema") not in READABLE:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise ResultsError(f"{where}: not an fp8-check results file (schema {found!r}; readable: {', '.join(READABLE)})")
+    try:
+        outcomes = [outcome_from_json(r) for r in doc.get("results") or []]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ResultsError(f"{where}: malformed result: {type(exc).__name__}: {exc}") from None
+    env = doc.get("environment") or {}
+    if not isinstance(env, dict):
+        raise ResultsError(f"{where}: field 'environment': expected a mapping")
+    return Results(env, outcomes, dict(doc.get("target_specs") or {}), str(doc.get("created", "")), path)
 
 
-def load(path: Path) -> dict:
-    doc = json.loads(Path(path).read_text())
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("fp8-check/results/"):
-        raise ValueError(f"{path}: not an fp8-check results file (no 'schema': '{SCHEMA}')")
-    return doc
+def write(path: Path, res: Results, with_text: bool = True) -> None:
+    atomic_write(Path(path), json.dumps(to_json(res, with_text), indent=1) + "\n")
+
+
+def load(path: Path) -> Results:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such results file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{path}: cannot read results JSON: {exc}") from None
+    return from_json(doc, str(path))
+
+
+def repro_for(res: Results, o: Outcome) -> str:
+    """The standalone repro script of one result, rendered from what the run stored."""
+    from harness.pipeline import render
+    from harness.targets import PROFILES, Profile, Target, parse_target
+
+    if not o.source:
+        return "# (no repro script recorded)"
+    spec = res.target_specs.get(o.target, "")
+    try:
+        target = parse_target(o.target, spec)
+    except Exception:  # an old file without the spec: the script says so where the spec goes
+        target = Target(o.target, spec or "# (target spec not recorded in this results file)", (0, 0), "")
+    options = (res.environment.get("compiler_options") or {}).get(o.profile)
+    profile = PROFILES.get(o.profile) or Profile(o.profile, options or {}, True)
+    if options is not None and options != profile.compiler_options:
+        profile = Profile(o.profile, options, profile.deviceless)
+    return render.repro_script(o.source, target, profile, o.jax)

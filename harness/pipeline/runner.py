@@ -1,12 +1,11 @@
-"""Run cases through the pipeline and judge each against its golden: an `Outcome` per case x target x profile.
+"""Stage 6: run cases through the pipeline and judge each against its golden: an `Outcome` per case x target x profile.
 
-Outcome codes follow LLVM lit: PASS, FAIL, XFAIL, XPASS, UNSUPPORTED,
-UNRESOLVED, plus NEW (no golden yet).
+Outcome codes (harness/outcome.py) follow LLVM lit: PASS, FAIL, XFAIL, XPASS,
+UNSUPPORTED, UNRESOLVED, plus NEW (no golden yet).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -15,13 +14,11 @@ from packaging.version import Version
 from harness.pipeline import golden
 from harness.pipeline import render
 from harness.pipeline import signature
+from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Outcome
 from harness.pipeline.cases import Case
 from harness.pipeline.compile import Compilation, Compiler
 from harness.targets import PROFILES, Profile, Target
 
-OK_CODES = ("PASS", "XFAIL", "UNSUPPORTED")
-BAD_CODES = ("FAIL", "XPASS", "UNRESOLVED", "NEW")
-ALL_CODES = OK_CODES + BAD_CODES
 MIN_DEVICELESS_JAX = Version("0.6.1")
 
 CANARY = Case(
@@ -32,57 +29,6 @@ CANARY = Case(
     out_dtype="float32",
     profiles=("cublas",),
 )
-
-
-@dataclass
-class Outcome:
-    case: str
-    target: str
-    profile: str
-    mode: str
-    jax: str
-    code: str
-    reason: str = ""
-    signature: dict | None = None
-    expected: dict | None = None
-    diffs: list[golden.FieldDiff] = field(default_factory=list)
-    known_issue: dict | None = None
-    compile_seconds: float = 0.0
-    hlo: str | None = None
-    stablehlo: str | None = None
-    source: str = ""
-    description: str = ""
-    yaml: str = ""
-    file: str = ""
-    filecheck: str | None = None
-    numerics: dict | None = None  # `run --numerics`: see harness/numerics.py
-
-    def to_dict(self, with_text: bool = True) -> dict:
-        d = {
-            "case": self.case,
-            "target": self.target,
-            "profile": self.profile,
-            "mode": self.mode,
-            "jax": self.jax,
-            "outcome": self.code,
-            "reason": self.reason,
-            "signature": self.signature,
-            "expected": self.expected,
-            "diffs": [{"path": x.path, "expected": _jsonable(x.expected), "found": _jsonable(x.found)} for x in self.diffs],
-            "known_issue": self.known_issue,
-            "compile_seconds": round(self.compile_seconds, 4),
-            "description": self.description,
-            "file": self.file,
-        }
-        if self.numerics is not None:
-            d["numerics"] = self.numerics
-        if with_text:
-            d.update({"source": self.source, "yaml": self.yaml, "hlo": self.hlo, "stablehlo": self.stablehlo})
-        return d
-
-
-def _jsonable(value):
-    return None if value is golden._MISSING else value
 
 
 class CanaryError(RuntimeError):
@@ -116,7 +62,7 @@ def check_canary(compiler: Compiler, target: Target) -> signature.Signature | No
 
 def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -> Outcome:
     out = Outcome(
-        case=case.id, target=comp.target, profile=comp.profile, mode=comp.mode, jax=jax_version, code="UNRESOLVED",
+        case=case.id, target=comp.target, profile=comp.profile, mode=comp.mode, jax=jax_version, code=UNRESOLVED,
         compile_seconds=comp.seconds, hlo=comp.hlo, stablehlo=comp.stablehlo,
         description=case.description, yaml=case.yaml_text, file=case.file,
     )
@@ -126,12 +72,12 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     if not comp.ok:
         first = (comp.error or "").strip().splitlines()[0] if comp.error else "unknown error"
         if first.startswith("ModuleNotFoundError") or first.startswith("ImportError"):
-            out.code, out.reason = "UNSUPPORTED", f"missing optional dependency: {first}"
+            out.code, out.reason = UNSUPPORTED, f"missing optional dependency: {first}"
         else:
-            out.code, out.reason = "UNRESOLVED", comp.error or "unknown error"
+            out.code, out.reason = UNRESOLVED, comp.error or "unknown error"
         return out
     try:
-        sig = signature.extract(comp.hlo).to_dict()
+        sig = signature.extract(comp.hlo)
     except Exception as exc:  # a parser bug must not hide the rest of the run
         out.reason = f"could not parse the optimized HLO: {type(exc).__name__}: {exc}"
         return out
@@ -149,24 +95,24 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         return out
     exp = g.expected_for(jax_version) if g else None
     if exp is None:
-        out.code = "NEW"
+        out.code = NEW
         out.reason = "no golden yet" if g is None else f"the golden has no expectation covering jax {jax_version}"
         out.reason += f"; bless it with: fp8-check bless -k {case.id} --target {comp.target} --profile {comp.profile}"
         return out
     out.expected = exp.signature
-    out.diffs = golden.compare(exp.signature, sig)
+    out.diffs = golden.compare(exp.signature, sig.to_dict())
     if fc_problem:
         out.diffs.append(golden.FieldDiff("filecheck", "patterns match", fc_problem))
     matches = not out.diffs
     if issue:
-        out.code = "XPASS" if matches else "XFAIL"
+        out.code = XPASS if matches else XFAIL
         name = issue.url or "(no upstream issue)"
         out.reason = (
             f"known issue {name} ({issue.jax}) no longer reproduces: the expected fused signature is back"
             if matches else f"known issue {name}" + (f": {issue.summary}" if issue.summary else "")
         )
     else:
-        out.code = "PASS" if matches else "FAIL"
+        out.code = PASS if matches else FAIL
         if not matches:
             out.reason = f"{len(out.diffs)} field(s) differ from {golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)}"
     return out
@@ -204,7 +150,7 @@ def run(
             if reason is None and not profile.deviceless:
                 reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
         if reason:
-            out = Outcome(case.id, target.name, profile.name, mode, jax_version, "UNSUPPORTED", reason,
+            out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNSUPPORTED, reason,
                           description=case.description, yaml=case.yaml_text, file=case.file)
         else:
             rendered = render.render(case)
@@ -216,7 +162,7 @@ def run(
                     inputs = numerics_mod.encode_inputs(case)
             comp = compiler.compile(rendered, target, profile, inputs=inputs)
             out = judge(case, comp, jax_version, goldens_root)
-            out.source = render.repro(case, target, profile, jax_version, rendered)
+            out.source = rendered.source
             if numerics:
                 apply_numerics(out, case, comp)
         outcomes.append(out)
@@ -240,12 +186,12 @@ def apply_numerics(out: Outcome, case: Case, comp: Compilation) -> None:
             result = numerics.check(case, comp.outputs)
         except Exception as exc:  # a reference bug must not hide the rest of the run
             result = numerics.NumericsResult("error", f"could not compare: {type(exc).__name__}: {exc}")
-    out.numerics = result.to_dict()
+    out.numerics = result
     if result.status == "fail":
         # A wrong result is a FAIL whatever the signature says (also for NEW and known fusion issues).
-        prior = f" (signature: {out.code}{': ' + out.reason if out.reason else ''})" if out.code not in ("PASS",) else ""
-        out.code, out.reason = "FAIL", result.reason + prior
+        prior = f" (signature: {out.code}{': ' + out.reason if out.reason else ''})" if out.code is not PASS else ""
+        out.code, out.reason = FAIL, result.reason + prior
         # Shown under the FAIL line and kept in the results JSON's diffs.
         out.diffs.append(golden.FieldDiff("numerics", "within tolerance of the float64 reference", result.reason))
-    elif result.status == "error" and out.code in OK_CODES:
-        out.code, out.reason = "UNRESOLVED", "numerics: " + result.reason
+    elif result.status == "error" and not out.code.is_failure:
+        out.code, out.reason = UNRESOLVED, "numerics: " + result.reason

@@ -35,7 +35,22 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from harness.pipeline.golden import atomic_write
-from harness.pipeline.results import gemm_summary
+from harness.pipeline import results as results_mod
+from harness.pipeline.signature import Signature
+from harness.report.terminal import gemm_summary as _gemm_summary
+
+
+def gemm_summary(sig: dict | None) -> str:
+    return _gemm_summary(Signature.from_dict(sig)) if sig else ""
+
+
+def _doc(res: results_mod.Results) -> dict:
+    """Bridge: a typed Results as the dict this module reads, with each result's repro rendered."""
+    d = results_mod.to_json(res)
+    d["_path"] = res.path or ""
+    for r, o in zip(d["results"], res.outcomes):
+        r["source"] = results_mod.repro_for(res, o)
+    return d
 
 CODES = ("PASS", "XFAIL", "UNSUPPORTED", "FAIL", "XPASS", "UNRESOLVED", "NEW")
 FILE_CODES = ("FAIL", "XPASS", "UNRESOLVED")  # results that get a "File upstream" block
@@ -260,8 +275,10 @@ def load_docs(paths: Iterable[Path]) -> list[dict]:
             raise ReportError(f"{path}: not an fp8-check results file (no 'schema': 'fp8-check/results/1')")
         if not isinstance(doc.get("results"), list):
             raise ReportError(f"{path}: field 'results': expected a list")
-        doc.setdefault("_path", str(path))
-        docs.append(doc)
+        try:
+            docs.append(_doc(results_mod.from_json(doc, str(path))))
+        except results_mod.ResultsError as exc:
+            raise ReportError(str(exc)) from None
     return docs
 
 
@@ -862,7 +879,10 @@ def write_report(sources: Iterable[Path | dict], out: Path, title: str | None = 
     """Write the HTML report for results files (paths) or results documents (dicts); returns `out`."""
     docs, paths = [], []
     for s in sources:
-        (docs if isinstance(s, dict) else paths).append(s)
+        if isinstance(s, results_mod.Results):
+            docs.append(_doc(s))
+        else:
+            (docs if isinstance(s, dict) else paths).append(s)
     docs = docs + load_docs(paths)
     atomic_write(Path(out), render_html(docs, title))
     return Path(out)
@@ -912,7 +932,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-def register(subparsers, add_selection) -> dict:
+def register(subparsers) -> dict:
     p = subparsers.add_parser(
         "report", help="write the self-contained HTML report (or an upstream issue body) from results files",
         description="Write one self-contained HTML report from one or more results files (several JAX versions "

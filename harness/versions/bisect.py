@@ -38,6 +38,8 @@ from harness.pipeline import signature
 from harness.pipeline.compile import Compiler, WorkerError
 from harness.versions.envs import InstallError, Manager
 from harness.versions.releases import VersionError, between, parse_version
+from harness import selection
+from harness.pipeline.cases import CaseError
 
 GOOD, BAD, SKIP, ABORT = 0, 1, 125, 128
 CRITERIA = ("signature", "golden")
@@ -184,10 +186,10 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
     return Result(BAD, first_bad=hi, last_good=lo, skipped=left, diffs=diffs, steps=steps)
 
 
-def register(subparsers, add_selection) -> dict:
+def register(subparsers) -> dict:
     p = subparsers.add_parser("bisect", help="find the first JAX release where a case's signature changed (git bisect run exit codes)")
     p.add_argument("case", help="case id")
-    add_selection(p)
+    selection.add_options(p)
     p.add_argument("--good", help="a version known good (the reference, with --criterion signature)")
     p.add_argument("--bad", help="a version known bad (newer than --good)")
     p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
@@ -199,40 +201,35 @@ def register(subparsers, add_selection) -> dict:
 
 
 def cmd_bisect(args) -> int:
-    from harness import cli
-    from harness.targets import PROFILES
-
     try:
-        return _cmd_bisect(args, cli, PROFILES)
-    except (cli.UsageError, cli.case_mod.CaseError, golden.GoldenError, VersionError) as exc:
+        return _cmd_bisect(args)
+    except (selection.UsageError, CaseError, golden.GoldenError, VersionError) as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
         return ABORT
 
 
-def _cmd_bisect(args, cli, PROFILES) -> int:
-    args.paths = args.paths or [Path("cases")]
-    matches = [c for c in cli.case_mod.load(args.paths) if c.id == args.case]
-    if not matches:
-        raise cli.UsageError(f"no case with id '{args.case}' in {', '.join(map(str, args.paths))}")
-    case = matches[0]
-    targets = cli._targets(args)
-    mode = cli.resolve_mode(args.mode)
-    profiles = cli._profiles(args, mode)
+def _cmd_bisect(args) -> int:
+    from harness.targets import PROFILES
+
+    case = selection.find_case(args.paths, args.case)
+    targets = selection.targets(args.target)
+    mode = selection.mode(args.mode)
+    profiles = selection.profiles(args.profile, mode)
     if len(targets) != 1 or len(profiles) != 1:
         if not args.profile and "cublas" in profiles:
             profiles = ["cublas"]
         else:
-            raise cli.UsageError("bisect one target and one profile at a time (--target T --profile P)")
+            raise selection.UsageError("bisect one target and one profile at a time (--target T --profile P)")
     target, profile = targets[0], PROFILES[profiles[0]]
     if profile.name not in case.profiles or (case.targets and target.name not in case.targets):
-        raise cli.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
+        raise selection.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
     manager = Manager(args.cache) if args.cache else Manager()
     tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
     where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"
     if args.test:
         if args.criterion == "signature":
             if not args.good:
-                raise cli.UsageError("--test with --criterion signature needs --good (the reference version)")
+                raise selection.UsageError("--test with --criterion signature needs --good (the reference version)")
             ref = tester.set_reference(args.good)
             if ref.status != "good":
                 print(f"fp8-check bisect: the reference jax {args.good} is untestable: {ref.reason}", file=sys.stderr)
@@ -243,7 +240,7 @@ def _cmd_bisect(args, cli, PROFILES) -> int:
             print(f"    {d}")
         return {"good": GOOD, "bad": BAD}.get(v.status, SKIP)
     if not (args.good and args.bad):
-        raise cli.UsageError("give --good V1 --bad V2 (or --test V)")
+        raise selection.UsageError("give --good V1 --bad V2 (or --test V)")
     print(f"fp8-check bisect: {where}: between jax {args.good} (good) and {args.bad} (bad)", flush=True)
     res = search(tester, args.good, args.bad, log=lambda s: print(s, flush=True))
     if res.code != BAD:

@@ -43,6 +43,9 @@ from harness.pipeline import runner
 from harness.pipeline.compile import Compiler, WorkerError
 from harness.versions.envs import Env, InstallError, Manager
 from harness.versions.releases import SELECTIONS, VersionError, format_list, parse_version, select_range, sort_versions
+from harness import selection
+from harness.outcome import code
+from harness.pipeline.cases import CaseError
 
 SCHEMA = "fp8-check/matrix/1"
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
@@ -112,11 +115,11 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
                               on_outcome=lambda o: progress.case_done(version, o))
         env_info = compiler.environment()
-        doc = results.document(outcomes, env_info, {"mode": mode, "targets": [t.name for t in targets],
-                                                    "profiles": profiles}, with_text=True)
+        res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles},
+                              outcomes, target_specs={t.name: t.config_text for t in targets})
         path = Path(out_dir) / f"results-jax-{version}.json"
-        results.write(path, doc)
-        light = results.document(outcomes, env_info, {}, with_text=False)
+        results.write(path, res)
+        light = results.to_json(res, with_text=False)
         entry.update(environment=env_info, results_file=str(path), summary=light["summary"], results=light["results"])
         return entry
     finally:
@@ -293,7 +296,7 @@ def regressions(doc: dict) -> list[dict]:
     before = ran[-2] if len(ran) > 1 else None
     out = []
     for r in newest["results"]:
-        if r["outcome"] in runner.BAD_CODES:
+        if code(r["outcome"]).is_failure:
             key = (r["case"], r["target"], r["profile"])
             prev = cell(before, key) if before else None
             out.append({"case": key[0], "target": key[1], "profile": key[2], "jax": newest["jax"],
@@ -312,7 +315,7 @@ def exit_code(doc: dict, fail_on: str) -> int:
         if newest is None:
             return EXIT_ENV
         return EXIT_FAIL if doc["regressions"] else EXIT_OK
-    bad = any(r["outcome"] in runner.BAD_CODES for e in doc["versions"] for r in e.get("results", []))
+    bad = any(code(r["outcome"]).is_failure for e in doc["versions"] for r in e.get("results", []))
     if bad:
         return EXIT_FAIL
     if any(e["status"] in NOT_RUN for e in doc["versions"]):
@@ -501,7 +504,7 @@ def write_html(result_files: list[str], path: Path) -> bool:
         if exc.name not in ("harness.report.page",):
             raise
         return False
-    docs = [results.load(Path(f)) for f in result_files]
+    docs = [results.load(Path(f)) for f in result_files]  # typed Results; write_html renders them
     report.write_html(docs, Path(path))
     return True
 
@@ -509,9 +512,9 @@ def write_html(result_files: list[str], path: Path) -> bool:
 # ------------------------------------------------------------------ CLI
 
 
-def register(subparsers, add_selection) -> dict:
+def register(subparsers) -> dict:
     p = subparsers.add_parser("matrix", help="run the cases across JAX versions, one cached uv environment per version")
-    add_selection(p)
+    selection.add_options(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--jax", help="versions, comma-separated (e.g. 0.6.1,0.8.0,0.12.0.1)")
     which.add_argument("--jax-range", help="released versions in A..B (both included), A.., ..B, or a specifier set")
@@ -540,7 +543,6 @@ def versions_from_args(args) -> list[str]:
 
 
 def cmd_matrix(args) -> int:
-    from harness import cli
 
     try:
         if args.merge:
@@ -550,10 +552,10 @@ def cmd_matrix(args) -> int:
             if args.list_versions:
                 print(format_list(versions, args.format))
                 return EXIT_OK
-            cases = cli._load_cases(args)
-            targets = cli._targets(args)
-            mode = cli.resolve_mode(args.mode)
-            profiles = cli._profiles(args, mode)
+            cases = selection.load_cases(args.paths, args.filter)
+            targets = selection.targets(args.target)
+            mode = selection.mode(args.mode)
+            profiles = selection.profiles(args.profile, mode)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
             manager = Manager(args.cache) if args.cache else Manager()
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
@@ -561,7 +563,7 @@ def cmd_matrix(args) -> int:
             doc = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,
                              Progress())
     except (VersionError, FileNotFoundError, ValueError) as exc:
-        if isinstance(exc, (cli.case_mod.CaseError, golden.GoldenError)):
+        if isinstance(exc, (CaseError, golden.GoldenError)):
             raise
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

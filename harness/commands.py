@@ -1,0 +1,154 @@
+"""The core commands: `run`, `bless`, `show`, `list`.
+
+Like every command module (versions/matrix, versions/bisect, report/page, gpu/capture,
+gpu/fidelity) this one registers its subcommands with `register(subparsers)` and
+returns `{name: handler(args) -> exit code}`; `harness.cli` only collects them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness import selection
+from harness.outcome import any_failure
+from harness.pipeline import golden, render, runner, signature
+from harness.pipeline import results as results_mod
+from harness.report import terminal
+from harness.selection import EXIT_FAIL, EXIT_OK, UsageError
+from harness.targets import PROFILES
+
+
+def register(sub) -> dict:
+    p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
+    selection.add_options(p)
+    p.add_argument("--json", type=Path, default=Path("reports/results.json"), help="results JSON (default: reports/results.json)")
+    p.add_argument("--html", type=Path, help="HTML report (default: report.html next to the results JSON)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
+    p.add_argument("--numerics", action="store_true",
+                   help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
+
+    p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
+    selection.add_options(p)
+
+    p = sub.add_parser("show", help="print a case's repro script, StableHLO, optimized HLO and signature")
+    p.add_argument("case", help="case id")
+    selection.add_options(p)
+    p.add_argument("--repro", type=Path, help="also write the standalone repro script to this file")
+
+    p = sub.add_parser("list", help="list the cases")
+    p.add_argument("paths", nargs="*", type=Path)
+    p.add_argument("-k", dest="filter")
+    return {"run": cmd_run, "bless": cmd_bless, "show": cmd_show, "list": cmd_list}
+
+
+def _header(env: dict, sel: selection.Selection) -> str:
+    return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, CUDA plugin {env.get('cuda_plugin')}), "
+            f"mode {sel.mode}, targets {', '.join(t.name for t in sel.targets)}, profiles {', '.join(sel.profiles)}, "
+            f"{len(sel.cases)} cases")
+
+
+def cmd_run(args) -> int:
+    sel = selection.from_args(args)
+    numerics = getattr(args, "numerics", False)
+    if numerics and sel.mode != "device":
+        raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
+    compiler, env = selection.start_compiler(sel.mode)
+    with compiler:
+        print(_header(env, sel), flush=True)
+        if sel.mode == "device":
+            device = str((env.get("device") or {}).get("name", "?"))
+            for t in sel.targets:
+                if t.name.lower() not in device.lower().replace(" ", ""):
+                    print(f"fp8-check: warning: device mode compiles for the local GPU ({device}); "
+                          f"its results are filed under --target {t.name}", file=sys.stderr)
+        if selection.canary_applies(sel.mode, env["jax"]):
+            for t in sel.targets:
+                runner.check_canary(compiler, t)
+        outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
+                              on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
+                              numerics=numerics)
+    terminal.print_summary(outcomes)
+    res = results_mod.Results(
+        {**env, "mode": sel.mode, "targets": [t.name for t in sel.targets], "profiles": sel.profiles,
+         "compiler_options": {p: PROFILES[p].compiler_options for p in sel.profiles}},
+        outcomes, target_specs={t.name: t.config_text for t in sel.targets})
+    results_mod.write(args.json, res)
+    print(f"results: {args.json}")
+    res.path = str(args.json)
+    html = args.html or args.json.parent / "report.html"
+    try:
+        from harness.report.page import write_report
+
+        print(f"report: {write_report([res], html)}")
+    except Exception as exc:  # the results are written; a report problem must not change the verdict
+        print(f"fp8-check: warning: could not write the HTML report {html}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return EXIT_FAIL if any_failure(o.code for o in outcomes) else EXIT_OK
+
+
+def cmd_bless(args) -> int:
+    sel = selection.from_args(args)
+    compiler, env = selection.start_compiler(sel.mode)
+    changed = unresolved = 0
+    with compiler:
+        for t in sel.targets:
+            runner.check_canary(compiler, t)
+        for case, target, profile in runner.plan(sel.cases, sel.targets, sel.profiles):
+            if sel.mode == "deviceless" and not profile.deviceless:
+                continue
+            issue = case.known_issue(env["jax"], target.name, profile.name)
+            if issue:
+                print(f"skipped {target.name}/{profile.name} {case.id}: known issue {issue.url or issue.summary!r} is active on jax "
+                      f"{env['jax']}; a golden states the fused signature, so it is not blessed from a broken version")
+                continue
+            comp = compiler.compile(render.render(case), target, profile)
+            if not comp.ok:
+                unresolved += 1
+                print(f"UNRESOLVED {target.name}/{profile.name} {case.id}: {comp.error.strip().splitlines()[0]}")
+                continue
+            sig = signature.extract(comp.hlo)
+            diff = golden.bless(sel.goldens, case.id, target.name, profile.name, sel.mode, env["jax"], sig.to_dict())
+            if diff:
+                changed += 1
+                sys.stdout.write(diff)
+            else:
+                print(f"unchanged {target.name}/{profile.name} {case.id}")
+    print(f"blessed: {changed} golden(s) changed" + (f", {unresolved} case(s) did not compile" if unresolved else ""))
+    return EXIT_FAIL if unresolved else EXIT_OK
+
+
+def cmd_show(args) -> int:
+    case = selection.find_case(args.paths, args.case)
+    target = selection.targets(args.target)[0]
+    mode = selection.mode(args.mode)
+    profile = PROFILES[selection.profiles(args.profile, mode)[0]]
+    compiler, env = selection.start_compiler(mode)
+    with compiler:
+        comp = compiler.compile(render.render(case), target, profile)
+    script = render.repro(case, target, profile, env["jax"])
+    if args.repro:
+        args.repro.write_text(script)
+    print(f"# ---- repro: {case.id} for {target.name}/{profile.name} ({mode}), jax {env['jax']}")
+    print(script)
+    if not comp.ok:
+        print(f"# ---- compile error\n{comp.error}")
+        return EXIT_FAIL
+    print("# ---- StableHLO")
+    print(comp.stablehlo)
+    print("# ---- optimized HLO")
+    print(comp.hlo)
+    print("# ---- signature")
+    import yaml
+
+    print(yaml.safe_dump(signature.extract(comp.hlo).to_dict(), sort_keys=False))
+    if args.repro:
+        print(f"# repro written to {args.repro}: run it with `python {args.repro}`")
+    return EXIT_OK
+
+
+def cmd_list(args) -> int:
+    from harness.pipeline import cases as case_mod
+
+    for c in case_mod.select(case_mod.load(args.paths or [selection.DEFAULT_CASES]), args.filter):
+        print(f"{c.id:<40} {c.description}")
+    return EXIT_OK

@@ -1,0 +1,63 @@
+"""Outcomes on the terminal: one line per result, then a summary."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import TextIO
+
+from harness.outcome import CODES, FAIL, UNRESOLVED, Outcome
+from harness.pipeline.signature import Signature
+
+
+def gemm_summary(sig: Signature | None) -> str:
+    """`3 kernels; __cublas$lt$matmul$f8 f8e4m3fnxf8e4m3fn->f8e4m3fn RELU +amax`."""
+    if sig is None:
+        return ""
+    parts = []
+    for g in sig.gemms:
+        text = f"{g.target} {'x'.join(g.operand_dtypes)}->{g.output or '?'}"
+        if g.epilogue and g.epilogue != "DEFAULT":
+            text += f" {g.epilogue}"
+        if g.amax:
+            text += " +amax"
+        parts.append(text)
+    return f"{sig.kernels} kernel{'s' if sig.kernels != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
+
+
+def _tty(stream: TextIO) -> bool:
+    return bool(getattr(stream, "isatty", None) and stream.isatty())
+
+
+def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = False) -> None:
+    stream = stream or sys.stdout
+    name = out.code.paint(_tty(stream))
+    pad = " " * max(0, 11 - len(out.code.name))
+    line = f"{name}{pad} {out.target}/{out.profile:<7} {out.case}"
+    detail = gemm_summary(out.signature)
+    if detail:
+        line += f"  ({detail})"
+    if out.compile_seconds:
+        line += f" {out.compile_seconds:.2f}s"
+    print(line, file=stream)
+    if out.code is FAIL or (verbose and out.diffs):
+        for d in out.diffs:
+            print(f"      {d}", file=stream)
+    if out.code not in (FAIL,) and out.code.name != "PASS" and out.reason:
+        text = out.reason if verbose or out.code is not UNRESOLVED else out.reason.strip().splitlines()[0]
+        print(f"      {text}", file=stream)
+    if out.numerics is not None and out.code is not FAIL:
+        print(f"      {out.numerics.summary()}", file=stream)
+    stream.flush()
+
+
+def print_summary(outcomes: list[Outcome], stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
+    counts = Counter(o.code.name for o in outcomes)
+    parts = [f"{counts[c.name]} {c.name}" for c in CODES if counts[c.name]]
+    print(f"\n{len(outcomes)} results: " + (", ".join(parts) if parts else "nothing ran"), file=stream)
+    bad = [o for o in outcomes if o.code.is_failure]
+    if bad:
+        print("Not OK:", file=stream)
+        for o in bad:
+            print(f"  {o.code.name:<10} {o.target}/{o.profile} {o.case}", file=stream)

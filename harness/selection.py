@@ -1,0 +1,138 @@
+"""What a command runs on: cases, targets, profiles, the compile mode, and a checked compiler.
+
+Shared by the CLI and the pytest plugin (and every command module), so both select the
+same way and say the same one-line errors. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.pipeline import cases as case_mod
+from harness.pipeline import runner
+from harness.pipeline.compile import Compiler, WorkerError
+from harness.targets import PROFILES, Profile, Target, load_target, resolve_mode
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
+DEFAULT_CASES = Path("cases")
+
+
+class UsageError(Exception):
+    """Bad input or usage: one line, exit 2."""
+
+
+class BrokenEnvironment(Exception):
+    """JAX or the CUDA plugin cannot compile here at all: exit 3."""
+
+
+def csv(value: str | None) -> list[str]:
+    """`a, b,,a` -> ['a', 'b'] (order kept, repeats merged)."""
+    out: list[str] = []
+    for v in (value or "").split(","):
+        v = v.strip()
+        if v and v not in out:
+            out.append(v)
+    return out
+
+
+def load_cases(paths: list[Path] | None, filter_text: str | None = None) -> list[case_mod.Case]:
+    """The cases under `paths` (default cases/) whose id matches `-k`; UsageError when none does."""
+    paths = list(paths or [DEFAULT_CASES])
+    cases = case_mod.select(case_mod.load(paths), filter_text)
+    if not cases:
+        raise UsageError(f"no case matches{' -k ' + filter_text if filter_text else ''} in {', '.join(map(str, paths))}")
+    return cases
+
+
+def find_case(paths: list[Path] | None, case_id: str) -> case_mod.Case:
+    paths = list(paths or [DEFAULT_CASES])
+    for c in case_mod.load(paths):
+        if c.id == case_id:
+            return c
+    raise UsageError(f"no case with id '{case_id}' in {', '.join(map(str, paths))}")
+
+
+def targets(value: str | None, option: str = "--target") -> list[Target]:
+    out = []
+    for name in csv(value or "h100"):
+        try:
+            out.append(load_target(name))
+        except KeyError as exc:
+            raise UsageError(f"{option}: {exc.args[0]}") from None
+    return out
+
+
+def profiles(value: str | None, mode: str, option: str = "--profile") -> list[str]:
+    """The named profiles, or every profile the mode supports."""
+    if value:
+        names = csv(value)
+        for n in names:
+            if n not in PROFILES:
+                raise UsageError(f"{option}: unknown profile '{n}'; allowed: {', '.join(PROFILES)}")
+        return names
+    return [n for n, p in PROFILES.items() if p.deviceless or mode == "device"]
+
+
+def mode(value: str | None) -> str:
+    return resolve_mode(value or "auto")
+
+
+def start_compiler(mode_name: str) -> tuple[Compiler, dict]:
+    """A started compile worker and its environment (versions, device)."""
+    from harness.targets import gpu_present
+
+    if mode_name == "device" and not gpu_present():
+        raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
+    compiler = Compiler(mode_name)
+    try:
+        env = compiler.environment()
+    except WorkerError as exc:
+        compiler.close()
+        raise BrokenEnvironment(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
+    return compiler, env
+
+
+def canary_applies(mode_name: str, jax_version: str) -> bool:
+    """Deviceless on a JAX too old to compile deviceless gives UNSUPPORTED results, not a canary failure."""
+    return mode_name == "device" or not runner.deviceless_unsupported(jax_version)
+
+
+@dataclass
+class Selection:
+    """Everything a run needs to know before compiling."""
+
+    cases: list[case_mod.Case]
+    targets: list[Target]
+    profiles: list[str]
+    mode: str
+    goldens: Path = Path("goldens")
+    profile_objs: list[Profile] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.profile_objs = [PROFILES[p] for p in self.profiles]
+
+
+def from_args(args) -> Selection:
+    """The selection given by the standard options (`paths`, `-k`, `--target`, `--profile`, `--mode`, `--goldens`)."""
+    m = mode(getattr(args, "mode", "auto"))
+    return Selection(
+        cases=load_cases(getattr(args, "paths", None), getattr(args, "filter", None)),
+        targets=targets(getattr(args, "target", None)),
+        profiles=profiles(getattr(args, "profile", None), m),
+        mode=m,
+        goldens=Path(getattr(args, "goldens", None) or "goldens"),
+    )
+
+
+def add_options(p, paths: bool = True) -> None:
+    """The standard selection options on an argparse parser."""
+    from harness.targets import MODES, target_names
+
+    if paths:
+        p.add_argument("paths", nargs="*", type=Path, help="case files or directories (default: cases/)")
+    p.add_argument("-k", dest="filter", help="only cases whose id contains this text (alternatives separated by ',')")
+    p.add_argument("--target", default="h100", help=f"target(s), comma-separated: {', '.join(target_names())} (default: h100)")
+    p.add_argument("--profile", help="profile(s), comma-separated: cublas, triton, default (default: every profile the mode supports)")
+    p.add_argument("--mode", default="auto", choices=MODES, help="deviceless: compile for the target spec without a GPU; device: on the local GPU; auto: device if a GPU is present (default)")
+    p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
