@@ -43,6 +43,7 @@ def test_decoded_target_config_carries_the_spec_values(h100_topology):
     assert parse_target("x", text).compute_capability == (9, 0)
 
 
+@pytest.mark.slow
 def test_captured_spec_compiles_the_canary_to_an_fp8_gemm(h100_topology, tmp_path):
     config = capture.config_text(capture.target_config_from_topology(h100_topology))
     env = {"jax": "0.12.0.1", "jaxlib": "0.12.0.1", "cuda_plugin": "0.12.0.1",

@@ -59,6 +59,7 @@ def test_edited_golden_gives_fail_with_field_diff(workspace, run_cli):
     assert diffs == [{"path": "gemms[0].epilogue", "expected": "DEFAULT", "found": "RELU"}]
 
 
+@pytest.mark.slow
 def test_missing_golden_is_new_and_bless_records_it(workspace, run_cli):
     code, out, _ = run_cli("run", *DL, "-k", "seed_plain_f32", "--profile", "cublas", "--goldens", workspace / "empty", cwd=workspace)
     assert code == 1 and "NEW" in out and "fp8-check bless -k seed_plain_f32" in out
@@ -95,6 +96,7 @@ cases:
 """
 
 
+@pytest.mark.slow
 def test_errors_crashes_and_missing_dependencies(tmp_path, run_cli):
     write_cases(tmp_path / "cases" / "py.yaml", PY_CASES)
     code, out, _ = run_cli("run", *DL, "--json", tmp_path / "r.json", cwd=tmp_path)
@@ -111,6 +113,7 @@ def test_errors_crashes_and_missing_dependencies(tmp_path, run_cli):
     assert missing["outcome"] == "UNSUPPORTED" and "no_such_package_xyz" in missing["reason"]
 
 
+@pytest.mark.slow
 def test_known_issue_gives_xfail_then_xpass(workspace, run_cli):
     known = (
         "    known_issues:\n      - url: https://github.com/openxla/xla/issues/17887\n"
@@ -139,6 +142,7 @@ def test_default_profile_is_unsupported_deviceless(workspace, run_cli):
     assert re.search(r"UNSUPPORTED\s+h100/default\s+seed_plain_f32", out) and "needs a real GPU" in out
 
 
+@pytest.mark.slow
 def test_canary_detects_a_target_without_runtime_version(workspace, run_cli):
     spec = (TARGET_DIR / "h100.txtpb").read_text()
     broken = re.sub(r"runtime_version\s*\{[^}]*\}", "", spec)
@@ -150,6 +154,7 @@ def test_canary_detects_a_target_without_runtime_version(workspace, run_cli):
     assert "FAIL" not in out
 
 
+@pytest.mark.slow
 def test_a100_negative_control_has_no_fp8_gemm(workspace, run_cli):
     code, out, _ = run_cli("run", *DL, "--target", "a100", "--profile", "cublas", "--json", workspace / "r.json", cwd=workspace)
     assert code == 0, out
@@ -187,6 +192,7 @@ def test_bad_golden_file_is_unresolved_with_its_path(workspace, run_cli):
     assert code == 1 and "UNRESOLVED" in out and "seed_plain_f32.yaml: field 'expect'" in out
 
 
+@pytest.mark.slow
 def test_show_prints_everything_and_repro_runs_standalone(workspace, run_cli, tmp_path):
     repro = tmp_path / "repro.py"
     code, out, _ = run_cli("show", "seed_relu_amax_bf16", *DL, "--profile", "cublas", "--repro", repro, cwd=workspace)

@@ -30,6 +30,7 @@ def _run_repro(case, tmp_path):
     return case, proc
 
 
+@pytest.mark.slow
 def test_every_repro_runs_standalone_and_reproduces_the_golden(tmp_path):
     failures = []
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import re
 import subprocess
@@ -28,6 +30,7 @@ def test_plugin_is_registered_by_entry_point():
     assert any(ep.value == "harness.pytest_plugin" for ep in entry_points(group="pytest11"))
 
 
+@pytest.mark.slow
 def test_cases_are_items_with_k_junitxml_and_outcome_mapping(workspace):
     write_cases(workspace / "cases" / "extra.yaml", """\
 cases:
@@ -53,6 +56,7 @@ cases:
     assert props["fp8_outcome"] == "PASS" and props["kernels"].isdigit()
 
 
+@pytest.mark.slow
 def test_failure_shows_the_field_diff_and_unsupported_is_a_skip(workspace):
     path = golden.path_for(workspace / "goldens", "seed_relu_f32", "h100", "cublas", "deviceless")
     path.write_text(path.read_text().replace("epilogue: RELU", "epilogue: DEFAULT"))
@@ -66,11 +70,13 @@ def test_failure_shows_the_field_diff_and_unsupported_is_a_skip(workspace):
     assert p.returncode == 0 and "1 skipped" in p.stdout and "autotunes and needs a real GPU" in p.stdout
 
 
+@pytest.mark.slow
 def test_xdist_parallelism(workspace):
     p = pytest_run(workspace, "cases/seed.yaml", "-k", "plain", "--fp8-mode", "deviceless", "-n", "2")
     assert p.returncode == 0 and "4 passed" in p.stdout, p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_no_collection_outside_an_fp8_check_project(tmp_path):
     # A `cases:` YAML in another project (no goldens/ beside cases/) and arbitrary YAML are left alone.
     write_cases(tmp_path / "cases" / "c.yaml", "cases:\n  - id: foreign\n")

@@ -45,6 +45,8 @@ def _actionlint() -> list[str] | None:
     return None
 
 
+@pytest.mark.slow
+@pytest.mark.network
 def test_actionlint_accepts_the_workflow():
     cmd = _actionlint()
     if cmd is None:
