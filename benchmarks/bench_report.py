@@ -19,7 +19,7 @@ are measurements, not assertions (the tests assert behaviour).
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import json
 import platform
 import re
@@ -33,6 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness.pipeline.results import Results  # noqa: E402
+from harness.report import model  # noqa: E402
 from harness.report import page as report  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -64,27 +66,25 @@ profiles = ["cublas", "triton"]
 with Compiler("deviceless", python={python!r}) as c:
     env = c.environment()
     outs = runner.run(cs, [t], profiles, "deviceless", c, Path("goldens"))
-doc = results.document(outs, env, {{"mode": "deviceless", "targets": ["h100"], "profiles": profiles,
-    "compiler_options": {{p: targets.PROFILES[p].compiler_options for p in profiles}}}})
-results.write(Path({str(out)!r}), doc)
+res = results.Results({{**env, "mode": "deviceless", "targets": ["h100"], "profiles": profiles,
+    "compiler_options": {{p: targets.PROFILES[p].compiler_options for p in profiles}}}}, outs,
+    target_specs={{t.name: t.config_text}})
+results.write(Path({str(out)!r}), res)
 """
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
     return out
 
 
-def synthetic(docs: list[dict], n_versions: int) -> list[dict]:
-    base = docs[-1]
+def synthetic(inputs: list[Results], n_versions: int) -> list[Results]:
+    base = inputs[-1]
     out = []
     for k in range(n_versions):
-        d = copy.deepcopy(base)
         v = f"0.{4 + k}.0"
-        d["environment"] = {**d["environment"], "jax": v, "jaxlib": v, "jaxlib_git_hash": None}
-        for r in d["results"]:
-            r["jax"] = v
-            for t in ("hlo", "stablehlo", "source"):
-                if r.get(t):
-                    r[t] = r[t].replace("\n\n", f"\n\n// jax {v}\n")
-        out.append(d)
+        outcomes = [dataclasses.replace(o, jax=v, **{t: getattr(o, t).replace("\n\n", f"\n\n# jax {v}\n")
+                                                     for t in ("hlo", "stablehlo", "source") if getattr(o, t)})
+                    for o in base.outcomes]
+        env = {**base.environment, "jax": v, "jaxlib": v, "jaxlib_git_hash": None}
+        out.append(dataclasses.replace(base, environment=env, outcomes=outcomes))
     return out
 
 
@@ -123,14 +123,14 @@ def measure_page(path: Path, repeat: int) -> dict:
     }
 
 
-def scenario(name: str, docs: list[dict], out_dir: Path, repeat: int) -> dict:
+def scenario(name: str, inputs: list[Results], out_dir: Path, repeat: int) -> dict:
     t0 = time.perf_counter()
-    html = report.render_html(docs)
+    html = report.render_html(inputs)
     gen = time.perf_counter() - t0
     path = out_dir / f"report-{name}.html"
     path.write_text(html)
-    n = sum(len(d["results"]) for d in docs)
-    row = {"scenario": name, "results": n, "jax_versions": len({r["jax"] for d in docs for r in d["results"]}),
+    n = sum(len(res.outcomes) for res in inputs)
+    row = {"scenario": name, "results": n, "jax_versions": len({o.jax for res in inputs for o in res.outcomes}),
            "generate_s": round(gen, 2), "bytes": len(html.encode()), "mb": round(len(html.encode()) / 1e6, 2),
            "under_5mb": len(html.encode()) < 5_000_000,
            "texts_left_out": "results are left out" in html, **measure_page(path, repeat)}
@@ -156,10 +156,10 @@ def main() -> int:
         for i, py in enumerate(args.old):
             files.append(run_library(tmp / f"results-old{i}.json", py))
         print(f"ran the library in {time.perf_counter() - t0:.0f} s", flush=True)
-    docs = report.load_docs(files)
-    rows = [scenario("library", docs, out_dir, args.repeat)]
+    inputs = model.load(files).results
+    rows = [scenario("library", inputs, out_dir, args.repeat)]
     for n in [int(x) for x in args.synthetic.split(",") if x.strip()]:
-        rows.append(scenario(f"synthetic-{n}v", synthetic(docs, n), out_dir, args.repeat))
+        rows.append(scenario(f"synthetic-{n}v", synthetic(inputs, n), out_dir, args.repeat))
     doc = {"benchmark": "report", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "machine": {"platform": platform.platform(), "python": platform.python_version(), "chromium": CHROMIUM},
            "inputs": [str(f) for f in files], "rows": rows}

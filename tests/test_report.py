@@ -1,4 +1,4 @@
-"""The HTML report and the upstream issue bodies (harness/report.py).
+"""The HTML report and the upstream issue bodies (harness/report/).
 
 Fixtures: tests/fixtures/results/jax-*.json, real `fp8-check run` output for
 three JAX versions with a few documented edits (see generate.py there): one
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.outcome import CODES
+from harness.pipeline import results as results_mod
+from harness.report import hlo_text, issue, model
 from harness.report import page as report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,6 +36,11 @@ FAIL_CASE = "seed_scaled_clamp_bf16"  # PASS on 0.6.1 and 0.8.0, FAIL on 0.12.0.
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
+
+
+def loaded(paths=FILES) -> list[results_mod.Results]:
+    """The fixture results files as typed Results, read the way `fp8-check report` reads them."""
+    return model.load(paths).results
 
 
 def fixture_results() -> list[dict]:
@@ -75,13 +84,13 @@ def test_fixtures_hold_every_outcome_the_report_must_show():
 def test_normalize_strips_preamble_metadata_fingerprints_and_scheduling_names():
     raw = (HLO_FIX / "jax-0.12.0.1" / "scaled.h100.cublas.txt").read_text()
     assert "metadata={" in raw and "FileNames" in raw and "fingerprint" in raw and "scheduling_name" in raw
-    norm = report.normalize_hlo(raw)
+    norm = hlo_text.normalize_hlo(raw)
     for gone in ("metadata=", "FileNames", "FunctionNames", "FileLocations", "StackFrames", "fingerprint",
                  "scheduling_name", "stack_frame_id", "\n\n\n"):
         assert gone not in norm, gone
     assert 'custom_call_target="__cublas$lt$matmul$f8"' in norm
     assert norm.startswith("HloModule ") and "ENTRY %main.0 (" in norm
-    assert report.normalize_hlo(norm) == norm  # idempotent
+    assert hlo_text.normalize_hlo(norm) == norm  # idempotent
 
 
 def test_normalize_renames_by_order_of_appearance_so_only_structure_differs():
@@ -106,7 +115,7 @@ ENTRY %main.5 (x.1: f32[]) -> f32[] {
     b = (a.replace("fused_divide.7", "fused_divide").replace("param_0.3", "param_0.11").replace("divide.9", "divide.1")
          .replace("main.5", "main.42").replace("x.1", "x.3").replace('"aaa"', '"bbb"').replace('op_name="y"', 'op_name="z"')
          .replace("loop_divide_fusion.2", "loop_divide_fusion"))
-    na, nb = report.normalize_hlo(a), report.normalize_hlo(b)
+    na, nb = hlo_text.normalize_hlo(a), hlo_text.normalize_hlo(b)
     assert na == nb
     assert "%fused_divide.0 (param_0.0: f32[])" in na
     assert "ENTRY %main.0 (x.0: f32[]) -> f32[] {" in na
@@ -114,9 +123,9 @@ ENTRY %main.5 (x.1: f32[]) -> f32[] {
     assert "frontend_attributes" not in na  # only a fingerprint was in it
     # a structural change survives normalization
     c = b.replace("divide(%param_0.11, %param_0.11)", "multiply(%param_0.11, %param_0.11)")
-    assert report.normalize_hlo(c) != nb
+    assert hlo_text.normalize_hlo(c) != nb
     # names are kept when asked
-    assert "%fused_divide.7 (param_0.3: f32[])" in report.normalize_hlo(a, rename=False)
+    assert "%fused_divide.7 (param_0.3: f32[])" in hlo_text.normalize_hlo(a, rename=False)
 
 
 def test_normalized_diff_between_versions_is_much_smaller_than_the_raw_one():
@@ -125,13 +134,13 @@ def test_normalized_diff_between_versions_is_much_smaller_than_the_raw_one():
     old = (HLO_FIX / "jax-0.8.0" / "scaled.h100.cublas.txt").read_text()
     new = (HLO_FIX / "jax-0.12.0.1" / "scaled.h100.cublas.txt").read_text()
     raw = list(difflib.unified_diff(old.splitlines(), new.splitlines(), n=0))
-    norm = list(difflib.unified_diff(report.normalize_hlo(old).splitlines(), report.normalize_hlo(new).splitlines(), n=0))
+    norm = list(difflib.unified_diff(hlo_text.normalize_hlo(old).splitlines(), hlo_text.normalize_hlo(new).splitlines(), n=0))
     assert len(norm) < len(raw) / 2
 
 
 def test_entry_excerpt_has_the_entry_instructions_only():
     hlo = (HLO_FIX / "jax-0.12.0.1" / "scaled.h100.cublas.txt").read_text()
-    ex = report.entry_excerpt(hlo)
+    ex = hlo_text.entry_excerpt(hlo)
     assert ex.startswith("ENTRY ") and ex.endswith("}")
     assert "__cublas$lt$matmul$f8" in ex and " parameter(" not in ex and "metadata=" not in ex
     assert not any(line.startswith("%") for line in ex.splitlines())  # no other computation's header or body
@@ -142,7 +151,7 @@ def test_entry_excerpt_has_the_entry_instructions_only():
 
 @pytest.fixture(scope="module")
 def html() -> str:
-    return report.render_html(report.load_docs(FILES))
+    return report.render_html(loaded())
 
 
 def test_json_island_escapes_markup():
@@ -176,7 +185,7 @@ def test_hlo_diff_is_against_the_last_good_version(html):
 
 
 def test_without_another_version_the_diff_is_of_signatures_and_says_so():
-    html = report.render_html(report.load_docs([FIX / "jax-0.12.0.1.json"]))
+    html = report.render_html(loaded([FIX / "jax-0.12.0.1.json"]))
     data = data_island(html)
     r = record(data, FAIL_CASE, "0.12.0.1")
     assert r["baseline"] is None
@@ -190,7 +199,7 @@ def test_one_merged_file_gives_the_same_grid_as_separate_files(tmp_path, html):
     merged = copy.deepcopy(docs[0])
     merged["results"] = [r for d in docs for r in d["results"]]
     (tmp_path / "merged.json").write_text(json.dumps(merged))
-    html2 = report.render_html(report.load_docs([tmp_path / "merged.json"]))
+    html2 = report.render_html(loaded([tmp_path / "merged.json"]))
     cells = lambda h: sorted(re.findall(r'<td class="cell o-(\w+)" data-i="\d+" data-outcome="\w+" data-jax="([^"]+)"', h))
     assert cells(html2) == cells(html) and len(cells(html)) == len(fixture_results())
     # results of the other versions do not borrow the newest version's environment
@@ -206,24 +215,56 @@ def test_matrix_document_is_read_through_its_results_files(tmp_path):
         {"jax": "0.7.0", "status": "install-failed", "error": "no such version\nmore", "results_file": None, "results": []},
     ]}
     (tmp_path / "matrix.json").write_text(json.dumps(matrix))
-    html = report.render_html(report.load_docs([tmp_path / "matrix.json"]))
+    inputs = model.load([tmp_path / "matrix.json"])
+    html = report.render_html(inputs.results, notes=inputs.notes)
     data = data_island(html)
     assert {r["jax"] for r in data["results"]} == {"0.8.0", "0.12.0.1"}
     assert text_of(data, record(data, FAIL_CASE, "0.12.0.1")["hlo"])  # the full texts came from the results file
     assert "jax 0.7.0: install-failed: no such version" in html
 
 
-def _library(copies: int) -> list[dict]:
+def test_matrix_version_without_its_results_file_shows_the_light_results(tmp_path):
+    full = json.loads((FIX / "jax-0.8.0.json").read_text())
+    light = [{k: v for k, v in r.items() if k not in ("source", "yaml", "hlo", "stablehlo")} for r in full["results"]]
+    matrix = {"schema": "fp8-check/matrix/1", "versions": [
+        {"jax": "0.8.0", "status": "ran", "error": "", "results_file": str(tmp_path / "gone.json"),
+         "environment": full["environment"], "results": light}]}
+    (tmp_path / "matrix.json").write_text(json.dumps(matrix))
+    inputs = model.load([tmp_path / "matrix.json"])
+    assert inputs.notes == []
+    data = data_island(report.render_html(inputs.results, notes=inputs.notes))
+    assert Counter(r["outcome"] for r in data["results"]) == Counter(r["outcome"] for r in full["results"])
+    r = record(data, "seed_plain_bf16", "0.8.0")
+    assert r["outcome"] == "UNRESOLVED" and r["hlo"] is None and r["source"] is None
+    assert r["results_file"] == str(tmp_path / "matrix.json")
+
+
+def test_results_store_the_case_function_and_the_run_s_target_spec_once():
+    """The repro script is rendered on demand: no result carries aot.py or the target spec."""
+    doc = json.loads((FIX / "jax-0.12.0.1.json").read_text())
+    assert doc["schema"] == "fp8-check/results/2" and "gpu_device_info" in doc["target_specs"]["h100"]
+    for r in doc["results"]:
+        assert "def compile_for(" not in r["source"] and "gpu_device_info" not in r["source"], r["case"]
+
+
+def test_normalize_edits_nested_attributes_with_the_shared_bracket_scanner():
+    line = ('  %x = f32[] add(%a, %b), frontend_attributes={_xla_stream="1",fingerprint_after="z{"}, '
+            'metadata={op_name="m" nested={k={v=1}} source_file="f(.py"}, backend_config={"k":[1]}')
+    norm = hlo_text.normalize_hlo("ENTRY %e {\n" + line + "\n}\n", rename=False)
+    assert norm.splitlines()[1] == ('  %x = f32[] add(%a, %b), frontend_attributes={_xla_stream="1"}, '
+                                    'backend_config={"k":[1]}')
+
+
+def _library(copies: int) -> list[results_mod.Results]:
     """The fixture results with every case repeated `copies` times under new ids."""
     big = []
-    for d in report.load_docs(FILES):
-        d = copy.deepcopy(d)
-        base = [r for r in d["results"] if r["case"] != EVIL]
+    for res in loaded():
+        base = [o for o in res.outcomes if o.case != EVIL]
         # every paragraph of every text unique, as in a library of different cases (the page interns paragraphs)
-        d["results"] = [{**r, "case": f"{r['case']}_{k:03d}",
-                         **{t: r[t].replace("\n\n", f"\n\n// {k}\n") for t in ("hlo", "stablehlo", "source") if r.get(t)}}
-                        for k in range(copies) for r in base]
-        big.append(d)
+        outcomes = [dataclasses.replace(o, case=f"{o.case}_{k:03d}", **{
+                        t: getattr(o, t).replace("\n\n", f"\n\n# {k}\n") for t in ("hlo", "stablehlo", "source") if getattr(o, t)})
+                    for k in range(copies) for o in base]
+        big.append(dataclasses.replace(res, outcomes=outcomes))
     return big
 
 
@@ -246,13 +287,23 @@ def test_a_report_over_budget_leaves_out_passing_texts_and_says_so(monkeypatch):
 # ------------------------------------------------------------------ the issue body
 
 def test_fail_markdown_names_versions_and_carries_repro_and_hlo_excerpts():
-    [md] = report.markdown_for(report.load_docs(FILES), FAIL_CASE, profile="cublas")
+    [md] = issue.markdown_for(loaded(), FAIL_CASE, profile="cublas")
     title = md.splitlines()[0]
     assert title.startswith("# [XLA:GPU] FP8 ")
     assert title.endswith("no longer fuses into __cublas$lt$matmul$f8 on jax 0.12.0.1 (worked on 0.8.0)")
+    # the repro is the standalone script rendered from what the results file stores once (case function per
+    # result, target spec and compiler options per run)
     src = json.loads((FIX / "jax-0.12.0.1.json").read_text())
     [r] = [r for r in src["results"] if r["case"] == FAIL_CASE and r["profile"] == "cublas"]
-    assert "```python\n" + r["source"].rstrip() + "\n```" in md
+    assert "def matmul_fn" in r["source"] and "compile_for" not in r["source"]
+    repro = md.split("```python\n", 1)[1].split("\n```", 1)[0]
+    assert repro.startswith("#!/usr/bin/env python3") and 'pip install "jax[cuda12]==0.12.0.1"' in repro
+    assert r["source"].rstrip() in repro and "def compile_for(" in repro
+    assert src["target_specs"]["h100"].strip().splitlines()[-1] in repro
+    assert "COMPILER_OPTIONS = {'xla_gpu_enable_triton_gemm': False}" in repro  # the cublas profile of the run
+    [res] = loaded([FIX / "jax-0.12.0.1.json"])
+    [o] = [o for o in res.outcomes if o.case == FAIL_CASE and o.profile == "cublas"]
+    assert repro == results_mod.repro_for(res, o).rstrip()
     assert "Expected, jax 0.8.0 (PASS):" in md and "Actual, jax 0.12.0.1 (FAIL):" in md
     assert 'custom_call_target="__cublas$lt$matmul$f8"' in md and 'custom_call_target="__cublas$lt$matmul",' in md
     assert "- Fuses as expected: jax 0.6.1, jax 0.8.0" in md and "- Broken: jax 0.12.0.1" in md
@@ -261,16 +312,16 @@ def test_fail_markdown_names_versions_and_carries_repro_and_hlo_excerpts():
 
 
 def test_xpass_and_unresolved_markdown():
-    docs = report.load_docs(FILES)
-    [xp] = report.markdown_for(docs, "seed_relu_amax_f32", profile="cublas")
+    docs = loaded()
+    [xp] = issue.markdown_for(docs, "seed_relu_amax_f32", profile="cublas")
     assert "https://github.com/openxla/xla/issues/99999 no longer reproduces" in xp.splitlines()[0]
-    [un] = report.markdown_for(docs, "seed_plain_bf16", profile="cublas")
+    [un] = issue.markdown_for(docs, "seed_plain_bf16", profile="cublas")
     assert "fails to compile for h100 on jax 0.8.0" in un.splitlines()[0]
     assert "### Error" in un and "No such compile option" in un
-    with pytest.raises(report.ReportError, match="no FAIL/XPASS/UNRESOLVED"):
-        report.markdown_for(docs, "seed_plain_f32", profile="cublas")
-    with pytest.raises(report.ReportError, match="no result for case"):
-        report.markdown_for(docs, "nope")
+    with pytest.raises(model.ReportError, match="no FAIL/XPASS/UNRESOLVED"):
+        issue.markdown_for(docs, "seed_plain_f32", profile="cublas")
+    with pytest.raises(model.ReportError, match="no result for case"):
+        issue.markdown_for(docs, "nope")
 
 
 def test_cli_report_and_markdown(run_cli, tmp_path):
@@ -278,7 +329,7 @@ def test_cli_report_and_markdown(run_cli, tmp_path):
     code, stdout, _ = run_cli("report", *FILES, "-o", out)
     assert code == 0 and out.exists() and "report:" in stdout
     code, stdout, _ = run_cli("report", "--markdown", FAIL_CASE, "--profile", "cublas", *FILES)
-    assert code == 0 and stdout == report.markdown_for(report.load_docs(FILES), FAIL_CASE, profile="cublas")[0]
+    assert code == 0 and stdout == issue.markdown_for(loaded(), FAIL_CASE, profile="cublas")[0]
     code, stdout, _ = run_cli("report", "--markdown", FAIL_CASE, *FILES)  # every target/profile, newest failure first
     bodies = stdout.split("\n\n---\n\n")
     assert code == 0 and len(bodies) == 2 and "on jax 0.12.0.1" in bodies[0].splitlines()[0]
@@ -287,6 +338,7 @@ def test_cli_report_and_markdown(run_cli, tmp_path):
     assert code == 2 and "not an fp8-check results file" in err
 
 
+@pytest.mark.slow  # compiles a case for real through the CLI
 def test_run_writes_the_html_report_next_to_the_json(workspace, run_cli):
     code, out, _ = run_cli("run", "--mode", "deviceless", "-k", "seed_plain_f32", "--profile", "cublas",
                            "--json", workspace / "out" / "r.json", cwd=workspace)
@@ -316,7 +368,7 @@ def browser():
 @pytest.fixture(scope="module")
 def page_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("report") / "report.html"
-    report.write_report(FILES, path)
+    report.write_report(loaded(), path)
     return path
 
 
@@ -352,6 +404,8 @@ def watched(browser, page_file):
     w.close()
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_page_loads_without_errors_or_network(watched):
     page = watched.page
     assert page.title() == "fp8-check report"
@@ -359,10 +413,12 @@ def test_page_loads_without_errors_or_network(watched):
     watched.clean()
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_grid_counts_match_the_fixture(watched):
     page = watched.page
     expected = Counter(r["outcome"] for r in fixture_results())
-    for code in report.CODES:
+    for code in (c.name for c in CODES):
         assert page.locator(f"#grid td.cell[data-outcome='{code}']").count() == expected.get(code, 0), code
         chip = page.locator(f".chip[data-outcome='{code}']")
         assert chip.locator(".n").inner_text() == str(expected.get(code, 0)), code
@@ -374,6 +430,8 @@ def test_grid_counts_match_the_fixture(watched):
     watched.clean()
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_clicking_a_failing_cell_shows_its_detail(watched):
     page = watched.page
     assert page.locator("#detail").is_hidden()
@@ -389,12 +447,14 @@ def test_clicking_a_failing_cell_shows_its_detail(watched):
     assert diff.locator("span.add").count() > 0
     assert "dc4af684446e65ee98eee8090e1ff6f8211473fb" in detail.locator("dl.env a").get_attribute("href")
     assert "def matmul_fn_with_scale" in detail.locator("pre.repro").inner_text()
-    expected_md = report.markdown_for(report.load_docs(FILES), FAIL_CASE, profile="cublas")[0]
+    expected_md = issue.markdown_for(loaded(), FAIL_CASE, profile="cublas")[0]
     assert detail.locator("#issue-md").input_value() == expected_md
     assert page.url.endswith("#r" + detail.get_attribute("data-i"))
     watched.clean()
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_copy_button_puts_the_markdown_on_the_clipboard(watched):
     page = watched.page
     page.click(f"#grid tr[data-case='{FAIL_CASE}'][data-profile='cublas'] td.cell[data-jax='0.12.0.1'] a")
@@ -402,11 +462,13 @@ def test_copy_button_puts_the_markdown_on_the_clipboard(watched):
     page.wait_for_function("document.getElementById('copy-md').dataset.copied")
     assert page.get_attribute("#copy-md", "data-copied") == "clipboard"
     copied = page.evaluate("navigator.clipboard.readText()")
-    assert copied == report.markdown_for(report.load_docs(FILES), FAIL_CASE, profile="cublas")[0]
+    assert copied == issue.markdown_for(loaded(), FAIL_CASE, profile="cublas")[0]
     assert page.locator("#copy-md + .copied").inner_text() == "Copied"
     watched.clean()
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_markup_in_a_case_renders_as_text(watched):
     page = watched.page
     assert page.locator("#grid th.case", has_text=EVIL).count() == 1
@@ -421,6 +483,8 @@ def test_markup_in_a_case_renders_as_text(watched):
     watched.clean()  # no alert() dialog ran
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_filters_by_outcome_target_profile_and_text(watched):
     page = watched.page
     visible = lambda: [r.get_attribute("data-case") + "/" + r.get_attribute("data-profile")
@@ -446,6 +510,8 @@ def test_filters_by_outcome_target_profile_and_text(watched):
     watched.clean()
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_a_link_to_a_result_opens_its_detail(browser, page_file):
     data = data_island(page_file.read_text())
     i = record(data, "seed_relu_amax_f32", "0.12.0.1")["i"]

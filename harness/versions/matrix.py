@@ -505,7 +505,7 @@ def write_html(result_files: list[str], path: Path) -> bool:
             raise
         return False
     docs = [results.load(Path(f)) for f in result_files]  # typed Results; write_html renders them
-    report.write_html(docs, Path(path))
+    report.write_report(docs, Path(path))
     return True
 
 
