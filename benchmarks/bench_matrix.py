@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.versions import envs  # noqa: E402
 from harness.versions import releases as versions  # noqa: E402
+from harness.versions.matrix_document import load_matrix  # noqa: E402
 
 
 def env_times(version_list: list[str], cold_uv: list[str]) -> list[dict]:
@@ -101,13 +101,13 @@ def matrix_time(version_list: list[str], jobs: int, out: Path) -> dict:
     proc = subprocess.run(cmd, cwd=str(REPO), capture_output=True, text=True)
     wall = round(time.perf_counter() - t, 1)
     (out / f"matrix-jobs{jobs}.txt").write_text(proc.stdout + proc.stderr)
-    doc = json.loads((out / f"matrix-jobs{jobs}.json").read_text())
-    per = {e["jax"]: {"status": e["status"], "run_s": e["run_seconds"], "summary": {k: n for k, n in (e.get("summary") or {}).items() if n}}
-           for e in doc["versions"]}
-    n = sum(len(e.get("results", [])) for e in doc["versions"])
+    m = load_matrix(out / f"matrix-jobs{jobs}.json")
+    per = {e.jax: {"status": str(e.status), "run_s": e.run_seconds, "summary": {k: n for k, n in e.summary().items() if n}}
+           for e in m.versions}
+    n = sum(len(e.outcomes) for e in m.versions)
     print(f"matrix jobs={jobs}: {wall}s wall for {n} results over {len(version_list)} versions (exit {proc.returncode})", flush=True)
     return {"jobs": jobs, "wall_s": wall, "results": n, "exit": proc.returncode, "per_version": per,
-            "changes": len(doc["changes"])}
+            "changes": len(m.changes())}
 
 
 def main() -> int:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.versions import bisect
 from harness.pipeline import golden
+from harness.pipeline.signature import Gemm, Signature
+from harness.versions import bisect
+from harness.versions.bisect import Judgment, Verdict
 
 from .test_matrix import NEW, OLD, POOL, TEST_CACHE
 
@@ -21,25 +23,30 @@ class FakeTester:
         self.first_bad, self.skip, self.asked = first_bad, set(skip), []
 
     def _sig(self, v):
-        return {"gemms": [{"target": "__triton_gemm" if VERSIONS.index(v) < VERSIONS.index(self.first_bad) else "__triton_nested_gemm_fusion"}]}
+        old = VERSIONS.index(v) < VERSIONS.index(self.first_bad)
+        return Signature(1, [], [Gemm("__triton_gemm" if old else "__triton_nested_gemm_fusion", ["f8e4m3fn"] * 2)], [])
 
     def set_reference(self, v):
         self.ref = self._sig(v)
-        return bisect.Verdict(v, "good", "reference", self.ref)
+        return Judgment(v, Verdict.GOOD, "reference", self.ref)
 
     def judge(self, v):
         self.asked.append(v)
         if v in self.skip:
-            return bisect.Verdict(v, "skip", "cannot install")
+            return Judgment(v, Verdict.SKIP, "cannot install")
         sig = self._sig(v)
-        diffs = golden.compare(self.ref, sig)
-        return bisect.Verdict(v, "bad" if diffs else "good", "", sig, diffs)
+        diffs = golden.compare(self.ref.to_dict(), sig.to_dict())
+        return Judgment(v, Verdict.BAD if diffs else Verdict.GOOD, "", sig, diffs)
+
+
+def test_verdicts_are_git_bisect_exit_codes():
+    assert [(str(v), v.exit_code) for v in Verdict] == [("good", 0), ("bad", 1), ("skip", 125), ("abort", 128)]
 
 
 def test_search_finds_the_first_bad_version_in_few_steps():
     t = FakeTester("0.7.1")
     res = bisect.search(t, "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
-    assert res.code == 1 and (res.last_good, res.first_bad) == ("0.7.0", "0.7.1") and not res.skipped
+    assert res.verdict is Verdict.BAD and (res.last_good, res.first_bad) == ("0.7.0", "0.7.1") and not res.skipped
     assert [(d.path, d.expected, d.found) for d in res.diffs] == [("gemms[0].target", "__triton_gemm", "__triton_nested_gemm_fusion")]
     assert len(t.asked) <= 1 + 3  # the bad end, then log2(8 candidates)
 
@@ -47,13 +54,14 @@ def test_search_finds_the_first_bad_version_in_few_steps():
 def test_untestable_versions_are_skipped_and_named():
     t = FakeTester("0.8.2", skip={"0.8.1", "0.8.2"})
     res = bisect.search(t, "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
-    assert res.code == 1 and res.last_good == "0.8.0" and res.first_bad == "0.8.3" and res.skipped == ["0.8.1", "0.8.2"]
+    assert res.verdict is Verdict.BAD and res.last_good == "0.8.0" and res.first_bad == "0.8.3" and res.skipped == ["0.8.1", "0.8.2"]
 
 
 def test_nothing_changed_and_untestable_ends():
-    assert bisect.search(FakeTester("0.9.0"), "0.6.1", "0.8.3", VERSIONS, log=lambda s: None).code == 0
-    assert bisect.search(FakeTester("0.7.1", skip={"0.9.0"}), "0.6.1", "0.9.0", VERSIONS, log=lambda s: None).code == 125
-    assert bisect.search(FakeTester("0.7.1"), "0.9.0", "0.6.1", VERSIONS, log=lambda s: None).code == 128
+    assert bisect.search(FakeTester("0.9.0"), "0.6.1", "0.8.3", VERSIONS, log=lambda s: None).verdict is Verdict.GOOD
+    skipped = bisect.search(FakeTester("0.7.1", skip={"0.9.0"}), "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
+    assert skipped.verdict is Verdict.SKIP and "0.9.0 is untestable" in skipped.message
+    assert bisect.search(FakeTester("0.7.1"), "0.9.0", "0.6.1", VERSIONS, log=lambda s: None).verdict is Verdict.ABORT
 
 
 @pytest.fixture
@@ -63,19 +71,22 @@ def cache_env(monkeypatch):
     monkeypatch.setenv("FP8_CHECK_JAX_VERSIONS", ",".join([v for v in POOL if v in ("0.5.3", OLD)] + [NEW]))
 
 
+@pytest.mark.slow
+@pytest.mark.network
 def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
     code, out, err = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--bad", NEW,
                              cwd=workspace)
     assert code == 1, out + err
     assert f"first bad version: jax {NEW} (last good: jax {OLD})" in out
-    assert "kernels: 2 -> 1" in out and "gemms[0].output: f32 -> f8e4m3fn" in out
+    assert f"signature diff (expected: jax {OLD}, found: jax {NEW}):" in out
+    assert "kernels: expected 2, found 1" in out and "gemms[0].output: expected f32, found f8e4m3fn" in out
     # git-bisect-run test command: one version against the reference
     code, out, _ = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--test", "current",
                            cwd=workspace)
-    assert code == 1 and "bad" in out
+    assert code == 1 and f"jax current: bad: signature differs from jax {OLD}" in out
     code, out, _ = run_cli("bisect", "seed_plain_f32", "--profile", "cublas", "--good", OLD, "--test", "current",
                            cwd=workspace)
-    assert code == 0 and "good" in out
+    assert code == 0 and f"jax current: good: signature equal to jax {OLD}" in out
     code, out, _ = run_cli("bisect", "seed_plain_f32", "--profile", "cublas", "--good", OLD, "--test", "0.5.3",
                            cwd=workspace)
     assert code == 125 and "deviceless compilation needs" in out

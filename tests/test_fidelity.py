@@ -1,7 +1,8 @@
 """`fp8-check fidelity`: the table logic, on real deviceless signatures.
 
 No GPU here, so the "device" side is stood in for by real deviceless signatures
-of another target (A100: no FP8 gemm) or of the same target (must agree). The
+of another target: A100 (no FP8 gemm: must differ where the case uses FP8) or H200
+(Hopper like the H100: must agree). The
 committed table from a real H100 comes from `fp8-check fidelity` on one.
 """
 
@@ -11,8 +12,10 @@ import json
 
 import pytest
 
-from harness.pipeline import cases as case_mod
 from harness.gpu import fidelity
+from harness.pipeline import cases as case_mod
+from harness.pipeline.golden import FieldDiff
+from harness.pipeline.signature import Signature
 from harness.pipeline.compile import Compiler
 from harness.targets import load_target
 
@@ -23,57 +26,84 @@ SEED = [c for c in case_mod.load([REPO / "cases" / "seed.yaml"]) if c.id in ("se
 
 @pytest.fixture(scope="module")
 def signatures():
-    """Real signatures: h100 deviceless on the left; h100 (same) and a100 (different) as stand-ins for the device."""
-    same, other = {}, {}
+    """Real signatures: h100 deviceless on the left; stand-ins for the device on the right: h200 (also Hopper,
+    sm_90: the same FP8 rewrites must apply) and a100 (Ampere, sm_80: no FP8 tensor cores)."""
+    hopper, ampere = {}, {}
     with Compiler("deviceless") as compiler:
-        fidelity.collect(compiler, SEED, load_target("h100"), fidelity.PINNED, "deviceless", same)
-        other.update(same)
-        fidelity.collect(compiler, SEED, load_target("h100"), fidelity.PINNED, "device", same)
-        fidelity.collect(compiler, SEED, load_target("a100"), fidelity.PINNED, "device", other)
-    return same, other
+        fidelity.collect(compiler, SEED, load_target("h100"), fidelity.PINNED, "deviceless", hopper)
+        ampere.update(hopper)
+        fidelity.collect(compiler, SEED, load_target("h200"), fidelity.PINNED, "device", hopper)
+        fidelity.collect(compiler, SEED, load_target("a100"), fidelity.PINNED, "device", ampere)
+    return hopper, ampere
 
 
-def test_same_compiles_agree_and_unrun_columns_are_marked(signatures):
-    same, _ = signatures
-    cells = fidelity.build(same)
+@pytest.mark.slow
+def test_two_hopper_targets_agree_and_unrun_columns_are_marked(signatures):
+    hopper, _ = signatures
+    assert hopper[("seed_relu_f32", "device/cublas")].signature.gemms[0].target == "__cublas$lt$matmul$f8"
+    cells = fidelity.build(hopper)
     assert {c.case for c in cells} == {"seed_plain_f32", "seed_relu_f32"}
     pinned = [c for c in cells if c.right != "device/default"]
-    assert pinned and all(c.status == "agree" for c in pinned)
+    assert len(pinned) == 4 and all(c.status == "agree" for c in pinned), [(c.case, c.right, c.diffs) for c in pinned]
     assert all(c.status == "missing" for c in cells if c.right == "device/default")
-    table = fidelity.markdown(cells, {"left": "h100 deviceless", "right": "h100 deviceless"})
+    table = fidelity.markdown(cells, {"left": "h100 deviceless", "right": "h200 deviceless"})
     assert "| seed_relu_f32 | agree | agree | not run | not run |" in table
     assert "Summary: 4 agree, 4 missing" in table
 
 
+# What the case means on Ampere: seed_relu_f32 is an FP8 matmul (f8e4m3fn operands, per-tensor scales) with a
+# relu and an f8e4m3fn output. Hopper runs it as one FP8 cuBLASLt call; sm_80 has no FP8 gemm, so XLA upcasts
+# the operands and calls the plain cuBLASLt matmul, while the relu stays a cuBLASLt epilogue on both.
+F8 = ["f8e4m3fn", "f8e4m3fn"]
+
+
+def _check_ampere_disagreement(cells_json: list[dict]) -> None:
+    by = {(c["case"], c["right"]): c for c in cells_json}
+    cublas = by[("seed_relu_f32", "device/cublas")]
+    assert cublas["status"] == "differ"
+    diffs = {d["path"]: d for d in cublas["diffs"]}
+    assert diffs["gemms[0].target"] == {"path": "gemms[0].target", "expected": "__cublas$lt$matmul$f8",
+                                        "found": "__cublas$lt$matmul"}
+    assert diffs["gemms[0].operand_dtypes"]["expected"] == F8 and "f8e4m3fn" not in diffs["gemms[0].operand_dtypes"]["found"]
+    assert "gemms[0].epilogue" not in diffs  # RELU on both
+    triton = by[("seed_relu_f32", "device/triton")]
+    assert triton["status"] == "differ"
+    inputs = next(d for d in triton["diffs"] if d["path"] == "gemms[0].inputs")  # what the Triton gemm loads
+    assert inputs["expected"] == F8 and "f8e4m3fn" not in inputs["found"]
+
+
+@pytest.mark.slow
 def test_differences_are_listed_field_by_field(signatures, tmp_path):
-    _, other = signatures
-    cells = fidelity.build(other)
+    _, ampere = signatures
+    cells = fidelity.build(ampere)
     cublas = next(c for c in cells if c.case == "seed_relu_f32" and c.right == "device/cublas")
-    assert cublas.status == "differ"
-    # H100 folds the pattern into one FP8 cuBLASLt gemm; A100 has no FP8 tensor cores
-    assert any("f8" in d for d in cublas.diffs), cublas.diffs
+    assert FieldDiff("gemms[0].target", "__cublas$lt$matmul$f8", "__cublas$lt$matmul") in cublas.diffs
     fidelity.write(cells, {"target": "h100"}, tmp_path / "f.md", tmp_path / "f.json")
     doc = json.loads((tmp_path / "f.json").read_text())
-    assert doc["schema"] == "fp8-check/fidelity/1" and doc["target"] == "h100"
-    assert {c["status"] for c in doc["cells"]} >= {"differ", "missing"}
-    assert "**differ**:" in (tmp_path / "f.md").read_text()
+    assert doc["schema"] == "fp8-check/fidelity/2" and doc["target"] == "h100"
+    _check_ampere_disagreement(doc["cells"])
+    assert "| seed_relu_f32 | **differ**: " in (tmp_path / "f.md").read_text()
 
 
 def test_errors_are_cells_not_crashes():
-    sigs = {("c", "deviceless/cublas"): {"error": "XlaRuntimeError: boom"}, ("c", "device/cublas"): {"signature": {"kernels": 1}}}
+    sigs = {("c", "deviceless/cublas"): fidelity.Compiled(error="XlaRuntimeError: boom"),
+            ("c", "device/cublas"): fidelity.Compiled(Signature(1, [], [], []))}
     cell = fidelity.compare_one("c", "deviceless/cublas", "device/cublas", sigs)
-    assert cell.status == "error" and "boom" in cell.text()
+    assert cell.status == "error" and cell.text() == "error: deviceless/cublas: XlaRuntimeError: boom"
 
 
+@pytest.mark.slow
 def test_cli_from_results_files(workspace, run_cli):
+    """Two results files that really differ: h100 (deviceless side) and a100 (device side)."""
     common = ("--mode", "deviceless", "-k", "seed_relu_f32", "--profile", "cublas,triton")
     code, out, _ = run_cli("run", *common, "--json", workspace / "h100.json", cwd=workspace)
     assert code == 0, out
-    code, out, _ = run_cli("run", *common, "--target", "a100", "--json", workspace / "a100.json", cwd=workspace)
+    run_cli("run", *common, "--target", "a100", "--json", workspace / "a100.json", cwd=workspace)
     code, out, err = run_cli("fidelity", "--from", workspace / "h100.json", workspace / "a100.json",
                              "--out", workspace / "fid.md", "--json", workspace / "fid.json", cwd=workspace)
     assert code == 0, err
-    assert "fidelity:" in out and "differ" in out
+    assert "fidelity: 2 differ, 2 missing" in out
+    _check_ampere_disagreement(json.loads((workspace / "fid.json").read_text())["cells"])
     table = (workspace / "fid.md").read_text()
     assert "| seed_relu_f32 | **differ**" in table and "targets a100" in table
 

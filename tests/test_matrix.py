@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -17,10 +16,14 @@ import jax
 import pytest
 import yaml
 
-from harness.versions import envs
-from harness.pipeline import golden
-from harness.versions import matrix
+from harness import outcome
+from harness.outcome import Outcome
+from harness.pipeline import golden, results
+from harness.pipeline.golden import FieldDiff
+from harness.pipeline.signature import Gemm, Signature
+from harness.versions import envs, matrix_document, matrix_view
 from harness.versions import releases as versions
+from harness.versions.matrix_document import Matrix, MatrixError, Status, VersionEntry, load_matrix
 
 OLD = "0.8.0"  # the one extra environment the suite may build
 NEW = jax.__version__
@@ -113,63 +116,104 @@ def test_own_version_uses_the_harness_environment(tmp_path):
 
 
 def _sig(kernels, target="__triton_gemm"):
-    return {"kernels": kernels, "gemms": [{"target": target}]}
+    return Signature(kernels, [], [Gemm(target, ["f8e4m3fn", "f8e4m3fn"])], [])
 
 
 def _entry(v, status="ran", results=(), error=""):
-    return {"jax": v, "status": status, "error": error, "results": [
-        {"case": c, "target": "h100", "profile": "triton", "outcome": o, "signature": s, "reason": ""} for c, o, s in results]}
+    return VersionEntry(v, Status(status), error, outcomes=[
+        Outcome(c, "h100", "triton", "deviceless", v, outcome.code(o), signature=s) for c, o, s in results])
 
 
-SYNTH = [
-    _entry("0.5.3", "unsupported", [("a", "UNSUPPORTED", None), ("b", "UNSUPPORTED", None)]),
-    _entry("0.6.1", results=[("a", "FAIL", _sig(1)), ("b", "PASS", _sig(2))]),
-    _entry("0.6.99", "install-failed", error="uv could not install jax[cuda12]==0.6.99: no version"),
-    _entry("0.7.1", results=[("a", "PASS", _sig(1, "__triton_nested_gemm_fusion")), ("b", "PASS", _sig(2))]),
-    _entry("0.10.1", results=[("a", "PASS", _sig(1, "__triton_nested_gemm_fusion")), ("b", "FAIL", _sig(1))]),
-]
+def synth():
+    return [
+        _entry("0.5.3", "unsupported", [("a", "UNSUPPORTED", None), ("b", "UNSUPPORTED", None)]),
+        _entry("0.6.1", results=[("a", "FAIL", _sig(1)), ("b", "PASS", _sig(2))]),
+        _entry("0.6.99", "install-failed", error="uv could not install jax[cuda12]==0.6.99: no version"),
+        _entry("0.7.1", results=[("a", "PASS", _sig(1, "__triton_nested_gemm_fusion")), ("b", "PASS", _sig(2))]),
+        _entry("0.10.1", results=[("a", "PASS", _sig(1, "__triton_nested_gemm_fusion")), ("b", "FAIL", _sig(1))]),
+    ]
 
 
 def test_changes_regressions_and_exit_codes():
-    doc = matrix.document([dict(e) for e in SYNTH], {"mode": "deviceless"})
-    assert [(c["case"], c["from"], c["to"]) for c in doc["changes"]] == [("a", "0.6.1", "0.7.1"), ("b", "0.7.1", "0.10.1")]
-    assert doc["changes"][0]["diffs"] == [{"path": "gemms[0].target", "before": "__triton_gemm",
-                                           "after": "__triton_nested_gemm_fusion"}]
-    assert [(r["case"], r["outcome"], r["previous"]) for r in doc["regressions"]] == [
-        ("b", "FAIL", {"jax": "0.7.1", "outcome": "PASS"})]
-    assert matrix.exit_code(doc, "any") == 1 and matrix.exit_code(doc, "newest") == 1 and matrix.exit_code(doc, "never") == 0
-    fixed = matrix.document([dict(e) for e in SYNTH[:4]], {})
-    assert matrix.exit_code(fixed, "newest") == 0 and matrix.exit_code(fixed, "any") == 1
-    clean = matrix.document([dict(SYNTH[0]), dict(SYNTH[2]), _entry("0.7.1", results=[("a", "PASS", _sig(1))])], {})
-    assert matrix.exit_code(clean, "any") == 3  # nothing bad, but a version could not be installed
+    m = Matrix(synth()[::-1], "deviceless")  # any order in: oldest first out
+    assert [e.jax for e in m.versions] == ["0.5.3", "0.6.1", "0.6.99", "0.7.1", "0.10.1"]
+    changes = m.changes()
+    assert [(c.case, c.before, c.after) for c in changes] == [("a", "0.6.1", "0.7.1"), ("b", "0.7.1", "0.10.1")]
+    assert changes[0].diffs == [FieldDiff("gemms[0].target", "__triton_gemm", "__triton_nested_gemm_fusion")]
+    assert [(r.case, r.code, r.previous) for r in m.regressions()] == [("b", outcome.FAIL, ("0.7.1", outcome.PASS))]
+    assert m.exit_code("any") == 1 and m.exit_code("newest") == 1 and m.exit_code("never") == 0
+    fixed = Matrix(synth()[:4])
+    assert fixed.exit_code("newest") == 0 and fixed.exit_code("any") == 1
+    clean = Matrix([synth()[0], synth()[2], _entry("0.7.1", results=[("a", "PASS", _sig(1))])])
+    assert clean.exit_code("any") == 3  # nothing bad, but a version could not be installed
+    assert Matrix([synth()[2]]).exit_code("newest") == 3  # no version ran
+
+
+def test_document_round_trip_and_schema_1(tmp_path):
+    m = Matrix(synth(), "deviceless", ["h100"], ["triton"], wall_seconds=1.5)
+    m.versions[1].results_file = str(tmp_path / "d" / "results-jax-0.6.1.json")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "results-jax-0.6.1.json").write_text("{}")
+    matrix_document.write(tmp_path / "m.json", m)
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert doc["schema"] == "fp8-check/matrix/2"
+    assert doc["versions"][1]["results_file"] == "d/results-jax-0.6.1.json"  # relative to the matrix file
+    assert doc["changes"][0]["diffs"] == [{"path": "gemms[0].target", "expected": "__triton_gemm",
+                                           "found": "__triton_nested_gemm_fusion"}]
+    assert doc["regressions"] == [{"case": "b", "target": "h100", "profile": "triton", "jax": "0.10.1", "outcome": "FAIL",
+                                   "reason": "", "previous": {"jax": "0.7.1", "outcome": "PASS"}}]
+    assert "_index" not in json.dumps(doc)
+    back = load_matrix(tmp_path / "m.json")
+    assert [(e.jax, e.status, e.error) for e in back.versions] == [(e.jax, e.status, e.error) for e in m.versions]
+    assert back.versions[1].results_file == str(tmp_path / "d" / "results-jax-0.6.1.json")
+    assert [(o.case, o.code, o.signature) for o in back.versions[4].outcomes] == [
+        (o.case, o.code, o.signature) for o in m.versions[4].outcomes]
+    assert back.changes() == m.changes() and back.regressions() == m.regressions()
+    assert back.versions[0].summary()["UNSUPPORTED"] == 2
+
+    # schema 1 (before/after diffs, no typed entries) still loads; its changes are recomputed
+    doc["schema"] = "fp8-check/matrix/1"
+    doc["changes"] = [{"case": "a", "diffs": [{"path": "x", "before": 1, "after": 2}]}]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert load_matrix(tmp_path / "old.json").changes() == m.changes()
+    (tmp_path / "new.json").write_text(json.dumps({**doc, "schema": "fp8-check/matrix/9"}))
+    with pytest.raises(MatrixError) as exc:
+        load_matrix(tmp_path / "new.json")
+    assert "\n" not in str(exc.value) and "fp8-check/matrix/9" in str(exc.value) and "new.json" in str(exc.value)
+
+
+def grid_cells(text: str, case: str) -> list[str]:
+    """The cells of `case`'s row in a printed grid (the columns after case and target/profile)."""
+    row = next(line for line in text.splitlines() if line.strip("│┃ ").startswith(case + " "))
+    return [c.strip() for c in row.split("│")[3:-1]]
 
 
 def test_grid_shows_symbols_kernels_and_highlights_changes():
-    doc = matrix.document([dict(e) for e in SYNTH], {"mode": "deviceless"})
+    m = Matrix(synth(), "deviceless")
     buf = io.StringIO()
-    matrix.print_report(doc, buf)
+    matrix_view.print_report(m, buf)
     text = buf.getvalue()
     header = next(line for line in text.splitlines() if "0.5.3" in line and "0.10.1" in line)
     assert "case" in header
-    row_a = next(line for line in text.splitlines() if line.strip("│┃ ").startswith("a "))
-    cells = [c.strip() for c in row_a.split("│")[3:-1]]
-    assert cells == ["-", "✗1", "E", "✓1*", "✓1"]
-    row_b = next(line for line in text.splitlines() if line.strip("│┃ ").startswith("b "))
-    assert [c.strip() for c in row_b.split("│")[3:-1]] == ["-", "✓2", "E", "✓2", "✗1*"]
+    assert grid_cells(text, "a") == ["-", "✗1", "E", "✓1*", "✓1"]
+    assert grid_cells(text, "b") == ["-", "✓2", "E", "✓2", "✗1*"]
     assert "0.6.99: install-failed: uv could not install" in text
-    assert "h100/triton a: 0.6.1 -> 0.7.1" in text and "gemms[0].target: __triton_gemm -> __triton_nested_gemm_fusion" in text
+    assert "h100/triton a: 0.6.1 -> 0.7.1" in text
+    assert "gemms[0].target: expected __triton_gemm, found __triton_nested_gemm_fusion" in text
+    assert "jax 0.6.1     1 PASS, 1 FAIL" in text
+    assert "FAIL       h100/triton b (was PASS on 0.7.1)" in text
     assert "\x1b[" not in text  # not a terminal: no escape codes
 
 
 def test_progress_is_plain_lines_off_a_terminal():
     buf = io.StringIO()
-    p = matrix.Progress(buf)
+    p = matrix_view.Progress(buf)
     p.start(["0.6.1"], ["0.6.1"], 2)
     p.env_done("0.6.1", None, "uv could not install jax[cuda12]==0.6.1: boom")
-    p.version_done("0.6.1", {"status": "install-failed", "run_seconds": 0.1, "error": "boom", "summary": {}})
+    p.version_done(VersionEntry("0.6.1", Status.INSTALL_FAILED, "boom", run_seconds=0.1))
     lines = buf.getvalue().splitlines()
     assert lines[0].startswith("matrix: 1 version(s) x 2 case run(s)")
-    assert "environment could not be installed" in lines[1] and "install-failed" in lines[2]
+    assert "environment could not be installed" in lines[1] and lines[2] == "jax 0.6.1: install-failed in 0.1s: boom"
 
 
 # ------------------------------------------------------------------ integration: real environments
@@ -182,59 +226,67 @@ def cache_env(monkeypatch):
     return TEST_CACHE
 
 
-def results_by_version(doc):
-    return {e["jax"]: {(r["case"], r["profile"]): r for r in e.get("results", [])} for e in doc["versions"]}
+def results_by_version(m: Matrix):
+    return {e.jax: {(o.case, o.profile): o for o in e.outcomes} for e in m.versions}
 
 
+@pytest.mark.slow
+@pytest.mark.network
 def test_matrix_across_versions_real(workspace, run_cli, cache_env):
     out = workspace / "reports" / "matrix.json"
     code, stdout, err = run_cli("matrix", "--jax", f"0.5.3,{OLD},0.6.99,{NEW}", "-k", "plain_f32,scaled_clamp_f32",
                                 "--out", out, "--no-html", cwd=workspace)
-    doc = json.loads(out.read_text())
-    status = {e["jax"]: e["status"] for e in doc["versions"]}
+    m = load_matrix(out)
+    status = {e.jax: e.status for e in m.versions}
     assert status == {"0.5.3": "unsupported", "0.6.99": "install-failed", OLD: "ran", NEW: "ran"}, stdout + err
-    assert [e["jax"] for e in doc["versions"]] == ["0.5.3", "0.6.99", OLD, NEW]
-    failed = next(e for e in doc["versions"] if e["jax"] == "0.6.99")
-    assert "jax[cuda12]==0.6.99" in failed["error"]  # the installer's error
-    old_env = next(e for e in doc["versions"] if e["jax"] == OLD)
-    assert old_env["environment"]["jax"] == OLD and Path(old_env["env"]["path"]).parent == cache_env / "envs"
-    assert (out.parent / old_env["results_file"]).exists()
-    by = results_by_version(doc)
-    assert all(r["outcome"] == "UNSUPPORTED" for r in by["0.5.3"].values())
+    assert [e.jax for e in m.versions] == ["0.5.3", "0.6.99", OLD, NEW]
+    failed = next(e for e in m.versions if e.jax == "0.6.99")
+    assert "jax[cuda12]==0.6.99" in failed.error  # the installer's error
+    old_env = next(e for e in m.versions if e.jax == OLD)
+    assert old_env.environment["jax"] == OLD and Path(old_env.env["path"]).parent == cache_env / "envs"
+    # the full per-version results (the HTML report reads its texts from there)
+    full = results.load(old_env.results_file)
+    assert full.jax == OLD and all(o.hlo for o in full.outcomes if o.signature)
+    by = results_by_version(m)
+    assert all(o.code is outcome.UNSUPPORTED for o in by["0.5.3"].values())
     # First principles for this XLA change (found by the matrix; `fp8-check bisect` puts it at 0.10.1): on 0.8.0
     # the Triton gemm writes f32 and a separate kernel requantizes; on the newest the requantization is fused.
     old, new = by[OLD][("seed_scaled_clamp_f32", "triton")], by[NEW][("seed_scaled_clamp_f32", "triton")]
-    assert old["signature"]["kernels"] == 2 and old["signature"]["gemms"][0]["output"] == "f32"
-    assert new["signature"]["kernels"] == 1 and new["signature"]["gemms"][0]["output"] == "f8e4m3fn"
-    assert old["outcome"] == "FAIL" and new["outcome"] == "PASS"  # the golden (no range) states the newest behaviour
-    assert by[OLD][("seed_plain_f32", "cublas")]["outcome"] == "PASS"
-    change = [c for c in doc["changes"] if (c["case"], c["profile"]) == ("seed_scaled_clamp_f32", "triton")]
-    assert change and change[0]["from"] == OLD and change[0]["to"] == NEW
-    assert {"path": "kernels", "before": 2, "after": 1} in change[0]["diffs"]
+    assert old.signature.kernels == 2 and old.signature.gemms[0].output == "f32"
+    assert new.signature.kernels == 1 and new.signature.gemms[0].output == "f8e4m3fn"
+    assert old.code is outcome.FAIL and new.code is outcome.PASS  # the golden (no range) states the newest behaviour
+    assert by[OLD][("seed_plain_f32", "cublas")].code is outcome.PASS
+    change = [c for c in m.changes() if (c.case, c.profile) == ("seed_scaled_clamp_f32", "triton")]
+    assert change and (change[0].before, change[0].after) == (OLD, NEW)
+    assert FieldDiff("kernels", 2, 1) in change[0].diffs
     assert code == 1  # a FAIL on 0.8.0
-    assert "✗2*" not in stdout and "✓1*" in stdout and "E" in stdout
-    assert doc["regressions"] == []  # the newest version is clean
+    # the grid row (columns 0.5.3, 0.6.99, OLD, NEW): unsupported, not installed, FAIL with 2 kernels,
+    # PASS with 1 kernel marked as changed
+    triton_row = next(line for line in stdout.splitlines() if "seed_scaled_clamp_f32" in line and "h100/triton" in line)
+    assert [c.strip() for c in triton_row.split("│")[3:-1]] == ["-", "E", "✗2", "✓1*"]
+    assert m.regressions() == []  # the newest version is clean
 
     # A version-ranged golden: the old behaviour recorded for < 0.10.1 -> each version judged by its own range.
     gpath = golden.path_for(workspace / "goldens", "seed_scaled_clamp_f32", "h100", "triton", "deviceless")
     g = yaml.safe_load(gpath.read_text())
-    g["expect"] = [{"jax": "<0.10.1", "blessed_with": f"jax {OLD}", "signature": old["signature"]},
+    g["expect"] = [{"jax": "<0.10.1", "blessed_with": f"jax {OLD}", "signature": old.signature.to_dict()},
                    {"jax": ">=0.10.1", **g["expect"][0]}]
     gpath.write_text(yaml.safe_dump(g, sort_keys=False))
     code, stdout, err = run_cli("matrix", "--jax", f"{OLD},{NEW}", "-k", "scaled_clamp_f32", "--profile", "triton",
                                 "--out", out, "--no-html", cwd=workspace)
-    doc = json.loads(out.read_text())
-    by = results_by_version(doc)
+    m = load_matrix(out)
+    by = results_by_version(m)
     assert code == 0, stdout + err
-    assert by[OLD][("seed_scaled_clamp_f32", "triton")]["outcome"] == "PASS"
-    assert by[NEW][("seed_scaled_clamp_f32", "triton")]["outcome"] == "PASS"
-    assert all(not e["env"].get("built") for e in doc["versions"])  # warm: reused
+    assert by[OLD][("seed_scaled_clamp_f32", "triton")].code is outcome.PASS
+    assert by[NEW][("seed_scaled_clamp_f32", "triton")].code is outcome.PASS
+    assert all(not e.env.get("built") for e in m.versions)  # warm: reused
 
     # Merging per-version files (what the nightly's report job does) gives the same matrix.
     code, stdout, _ = run_cli("matrix", "--merge", str(out.parent / "matrix.d" / "results-jax-*.json"),
                               "--out", workspace / "merged.json", "--no-html", "--fail-on", "newest", cwd=workspace)
-    merged = json.loads((workspace / "merged.json").read_text())
+    merged = load_matrix(workspace / "merged.json")
     # (0.5.3's results file is still there from the first run; install failures write none)
-    assert code == 0 and [e["jax"] for e in merged["versions"]] == ["0.5.3", OLD, NEW]
-    assert merged["versions"][0]["status"] == "unsupported"
-    assert results_by_version(merged)[OLD][("seed_scaled_clamp_f32", "triton")]["outcome"] == "PASS"
+    assert code == 0 and [e.jax for e in merged.versions] == ["0.5.3", OLD, NEW]
+    assert merged.versions[0].status is Status.UNSUPPORTED
+    assert results_by_version(merged)[OLD][("seed_scaled_clamp_f32", "triton")].code is outcome.PASS
+    assert Path(merged.versions[1].results_file).name == f"results-jax-{OLD}.json"

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import selection
+from harness.outcome import UNSUPPORTED
 from harness.pipeline import golden
 from harness.pipeline import render
 from harness.pipeline import signature
-from harness import selection
-from harness.outcome import UNSUPPORTED
+from harness.pipeline.golden import FieldDiff
 from harness.pipeline.results import Results
+from harness.pipeline.signature import Signature
+
+SCHEMA = "fp8-check/fidelity/2"
 
 PINNED = ("cublas", "triton")
 DEVICE_PROFILES = ("default",) + PINNED
@@ -39,14 +43,14 @@ class Cell:
     left: str  # "deviceless/cublas"
     right: str  # "device/default"
     status: str  # agree, differ, error, missing
-    diffs: list[str] = field(default_factory=list)
+    diffs: list[FieldDiff] = field(default_factory=list)  # expected: the left side, found: the right side
     detail: str = ""
 
     def text(self, limit: int = 2) -> str:
         if self.status == "agree":
             return "agree"
         if self.status == "differ":
-            shown = "; ".join(d.replace("|", "\\|") for d in self.diffs[:limit])
+            shown = "; ".join(str(d).replace("|", "\\|") for d in self.diffs[:limit])
             more = f"; +{len(self.diffs) - limit} more" if len(self.diffs) > limit else ""
             return f"**differ**: {shown}{more}"
         if self.status == "missing":
@@ -54,8 +58,21 @@ class Cell:
         return "error: " + self.detail.replace("|", "\\|").splitlines()[0][:120] if self.detail else "error"
 
 
-# Signatures by (case, "mode/profile"): {"signature": dict} or {"error": str}
-Signatures = dict[tuple[str, str], dict]
+    def to_json(self) -> dict:
+        return {"case": self.case, "left": self.left, "right": self.right, "status": self.status,
+                "diffs": [d.to_json() for d in self.diffs], "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One side of a comparison: the signature, or why there is none."""
+
+    signature: Signature | None = None
+    error: str = ""
+
+
+# By (case, "mode/profile"), e.g. ("seed_relu_f32", "deviceless/cublas")
+Signatures = dict[tuple[str, str], Compiled]
 
 
 def comparisons() -> list[tuple[str, str, str]]:
@@ -69,11 +86,11 @@ def compare_one(case: str, left: str, right: str, sigs: Signatures) -> Cell:
     a, b = sigs.get((case, left)), sigs.get((case, right))
     if a is None or b is None:
         return Cell(case, left, right, "missing")
-    errors = [f"{side}: {x['error']}" for side, x in ((left, a), (right, b)) if x.get("error")]
+    errors = [f"{side}: {x.error}" for side, x in ((left, a), (right, b)) if x.signature is None]
     if errors:
         return Cell(case, left, right, "error", detail="; ".join(errors))
-    diffs = golden.compare(a["signature"], b["signature"])
-    return Cell(case, left, right, "differ" if diffs else "agree", [str(d) for d in diffs])
+    diffs = golden.compare(a.signature.to_dict(), b.signature.to_dict())
+    return Cell(case, left, right, "differ" if diffs else "agree", diffs)
 
 
 def build(sigs: Signatures) -> list[Cell]:
@@ -99,7 +116,7 @@ def markdown(cells: list[Cell], meta: dict) -> str:
 
 
 def document(cells: list[Cell], meta: dict) -> dict:
-    return {"schema": "fp8-check/fidelity/1", **meta, "cells": [asdict(c) for c in cells]}
+    return {"schema": SCHEMA, **meta, "cells": [c.to_json() for c in cells]}
 
 
 def from_results(deviceless: Results, device: Results) -> Signatures:
@@ -109,11 +126,11 @@ def from_results(deviceless: Results, device: Results) -> Signatures:
         for o in res.outcomes:
             key = (o.case, f"{side}/{o.profile}")
             if o.signature is not None:
-                sigs[key] = {"signature": o.signature.to_dict()}
+                sigs[key] = Compiled(o.signature)
             elif o.code is UNSUPPORTED:
                 continue  # not run on that side (e.g. `default` deviceless): a missing cell
             else:
-                sigs[key] = {"error": o.reason or o.code.name}
+                sigs[key] = Compiled(error=o.reason or o.code.name)
     return sigs
 
 
@@ -128,12 +145,12 @@ def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> N
             comp = compiler.compile(render.render(case), target, PROFILES[name])
             key = (case.id, f"{side}/{name}")
             if not comp.ok:
-                sigs[key] = {"error": comp.error or "unknown error"}
+                sigs[key] = Compiled(error=comp.error or "unknown error")
                 continue
             try:
-                sigs[key] = {"signature": signature.extract(comp.hlo).to_dict()}
+                sigs[key] = Compiled(signature.extract(comp.hlo))
             except Exception as exc:
-                sigs[key] = {"error": f"could not parse the optimized HLO: {type(exc).__name__}: {exc}"}
+                sigs[key] = Compiled(error=f"could not parse the optimized HLO: {type(exc).__name__}: {exc}")
 
 
 def write(cells: list[Cell], meta: dict, md_path: Path, json_path: Path) -> None:

@@ -29,28 +29,47 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from harness.pipeline import golden
 from harness.pipeline import render
 from harness.pipeline import runner
 from harness.pipeline import signature
+from harness.pipeline.signature import Signature
 from harness.pipeline.compile import Compiler, WorkerError
 from harness.versions.envs import InstallError, Manager
 from harness.versions.releases import VersionError, between, parse_version
 from harness import selection
 from harness.pipeline.cases import CaseError
 
-GOOD, BAD, SKIP, ABORT = 0, 1, 125, 128
 CRITERIA = ("signature", "golden")
 
 
+class Verdict(Enum):
+    """What a version (or a whole search) comes to; the value is the `git bisect run` exit code it maps to."""
+
+    GOOD = 0
+    BAD = 1
+    SKIP = 125  # untestable
+    ABORT = 128  # bad usage or a broken setup
+
+    @property
+    def exit_code(self) -> int:
+        return self.value
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
 @dataclass
-class Verdict:
+class Judgment:
+    """The verdict on one version, why, and the signature it was judged on."""
+
     version: str
-    status: str  # good | bad | skip
+    verdict: Verdict
     reason: str = ""
-    signature: dict | None = None
+    signature: Signature | None = None
     diffs: list[golden.FieldDiff] = field(default_factory=list)
 
 
@@ -63,12 +82,13 @@ class Tester:
         self.goldens_root, self.criterion = Path(goldens_root), criterion
         self.manager = manager or Manager()
         self.log = log
-        self.reference: dict | None = None
+        self.reference: Signature | None = None
         self.reference_version: str | None = None
-        self.cache: dict[str, tuple[str, dict | None, str]] = {}
+        self.cache: dict[str, tuple[Signature | None, str]] = {}
 
-    def signature_on(self, version: str) -> tuple[str, dict | None, str]:
-        """('ok', signature, '') or ('skip', None, why) for `version` ('current': this interpreter's JAX)."""
+    def signature_on(self, version: str) -> tuple[Signature | None, str]:
+        """(signature, the jax version it ran on) or (None, why it is untestable) for `version`
+        ('current': this interpreter's JAX)."""
         if version in self.cache:
             return self.cache[version]
         self.cache[version] = out = self._signature_on(version)
@@ -78,93 +98,90 @@ class Tester:
         python = None
         if version != "current":
             if self.mode == "deviceless" and runner.deviceless_unsupported(version):
-                return "skip", None, runner.deviceless_unsupported(version)
+                return None, runner.deviceless_unsupported(version)
             try:
                 env = self.manager.ensure(version)
             except InstallError as exc:
-                return "skip", None, f"cannot install jax {version}: {exc}"
+                return None, f"cannot install jax {version}: {exc}"
             python = str(env.python)
         with Compiler(self.mode, python=python) as compiler:
             try:
                 jax_version = compiler.environment()["jax"]
             except WorkerError as exc:
-                return "skip", None, f"the compile worker does not start: {str(exc).strip().splitlines()[0]}"
+                return None, f"the compile worker does not start: {str(exc).strip().splitlines()[0]}"
             if version == "current" and self.mode == "deviceless" and runner.deviceless_unsupported(jax_version):
-                return "skip", None, runner.deviceless_unsupported(jax_version)
+                return None, runner.deviceless_unsupported(jax_version)
             comp = compiler.compile(render.render(self.case), self.target, self.profile)
         if not comp.ok:
-            return "skip", None, f"does not compile: {comp.error.strip().splitlines()[0] if comp.error else '?'}"
-        return "ok", signature.extract(comp.hlo).to_dict(), jax_version
+            return None, f"does not compile: {comp.error.strip().splitlines()[0] if comp.error else '?'}"
+        return signature.extract(comp.hlo), jax_version
 
-    def set_reference(self, version: str) -> Verdict:
-        status, sig, why = self.signature_on(version)
-        if status != "ok":
-            return Verdict(version, SKIP_S, why)
+    def set_reference(self, version: str) -> Judgment:
+        sig, why = self.signature_on(version)
+        if sig is None:
+            return Judgment(version, Verdict.SKIP, why)
         self.reference, self.reference_version = sig, version
-        return Verdict(version, "good", "reference signature", sig)
+        return Judgment(version, Verdict.GOOD, "reference signature", sig)
 
-    def judge(self, version: str) -> Verdict:
-        status, sig, info = self.signature_on(version)
-        if status != "ok":
-            return Verdict(version, SKIP_S, info)
+    def judge(self, version: str) -> Judgment:
+        sig, info = self.signature_on(version)
+        if sig is None:
+            return Judgment(version, Verdict.SKIP, info)
         jax_version = info
         if self.criterion == "golden":
             g = golden.load(golden.path_for(self.goldens_root, self.case.id, self.target.name, self.profile.name, self.mode))
             exp = g.expected_for(jax_version) if g else None
             if exp is None:
-                return Verdict(version, SKIP_S, f"no golden expectation covers jax {jax_version}", sig)
+                return Judgment(version, Verdict.SKIP, f"no golden expectation covers jax {jax_version}", sig)
             expected, against = exp.signature, f"the golden ({exp.jax or 'every version'})"
         else:
             if self.reference is None:
                 raise RuntimeError("no reference signature")
-            expected, against = self.reference, f"jax {self.reference_version}"
-        diffs = golden.compare(expected, sig)
+            expected, against = self.reference.to_dict(), f"jax {self.reference_version}"
+        diffs = golden.compare(expected, sig.to_dict())
         if diffs:
-            return Verdict(version, "bad", f"signature differs from {against} in {len(diffs)} field(s)", sig, diffs)
-        return Verdict(version, "good", f"signature equal to {against}", sig)
-
-
-SKIP_S = "skip"
+            return Judgment(version, Verdict.BAD, f"signature differs from {against} in {len(diffs)} field(s)", sig, diffs)
+        return Judgment(version, Verdict.GOOD, f"signature equal to {against}", sig)
 
 
 @dataclass
 class Result:
-    code: int
+    verdict: Verdict  # BAD: a first bad version was found
     first_bad: str | None = None
     last_good: str | None = None
     skipped: list[str] = field(default_factory=list)  # untestable versions between last_good and first_bad
     diffs: list[golden.FieldDiff] = field(default_factory=list)
-    steps: list[Verdict] = field(default_factory=list)
+    steps: list[Judgment] = field(default_factory=list)
     message: str = ""
 
 
 def search(tester: Tester, good: str, bad: str, versions: list[str] | None = None, log=print) -> Result:
     """Binary search for the first bad version in (good, bad]; untestable versions are skipped like `git bisect skip`."""
-    steps: list[Verdict] = []
+    steps: list[Judgment] = []
 
-    def note(v: Verdict) -> Verdict:
-        steps.append(v)
-        log(f"  jax {v.version:<9} {v.status:<5} {v.reason}")
-        return v
+    def note(j: Judgment) -> Judgment:
+        steps.append(j)
+        log(f"  jax {j.version:<9} {str(j.verdict):<5} {j.reason}")
+        return j
 
     if parse_version(good) >= parse_version(bad):
-        return Result(ABORT, message=f"--good {good} must be older than --bad {bad}")
+        return Result(Verdict.ABORT, message=f"--good {good} must be older than --bad {bad}")
     if tester.criterion == "signature":
         ref = note(tester.set_reference(good))
-        if ref.status != "good":
-            return Result(SKIP, steps=steps, message=f"the good version {good} is untestable: {ref.reason}")
+        if ref.verdict is not Verdict.GOOD:
+            return Result(Verdict.SKIP, steps=steps, message=f"the good version {good} is untestable: {ref.reason}")
     else:
         ref = note(tester.judge(good))
-        if ref.status != "good":
-            return Result(SKIP, steps=steps, message=f"the good version {good} is {ref.status}: {ref.reason}")
+        if ref.verdict is not Verdict.GOOD:
+            return Result(Verdict.SKIP, steps=steps, message=f"the good version {good} is {ref.verdict}: {ref.reason}")
     end = note(tester.judge(bad))
-    if end.status == "skip":
-        return Result(SKIP, steps=steps, message=f"the bad version {bad} is untestable: {end.reason}")
-    if end.status == "good":
-        return Result(GOOD, steps=steps, message=f"jax {bad} is good: nothing changed between {good} and {bad}")
+    if end.verdict is Verdict.SKIP:
+        return Result(Verdict.SKIP, steps=steps, message=f"the bad version {bad} is untestable: {end.reason}")
+    if end.verdict is Verdict.GOOD:
+        return Result(Verdict.GOOD, steps=steps, message=f"jax {bad} is good: nothing changed between {good} and {bad}")
     pool = between(good, bad, versions)
     lo, hi = good, bad
-    verdicts = {good: ref, bad: end}
+    judged = {good: ref, bad: end}
     skipped: set[str] = set()
     while True:
         inside = [v for v in pool if parse_version(lo) < parse_version(v) < parse_version(hi)]
@@ -173,17 +190,18 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
             break
         middle = (len(inside) - 1) / 2
         pick = min(untested, key=lambda v: (abs(inside.index(v) - middle), inside.index(v)))
-        v = note(tester.judge(pick))
-        verdicts[pick] = v
-        if v.status == "good":
+        j = note(tester.judge(pick))
+        judged[pick] = j
+        if j.verdict is Verdict.GOOD:
             lo = pick
-        elif v.status == "bad":
+        elif j.verdict is Verdict.BAD:
             hi = pick
         else:
             skipped.add(pick)
     left = sorted((v for v in skipped if parse_version(lo) < parse_version(v) < parse_version(hi)), key=parse_version)
-    diffs = golden.compare(verdicts[lo].signature, verdicts[hi].signature) if verdicts[lo].signature else []
-    return Result(BAD, first_bad=hi, last_good=lo, skipped=left, diffs=diffs, steps=steps)
+    before, after = judged[lo].signature, judged[hi].signature
+    diffs = golden.compare(before.to_dict(), after.to_dict()) if before and after else []
+    return Result(Verdict.BAD, first_bad=hi, last_good=lo, skipped=left, diffs=diffs, steps=steps)
 
 
 def register(subparsers) -> dict:
@@ -205,7 +223,7 @@ def cmd_bisect(args) -> int:
         return _cmd_bisect(args)
     except (selection.UsageError, CaseError, golden.GoldenError, VersionError) as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
-        return ABORT
+        return Verdict.ABORT.exit_code
 
 
 def _cmd_bisect(args) -> int:
@@ -231,25 +249,25 @@ def _cmd_bisect(args) -> int:
             if not args.good:
                 raise selection.UsageError("--test with --criterion signature needs --good (the reference version)")
             ref = tester.set_reference(args.good)
-            if ref.status != "good":
+            if ref.verdict is not Verdict.GOOD:
                 print(f"fp8-check bisect: the reference jax {args.good} is untestable: {ref.reason}", file=sys.stderr)
-                return SKIP
-        v = tester.judge(args.test)
-        print(f"{where}: jax {args.test if args.test != 'current' else 'current'}: {v.status}: {v.reason}")
-        for d in v.diffs:
+                return Verdict.SKIP.exit_code
+        j = tester.judge(args.test)
+        print(f"{where}: jax {args.test}: {j.verdict}: {j.reason}")
+        for d in j.diffs:
             print(f"    {d}")
-        return {"good": GOOD, "bad": BAD}.get(v.status, SKIP)
+        return j.verdict.exit_code
     if not (args.good and args.bad):
         raise selection.UsageError("give --good V1 --bad V2 (or --test V)")
     print(f"fp8-check bisect: {where}: between jax {args.good} (good) and {args.bad} (bad)", flush=True)
     res = search(tester, args.good, args.bad, log=lambda s: print(s, flush=True))
-    if res.code != BAD:
+    if res.verdict is not Verdict.BAD:
         print(f"fp8-check bisect: {res.message}")
-        return res.code
+        return res.verdict.exit_code
     print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
     if res.skipped:
         print(f"untestable versions in between (the first bad one may be any of): {', '.join(res.skipped)}")
-    print(f"signature diff, {res.last_good} -> {res.first_bad}:")
+    print(f"signature diff (expected: jax {res.last_good}, found: jax {res.first_bad}):")
     for d in res.diffs:
-        print(f"    {d.path}: {golden._show(d.expected)} -> {golden._show(d.found)}")
-    return BAD
+        print(f"    {d}")
+    return Verdict.BAD.exit_code

@@ -14,9 +14,11 @@ Per version:
   with uv's error, and the other versions still run;
 - the worker cannot start or the canary finds no FP8 gemm: status `broken`.
 
-Output: per-version results JSON (schema fp8-check/results/1) under --out-dir,
-the merged matrix JSON (schema fp8-check/matrix/1), the HTML report when
-`harness.report.page` is installed, and a case x version grid on the terminal.
+This module runs the versions and is the command; the document (typed entries, JSON,
+changes, regressions, exit code) is `matrix_document`, the terminal grid and progress
+`matrix_view`. Output: per-version results JSON under --out-dir, the matrix JSON
+(schema fp8-check/matrix/2), the HTML report when `harness.report.page` is installed,
+and a case x version grid on the terminal.
 
 Exit code (`--fail-on`): `any` (default) 1 if any version has a bad outcome
 (FAIL, XPASS, UNRESOLVED, NEW), else 3 if a version could not be installed or is
@@ -26,39 +28,23 @@ rule: "a case regressed on the newest version"); `never`: 0.
 
 from __future__ import annotations
 
-import glob
-import json
+import dataclasses
 import sys
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TextIO
 
-from packaging.version import Version
-
+from harness import selection
 from harness.pipeline import golden
 from harness.pipeline import results
 from harness.pipeline import runner
+from harness.pipeline.cases import CaseError
 from harness.pipeline.compile import Compiler, WorkerError
 from harness.versions.envs import Env, InstallError, Manager
-from harness.versions.releases import SELECTIONS, VersionError, format_list, parse_version, select_range, sort_versions
-from harness import selection
-from harness.outcome import code
-from harness.pipeline.cases import CaseError
-
-SCHEMA = "fp8-check/matrix/1"
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
-FAIL_ON = ("any", "newest", "never")
-
-SYMBOLS = {
-    "PASS": "✓", "FAIL": "✗", "XFAIL": "x", "XPASS": "X", "UNSUPPORTED": "-", "UNRESOLVED": "?", "NEW": "N",
-}
-STYLES = {
-    "PASS": "green", "FAIL": "bold red", "XFAIL": "cyan", "XPASS": "bold magenta", "UNSUPPORTED": "dim",
-    "UNRESOLVED": "bold red", "NEW": "bold blue",
-}
-NOT_RUN = {"install-failed": "E", "broken": "B"}
+from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
+    merge, write
+from harness.versions.matrix_view import Progress, print_report
+from harness.versions.releases import SELECTIONS, VersionError, format_list, select_range, sort_versions
 
 
 # ------------------------------------------------------------------ running
@@ -82,10 +68,9 @@ def planned(cases, targets, profiles) -> int:
 
 
 def run_version(version: str, env_future: Future | None, cases, targets, profiles, mode: str, goldens_root: Path,
-                out_dir: Path, progress: "Progress") -> dict:
-    """Run the library on one version; returns the version's entry of the matrix document."""
-    entry: dict = {"jax": version, "status": "ran", "error": "", "environment": {}, "env": {}, "run_seconds": 0.0,
-                   "results_file": None, "summary": {}, "results": []}
+                out_dir: Path, progress: Progress) -> VersionEntry:
+    """Run the library on one version; returns the version's entry of the matrix."""
+    entry = VersionEntry(version)
     total = planned(cases, targets, profiles)
     reason = runner.deviceless_unsupported(version) if mode == "deviceless" else None
     start = time.perf_counter()
@@ -93,23 +78,23 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     compiler = None
     try:
         if reason:
-            entry["status"] = "unsupported"
+            entry.status = Status.UNSUPPORTED
             compiler = _NoCompiler(version)
         else:
             try:
                 env: Env = env_future.result()
             except InstallError as exc:
-                entry.update(status="install-failed", error=str(exc))
+                entry.status, entry.error = Status.INSTALL_FAILED, str(exc)
                 progress.cases_skipped(version, total)
                 return entry
-            entry["env"] = {"path": str(env.path), "built": env.built, "seconds": round(env.seconds, 2), **env.info}
+            entry.env = {"path": str(env.path), "built": env.built, "seconds": round(env.seconds, 2), **env.info}
             compiler = Compiler(mode, python=str(env.python))
             try:
                 compiler.environment()
                 for t in targets:
                     runner.check_canary(compiler, t)
             except (WorkerError, runner.CanaryError) as exc:
-                entry.update(status="broken", error=str(exc).strip())
+                entry.status, entry.error = Status.BROKEN, str(exc).strip()
                 progress.cases_skipped(version, total)
                 return entry
         outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
@@ -119,19 +104,20 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
                               outcomes, target_specs={t.name: t.config_text for t in targets})
         path = Path(out_dir) / f"results-jax-{version}.json"
         results.write(path, res)
-        light = results.to_json(res, with_text=False)
-        entry.update(environment=env_info, results_file=str(path), summary=light["summary"], results=light["results"])
+        # the matrix keeps the lean outcomes; the texts stay in the per-version results file
+        lean = [dataclasses.replace(o, hlo=None, stablehlo=None, source="", yaml="") for o in outcomes]
+        entry.environment, entry.results_file, entry.outcomes = env_info, str(path), lean
         return entry
     finally:
         if isinstance(compiler, Compiler):
             compiler.close()
-        entry["run_seconds"] = round(time.perf_counter() - start, 2)
-        progress.version_done(version, entry)
+        entry.run_seconds = round(time.perf_counter() - start, 2)
+        progress.version_done(entry)
 
 
 def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: str, goldens_root: Path, out_dir: Path,
-               manager: Manager | None = None, jobs: int = 1, progress: "Progress | None" = None) -> dict:
-    """Every version's entry, oldest first, in a matrix document.
+               manager: Manager | None = None, jobs: int = 1, progress: Progress | None = None) -> Matrix:
+    """Every version's entry, oldest first, in a matrix.
 
     Environments are built one at a time in a background thread, ahead of the
     versions that run (`jobs` at a time), so a build overlaps with compiling.
@@ -171,330 +157,17 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     finally:
         builder.shutdown(wait=True, cancel_futures=True)
         progress.stop()
-    doc = document(entries, {"mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
-                             "wall_seconds": round(time.perf_counter() - start, 2)})
-    return doc
-
-
-# ------------------------------------------------------------------ the matrix document
-
-
-def document(entries: list[dict], info: dict) -> dict:
-    entries = sorted(entries, key=lambda e: Version(e["jax"]))
-    doc = {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **info,
-           "versions": entries}
-    doc["changes"] = changes(doc)
-    doc["regressions"] = regressions(doc)
-    return doc
-
-
-def _entry_from_results(doc: dict, path: str) -> dict:
-    env = doc.get("environment", {})
-    status = "ran"
-    rs = doc.get("results", [])
-    if rs and all(r["outcome"] == "UNSUPPORTED" for r in rs) and runner.deviceless_unsupported(env.get("jax", "0")):
-        status = "unsupported"
-    return {"jax": env.get("jax"), "status": status, "error": "", "environment": env, "env": {}, "run_seconds": 0.0,
-            "results_file": path, "summary": doc.get("summary", {}),
-            "results": [{k: v for k, v in r.items() if k not in ("source", "yaml", "hlo", "stablehlo")} for r in rs]}
-
-
-def merge(paths: list[str]) -> dict:
-    """One matrix document from matrix documents and/or results documents (globs allowed); the later file wins per version."""
-    files: list[str] = []
-    for p in paths:
-        found = sorted(glob.glob(str(p), recursive=True))
-        if not found:
-            raise FileNotFoundError(f"no file matches {p}")
-        files += found
-    by_version: dict[str, dict] = {}
-    info: dict = {}
-    for f in files:
-        doc = json.loads(Path(f).read_text())
-        schema = str(doc.get("schema", ""))
-        if schema.startswith("fp8-check/matrix/"):
-            for e in doc["versions"]:
-                rf = e.get("results_file")
-                if rf and not Path(rf).is_absolute():  # relative to the file it was read from
-                    e["results_file"] = str((Path(f).parent / rf).resolve())
-                by_version[str(parse_version(e["jax"]))] = e
-            for k in ("mode", "targets", "profiles"):
-                info.setdefault(k, doc.get(k))
-        elif schema.startswith("fp8-check/results/"):
-            e = _entry_from_results(doc, f)
-            by_version[str(parse_version(e["jax"]))] = e
-            for k in ("mode", "targets", "profiles"):
-                info.setdefault(k, doc.get("environment", {}).get(k))
-        else:
-            raise ValueError(f"{f}: neither a matrix nor a results file (schema {schema!r})")
-    return document(list(by_version.values()), {**info, "merged_from": files})
-
-
-def _relative(path: Path, base: Path) -> str:
-    import os
-
-    try:
-        return os.path.relpath(path.resolve(), base.resolve())
-    except ValueError:
-        return str(path.resolve())
-
-
-def rows(doc: dict) -> list[tuple[str, str, str]]:
-    """Every (case, target, profile) in the matrix, in the order they ran."""
-    seen: dict[tuple[str, str, str], None] = {}
-    for e in doc["versions"]:
-        for r in e.get("results", []):
-            seen.setdefault((r["case"], r["target"], r["profile"]), None)
-    return list(seen)
-
-
-def cell(entry: dict, key: tuple[str, str, str]) -> dict | None:
-    idx = entry.setdefault("_index", None)
-    if idx is None:
-        idx = {(r["case"], r["target"], r["profile"]): r for r in entry.get("results", [])}
-        entry["_index"] = idx
-    return idx.get(key)
-
-
-def changes(doc: dict) -> list[dict]:
-    """Where a row's signature differs from the one of the previous version that has one."""
-    out = []
-    for key in rows(doc):
-        prev_v, prev_sig = None, None
-        for e in doc["versions"]:
-            r = cell(e, key)
-            sig = r.get("signature") if r else None
-            if sig is None:
-                continue
-            if prev_sig is not None and sig != prev_sig:
-                diffs = golden.compare(prev_sig, sig)
-                if diffs:
-                    out.append({"case": key[0], "target": key[1], "profile": key[2], "from": prev_v, "to": e["jax"],
-                                "diffs": [{"path": d.path, "before": _plain(d.expected), "after": _plain(d.found)}
-                                          for d in diffs]})
-            prev_v, prev_sig = e["jax"], sig
-    for e in doc["versions"]:
-        e.pop("_index", None)
-    return out
-
-
-def _plain(value):
-    return None if value is golden._MISSING else value
-
-
-def newest_ran(doc: dict) -> dict | None:
-    ran = [e for e in doc["versions"] if e["status"] == "ran"]
-    return ran[-1] if ran else None
-
-
-def regressions(doc: dict) -> list[dict]:
-    """Rows with a bad outcome on the newest version that ran, noting whether the version before it was OK."""
-    newest = newest_ran(doc)
-    if not newest:
-        return []
-    ran = [e for e in doc["versions"] if e["status"] == "ran"]
-    before = ran[-2] if len(ran) > 1 else None
-    out = []
-    for r in newest["results"]:
-        if code(r["outcome"]).is_failure:
-            key = (r["case"], r["target"], r["profile"])
-            prev = cell(before, key) if before else None
-            out.append({"case": key[0], "target": key[1], "profile": key[2], "jax": newest["jax"],
-                        "outcome": r["outcome"], "reason": (r.get("reason") or "").splitlines()[0] if r.get("reason") else "",
-                        "previous": {"jax": before["jax"], "outcome": prev["outcome"]} if prev else None})
-    for e in doc["versions"]:
-        e.pop("_index", None)
-    return out
-
-
-def exit_code(doc: dict, fail_on: str) -> int:
-    if fail_on == "never":
-        return EXIT_OK
-    if fail_on == "newest":
-        newest = newest_ran(doc)
-        if newest is None:
-            return EXIT_ENV
-        return EXIT_FAIL if doc["regressions"] else EXIT_OK
-    bad = any(code(r["outcome"]).is_failure for e in doc["versions"] for r in e.get("results", []))
-    if bad:
-        return EXIT_FAIL
-    if any(e["status"] in NOT_RUN for e in doc["versions"]):
-        return EXIT_ENV
-    return EXIT_OK
-
-
-def write(path: Path, doc: dict) -> None:
-    golden.atomic_write(Path(path), json.dumps(doc, indent=1) + "\n")
-
-
-# ------------------------------------------------------------------ terminal
-
-
-def grid_table(doc: dict):
-    """A rich Table: one row per case x target x profile, one column per version."""
-    from rich.table import Table
-    from rich.text import Text
-
-    changed = {(c["case"], c["target"], c["profile"], c["to"]) for c in doc["changes"]}
-    table = Table(title=f"fp8-check matrix ({doc.get('mode', '?')})", show_lines=False, pad_edge=False)
-    table.add_column("case", no_wrap=True)
-    table.add_column("target/profile", no_wrap=True)
-    for e in doc["versions"]:
-        table.add_column(e["jax"], justify="center", no_wrap=True)
-    for key in rows(doc):
-        cells = []
-        for e in doc["versions"]:
-            if e["status"] in NOT_RUN:
-                cells.append(Text(NOT_RUN[e["status"]], style="bold red"))
-                continue
-            r = cell(e, key)
-            if r is None:
-                cells.append(Text(""))
-                continue
-            sig = r.get("signature")
-            text = SYMBOLS.get(r["outcome"], "?") + (str(sig["kernels"]) if sig and "kernels" in sig else "")
-            style = STYLES.get(r["outcome"], "")
-            if key + (e["jax"],) in changed:
-                text += "*"
-                style += " on yellow"
-            cells.append(Text(text, style=style))
-        table.add_row(key[0], f"{key[1]}/{key[2]}", *cells)
-    for e in doc["versions"]:
-        e.pop("_index", None)
-    return table
-
-
-LEGEND = ("✓ PASS  ✗ FAIL  x XFAIL  X XPASS  - UNSUPPORTED  ? UNRESOLVED  N NEW (no golden for the version); "
-          "the number is the kernel count; * (highlighted) the signature changed since the previous version; "
-          "E the version could not be installed, B its environment is broken")
-
-
-def print_report(doc: dict, stream: TextIO | None = None, max_diffs: int = 3) -> None:
-    from rich.console import Console
-
-    stream = stream or sys.stdout
-    tty = hasattr(stream, "isatty") and stream.isatty()
-    width = 40 + 18 + 7 * len(doc["versions"])
-    console = Console(file=stream, force_terminal=tty, no_color=not tty, width=None if tty else max(100, width),
-                      highlight=False, soft_wrap=not tty)
-    console.print(grid_table(doc))
-    console.print(LEGEND, style="dim", soft_wrap=True)
-    for e in doc["versions"]:
-        if e["status"] in ("install-failed", "broken"):
-            console.print(f"jax {e['jax']}: {e['status']}: {e['error']}", style="red", markup=False, soft_wrap=True)
-    if doc["changes"]:
-        console.print(f"\nSignature changes between adjacent versions ({len(doc['changes'])}):", markup=False)
-        for c in doc["changes"]:
-            console.print(f"  {c['target']}/{c['profile']} {c['case']}: {c['from']} -> {c['to']}", markup=False)
-            for d in c["diffs"][:max_diffs]:
-                console.print(f"      {d['path']}: {_short(d['before'])} -> {_short(d['after'])}", markup=False,
-                              soft_wrap=True)
-            if len(c["diffs"]) > max_diffs:
-                console.print(f"      ... {len(c['diffs']) - max_diffs} more field(s)", markup=False)
-    counts = []
-    for e in doc["versions"]:
-        s = e.get("summary") or {}
-        text = ", ".join(f"{n} {k}" for k, n in s.items() if n) or e["status"]
-        counts.append(f"  jax {e['jax']:<9} {text}")
-    console.print("\nPer version:", markup=False)
-    for line in counts:
-        console.print(line, markup=False)
-    if doc["regressions"]:
-        console.print(f"\nBad on the newest version ({doc['regressions'][0]['jax']}):", style="bold red", markup=False)
-        for r in doc["regressions"]:
-            prev = f" (was {r['previous']['outcome']} on {r['previous']['jax']})" if r["previous"] else ""
-            console.print(f"  {r['outcome']:<10} {r['target']}/{r['profile']} {r['case']}{prev}", markup=False)
-
-
-def _short(value, limit: int = 70) -> str:
-    text = golden._show(golden._MISSING if value is None else value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-class Progress:
-    """Progress of environment builds and compiles: a rich bar with ETA on a terminal, plain lines otherwise."""
-
-    def __init__(self, stream: TextIO | None = None, live: bool | None = None):
-        self.stream = stream or sys.stderr
-        self.live = (hasattr(self.stream, "isatty") and self.stream.isatty()) if live is None else live
-        self._lock = threading.Lock()
-        self._bar = None
-        self._done: dict[str, int] = {}
-        self._per_version = 0
-
-    def start(self, versions: list[str], needs_env: list[str], per_version: int) -> None:
-        self._per_version = per_version
-        if self.live:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn, \
-                TimeRemainingColumn
-
-            self._bar = Bar(TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            TextColumn("ETA"), TimeRemainingColumn(), console=Console(file=self.stream), transient=False)
-            self._envs = self._bar.add_task("environments", total=len(needs_env))
-            self._cases = self._bar.add_task("cases", total=per_version * len(versions))
-            self._bar.start()
-        else:
-            self._say(f"matrix: {len(versions)} version(s) x {per_version} case run(s); "
-                      f"{len(needs_env)} environment(s) to check or build")
-
-    def _say(self, text: str) -> None:
-        with self._lock:
-            if self._bar:
-                self._bar.console.print(text, markup=False, highlight=False)
-            else:
-                print(text, file=self.stream, flush=True)
-
-    def env_started(self, version: str) -> None:
-        if self._bar:
-            self._bar.update(self._envs, description=f"environment jax {version}")
-
-    def env_done(self, version: str, env: Env | None, error: str) -> None:
-        if self._bar:
-            self._bar.advance(self._envs)
-            self._bar.update(self._envs, description="environments")
-        if env is None:
-            self._say(f"jax {version}: environment could not be installed: {error.splitlines()[0] if error else ''}")
-        elif env.built or not self._bar:
-            self._say(f"jax {version}: environment {'built' if env.built else 'cached'} in {env.seconds:.1f}s "
-                      f"(jaxlib {env.info.get('jaxlib')}, plugin {env.info.get('cuda_plugin')})")
-
-    def version_started(self, version: str) -> None:
-        self._done[version] = 0
-
-    def case_done(self, version: str, outcome) -> None:
-        self._done[version] = self._done.get(version, 0) + 1
-        if self._bar:
-            self._bar.update(self._cases, advance=1, description=f"cases (jax {version})")
-
-    def cases_skipped(self, version: str, n: int) -> None:
-        if self._bar:
-            self._bar.advance(self._cases, n)
-
-    def version_done(self, version: str, entry: dict) -> None:
-        if self._bar:
-            left = self._per_version - self._done.get(version, 0)
-            if entry["status"] == "ran" and left > 0:
-                self._bar.advance(self._cases, left)
-        s = entry.get("summary") or {}
-        text = ", ".join(f"{n} {k}" for k, n in s.items() if n)
-        self._say(f"jax {version}: {entry['status']} in {entry['run_seconds']:.1f}s" + (f": {text}" if text else "")
-                  + (f": {entry['error'].splitlines()[0]}" if entry.get("error") else ""))
-
-    def stop(self) -> None:
-        if self._bar:
-            self._bar.stop()
-            self._bar = None
+    return Matrix(entries, mode, [t.name for t in targets], profiles,
+                  wall_seconds=round(time.perf_counter() - start, 2))
 
 
 # ------------------------------------------------------------------ HTML report (optional module)
 
 
 def write_html(result_files: list[str], path: Path) -> bool:
-    """The HTML report of the per-version results, if `harness.report.page` exists (written by another stage).
+    """The HTML report of the per-version results files, if `harness.report.page` exists.
 
-    Expected API: `harness.report.write_html(results_docs: list[dict], path: Path) -> None`, taking
-    results documents (schema fp8-check/results/1, one per JAX version).
+    Its API: `write_html(results: list[Results], path: Path) -> None`, one typed `Results` per JAX version.
     """
     import importlib
 
@@ -543,10 +216,9 @@ def versions_from_args(args) -> list[str]:
 
 
 def cmd_matrix(args) -> int:
-
     try:
         if args.merge:
-            doc = merge(args.merge)
+            m = merge(args.merge)
         else:
             versions = versions_from_args(args)
             if args.list_versions:
@@ -560,24 +232,19 @@ def cmd_matrix(args) -> int:
             manager = Manager(args.cache) if args.cache else Manager()
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}", flush=True)
-            doc = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,
+            m = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,
                              Progress())
-    except (VersionError, FileNotFoundError, ValueError) as exc:
+    except (VersionError, MatrixError, ValueError) as exc:
         if isinstance(exc, (CaseError, golden.GoldenError)):
             raise
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    for e in doc["versions"]:
-        rf = e.get("results_file")
-        if rf and Path(rf).exists():
-            e["results_file"] = _relative(Path(rf), args.out.parent)
-    write(args.out, doc)
-    print_report(doc)
-    print(f"\nmatrix: {args.out}" + (f" (wall {doc['wall_seconds']:.1f}s)" if "wall_seconds" in doc else ""))
+    write(args.out, m)  # results_file paths stored relative to the matrix file
+    print_report(m)
+    print(f"\nmatrix: {args.out}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
-        files = [str(args.out.parent / e["results_file"]) for e in doc["versions"]
-                 if e.get("results_file") and (args.out.parent / e["results_file"]).exists()]
+        files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         html = args.html or args.out.with_suffix(".html")
         if files and write_html(files, html):
             print(f"report: {html}")
-    return exit_code(doc, args.fail_on)
+    return m.exit_code(args.fail_on)

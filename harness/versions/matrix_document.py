@@ -1,0 +1,303 @@
+"""The matrix document: typed version entries, their changes and regressions, and its JSON (read and written here only).
+
+A `Matrix` holds one `VersionEntry` per JAX version, oldest first. Each entry keeps its
+status, environment, the path of its full per-version results file (the HTML report
+reads the HLO and source texts from there) and its typed `Outcome`s (stored lean:
+without those texts). Signature changes between adjacent versions and the regressions
+on the newest version are derived from the entries, never stored as the source of truth.
+
+Schema `fp8-check/matrix/2`; `/1` documents still load (their per-version results are
+the same lean results records; their stored `changes`, written as `{path, before, after}`,
+are recomputed). `load_matrix(path)` is the API for other stages (the HTML report).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from packaging.version import Version
+
+from harness.outcome import CODES, UNSUPPORTED, Code, Outcome
+from harness.pipeline import golden
+from harness.pipeline import results
+from harness.pipeline.golden import FieldDiff
+from harness.versions.releases import parse_version
+
+SCHEMA = "fp8-check/matrix/2"
+READABLE = ("fp8-check/matrix/1", SCHEMA)
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
+FAIL_ON = ("any", "newest", "never")
+
+Row = tuple[str, str, str]  # (case, target, profile)
+
+
+class MatrixError(ValueError):
+    """A matrix (or results) file that cannot be read: one line naming the file and what is wrong."""
+
+
+class Status(StrEnum):
+    RAN = "ran"
+    UNSUPPORTED = "unsupported"  # deviceless compilation impossible: every case UNSUPPORTED, no environment
+    INSTALL_FAILED = "install-failed"
+    BROKEN = "broken"  # the worker does not start, or the canary finds no FP8 gemm
+
+    @property
+    def not_run(self) -> str:
+        """The grid's letter for a version where nothing ran ('' when something did)."""
+        return {Status.INSTALL_FAILED: "E", Status.BROKEN: "B"}.get(self, "")
+
+
+@dataclass
+class VersionEntry:
+    jax: str
+    status: Status = Status.RAN
+    error: str = ""
+    environment: dict = field(default_factory=dict)  # what the worker reported (jax, jaxlib, plugin, ...)
+    env: dict = field(default_factory=dict)  # the uv environment: path, built, seconds, ...
+    run_seconds: float = 0.0
+    results_file: str | None = None  # the full per-version results (with HLO and source texts)
+    outcomes: list[Outcome] = field(default_factory=list)
+    _index: dict[Row, Outcome] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def summary(self) -> dict[str, int]:
+        return {c.name: sum(o.code is c for o in self.outcomes) for c in CODES}
+
+    def outcome(self, row: Row) -> Outcome | None:
+        if self._index is None:
+            self._index = {(o.case, o.target, o.profile): o for o in self.outcomes}
+        return self._index.get(row)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A row's signature differs from the one of the previous version that has one."""
+
+    case: str
+    target: str
+    profile: str
+    before: str  # jax version
+    after: str
+    diffs: list[FieldDiff]
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A bad outcome on the newest version that ran, and the row's outcome on the version before it."""
+
+    case: str
+    target: str
+    profile: str
+    jax: str
+    code: Code
+    reason: str
+    previous: tuple[str, Code] | None  # (jax, code) on the version that ran before, if the row ran there
+
+
+@dataclass
+class Matrix:
+    versions: list[VersionEntry]
+    mode: str | None = None
+    targets: list[str] | None = None
+    profiles: list[str] | None = None
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    wall_seconds: float | None = None
+    merged_from: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.versions = sorted(self.versions, key=lambda e: Version(e.jax))
+
+    def rows(self) -> list[Row]:
+        """Every (case, target, profile) in the matrix, in the order they ran."""
+        seen: dict[Row, None] = {}
+        for e in self.versions:
+            for o in e.outcomes:
+                seen.setdefault((o.case, o.target, o.profile), None)
+        return list(seen)
+
+    def ran(self) -> list[VersionEntry]:
+        return [e for e in self.versions if e.status is Status.RAN]
+
+    def newest_ran(self) -> VersionEntry | None:
+        ran = self.ran()
+        return ran[-1] if ran else None
+
+    def changes(self) -> list[Change]:
+        out = []
+        for row in self.rows():
+            prev_v, prev_sig = None, None
+            for e in self.versions:
+                o = e.outcome(row)
+                if o is None or o.signature is None:
+                    continue
+                sig = o.signature.to_dict()
+                if prev_sig is not None:
+                    diffs = golden.compare(prev_sig, sig)
+                    if diffs:
+                        out.append(Change(*row, prev_v, e.jax, diffs))
+                prev_v, prev_sig = e.jax, sig
+        return out
+
+    def regressions(self) -> list[Regression]:
+        ran = self.ran()
+        if not ran:
+            return []
+        newest, before = ran[-1], (ran[-2] if len(ran) > 1 else None)
+        out = []
+        for o in newest.outcomes:
+            if o.code.is_failure:
+                prev = before.outcome((o.case, o.target, o.profile)) if before else None
+                reason = o.reason.splitlines()[0] if o.reason else ""
+                out.append(Regression(o.case, o.target, o.profile, newest.jax, o.code, reason,
+                                      (before.jax, prev.code) if prev else None))
+        return out
+
+    def exit_code(self, fail_on: str) -> int:
+        if fail_on == "never":
+            return EXIT_OK
+        if fail_on == "newest":
+            if self.newest_ran() is None:
+                return EXIT_ENV
+            return EXIT_FAIL if self.regressions() else EXIT_OK
+        if any(o.is_failure for e in self.versions for o in e.outcomes):
+            return EXIT_FAIL
+        if any(e.status.not_run for e in self.versions):
+            return EXIT_ENV
+        return EXIT_OK
+
+
+# ------------------------------------------------------------------ JSON: the one place
+
+
+def entry_to_json(e: VersionEntry, base: Path | None = None) -> dict:
+    rf = e.results_file
+    if rf and base is not None and Path(rf).exists():
+        rf = _relative(Path(rf), base)
+    return {"jax": e.jax, "status": e.status.value, "error": e.error, "environment": e.environment, "env": e.env,
+            "run_seconds": e.run_seconds, "results_file": rf, "summary": e.summary(),
+            "results": [results.outcome_to_json(o, with_text=False) for o in e.outcomes]}
+
+
+def entry_from_json(d: dict, base: Path | None = None) -> VersionEntry:
+    rf = d.get("results_file")
+    if rf and base is not None and not Path(rf).is_absolute():  # relative to the file it was read from
+        rf = str((base / rf).resolve())
+    return VersionEntry(str(parse_version(str(d["jax"]))), Status(d.get("status") or "ran"), d.get("error") or "",
+                        dict(d.get("environment") or {}), dict(d.get("env") or {}), float(d.get("run_seconds") or 0.0),
+                        rf, [results.outcome_from_json(r) for r in d.get("results") or []])
+
+
+def to_json(m: Matrix, base: Path | None = None) -> dict:
+    """The document; `base`: the directory it is written to (results_file paths are stored relative to it)."""
+    doc: dict = {"schema": SCHEMA, "created": m.created, "mode": m.mode, "targets": m.targets, "profiles": m.profiles}
+    if m.wall_seconds is not None:
+        doc["wall_seconds"] = m.wall_seconds
+    if m.merged_from is not None:
+        doc["merged_from"] = m.merged_from
+    doc["versions"] = [entry_to_json(e, base) for e in m.versions]
+    # derived, for readers of the file (the nightly, people); recomputed when it is read back
+    doc["changes"] = [{"case": c.case, "target": c.target, "profile": c.profile, "from": c.before, "to": c.after,
+                       "diffs": [d.to_json() for d in c.diffs]} for c in m.changes()]
+    doc["regressions"] = [{"case": r.case, "target": r.target, "profile": r.profile, "jax": r.jax,
+                           "outcome": r.code.name, "reason": r.reason,
+                           "previous": {"jax": r.previous[0], "outcome": r.previous[1].name} if r.previous else None}
+                          for r in m.regressions()]
+    return doc
+
+
+def from_json(doc: dict, path: str | None = None) -> Matrix:
+    where = path or "matrix"
+    if not isinstance(doc, dict) or doc.get("schema") not in READABLE:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise MatrixError(f"{where}: not an fp8-check matrix file (schema {found!r}; readable: {', '.join(READABLE)})")
+    base = Path(path).parent if path else None
+    try:
+        entries = [entry_from_json(e, base) for e in doc.get("versions") or []]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MatrixError(f"{where}: malformed version entry: {type(exc).__name__}: {exc}") from None
+    return Matrix(entries, doc.get("mode"), doc.get("targets"), doc.get("profiles"), str(doc.get("created", "")),
+                  doc.get("wall_seconds"), doc.get("merged_from"))
+
+
+def write(path: Path, m: Matrix) -> None:
+    path = Path(path)
+    golden.atomic_write(path, json.dumps(to_json(m, path.parent), indent=1) + "\n")
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MatrixError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MatrixError(f"{path}: cannot read JSON: {exc}") from None
+
+
+def load_matrix(path: Path) -> Matrix:
+    """A matrix file (schema fp8-check/matrix/1 or /2); `MatrixError` (one line) otherwise.
+
+    Each entry's `results_file` is resolved against the file's directory: `results.load(e.results_file)`
+    gives that version's full results.
+    """
+    return from_json(_read(path), str(path))
+
+
+def entry_from_results(res: results.Results) -> VersionEntry:
+    """A version entry from one version's results file."""
+    jax = res.jax
+    status = Status.RAN
+    if res.outcomes and all(o.code is UNSUPPORTED for o in res.outcomes) and _too_old(jax):
+        status = Status.UNSUPPORTED
+    return VersionEntry(jax, status, environment=dict(res.environment), results_file=res.path, outcomes=res.outcomes)
+
+
+def _too_old(jax: str) -> bool:
+    from harness.pipeline.runner import deviceless_unsupported
+
+    return bool(deviceless_unsupported(jax))
+
+
+def merge(paths: list[str]) -> Matrix:
+    """One matrix from matrix and/or results files (globs allowed); the later file wins per version."""
+    files: list[str] = []
+    for p in paths:
+        found = sorted(glob.glob(str(p), recursive=True))
+        if not found:
+            raise MatrixError(f"no file matches {p}")
+        files += found
+    by_version: dict[str, VersionEntry] = {}
+    info: dict = {}
+    for f in files:
+        doc = _read(Path(f))
+        schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""
+        if schema.startswith("fp8-check/results/"):
+            try:
+                res = results.from_json(doc, f)
+            except results.ResultsError as exc:
+                raise MatrixError(str(exc)) from None
+            e = entry_from_results(res)
+            by_version[e.jax] = e
+            for k in ("mode", "targets", "profiles"):
+                info.setdefault(k, res.environment.get(k))
+        elif schema.startswith("fp8-check/matrix/"):
+            m = from_json(doc, f)
+            for e in m.versions:
+                by_version[e.jax] = e
+            for k in ("mode", "targets", "profiles"):
+                info.setdefault(k, getattr(m, k))
+        else:
+            raise MatrixError(f"{f}: neither a matrix nor a results file (schema {schema or None!r})")
+    return Matrix(list(by_version.values()), merged_from=files, **info)
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return os.path.relpath(path.resolve(), base.resolve())
+    except ValueError:
+        return str(path.resolve())
+

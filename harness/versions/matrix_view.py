@@ -1,0 +1,168 @@
+"""The matrix on a terminal: the case x version grid (rich), its legend, the summaries, and build/compile progress.
+
+Symbols and styles come from the outcome codes (`harness.outcome`); a version where
+nothing ran shows its status letter (`Status.not_run`).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TextIO
+
+from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS
+from harness.versions.envs import Env
+from harness.versions.matrix_document import Matrix, Status, VersionEntry
+
+LEGEND = ("  ".join(f"{c.symbol} {c.name}" for c in (PASS, FAIL, XFAIL, XPASS, UNSUPPORTED, UNRESOLVED)) + f"  {NEW.symbol} {NEW.name} (no golden for "
+          "the version); the number is the kernel count; * (highlighted) the signature changed since the previous "
+          f"version; {Status.INSTALL_FAILED.not_run} the version could not be installed, {Status.BROKEN.not_run} its "
+          "environment is broken")
+
+
+def grid_table(m: Matrix):
+    """A rich Table: one row per case x target x profile, one column per version."""
+    from rich.table import Table
+    from rich.text import Text
+
+    changed = {(c.case, c.target, c.profile, c.after) for c in m.changes()}
+    table = Table(title=f"fp8-check matrix ({m.mode or '?'})", show_lines=False, pad_edge=False)
+    table.add_column("case", no_wrap=True)
+    table.add_column("target/profile", no_wrap=True)
+    for e in m.versions:
+        table.add_column(e.jax, justify="center", no_wrap=True)
+    for row in m.rows():
+        cells = []
+        for e in m.versions:
+            if e.status.not_run:
+                cells.append(Text(e.status.not_run, style="bold red"))
+                continue
+            o = e.outcome(row)
+            if o is None:
+                cells.append(Text(""))
+                continue
+            text = o.code.symbol + (str(o.signature.kernels) if o.signature else "")
+            style = o.code.style
+            if row + (e.jax,) in changed:
+                text += "*"
+                style += " on yellow"
+            cells.append(Text(text, style=style))
+        table.add_row(row[0], f"{row[1]}/{row[2]}", *cells)
+    return table
+
+
+def summary_text(e: VersionEntry) -> str:
+    return ", ".join(f"{n} {name}" for name, n in e.summary().items() if n)
+
+
+def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3) -> None:
+    from rich.console import Console
+
+    stream = stream or sys.stdout
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    width = 40 + 18 + 7 * len(m.versions)
+    console = Console(file=stream, force_terminal=tty, no_color=not tty, width=None if tty else max(100, width),
+                      highlight=False, soft_wrap=not tty)
+    console.print(grid_table(m))
+    console.print(LEGEND, style="dim", soft_wrap=True)
+    for e in m.versions:
+        if e.status in (Status.INSTALL_FAILED, Status.BROKEN):
+            console.print(f"jax {e.jax}: {e.status}: {e.error}", style="red", markup=False, soft_wrap=True)
+    changes = m.changes()
+    if changes:
+        console.print(f"\nSignature changes between adjacent versions ({len(changes)}; expected: the earlier version, "
+                      "found: the later):", markup=False)
+        for c in changes:
+            console.print(f"  {c.target}/{c.profile} {c.case}: {c.before} -> {c.after}", markup=False)
+            for d in c.diffs[:max_diffs]:
+                console.print(f"      {_short(str(d))}", markup=False, soft_wrap=True)
+            if len(c.diffs) > max_diffs:
+                console.print(f"      ... {len(c.diffs) - max_diffs} more field(s)", markup=False)
+    console.print("\nPer version:", markup=False)
+    for e in m.versions:
+        console.print(f"  jax {e.jax:<9} {summary_text(e) or e.status}", markup=False)
+    regressions = m.regressions()
+    if regressions:
+        console.print(f"\nBad on the newest version ({regressions[0].jax}):", style="bold red", markup=False)
+        for r in regressions:
+            prev = f" (was {r.previous[1]} on {r.previous[0]})" if r.previous else ""
+            console.print(f"  {r.code.name:<10} {r.target}/{r.profile} {r.case}{prev}", markup=False)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Progress:
+    """Progress of environment builds and compiles: a rich bar with ETA on a terminal, plain lines otherwise."""
+
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.live = (hasattr(self.stream, "isatty") and self.stream.isatty()) if live is None else live
+        self._lock = threading.Lock()
+        self._bar = None
+        self._done: dict[str, int] = {}
+        self._per_version = 0
+
+    def start(self, versions: list[str], needs_env: list[str], per_version: int) -> None:
+        self._per_version = per_version
+        if self.live:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn, \
+                TimeRemainingColumn
+
+            self._bar = Bar(TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("ETA"), TimeRemainingColumn(), console=Console(file=self.stream), transient=False)
+            self._envs = self._bar.add_task("environments", total=len(needs_env))
+            self._cases = self._bar.add_task("cases", total=per_version * len(versions))
+            self._bar.start()
+        else:
+            self._say(f"matrix: {len(versions)} version(s) x {per_version} case run(s); "
+                      f"{len(needs_env)} environment(s) to check or build")
+
+    def _say(self, text: str) -> None:
+        with self._lock:
+            if self._bar:
+                self._bar.console.print(text, markup=False, highlight=False)
+            else:
+                print(text, file=self.stream, flush=True)
+
+    def env_started(self, version: str) -> None:
+        if self._bar:
+            self._bar.update(self._envs, description=f"environment jax {version}")
+
+    def env_done(self, version: str, env: Env | None, error: str) -> None:
+        if self._bar:
+            self._bar.advance(self._envs)
+            self._bar.update(self._envs, description="environments")
+        if env is None:
+            self._say(f"jax {version}: environment could not be installed: {error.splitlines()[0] if error else ''}")
+        elif env.built or not self._bar:
+            self._say(f"jax {version}: environment {'built' if env.built else 'cached'} in {env.seconds:.1f}s "
+                      f"(jaxlib {env.info.get('jaxlib')}, plugin {env.info.get('cuda_plugin')})")
+
+    def version_started(self, version: str) -> None:
+        self._done[version] = 0
+
+    def case_done(self, version: str, outcome) -> None:
+        self._done[version] = self._done.get(version, 0) + 1
+        if self._bar:
+            self._bar.update(self._cases, advance=1, description=f"cases (jax {version})")
+
+    def cases_skipped(self, version: str, n: int) -> None:
+        if self._bar:
+            self._bar.advance(self._cases, n)
+
+    def version_done(self, e: VersionEntry) -> None:
+        if self._bar:
+            left = self._per_version - self._done.get(e.jax, 0)
+            if e.status is Status.RAN and left > 0:
+                self._bar.advance(self._cases, left)
+        text = summary_text(e)
+        self._say(f"jax {e.jax}: {e.status} in {e.run_seconds:.1f}s" + (f": {text}" if text else "")
+                  + (f": {e.error.splitlines()[0]}" if e.error else ""))
+
+    def stop(self) -> None:
+        if self._bar:
+            self._bar.stop()
+            self._bar = None
