@@ -223,6 +223,26 @@ def test_matrix_document_is_read_through_its_results_files(tmp_path):
     assert "jax 0.7.0: install-failed: no such version" in html
 
 
+def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
+    """A matrix as `fp8-check matrix` writes it (schema 2, results_file relative to the matrix) next to copies of
+    the results files: the report reads each version's full results through it."""
+    from harness.versions import matrix_document
+
+    entries = []
+    for f in FILES:
+        (tmp_path / "runs").mkdir(exist_ok=True)
+        (tmp_path / "runs" / f.name).write_text(f.read_text())
+        entries.append(matrix_document.entry_from_results(results_mod.load(tmp_path / "runs" / f.name)))
+    matrix_document.write(tmp_path / "matrix.json", matrix_document.Matrix(entries, "deviceless", ["h100"], ["cublas", "triton"]))
+    assert json.loads((tmp_path / "matrix.json").read_text())["versions"][0]["results_file"].startswith("runs/")
+    inputs = model.load([tmp_path / "matrix.json"])
+    html2 = report.render_html(inputs.results, notes=inputs.notes)
+    cells = lambda h: sorted(re.findall(r'<td class="cell o-(\w+)" data-i="\d+" data-outcome="\w+" data-jax="([^"]+)"', h))
+    assert cells(html2) == cells(html) and inputs.notes == []
+    data = data_island(html2)
+    assert text_of(data, record(data, FAIL_CASE, "0.12.0.1")["hlo"])  # the full texts came from the results file
+
+
 def test_matrix_version_without_its_results_file_shows_the_light_results(tmp_path):
     full = json.loads((FIX / "jax-0.8.0.json").read_text())
     light = [{k: v for k, v in r.items() if k not in ("source", "yaml", "hlo", "stablehlo")} for r in full["results"]]

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from harness.outcome import FAIL, XFAIL, XPASS, Code, Outcome
 from harness.pipeline import results as results_mod
 from harness.pipeline.results import Results
+from harness.versions.matrix_document import MatrixError, Status, load_matrix
 
 RUN_WIDE = ("mode", "targets", "profiles", "compiler_options")  # environment keys shared by every JAX version
 
@@ -39,7 +40,7 @@ def load(paths: Iterable[Path]) -> Inputs:
     for path in paths:
         doc = _read_json(Path(path))
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("fp8-check/matrix/"):
-            _add_matrix(out, doc, Path(path))
+            _add_matrix(out, Path(path))
         else:
             out.results.append(_results(doc, str(path)))
     return out
@@ -63,27 +64,27 @@ def _results(doc: Any, path: str) -> Results:
         raise ReportError(str(exc)) from None
 
 
-def _add_matrix(out: Inputs, doc: dict, path: Path) -> None:
+def _add_matrix(out: Inputs, path: Path) -> None:
     """A matrix document's versions: each version's own results file when it can be read (it has the HLO and
-    repro texts), else the matrix's light results; a version that did not run becomes a note."""
-    for entry in doc.get("versions") or []:
-        if not isinstance(entry, dict):
-            continue
-        res = _version_results(entry.get("results_file"), path)
+    repro texts), else the matrix's lean outcomes; a version that did not run becomes a note."""
+    try:
+        matrix = load_matrix(path)
+    except MatrixError as exc:
+        raise ReportError(str(exc)) from None
+    for entry in matrix.versions:
+        res = _version_results(entry.results_file, path)
         if res is None:
-            light = {"schema": results_mod.SCHEMA, "environment": entry.get("environment") or {"jax": entry.get("jax")},
-                     "results": [r for r in entry.get("results") or [] if isinstance(r, dict)]}
-            res = _results(light, str(path))
+            res = Results(entry.environment or {"jax": entry.jax}, entry.outcomes, path=str(path))
         out.results.append(res)
-        if entry.get("status") not in (None, "ran", "unsupported") or entry.get("error"):
-            error = str(entry.get("error") or "").strip().splitlines()
-            out.notes.append(f"jax {entry.get('jax')}: {entry.get('status')}" + (f": {error[0]}" if error else ""))
+        if entry.status not in (Status.RAN, Status.UNSUPPORTED) or entry.error:
+            error = entry.error.strip().splitlines()
+            out.notes.append(f"jax {entry.jax}: {entry.status.value}" + (f": {error[0]}" if error else ""))
 
 
 def _version_results(results_file: str | None, matrix_path: Path) -> Results | None:
     if not results_file:
         return None
-    for cand in (Path(results_file), matrix_path.parent / results_file, matrix_path.parent / Path(results_file).name):
+    for cand in (Path(results_file), matrix_path.parent / Path(results_file).name):
         if cand.is_file():
             try:
                 return _results(_read_json(cand), str(cand))
