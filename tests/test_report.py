@@ -243,6 +243,15 @@ def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
     assert text_of(data, record(data, FAIL_CASE, "0.12.0.1")["hlo"])  # the full texts came from the results file
 
 
+def test_the_matrix_command_s_html_is_this_report(tmp_path, html):
+    from harness.versions import matrix
+
+    assert matrix.write_html([str(f) for f in FILES], tmp_path / "m.html")
+    page = (tmp_path / "m.html").read_text()
+    cells = lambda h: sorted(re.findall(r'<td class="cell o-(\w+)" data-i="\d+" data-outcome="\w+" data-jax="([^"]+)"', h))
+    assert cells(page) == cells(html)
+
+
 def test_matrix_version_without_its_results_file_shows_the_light_results(tmp_path):
     full = json.loads((FIX / "jax-0.8.0.json").read_text())
     light = [{k: v for k, v in r.items() if k not in ("source", "yaml", "hlo", "stablehlo")} for r in full["results"]]
