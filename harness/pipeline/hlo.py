@@ -70,7 +70,7 @@ class Instruction:
         """Element types of the result (the tuple's elements, or the single array type)."""
         t = self.type.strip()
         if t.startswith("("):
-            return [p.strip() for p in _split_top(t[1:-1])]
+            return [p.strip() for p in split_top_level(t[1:-1])]
         return [t]
 
 
@@ -153,7 +153,7 @@ def _parse_instruction(line: str) -> Instruction | None:
         return None
     root, name, rest = bool(m.group(1)), m.group(2), m.group(3)
     if rest.startswith("("):
-        end = _match(rest, 0)
+        end = match_bracket(rest, 0)
         type_text, rest = rest[: end + 1], rest[end + 1 :].lstrip()
     else:
         sp = rest.find(" ")
@@ -163,13 +163,13 @@ def _parse_instruction(line: str) -> Instruction | None:
         return None
     opcode = om.group(1)
     open_at = om.end() - 1
-    close_at = _match(rest, open_at)
+    close_at = match_bracket(rest, open_at)
     operand_text = rest[open_at + 1 : close_at]
     attrs = rest[close_at + 1 :].lstrip(", ")
     operands: list[str] = []
     indices: list[int | None] = []
     if opcode not in ("constant", "parameter", "iota"):
-        for part in _split_top(operand_text):
+        for part in split_top_level(operand_text):
             refs = re.findall(r"%([\w.\-]+)(?:#(\d+))?", part)
             bare = re.match(r"^([\w.\-]+)(?:#(\d+))?$", part.strip())
             ref = refs[-1] if refs else (bare.groups() if bare else None)
@@ -197,7 +197,7 @@ def _structural(text: str, start: int = 0):
         i += 1
 
 
-def _match(text: str, open_at: int) -> int:
+def match_bracket(text: str, open_at: int) -> int:
     """Index of the bracket closing the one at `open_at`, skipping quoted strings."""
     pairs = {"(": ")", "{": "}", "[": "]"}
     stack: list[str] = []
@@ -211,7 +211,7 @@ def _match(text: str, open_at: int) -> int:
     return len(text) - 1
 
 
-def _split_top(text: str) -> list[str]:
+def split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside brackets or quotes."""
     parts, depth, start = [], 0, 0
     for i, ch in _structural(text):
@@ -233,7 +233,7 @@ def _attr(attrs: str, key: str) -> str | None:
             return ""
         ch = attrs[start]
         if ch in "{([":
-            return attrs[start : _match(attrs, start) + 1]
+            return attrs[start : match_bracket(attrs, start) + 1]
         if ch == '"':
             i = start + 1
             while i < len(attrs):

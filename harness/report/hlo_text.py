@@ -10,8 +10,8 @@ import functools
 import re
 from collections import Counter
 
-from harness.pipeline.hlo import _match as _closing_bracket
-from harness.pipeline.hlo import _split_top
+from harness.pipeline.hlo import match_bracket as _closing_bracket
+from harness.pipeline.hlo import split_top_level
 
 _PREAMBLE_HEADERS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"
@@ -34,7 +34,7 @@ def _edit_attr(line: str, name: str, keep_entry=None) -> str:
             return line
         brace = m.end() - 1
         end = _closing_bracket(line, brace) + 1
-        kept = [] if keep_entry is None else [e for e in _split_top(line[brace + 1:end - 1]) if keep_entry(e)]
+        kept = [] if keep_entry is None else [e for e in split_top_level(line[brace + 1:end - 1]) if keep_entry(e)]
         replacement = f"{m.group(1)}{name}={{{','.join(kept)}}}" if kept else ("" if m.group(1).startswith(",") else " ")
         line = line[:m.start()] + replacement + line[end:]
         pos = m.start() + len(replacement)

@@ -165,20 +165,10 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
 
 
 def write_html(result_files: list[str], path: Path) -> bool:
-    """The HTML report of the per-version results files, if `harness.report.page` exists.
+    """The HTML report of the per-version results files (one typed `Results` per JAX version)."""
+    from harness.report.page import write_report
 
-    Its API: `write_html(results: list[Results], path: Path) -> None`, one typed `Results` per JAX version.
-    """
-    import importlib
-
-    try:
-        report = importlib.import_module("harness.report.page")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("harness.report.page",):
-            raise
-        return False
-    docs = [results.load(Path(f)) for f in result_files]  # typed Results; write_html renders them
-    report.write_report(docs, Path(path))
+    write_report([results.load(Path(f)) for f in result_files], Path(path))
     return True
 
 
