@@ -155,6 +155,28 @@ class Compiler:
             out.error = reply.get("error", "unknown error")
         return out
 
+    def compile_exported(self, name: str, exported: bytes, target: Target, profile: Profile) -> Compilation:
+        """Compile a callable serialized with `jax.export` (`Exported.serialize()`) by the caller (harness.api)."""
+        import base64
+
+        out = Compilation(name, target.name, profile.name, self.mode)
+        request = {
+            "op": "compile_exported",
+            "exported": base64.b64encode(bytes(exported)).decode(),
+            "target_config": target.config_text,
+            "compiler_options": profile.compiler_options,
+        }
+        try:
+            reply = self.worker.request(request)
+        except WorkerError as exc:
+            out.error = f"worker crashed: {exc}"
+            return out
+        if reply.get("ok"):
+            out.hlo, out.stablehlo, out.seconds = reply["hlo"], reply["stablehlo"], reply["seconds"]
+        else:
+            out.error = reply.get("error", "unknown error")
+        return out
+
     def close(self) -> None:
         self.worker.close()
 

@@ -191,6 +191,19 @@ def main():
                             reply["outputs"] = execute(result["compiled"], request["inputs"], devices[key])
                         except Exception as exc:
                             reply["execute_error"] = "%s: %s" % (type(exc).__name__, exc)
+            elif request["op"] == "compile_exported":
+                # A user's callable, exported with jax.export in the caller's process (harness.api):
+                # deserialize it and compile it for the target like a rendered case.
+                from jax import export
+
+                key = request["target_config"]
+                if key not in devices:
+                    devices[key] = aot.compile_device(mode, key)
+                exported = export.deserialize(bytearray(base64.b64decode(request["exported"])))
+                args = [("arg%d" % i, tuple(a.shape), str(a.dtype)) for i, a in enumerate(exported.in_avals)]
+                result = aot.compile_for(exported.call, args, devices[key], request["compiler_options"], dump_dir)
+                reply = {"ok": True, "hlo": result["hlo"], "stablehlo": exported.mlir_module(),
+                         "seconds": result["seconds"]}
             elif request["op"] == "topology":
                 reply = {"ok": True, "topology": topology(mode, request.get("target_config"))}
             else:

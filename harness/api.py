@@ -1,0 +1,382 @@
+"""Check your own model: the fusion signature of any JAX callable, and assertions on it.
+
+    from harness.api import fusion_signature, assert_fusion
+
+    report = fusion_signature(my_fn, x, w, target="h100")          # arrays or jax.ShapeDtypeStruct
+    print(report.summary())                                         # 3 kernels; __cublas$lt$matmul$f8 ...
+    assert_fusion(my_fn, x, w, target="h100", fp8_gemms=1, epilogue="RELU", fp8_output=True)
+
+Works for plain functions, `jax.jit`-ed ones, flax `model.apply` (pass the variables
+as an argument: `fusion_signature(model.apply, variables, x)`), and gradients
+(`jax.grad(loss, argnums=(0, 1))`). Positional and keyword arguments may be pytrees
+whose leaves are arrays or `jax.ShapeDtypeStruct`s; only their shapes and dtypes
+matter. Non-array arguments (flags, sizes) belong in a `functools.partial`.
+
+How a callable reaches the compiler: it is traced and lowered *in the caller's
+process* with `jax.export` for the `cuda` platform (no GPU needed), and the
+serialized `Exported` (StableHLO bytecode plus its calling convention) is sent to
+fp8-check's compile worker, a subprocess that compiles it for the target exactly as
+it compiles the YAML cases (deviceless: `JAX_PLATFORMS=cpu` and a compile-only
+device from the target's GpuTargetConfig). This way closures, bound flax modules,
+`functools.partial` and gradients work — nothing has to be importable by name —,
+an XLA abort kills only the worker, and the caller's own JAX configuration
+(platforms, devices) is left alone. The worker runs this process's interpreter, so
+both sides have the same JAX version (the serialization is versioned by JAX anyway).
+Limit: `jax.export` refuses custom calls without a compatibility guarantee (for
+example cuDNN attention lowered for the `cuda` platform); such a function cannot be
+checked this way.
+
+Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`,
+`Checker`, `FusionReport`, `FusionMismatch`, `EnvironmentProblem`. Everything they take
+is keyword-only past the callable and its arguments.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.pipeline import golden
+from harness.pipeline.golden import FieldDiff
+from harness.pipeline.signature import FP8_TYPES, Signature, extract
+from harness.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
+
+__all__ = [
+    "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",
+    "fusion_diffs", "fusion_signature",
+]
+
+
+class EnvironmentProblem(RuntimeError):
+    """The compile worker cannot start, or the target cannot produce FP8 gemms at all (the canary)."""
+
+
+class FusionMismatch(AssertionError):
+    """The compiled fusion differs from what a test expected; `diffs` holds the differing fields."""
+
+    def __init__(self, message: str, diffs: list[FieldDiff], report: "FusionReport | None" = None):
+        super().__init__(message)
+        self.diffs, self.report = diffs, report
+
+
+@dataclass(frozen=True)
+class FusionReport:
+    """One callable compiled for one target and profile."""
+
+    name: str
+    target: str
+    profile: str
+    mode: str
+    jax: str
+    signature: Signature
+    hlo: str
+    stablehlo: str
+    seconds: float
+
+    @property
+    def kernels(self) -> int:
+        return self.signature.kernels
+
+    @property
+    def gemms(self):
+        return self.signature.gemms
+
+    @property
+    def fp8_gemms(self) -> int:
+        return self.signature.fp8_gemms
+
+    def summary(self) -> str:
+        """`3 kernels; __cublas$lt$matmul$f8 f8e4m3fnxf8e4m3fn->f8e4m3fn RELU +amax`, as `fp8-check run` prints it."""
+        from harness.pipeline.results import gemm_summary
+
+        return gemm_summary(self.signature.to_dict())
+
+    def where(self) -> str:
+        return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
+
+    def to_dict(self, with_text: bool = False) -> dict:
+        d = {"name": self.name, "target": self.target, "profile": self.profile, "mode": self.mode, "jax": self.jax,
+             "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict()}
+        if with_text:
+            d.update(hlo=self.hlo, stablehlo=self.stablehlo)
+        return d
+
+
+# ------------------------------------------------------------------ exporting a callable
+
+
+def _spec(leaf: Any, where: str):
+    import jax
+    import numpy as np
+
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype)
+    if isinstance(leaf, (bool, int, float, complex)):
+        return jax.ShapeDtypeStruct((), np.asarray(leaf).dtype)
+    raise TypeError(f"argument {where}: expected an array or jax.ShapeDtypeStruct, got {type(leaf).__name__} "
+                    "(bind non-array arguments with functools.partial)")
+
+
+def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
+    """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`."""
+    import jax
+    from jax import export
+
+    leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))[0]]
+    specs = [_spec(leaf, path) for leaf, path in zip(leaves, paths)]
+
+    def flat(*xs):
+        a, k = jax.tree_util.tree_unflatten(treedef, xs)
+        return fn(*a, **k)
+
+    exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)
+    return bytes(exported.serialize())
+
+
+def _name_of(fn: Callable) -> str:
+    inner = getattr(fn, "func", None) or getattr(fn, "__wrapped__", None) or fn
+    return getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None) or type(fn).__name__
+
+
+# ------------------------------------------------------------------ compiling
+
+
+class Checker:
+    """A compile worker for one mode, reusable across many callables; close it (or use `with`) when done.
+
+    `fusion_signature` and `assert_fusion` use a shared `Checker` per mode, closed at exit.
+    """
+
+    def __init__(self, mode: str = "deviceless", python: str | None = None):
+        from harness.pipeline.compile import Compiler
+
+        if mode not in MODES:
+            raise ValueError(f"mode: unknown mode '{mode}'; allowed: {', '.join(MODES)}")
+        self.mode = resolve_mode(mode)
+        if self.mode == "device":
+            from harness.targets import gpu_present
+
+            if not gpu_present():
+                raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
+        self.compiler = Compiler(self.mode, python=python)
+        self._canary: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+
+    def environment(self) -> dict:
+        from harness.pipeline.compile import WorkerError
+
+        try:
+            return self.compiler.environment()
+        except WorkerError as exc:
+            raise EnvironmentProblem(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
+
+    def _check_canary(self, target: Target) -> None:
+        from harness.pipeline import runner
+
+        if target.name not in self._canary:
+            problem = None
+            if self.mode == "device" or not runner.deviceless_unsupported(self.environment()["jax"]):
+                try:
+                    runner.check_canary(self.compiler, target)
+                except runner.CanaryError as exc:
+                    problem = str(exc)
+            else:
+                problem = runner.deviceless_unsupported(self.environment()["jax"])
+            self._canary[target.name] = problem
+        if self._canary[target.name]:
+            raise EnvironmentProblem(self._canary[target.name])
+
+    def signature(self, fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile = "cublas",
+                  name: str | None = None, **kwargs: Any) -> FusionReport:
+        """Compile `fn(*args, **kwargs)` for `target` under `profile`; its `FusionReport`.
+
+        Raises `ValueError` for an unknown target/profile, `TypeError` for a non-array
+        argument, `EnvironmentProblem` for a broken environment, and `RuntimeError` with
+        XLA's error when the function does not compile.
+        """
+        t = _target(target)
+        p = _profile(profile)
+        if self.mode == "deviceless" and not p.deviceless:
+            raise ValueError(f"profile '{p.name}' autotunes and needs a real GPU; use 'cublas' or 'triton' deviceless")
+        data = export_callable(fn, args, kwargs)
+        with self._lock:
+            env = self.environment()
+            self._check_canary(t)
+            comp = self.compiler.compile_exported(name or _name_of(fn), data, t, p)
+        label = name or _name_of(fn)
+        if not comp.ok:
+            raise RuntimeError(f"{label} did not compile for {t.name}/{p.name} ({self.mode}): {comp.error}")
+        return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(comp.hlo), comp.hlo,
+                            comp.stablehlo or "", comp.seconds)
+
+    def close(self) -> None:
+        self.compiler.close()
+
+    def __enter__(self) -> "Checker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _target(target: str | Target) -> Target:
+    if isinstance(target, Target):
+        return target
+    try:
+        return load_target(str(target))
+    except KeyError as exc:
+        raise ValueError(f"target: {exc.args[0]}") from None
+
+
+def _profile(profile: str | Profile) -> Profile:
+    if isinstance(profile, Profile):
+        return profile
+    if profile not in PROFILES:
+        raise ValueError(f"profile: unknown profile '{profile}'; allowed: {', '.join(PROFILES)}")
+    return PROFILES[profile]
+
+
+_SHARED: dict[str, Checker] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(mode: str) -> Checker:
+    with _SHARED_LOCK:
+        if mode not in _SHARED:
+            _SHARED[mode] = Checker(mode)
+        return _SHARED[mode]
+
+
+@atexit.register
+def _close_shared() -> None:
+    for checker in _SHARED.values():
+        checker.close()
+    _SHARED.clear()
+
+
+def fusion_signature(fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile = "cublas",
+                     mode: str = "deviceless", name: str | None = None, **kwargs: Any) -> FusionReport:
+    """The fusion signature of `fn(*args, **kwargs)` compiled for `target` (default h100, no GPU needed).
+
+    `profile`: `cublas` (XLA's FP8 GEMM rewriter, default) or `triton`; `default` needs a GPU
+    (`mode="device"`). Keyword arguments other than these are passed to `fn`.
+    """
+    return _shared(mode).signature(fn, *args, target=target, profile=profile, name=name, **kwargs)
+
+
+# ------------------------------------------------------------------ expectations
+
+EXPECTATIONS = ("kernels", "gemms", "fp8_gemms", "epilogue", "damax", "fp8_output", "no_upcast_dot", "signature")
+
+
+def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: int | None = None,
+                 fp8_gemms: int | None = None, epilogue: str | None = None, damax: bool | None = None,
+                 fp8_output: bool | None = None, no_upcast_dot: bool | None = None,
+                 signature: dict | None = None) -> list[FieldDiff]:
+    """The fields of `sig` that differ from the stated expectations (empty: as expected).
+
+    - `kernels`, `gemms`, `fp8_gemms`: how many kernels / gemms / gemms on FP8 operands;
+    - `epilogue` (`RELU`, `GELU`, `BIAS`, `BIAS_RELU`, `DEFAULT`, …), `damax` (the gemm also
+      writes the abs-max of its output) and `fp8_output` (the gemm writes an FP8 type):
+      checked on every FP8 gemm, and a difference when there is none;
+    - `no_upcast_dot`: every gemm runs on FP8 operands and no `dot` is left outside a gemm;
+    - `signature`: a partial signature dict compared like a golden (only the fields it states).
+    """
+    if isinstance(sig, dict):
+        sig = Signature.from_dict(sig)
+    out: list[FieldDiff] = []
+    if kernels is not None and sig.kernels != kernels:
+        out.append(FieldDiff("kernels", kernels, sig.kernels))
+    if gemms is not None and len(sig.gemms) != gemms:
+        out.append(FieldDiff("gemms", f"{gemms} gemm(s)", f"{len(sig.gemms)}: {_gemm_list(sig)}"))
+    if fp8_gemms is not None and sig.fp8_gemms != fp8_gemms:
+        out.append(FieldDiff("fp8_gemms", fp8_gemms, f"{sig.fp8_gemms} ({_gemm_list(sig)})"))
+    fp8 = [(i, g) for i, g in enumerate(sig.gemms) if g.fp8]
+    per_gemm = [(k, v) for k, v in (("epilogue", epilogue), ("damax", damax), ("fp8_output", fp8_output)) if v is not None]
+    if per_gemm and not fp8:
+        for key, value in per_gemm:
+            out.append(FieldDiff(f"gemms[*].{key}", value, f"(no FP8 gemm; found {_gemm_list(sig)})"))
+    for i, g in fp8:
+        if epilogue is not None and (g.epilogue or "DEFAULT") != epilogue:
+            out.append(FieldDiff(f"gemms[{i}].epilogue", epilogue, g.epilogue or "(none)"))
+        if damax is not None and bool(g.damax_output or g.amax) != damax:
+            out.append(FieldDiff(f"gemms[{i}].damax_output", damax, bool(g.damax_output or g.amax)))
+        if fp8_output is not None and (g.output in FP8_TYPES) != fp8_output:
+            out.append(FieldDiff(f"gemms[{i}].output", "an FP8 type" if fp8_output else "not an FP8 type", g.output))
+    if no_upcast_dot:
+        for i, g in enumerate(sig.gemms):
+            if not g.fp8:
+                out.append(FieldDiff(f"gemms[{i}].operand_dtypes", "FP8 operands (no upcast dot)",
+                                     f"[{', '.join(g.operand_dtypes)}] ({g.target})"))
+        if "dot" in sig.unfused:
+            out.append(FieldDiff("unfused", "no dot outside a gemm", ", ".join(sig.unfused)))
+    if signature:
+        out += golden.compare(signature, sig.to_dict())
+    return out
+
+
+def _gemm_list(sig: Signature) -> str:
+    return "; ".join(f"{g.target} {'x'.join(g.operand_dtypes)}->{g.output}" for g in sig.gemms) or "no gemm"
+
+
+def mismatch_message(report: FusionReport, diffs: list[FieldDiff], headline: str = "") -> str:
+    lines = [headline or f"fusion mismatch: {report.where()}: {len(diffs)} field(s) differ"]
+    lines += [f"    {d}" for d in diffs]
+    lines.append(f"  found: {report.summary()}")
+    return "\n".join(lines)
+
+
+def assert_fusion(fn: Callable | FusionReport, *args: Any, target: str | Target = "h100",
+                  profile: str | Profile = "cublas", mode: str = "deviceless", name: str | None = None,
+                  kernels: int | None = None, gemms: int | None = None, fp8_gemms: int | None = None,
+                  epilogue: str | None = None, damax: bool | None = None, fp8_output: bool | None = None,
+                  no_upcast_dot: bool | None = None, signature: dict | None = None, **kwargs: Any) -> FusionReport:
+    """Compile `fn(*args, **kwargs)` (or take a `FusionReport`) and check the expected fusion.
+
+    Raises `FusionMismatch` (an AssertionError) listing each differing field as
+    `path: expected X, found Y`, the way `fp8-check run` prints a FAIL. Returns the report.
+    """
+    if isinstance(fn, FusionReport):
+        report = fn
+    else:
+        report = fusion_signature(fn, *args, target=target, profile=profile, mode=mode, name=name, **kwargs)
+    diffs = fusion_diffs(report.signature, kernels=kernels, gemms=gemms, fp8_gemms=fp8_gemms, epilogue=epilogue,
+                         damax=damax, fp8_output=fp8_output, no_upcast_dot=no_upcast_dot, signature=signature)
+    if diffs:
+        raise FusionMismatch(mismatch_message(report, diffs), diffs, report)
+    return report
+
+
+# ------------------------------------------------------------------ goldens for user tests
+
+
+def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool = False, name: str | None = None) -> str:
+    """Compare `report` with its golden `<root>/<target>/<profile>/<mode>/<name>.yaml` (the CLI's layout).
+
+    With `bless=True` the golden is (re)written atomically instead and the unified diff applied
+    is returned ('' when unchanged). Without it, a missing golden or a difference raises
+    `FusionMismatch`; returns ''.
+    """
+    case = name or report.name
+    path = golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
+    sig = report.signature.to_dict()
+    if bless:
+        return golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax, sig)
+    g = golden.load(path)
+    exp = g.expected_for(report.jax) if g else None
+    if exp is None:
+        why = "no golden yet" if g is None else f"the golden has no expectation covering jax {report.jax}"
+        raise FusionMismatch(f"NEW {report.where()}: {why} at {path}; record it with pytest --fp8-bless "
+                             f"(or check_golden(..., bless=True))", [], report)
+    diffs = golden.compare(exp.signature, sig)
+    if diffs:
+        raise FusionMismatch(mismatch_message(report, diffs, f"FAIL {report.where()}: {len(diffs)} field(s) differ "
+                                                             f"from {path}"), diffs, report)
+    return ""
+
