@@ -25,6 +25,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "harness.report.page",
     "harness.gpu.capture",
     "harness.gpu.fidelity",
+    "harness.check",
+    "harness.scaffold",
 )
 
 

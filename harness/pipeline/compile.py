@@ -23,6 +23,30 @@ from harness.targets import Profile, Target
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+def harness_path() -> Path:
+    """The directory the worker imports `harness` from (through PYTHONPATH).
+
+    In a checkout it is the checkout. Installed (a wheel), it is a private directory
+    holding only a link to the installed package: putting site-packages itself on
+    PYTHONPATH would shadow the JAX of a per-version environment (`fp8-check matrix`).
+    """
+    global _HARNESS_LINK
+    if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "harness").is_dir():
+        return REPO_ROOT
+    if _HARNESS_LINK is None or not (_HARNESS_LINK / "harness").exists():
+        import atexit
+        import shutil
+
+        link_dir = Path(tempfile.mkdtemp(prefix="fp8-check-harness-"))
+        (link_dir / "harness").symlink_to(Path(__file__).resolve().parent.parent, target_is_directory=True)
+        atexit.register(shutil.rmtree, link_dir, True)
+        _HARNESS_LINK = link_dir
+    return _HARNESS_LINK
+
+
+_HARNESS_LINK: Path | None = None
+
+
 class WorkerError(RuntimeError):
     """The worker died or stopped answering."""
 
@@ -58,8 +82,10 @@ class Worker:
     def start(self) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+b")
         env = dict(os.environ)
-        # The worker imports `harness` from this checkout, whatever environment it runs in.
-        env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # The worker imports `harness` from this checkout (or installed package), whatever environment
+        # it runs in, and `kind: python` callables from the current directory (the user's project).
+        paths = [str(harness_path()), os.getcwd()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         self.proc = subprocess.Popen(
             [self.python, "-m", "harness.pipeline.worker", self.mode],
@@ -67,7 +93,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             env=env,
-            cwd=str(REPO_ROOT),
+            cwd=str(harness_path()),
         )
 
     def stderr_tail(self, limit: int = 4000) -> str:

@@ -70,7 +70,24 @@ def _module_file(module: str) -> Path | None:
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
     path = Path(spec.origin).resolve()
-    return path if REPO_ROOT in path.parents else None
+    if any(part in ("site-packages", "dist-packages") for part in path.parts):
+        return None  # an installed package (also fp8-check itself, installed from a wheel)
+    return path if any(root in path.parents for root in _source_roots()) else None
+
+
+def _source_roots() -> list[Path]:
+    """Where inlined modules may come from: this checkout (when it is one) and the current directory (the user's project)."""
+    roots = [Path.cwd().resolve()]
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        roots.insert(0, REPO_ROOT)
+    return roots
+
+
+def _relative(path: Path) -> Path:
+    for root in _source_roots():
+        if root in path.parents:
+            return path.relative_to(root)
+    return path
 
 
 def render(case: Case) -> Rendered:
@@ -80,7 +97,7 @@ def render(case: Case) -> Rendered:
         module_path = _module_file(module)
         source = _ENV.get_template("python.py.j2").render(
             case=case, module=module, function=function, args=args,
-            module_path=module_path.relative_to(REPO_ROOT) if module_path else None,
+            module_path=_relative(module_path) if module_path else None,
             module_source=module_path.read_text().rstrip() if module_path else None,
         )
         return Rendered(case.id, source)

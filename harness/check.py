@@ -1,0 +1,290 @@
+"""`fp8-check check module:function`: the fusion signature of one of your own JAX functions.
+
+    fp8-check check mymodel:forward --arg x=bfloat16[64,128] --arg w=bfloat16[128,256]
+    fp8-check check mymodel:forward --args mymodel:example_args --target h100,a100 --json -
+    fp8-check check mymodel:forward --args mymodel:example_args --expect fp8_gemms=1 --expect epilogue=RELU
+
+The function is imported from the current directory or PYTHONPATH and exported with
+`jax.export` here; the compile worker compiles it for each target x profile (see
+`harness.api`). Arguments come from `--arg NAME=DTYPE[SHAPE]` (in order; `DTYPE[]` is a
+scalar) or from `--args module:factory`, a function of no arguments returning a tuple
+of positional arguments or a dict of keyword arguments (arrays or ShapeDtypeStructs).
+
+Exit codes as `fp8-check run`: 0 compiled (and every `--expect`/golden holds), 1 a
+difference, a missing golden, or a compile error, 2 bad input, 3 broken environment.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
+_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
+_INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
+_BOOL_EXPECT = ("damax", "fp8_output", "no_upcast_dot")
+_STR_EXPECT = ("epilogue",)
+
+
+class CheckUsage(ValueError):
+    """Bad input: one line naming the option and the value."""
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class CheckResult:
+    """One target x profile of `fp8-check check`."""
+
+    target: str
+    profile: str
+    code: str  # PASS, FAIL, NEW, UNRESOLVED
+    report: dict | None = None
+    diffs: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "profile": self.profile, "outcome": self.code, "reason": self.reason,
+                "diffs": self.diffs, **(self.report or {})}
+
+
+def parse_arg(text: str) -> ArgSpec:
+    """`x=bfloat16[64,128]` -> ArgSpec('x', 'bfloat16', (64, 128)); `s=float32[]` is a scalar."""
+    m = _ARG.match(text.strip())
+    if not m:
+        raise CheckUsage(f"--arg {text!r}: expected NAME=DTYPE[SHAPE], e.g. x=float8_e4m3fn[64,128] or scale=float32[]")
+    name, dtype, dims = m.groups()
+    try:
+        import ml_dtypes  # noqa: F401  (registers the FP8 names with numpy)
+        import numpy as np
+
+        np.dtype(getattr(ml_dtypes, dtype, dtype))
+    except TypeError:
+        raise CheckUsage(f"--arg {name}: unknown dtype '{dtype}' (e.g. float32, bfloat16, float8_e4m3fn, float8_e5m2, int32)") from None
+    shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+    return ArgSpec(name, dtype, shape)
+
+
+def parse_expect(items: list[str]) -> dict:
+    """`--expect fp8_gemms=1 --expect epilogue=RELU` -> keyword arguments of harness.api.fusion_diffs."""
+    out: dict = {}
+    allowed = _INT_EXPECT + _BOOL_EXPECT + _STR_EXPECT
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in allowed:
+            raise CheckUsage(f"--expect {item!r}: expected KEY=VALUE with KEY one of {', '.join(allowed)}")
+        if key in _INT_EXPECT:
+            if not value.isdigit():
+                raise CheckUsage(f"--expect {key}: expected a count, got {value!r}")
+            out[key] = int(value)
+        elif key in _BOOL_EXPECT:
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise CheckUsage(f"--expect {key}: expected true or false, got {value!r}")
+            out[key] = value.lower() in ("true", "1", "yes")
+        else:
+            out[key] = value
+    return out
+
+
+def resolve(spec: str, option: str):
+    """`package.module:attribute`, imported from the current directory or PYTHONPATH."""
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not re.fullmatch(r"[A-Za-z_][\w.]*", module) or not re.fullmatch(r"[A-Za-z_][\w.]*", attr):
+        raise CheckUsage(f"{option} {spec!r}: expected module:function (e.g. mymodel:forward)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as exc:
+        raise CheckUsage(f"{option} {spec!r}: cannot import '{module}' from the current directory or PYTHONPATH: {exc}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CheckUsage(f"{option} {spec!r}: module '{module}' has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise CheckUsage(f"{option} {spec!r}: '{attr}' is not callable")
+    return obj
+
+
+def build_args(arg_specs: list[ArgSpec], factory) -> tuple[tuple, dict]:
+    import jax
+    import jax.numpy as jnp
+
+    if factory is not None:
+        made = factory()
+        if isinstance(made, dict):
+            return (), made
+        if isinstance(made, (tuple, list)):
+            return tuple(made), {}
+        raise CheckUsage(f"--args: the factory returned {type(made).__name__}; expected a tuple of arguments or a dict")
+    return tuple(jax.ShapeDtypeStruct(a.shape, jnp.dtype(a.dtype)) for a in arg_specs), {}
+
+
+def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], profiles: list[str], mode: str,
+              expect: dict, goldens: Path | None, bless: bool, on_result=None) -> list[CheckResult]:
+    from harness import api
+
+    out = []
+    checker = api.Checker(mode)
+    try:
+        for t in targets:
+            for p in profiles:
+                res = CheckResult(t, p, "PASS")
+                try:
+                    report = checker.signature(fn, *args, target=t, profile=p, name=label, **kwargs)
+                except api.EnvironmentProblem:
+                    raise
+                except (ValueError, TypeError) as exc:
+                    raise CheckUsage(str(exc)) from None
+                except Exception as exc:  # the function does not trace or compile
+                    res.code, res.reason = "UNRESOLVED", f"{type(exc).__name__}: {exc}"
+                    out.append(res)
+                    if on_result:
+                        on_result(res, None)
+                    continue
+                res.report = report.to_dict()
+                res.diffs = [str(d) for d in api.fusion_diffs(report.signature, **expect)]
+                if goldens is not None:
+                    if bless:
+                        diff = api.check_golden(report, goldens, bless=True, name=label)
+                        res.reason = "golden changed" if diff else "golden unchanged"
+                    else:
+                        try:
+                            api.check_golden(report, goldens, name=label)
+                        except api.FusionMismatch as exc:
+                            if exc.diffs:
+                                res.diffs += [str(d) for d in exc.diffs]
+                            else:
+                                res.code, res.reason = "NEW", str(exc)
+                if res.diffs:
+                    res.code = "FAIL"
+                out.append(res)
+                if on_result:
+                    on_result(res, report)
+    finally:
+        checker.close()
+    return out
+
+
+def _print_result(res: CheckResult, report, label: str) -> None:
+    import yaml
+
+    from harness.pipeline.results import gemm_summary
+
+    line = f"{res.code:<11} {res.target}/{res.profile:<7} {label}"
+    if res.report:
+        line += f"  ({gemm_summary(res.report['signature'])}) {res.report['compile_seconds']:.2f}s"
+    print(line)
+    for d in res.diffs:
+        print(f"      {d}")
+    if res.reason:
+        print(f"      {res.reason}")
+    if report is not None:
+        sig = report.signature.to_dict()
+        print(f"  kernels: {sig['kernels']}")
+        for launch in sig["launches"]:
+            print(f"    {launch}")
+        print(f"  gemms: {len(sig['gemms'])} ({report.fp8_gemms} on FP8 operands)")
+        for i, g in enumerate(sig["gemms"]):
+            print(f"    [{i}] " + yaml.safe_dump(g, default_flow_style=True, width=10_000, sort_keys=False).strip())
+        print(f"  unfused: {', '.join(sig['unfused']) or '(none)'}")
+    sys.stdout.flush()
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def register(subparsers) -> dict:
+    p = subparsers.add_parser("check", help="print the fusion signature of your own JAX function (module:function)")
+    p.add_argument("function", help="module:function, imported from the current directory or PYTHONPATH")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=DTYPE[SHAPE]",
+                   help="an argument, in order (repeat): x=bfloat16[64,128]; DTYPE[] is a scalar")
+    p.add_argument("--args", dest="factory", metavar="MODULE:FACTORY",
+                   help="a function returning the arguments (a tuple, or a dict of keyword arguments)")
+    p.add_argument("--target", default="h100", help="target(s), comma-separated (default: h100)")
+    p.add_argument("--profile", default="cublas", help="profile(s), comma-separated: cublas, triton (default: cublas)")
+    p.add_argument("--mode", default="deviceless", choices=("auto", "deviceless", "device"), help="default: deviceless")
+    p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
+                   help="expected fusion (repeat): kernels=N, gemms=N, fp8_gemms=N, epilogue=RELU, damax=true, "
+                        "fp8_output=true, no_upcast_dot=true")
+    p.add_argument("--golden", metavar="NAME", help="also compare with the golden NAME under --goldens (the run layout)")
+    p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
+    p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the results as JSON to FILE ('-' or no FILE: stdout only)")
+    return {"check": cmd_check}
+
+
+def cmd_check(args) -> int:
+    try:
+        return _cmd_check(args)
+    except CheckUsage as exc:
+        print(f"fp8-check check: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _cmd_check(args) -> int:
+    from harness.pipeline import golden
+    from harness.targets import PROFILES, load_target, resolve_mode
+
+    if args.arg and args.factory:
+        raise CheckUsage("give --arg NAME=DTYPE[SHAPE] ... or --args MODULE:FACTORY, not both")
+    if args.bless and not args.golden:
+        raise CheckUsage("--bless records a golden: give its name with --golden NAME")
+    specs = [parse_arg(a) for a in args.arg]
+    expect = parse_expect(args.expect)
+    targets = _csv(args.target)
+    for t in targets:
+        try:
+            load_target(t)
+        except KeyError as exc:
+            raise CheckUsage(f"--target: {exc.args[0]}") from None
+    profiles = _csv(args.profile)
+    for p in profiles:
+        if p not in PROFILES:
+            raise CheckUsage(f"--profile: unknown profile '{p}'; allowed: {', '.join(PROFILES)}")
+    mode = resolve_mode(args.mode)
+    if mode == "deviceless":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # only tracing happens here; never touch a GPU
+        bad = [p for p in profiles if not PROFILES[p].deviceless]
+        if bad:
+            raise CheckUsage(f"--profile {bad[0]}: autotunes and needs a real GPU (--mode device)")
+    fn = resolve(args.function, "check")
+    factory = resolve(args.factory, "--args") if args.factory else None
+    call_args, call_kwargs = build_args(specs, factory)
+    label = args.golden or args.function.replace(":", ".")
+    if args.golden and not re.fullmatch(r"[A-Za-z0-9_.-]+", args.golden):
+        raise CheckUsage(f"--golden {args.golden!r}: use letters, digits, '_', '.', '-'")
+    quiet = args.json == "-"
+    from harness import api
+
+    try:
+        results = run_check(fn, label, call_args, call_kwargs, targets, profiles, mode, expect,
+                            args.goldens if args.golden else None, args.bless,
+                            on_result=None if quiet else (lambda r, rep: _print_result(r, rep, label)))
+    except api.EnvironmentProblem as exc:
+        print(f"fp8-check check: broken environment: {exc}", file=sys.stderr)
+        return EXIT_ENV
+    except golden.GoldenError as exc:
+        raise CheckUsage(str(exc)) from None
+    doc = {"schema": "fp8-check/check/1", "function": args.function, "mode": mode,
+           "results": [r.to_dict() for r in results]}
+    if args.json:
+        text = json.dumps(doc, indent=1) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            golden.atomic_write(Path(args.json), text)
+            print(f"results: {args.json}")
+    return EXIT_FAIL if any(r.code != "PASS" for r in results) else EXIT_OK
