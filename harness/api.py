@@ -34,6 +34,7 @@ is keyword-only past the callable and its arguments.
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,7 @@ from harness.pipeline.signature import FP8_TYPES, Signature, extract
 from harness.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
 
 __all__ = [
-    "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",
+    "BoundChecker", "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",
     "fusion_diffs", "fusion_signature",
 ]
 
@@ -122,8 +123,36 @@ def _spec(leaf: Any, where: str):
                     "(bind non-array arguments with functools.partial)")
 
 
+def _cpu_only_without_gpu() -> None:
+    """Without a GPU, make this process's JAX use the CPU backend quietly.
+
+    Tracing needs some backend; on a machine without a GPU the CUDA plugin would fail to
+    initialise (logging an error) and JAX fall back to the CPU anyway. Nothing changes
+    when a GPU is present, JAX_PLATFORMS is set, or JAX's backends are already up.
+    """
+    import os
+
+    from harness.targets import gpu_present
+
+    if os.environ.get("JAX_PLATFORMS") or gpu_present():
+        return
+    if "jax" not in sys.modules:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        return
+    try:
+        from jax._src import xla_bridge
+
+        if not xla_bridge.backends_are_initialized():
+            import jax
+
+            jax.config.update("jax_platforms", "cpu")
+    except Exception:  # a private helper that moved: JAX falls back to the CPU by itself
+        pass
+
+
 def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
     """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`."""
+    _cpu_only_without_gpu()
     import jax
     from jax import export
 
@@ -342,6 +371,7 @@ def assert_fusion(fn: Callable | FusionReport, *args: Any, target: str | Target 
     Raises `FusionMismatch` (an AssertionError) listing each differing field as
     `path: expected X, found Y`, the way `fp8-check run` prints a FAIL. Returns the report.
     """
+    __tracebackhide__ = True  # pytest: show the field diff, not these frames
     if isinstance(fn, FusionReport):
         report = fn
     else:
@@ -363,6 +393,7 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     is returned ('' when unchanged). Without it, a missing golden or a difference raises
     `FusionMismatch`; returns ''.
     """
+    __tracebackhide__ = True  # pytest: show the field diff, not these frames
     case = name or report.name
     path = golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
     sig = report.signature.to_dict()
@@ -380,3 +411,46 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
                                                              f"from {path}"), diffs, report)
     return ""
 
+
+
+# ------------------------------------------------------------------ bound to one target/profile (the pytest fixture)
+
+
+class BoundChecker:
+    """`Checker` methods bound to one target, profile and goldens directory: what the pytest fixture `fp8` is.
+
+        def test_dense(fp8):
+            fp8.assert_fusion(forward, x, w, fp8_gemms=1, epilogue="RELU")
+            fp8.check_golden("dense_forward", forward, x, w)     # goldens/<target>/<profile>/<mode>/dense_forward.yaml
+    """
+
+    def __init__(self, checker: Checker, target: str | Target, profile: str | Profile,
+                 goldens_root: str | Path = "goldens", bless: bool = False):
+        self.checker = checker
+        self.target, self.profile = _target(target), _profile(profile)
+        self.goldens_root, self.bless = Path(goldens_root), bless
+
+    @property
+    def mode(self) -> str:
+        return self.checker.mode
+
+    def signature(self, fn: Callable, *args: Any, name: str | None = None, **kwargs: Any) -> FusionReport:
+        return self.checker.signature(fn, *args, target=self.target, profile=self.profile, name=name, **kwargs)
+
+    def assert_fusion(self, fn: Callable | FusionReport, *args: Any, kernels: int | None = None,
+                      gemms: int | None = None, fp8_gemms: int | None = None, epilogue: str | None = None,
+                      damax: bool | None = None, fp8_output: bool | None = None, no_upcast_dot: bool | None = None,
+                      signature: dict | None = None, name: str | None = None, **kwargs: Any) -> FusionReport:
+        __tracebackhide__ = True
+        report = fn if isinstance(fn, FusionReport) else self.signature(fn, *args, name=name, **kwargs)
+        return assert_fusion(report, kernels=kernels, gemms=gemms, fp8_gemms=fp8_gemms, epilogue=epilogue,
+                             damax=damax, fp8_output=fp8_output, no_upcast_dot=no_upcast_dot, signature=signature)
+
+    def check_golden(self, name: str, fn: Callable | FusionReport, *args: Any, **kwargs: Any) -> FusionReport:
+        """Compare with (or, blessing, record) the golden `name`; raises FusionMismatch on a difference or a missing golden."""
+        __tracebackhide__ = True  # pytest: show the field diff, not these frames
+        report = fn if isinstance(fn, FusionReport) else self.signature(fn, *args, name=name, **kwargs)
+        diff = check_golden(report, self.goldens_root, bless=self.bless, name=name)
+        if diff:
+            print(diff)
+        return report

@@ -44,6 +44,8 @@ def pytest_addoption(parser):
     group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated (default: every profile the mode supports)")
     group.addoption("--fp8-mode", default="auto", choices=("auto", "deviceless", "device"), help="compile mode (default: auto)")
     group.addoption("--fp8-goldens", default=None, help="goldens directory (default: the 'goldens' beside 'cases')")
+    group.addoption("--fp8-bless", action="store_true", default=False,
+                    help="the fp8 fixture's check_golden records the goldens instead of comparing")
 
 
 def _project_root(path: Path) -> Path | None:
@@ -205,3 +207,52 @@ def _session(config) -> _Session:
 def pytest_unconfigure(config):
     if _KEY in config.stash:
         config.stash[_KEY].close()
+    _close_fixture_checker(config)
+
+
+# ------------------------------------------------------------------ the `fp8` fixture for users' own tests
+#
+# A test that takes `fp8` runs once per --fp8-target x profile (profile: --fp8-profile, default
+# `cublas`, XLA's FP8 GEMM rewriter; deviceless Triton without autotuning upcasts FP8 dots by
+# design) and gets a `harness.api.BoundChecker`: fp8.signature(fn, *args), fp8.assert_fusion(fn,
+# *args, fp8_gemms=1, ...), fp8.check_golden(name, fn, *args) (goldens under --fp8-goldens, else
+# <rootdir>/goldens; --fp8-bless records them). One compile worker per pytest process.
+
+
+def _fixture_params(config) -> list[tuple[str, str]]:
+    session = _session(config)
+    try:
+        targets = session.targets()
+        given = config.getoption("fp8_profile")
+        profiles = session.profiles() if given else ["cublas"]
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return [(t.name, p) for t in targets for p in profiles]
+
+
+def pytest_generate_tests(metafunc):
+    if "fp8" in metafunc.fixturenames:
+        params = _fixture_params(metafunc.config)
+        metafunc.parametrize("fp8", params, indirect=True, ids=[f"{t}-{p}" for t, p in params])
+
+
+_CHECKER_KEY = pytest.StashKey[object]()
+
+
+@pytest.fixture
+def fp8(request):
+    """fp8-check's API bound to this test's target and profile (harness.api.BoundChecker)."""
+    from harness import api
+
+    config = request.config
+    target, profile = getattr(request, "param", None) or _fixture_params(config)[0]
+    if _CHECKER_KEY not in config.stash:
+        config.stash[_CHECKER_KEY] = api.Checker(_session(config).mode)
+    given = config.getoption("fp8_goldens")
+    goldens = Path(given) if given else Path(config.rootpath) / "goldens"
+    return api.BoundChecker(config.stash[_CHECKER_KEY], target, profile, goldens, bless=config.getoption("fp8_bless"))
+
+
+def _close_fixture_checker(config):
+    if _CHECKER_KEY in config.stash:
+        config.stash[_CHECKER_KEY].close()
