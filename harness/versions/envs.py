@@ -104,10 +104,33 @@ def envs_root() -> Path:
     return cache_dir() / "envs"
 
 
+UV_MISSING = ("uv is not on PATH and the 'uv' Python package is not installed; fp8-check matrix and bisect make "
+              "their per-version environments with uv: install it with `python -m pip install uv` (or reinstall "
+              "fp8-check, which depends on it), or put a uv binary on PATH")
+
+
+def find_uv() -> str | None:
+    """The uv binary: $FP8_CHECK_UV, else on PATH, else the one the `uv` Python package ships (a dependency)."""
+    given = os.environ.get("FP8_CHECK_UV")
+    if given:
+        return given if Path(given).is_file() else None
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return None
+    try:
+        return find_uv_bin()
+    except FileNotFoundError:
+        return None
+
+
 def _uv() -> str:
-    uv = shutil.which("uv")
+    uv = find_uv()
     if not uv:
-        raise InstallError("", "uv is not on PATH; fp8-check matrix makes its per-version environments with uv")
+        raise InstallError("", UV_MISSING)
     return uv
 
 
@@ -132,8 +155,14 @@ def _read_marker(path: Path) -> dict | None:
 class Manager:
     """Makes and finds the per-version environments under `root`."""
 
-    def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True):
+    def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
+                 index_url: str | None = None):
+        from harness.versions.releases import jax_index
+
         self.root = Path(root) if root else envs_root()
+        # An extra index for JAX builds that are not released (nightlies): uv looks there first
+        # (jax, jaxlib and the plugins come from it when it has them) and allows pre-releases.
+        self.index_url = jax_index(index_url)
         self.python = python or base_python()
         self.reuse_self = reuse_self
         self._tag: str | None = None
@@ -205,6 +234,8 @@ class Manager:
             [uv, "venv", "--quiet", "--relocatable", "--no-project", "--python", self.python, str(tmp)],
             [uv, "pip", "install", "--python", str(tmp / "bin" / "python"), REQUIREMENT.format(version=version)],
         ]
+        if self.index_url:
+            steps[1][3:3] = ["--extra-index-url", self.index_url, "--prerelease", "allow"]
         output = []
         for cmd in steps:
             if log:
@@ -221,6 +252,8 @@ class Manager:
         info = json.loads(probe.stdout)
         if info.get("jax") != str(parse_version(version)) and info.get("jax") != version:
             raise InstallError(version, f"asked for jax {version}, got {info.get('jax')}")
+        if self.index_url:
+            info["index_url"] = self.index_url
         info.update({"requirement": REQUIREMENT.format(version=version), "base_python": self.python,
                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "platform": platform.platform(),
                      "installer": " ".join(output).strip().splitlines()[-1:]})

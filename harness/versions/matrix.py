@@ -193,13 +193,24 @@ def register(subparsers) -> dict:
     p.add_argument("--no-html", action="store_true")
     p.add_argument("--fail-on", choices=FAIL_ON, default="any", help="what makes the exit code 1 (default: any)")
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
+    p.add_argument("--jax-index", metavar="URL",
+                   help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "
+                        "pre-release versions are allowed, and --jax nightly picks the newest build on it")
     p.set_defaults(mode="deviceless")  # across versions, deviceless unless asked (--mode device on a GPU host)
     return {"matrix": cmd_matrix}
 
 
 def versions_from_args(args) -> list[str]:
     if args.jax:
-        return sort_versions(v for v in args.jax.split(",") if v.strip())
+        names = [v.strip() for v in args.jax.split(",") if v.strip()]
+        if "nightly" in names:
+            from harness.versions.releases import jax_index, newest_on_index
+
+            index = jax_index(getattr(args, "jax_index", None))
+            if not index:
+                raise VersionError("--jax nightly needs a package index with JAX nightlies: --jax-index URL or $FP8_CHECK_JAX_INDEX")
+            names = [newest_on_index(index) if v == "nightly" else v for v in names]
+        return sort_versions(names)
     if args.jax_range:
         return select_range(args.jax_range, args.select)
     raise VersionError("give --jax V1,V2,... or --jax-range A..B")
@@ -219,7 +230,7 @@ def cmd_matrix(args) -> int:
             mode = selection.mode(args.mode)
             profiles = selection.profiles(args.profile, mode)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
-            manager = Manager(args.cache) if args.cache else Manager()
+            manager = Manager(args.cache, index_url=args.jax_index)
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}", flush=True)
             m = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -61,7 +60,9 @@ def _pip_commands() -> list[list[str]]:
     cmds = []
     for py in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", sys.executable)]):
         cmds.append([py, "-m", "pip", "index", "versions", PACKAGE])
-    uv = shutil.which("uv")
+    from harness.versions.envs import find_uv
+
+    uv = find_uv()
     if uv:
         cmds.append([uv, "tool", "run", "--quiet", "--from", "pip", "pip", "index", "versions", PACKAGE])
     return cmds
@@ -94,6 +95,54 @@ def query_index(timeout: float = 120.0) -> list[str]:
             return [v for v in sort_versions(found) if not Version(v).is_prerelease]
         errors.append(f"{' '.join(cmd[:3])}: {(proc.stderr or proc.stdout).strip().splitlines()[-1:] or ['failed']}")
     raise VersionError("could not list JAX versions from the package index: " + "; ".join(errors))
+
+
+INDEX_ENV = "FP8_CHECK_JAX_INDEX"
+
+
+def jax_index(given: str | None = None) -> str | None:
+    """The extra package index for JAX builds (nightlies): `given`, else $FP8_CHECK_JAX_INDEX, else none."""
+    return (given or os.environ.get(INDEX_ENV) or "").strip() or None
+
+
+def index_versions(index_url: str, package: str = PACKAGE, timeout: float = 60.0) -> list[str]:
+    """Every version of `package` on a PEP 503 simple index (pre-releases included), oldest first.
+
+    Reads `<index_url>/<package>/` (a `file://` index reads `<path>/<package>/index.html`) and
+    takes the versions from the wheel and sdist file names it links to.
+    """
+    import urllib.parse
+    import urllib.request
+
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+
+    base = index_url.rstrip("/") + "/" + package + "/"
+    try:
+        if base.startswith("file://"):
+            page = (Path(urllib.parse.unquote(urllib.parse.urlparse(base).path)) / "index.html").read_text()
+        else:
+            with urllib.request.urlopen(base, timeout=timeout) as resp:  # noqa: S310 - a configured index URL
+                page = resp.read().decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        raise VersionError(f"--jax-index {index_url}: cannot read {base}: {exc}") from None
+    found = set()
+    for href in re.findall(r"""href\s*=\s*["']([^"']+)["']""", page, re.I):
+        name = urllib.parse.unquote(href.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1])
+        try:
+            if name.endswith(".whl"):
+                found.add(str(parse_wheel_filename(name)[1]))
+            elif name.endswith((".tar.gz", ".zip")):
+                found.add(str(parse_sdist_filename(name)[1]))
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            continue
+    if not found:
+        raise VersionError(f"--jax-index {index_url}: no {package} wheels listed at {base}")
+    return sort_versions(found)
+
+
+def newest_on_index(index_url: str) -> str:
+    """The newest JAX build on `index_url`, pre-releases (nightlies, `0.8.1.dev20251010`) included."""
+    return index_versions(index_url)[-1]
 
 
 def available(refresh: bool = False) -> list[str]:
