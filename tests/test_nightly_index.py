@@ -1,5 +1,5 @@
-"""`fp8-check matrix --jax-index URL`: JAX builds from an extra PEP 503 index (JAX's nightlies), tested offline
-against a local index made from a wheel in uv's cache.
+"""`fp8-check matrix --jax-index URL`: JAX builds from an extra PEP 503 index (JAX's nightlies), tested
+against a local index made from a wheel in uv's cache (jaxlib and the plugin come from uv's cache/the default index).
 
 JAX's nightly index cannot be reached from the test machines, so a "nightly" is made the way JAX's
 nightly builds differ from a release: the released jax wheel from uv's cache, re-versioned to a
