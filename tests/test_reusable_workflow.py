@@ -1,0 +1,68 @@
+"""The reusable workflow (.github/workflows/fp8-check.yml, `workflow_call`) and the caller `fp8-check init` writes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from harness import cli
+from harness import scaffold
+
+from .conftest import REPO
+from .test_workflow import _actionlint
+
+REUSABLE = REPO / ".github" / "workflows" / "fp8-check.yml"
+
+
+def _load(text: str) -> dict:
+    doc = yaml.safe_load(text)
+    doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the key `on` as True
+    return doc
+
+
+def test_actionlint_accepts_the_reusable_workflow_and_the_scaffolded_caller(tmp_path):
+    cmd = _actionlint()
+    if cmd is None:
+        pytest.skip("actionlint is not installable here (the structural checks below still run)")
+    assert scaffold.cmd_init(type("A", (), {"directory": tmp_path, "uses": "acme/fp8-check/.github/workflows/fp8-check.yml@v1",
+                                            "requirement": "fp8-check[flax]", "force": False})()) == 0
+    for path in (REUSABLE, tmp_path / ".github" / "workflows" / "fp8-check.yml"):
+        p = subprocess.run(cmd + ["-no-color", "-oneline", str(path)], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, (path, p.stdout + p.stderr)
+
+
+def test_inputs_are_declared_and_the_caller_passes_only_declared_ones():
+    text = REUSABLE.read_text()
+    doc = _load(text)
+    declared = set(doc["on"]["workflow_call"]["inputs"])
+    used = set(re.findall(r"\$\{\{\s*inputs\.([A-Za-z0-9_-]+)", text))
+    assert used <= declared and {"requirement", "jax", "jax-range", "jax-index", "targets", "cases", "goldens"} <= used
+    caller = _load(scaffold.files("acme/fp8-check/.github/workflows/fp8-check.yml@v1", "fp8-check[flax]")
+                   [".github/workflows/fp8-check.yml"])
+    job = caller["jobs"]["fp8-check"]
+    assert job["uses"].endswith("/.github/workflows/fp8-check.yml@v1")
+    assert set(job["with"]) <= declared
+
+
+def test_the_matrix_step_uses_flags_the_cli_accepts_and_uploads_the_report():
+    doc = _load(REUSABLE.read_text())
+    [job] = doc["jobs"].values()
+    [step] = [s for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
+    env = step["env"]
+    defaults = {k: v.get("default", "") for k, v in doc["on"]["workflow_call"]["inputs"].items()}
+    values = {name: defaults[re.search(r"inputs\.([\w-]+)", expr).group(1)] for name, expr in env.items()}
+    # Expand the step's bash argument list the way it runs with the default inputs.
+    flags = re.search(r"args=\((.*?)\)\n", step["run"], re.S).group(1).split()
+    argv = ["matrix", values["CASES"]]
+    for word in flags:
+        argv.append(re.sub(r'"\$(\w+)"', lambda m: values[m.group(1)], word))
+    argv += ["--jax-range", values["JAX_RANGE"], "--select", values["SELECT"]]
+    args = cli.build_parser().parse_args(argv)
+    assert args.command == "matrix" and args.mode == "deviceless" and args.jax_range == "0.6.1.."
+    assert str(args.html) == "reports/matrix.html" and args.fail_on == "newest"
+    upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload and upload[0]["if"] == "always()" and upload[0]["with"]["path"].endswith("reports/")
+    assert job["env"]["FP8_CHECK_JAX_INDEX"] == "${{ inputs.jax-index }}"
