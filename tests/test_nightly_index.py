@@ -144,3 +144,12 @@ def test_matrix_installs_the_nightly_from_the_configured_index(nightly_index, tm
     assert entry["jax"] == NIGHTLY and entry["status"] == "ran", entry
     assert entry["env"]["index_url"] == nightly_index and entry["environment"]["jax"] == NIGHTLY
     assert [r["outcome"] for r in entry["results"]] == ["PASS"]
+
+
+def test_missing_uv_says_how_to_get_it(monkeypatch):
+    from harness.versions import envs
+
+    monkeypatch.setenv("FP8_CHECK_UV", "/nonexistent/uv")
+    assert envs.find_uv() is None
+    with pytest.raises(envs.InstallError, match=r"python -m pip install uv"):
+        envs._uv()

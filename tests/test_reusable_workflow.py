@@ -66,3 +66,17 @@ def test_the_matrix_step_uses_flags_the_cli_accepts_and_uploads_the_report():
     upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert upload and upload[0]["if"] == "always()" and upload[0]["with"]["path"].endswith("reports/")
     assert job["env"]["FP8_CHECK_JAX_INDEX"] == "${{ inputs.jax-index }}"
+
+
+def test_nightly_workflow_can_run_the_newest_jax_nightly_from_a_configured_index():
+    from .test_workflow import load
+
+    doc = load()
+    assert "jax_index" in doc["on"]["workflow_dispatch"]["inputs"]
+    job = doc["jobs"]["jax-nightly"]
+    assert "inputs.jax_index" in job["if"] and "vars.JAX_NIGHTLY_INDEX" in job["if"]
+    assert job["env"]["FP8_CHECK_JAX_INDEX"] == "${{ inputs.jax_index || vars.JAX_NIGHTLY_INDEX }}"
+    [run] = [s["run"] for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
+    argv = run.split("fp8-check", 1)[1].replace("\\\n", " ").split()
+    args = cli.build_parser().parse_args(argv)
+    assert args.jax == "nightly" and args.mode == "deviceless" and args.fail_on == "any"
