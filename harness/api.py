@@ -34,12 +34,12 @@ is keyword-only past the callable and its arguments.
 from __future__ import annotations
 
 import atexit
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.export import export_callable
 from harness.pipeline import golden
 from harness.pipeline.golden import FieldDiff
 from harness.pipeline.signature import FP8_TYPES, Signature, extract
@@ -47,7 +47,7 @@ from harness.targets import MODES, PROFILES, Profile, Target, load_target, resol
 
 __all__ = [
     "BoundChecker", "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",
-    "fusion_diffs", "fusion_signature",
+    "export_callable", "fusion_diffs", "fusion_signature",
 ]
 
 
@@ -91,9 +91,9 @@ class FusionReport:
 
     def summary(self) -> str:
         """`3 kernels; __cublas$lt$matmul$f8 f8e4m3fnxf8e4m3fn->f8e4m3fn RELU +amax`, as `fp8-check run` prints it."""
-        from harness.pipeline.results import gemm_summary
+        from harness.report.terminal import gemm_summary
 
-        return gemm_summary(self.signature.to_dict())
+        return gemm_summary(self.signature)
 
     def where(self) -> str:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
@@ -104,68 +104,6 @@ class FusionReport:
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
-
-
-# ------------------------------------------------------------------ exporting a callable
-
-
-def _spec(leaf: Any, where: str):
-    import jax
-    import numpy as np
-
-    if isinstance(leaf, jax.ShapeDtypeStruct):
-        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
-    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype)
-    if isinstance(leaf, (bool, int, float, complex)):
-        return jax.ShapeDtypeStruct((), np.asarray(leaf).dtype)
-    raise TypeError(f"argument {where}: expected an array or jax.ShapeDtypeStruct, got {type(leaf).__name__} "
-                    "(bind non-array arguments with functools.partial)")
-
-
-def _cpu_only_without_gpu() -> None:
-    """Without a GPU, make this process's JAX use the CPU backend quietly.
-
-    Tracing needs some backend; on a machine without a GPU the CUDA plugin would fail to
-    initialise (logging an error) and JAX fall back to the CPU anyway. Nothing changes
-    when a GPU is present, JAX_PLATFORMS is set, or JAX's backends are already up.
-    """
-    import os
-
-    from harness.targets import gpu_present
-
-    if os.environ.get("JAX_PLATFORMS") or gpu_present():
-        return
-    if "jax" not in sys.modules:
-        os.environ["JAX_PLATFORMS"] = "cpu"
-        return
-    try:
-        from jax._src import xla_bridge
-
-        if not xla_bridge.backends_are_initialized():
-            import jax
-
-            jax.config.update("jax_platforms", "cpu")
-    except Exception:  # a private helper that moved: JAX falls back to the CPU by itself
-        pass
-
-
-def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
-    """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`."""
-    _cpu_only_without_gpu()
-    import jax
-    from jax import export
-
-    leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
-    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))[0]]
-    specs = [_spec(leaf, path) for leaf, path in zip(leaves, paths)]
-
-    def flat(*xs):
-        a, k = jax.tree_util.tree_unflatten(treedef, xs)
-        return fn(*a, **k)
-
-    exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)
-    return bytes(exported.serialize())
 
 
 def _name_of(fn: Callable) -> str:

@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, Code
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
 _INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
@@ -48,13 +50,13 @@ class CheckResult:
 
     target: str
     profile: str
-    code: str  # PASS, FAIL, NEW, UNRESOLVED
+    code: Code  # PASS, FAIL, NEW or UNRESOLVED
     report: dict | None = None
     diffs: list[str] = field(default_factory=list)
     reason: str = ""
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "profile": self.profile, "outcome": self.code, "reason": self.reason,
+        return {"target": self.target, "profile": self.profile, "outcome": self.code.name, "reason": self.reason,
                 "diffs": self.diffs, **(self.report or {})}
 
 
@@ -140,7 +142,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
     try:
         for t in targets:
             for p in profiles:
-                res = CheckResult(t, p, "PASS")
+                res = CheckResult(t, p, PASS)
                 try:
                     report = checker.signature(fn, *args, target=t, profile=p, name=label, **kwargs)
                 except api.EnvironmentProblem:
@@ -148,7 +150,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                 except (ValueError, TypeError) as exc:
                     raise CheckUsage(str(exc)) from None
                 except Exception as exc:  # the function does not trace or compile
-                    res.code, res.reason = "UNRESOLVED", f"{type(exc).__name__}: {exc}"
+                    res.code, res.reason = UNRESOLVED, f"{type(exc).__name__}: {exc}"
                     out.append(res)
                     if on_result:
                         on_result(res, None)
@@ -166,9 +168,9 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                             if exc.diffs:
                                 res.diffs += [str(d) for d in exc.diffs]
                             else:
-                                res.code, res.reason = "NEW", str(exc)
+                                res.code, res.reason = NEW, str(exc)
                 if res.diffs:
-                    res.code = "FAIL"
+                    res.code = FAIL
                 out.append(res)
                 if on_result:
                     on_result(res, report)
@@ -180,11 +182,11 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
 def _print_result(res: CheckResult, report, label: str) -> None:
     import yaml
 
-    from harness.pipeline.results import gemm_summary
+    from harness.report.terminal import gemm_summary
 
-    line = f"{res.code:<11} {res.target}/{res.profile:<7} {label}"
-    if res.report:
-        line += f"  ({gemm_summary(res.report['signature'])}) {res.report['compile_seconds']:.2f}s"
+    line = f"{res.code.name:<11} {res.target}/{res.profile:<7} {label}"
+    if report is not None:
+        line += f"  ({gemm_summary(report.signature)}) {report.seconds:.2f}s"
     print(line)
     for d in res.diffs:
         print(f"      {d}")
@@ -287,4 +289,4 @@ def _cmd_check(args) -> int:
         else:
             golden.atomic_write(Path(args.json), text)
             print(f"results: {args.json}")
-    return EXIT_FAIL if any(r.code != "PASS" for r in results) else EXIT_OK
+    return EXIT_FAIL if any(r.code.is_failure for r in results) else EXIT_OK

@@ -225,7 +225,7 @@ def _fixture_params(config) -> list[tuple[str, str]]:
         targets = session.targets()
         given = config.getoption("fp8_profile")
         profiles = session.profiles() if given else ["cublas"]
-    except ValueError as exc:
+    except (selection.UsageError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return [(t.name, p) for t in targets for p in profiles]
 

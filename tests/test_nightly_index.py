@@ -126,6 +126,7 @@ def test_uv_is_found_without_path(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_matrix_installs_the_nightly_from_the_configured_index(nightly_index, tmp_path, monkeypatch):
     assert releases.newest_on_index(nightly_index) == NIGHTLY
     # uv resolves jaxlib and the CUDA plugin from its cache (revalidated against the default index).

@@ -60,7 +60,7 @@ def test_the_matrix_step_uses_flags_the_cli_accepts_and_uploads_the_report():
     for word in flags:
         argv.append(re.sub(r'"\$(\w+)"', lambda m: values[m.group(1)], word))
     argv += ["--jax-range", values["JAX_RANGE"], "--select", values["SELECT"]]
-    args = cli.build_parser().parse_args(argv)
+    args = cli.build_parser()[0].parse_args(argv)
     assert args.command == "matrix" and args.mode == "deviceless" and args.jax_range == "0.6.1.."
     assert str(args.html) == "reports/matrix.html" and args.fail_on == "newest"
     upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
@@ -78,5 +78,5 @@ def test_nightly_workflow_can_run_the_newest_jax_nightly_from_a_configured_index
     assert job["env"]["FP8_CHECK_JAX_INDEX"] == "${{ inputs.jax_index || vars.JAX_NIGHTLY_INDEX }}"
     [run] = [s["run"] for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
     argv = run.split("fp8-check", 1)[1].replace("\\\n", " ").split()
-    args = cli.build_parser().parse_args(argv)
+    args = cli.build_parser()[0].parse_args(argv)
     assert args.jax == "nightly" and args.mode == "deviceless" and args.fail_on == "any"

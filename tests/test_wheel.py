@@ -78,6 +78,7 @@ def _run(cmd, cwd: Path, env: dict, timeout: int = 1200) -> subprocess.Completed
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path):
     uv = find_uv()
     assert uv, "uv is a dependency of fp8-check"

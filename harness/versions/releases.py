@@ -60,7 +60,7 @@ def _pip_commands() -> list[list[str]]:
     cmds = []
     for py in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", sys.executable)]):
         cmds.append([py, "-m", "pip", "index", "versions", PACKAGE])
-    from harness.versions.envs import find_uv
+    from harness.versions.uvbin import find_uv
 
     uv = find_uv()
     if uv:

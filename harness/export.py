@@ -1,0 +1,71 @@
+"""How a user's callable reaches the compile worker: `jax.export` in the caller's process.
+
+`export_callable(fn, args, kwargs)` traces and lowers `fn` for the `cuda` platform here (no
+GPU needed) and returns the serialized `jax.export.Exported` (StableHLO bytecode plus its
+calling convention); `Compiler.compile_exported` sends it to the worker, which deserializes
+and compiles it for the target like a rendered case. See `harness.api` for why.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+
+def _spec(leaf: Any, where: str):
+    import jax
+    import numpy as np
+
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype)
+    if isinstance(leaf, (bool, int, float, complex)):
+        return jax.ShapeDtypeStruct((), np.asarray(leaf).dtype)
+    raise TypeError(f"argument {where}: expected an array or jax.ShapeDtypeStruct, got {type(leaf).__name__} "
+                    "(bind non-array arguments with functools.partial)")
+
+
+def _cpu_only_without_gpu() -> None:
+    """Without a GPU, make this process's JAX use the CPU backend quietly.
+
+    Tracing needs some backend; on a machine without a GPU the CUDA plugin would fail to
+    initialise (logging an error) and JAX fall back to the CPU anyway. Nothing changes
+    when a GPU is present, JAX_PLATFORMS is set, or JAX's backends are already up.
+    """
+    import os
+
+    from harness.targets import gpu_present
+
+    if os.environ.get("JAX_PLATFORMS") or gpu_present():
+        return
+    if "jax" not in sys.modules:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        return
+    try:
+        from jax._src import xla_bridge
+
+        if not xla_bridge.backends_are_initialized():
+            import jax
+
+            jax.config.update("jax_platforms", "cpu")
+    except Exception:  # a private helper that moved: JAX falls back to the CPU by itself
+        pass
+
+
+def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
+    """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`."""
+    _cpu_only_without_gpu()
+    import jax
+    from jax import export
+
+    leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))[0]]
+    specs = [_spec(leaf, path) for leaf, path in zip(leaves, paths)]
+
+    def flat(*xs):
+        a, k = jax.tree_util.tree_unflatten(treedef, xs)
+        return fn(*a, **k)
+
+    exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)
+    return bytes(exported.serialize())
