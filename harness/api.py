@@ -34,6 +34,7 @@ is keyword-only past the callable and its arguments.
 from __future__ import annotations
 
 import atexit
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -333,6 +334,8 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     """
     __tracebackhide__ = True  # pytest: show the field diff, not these frames
     case = name or report.name
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", case):
+        raise ValueError(f"golden name {case!r}: use letters, digits, '_', '.', '-' (pass name=...)")
     path = golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
     sig = report.signature.to_dict()
     if bless:

@@ -57,6 +57,15 @@ def test_fusion_diffs_on_recorded_signatures():
         ["gemms[0].output: expected f8e4m3fn, found f32"]
 
 
+def test_golden_names_cannot_leave_the_goldens_directory(tmp_path):
+    sig = Signature.from_dict(_golden_signature("h100", "seed_plain_f32"))
+    report = api.FusionReport("test_x.<locals>.f", "h100", "cublas", "deviceless", "0.12.0.1", sig, "", "", 0.0)
+    for bad in (None, "../escape", "a/b"):
+        with pytest.raises(ValueError, match="golden name"):
+            api.check_golden(report, tmp_path, bless=True, name=bad)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_non_array_arguments_are_refused_with_their_path():
     with pytest.raises(TypeError, match=r"argument .*\[1\]\['mode'\]: expected an array .* got str"):
         api.export_callable(lambda x, cfg: x, (jnp.zeros(2), {"mode": "fast"}), {})
