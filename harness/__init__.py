@@ -1,0 +1,19 @@
+"""fp8-check: regression tests for XLA's FP8 matmul fusions.
+
+The public Python API lives in `harness.api` and is re-exported here lazily
+(`from harness import assert_fusion` works): importing `harness` itself imports nothing,
+because the compile worker imports `harness.pipeline.aot` inside per-version
+environments that hold only JAX.
+"""
+
+_API = ("BoundChecker", "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion",
+        "check_golden", "export_callable", "fusion_diffs", "fusion_signature")
+__all__ = list(_API)
+
+
+def __getattr__(name):
+    if name in _API:
+        from harness import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

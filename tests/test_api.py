@@ -222,3 +222,11 @@ def test_fixture_with_bless_and_a_readable_failure_on_a100(tmp_path):
     assert "fusion mismatch: scaled_relu on a100/cublas" in p.stdout
     assert "fp8_gemms: expected 1, found 0 (__cublas$lt$matmul f32xf32->f32)" in p.stdout
     assert "gemms[*].epilogue: expected RELU, found (no FP8 gemm" in p.stdout
+
+
+def test_package_reexports_the_api_lazily():
+    code = ("import sys, harness; assert 'harness.api' not in sys.modules and 'yaml' not in sys.modules; "
+            "from harness import assert_fusion, FusionMismatch; from harness.api import assert_fusion as a; "
+            "assert assert_fusion is a and issubclass(FusionMismatch, AssertionError); print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
