@@ -1,5 +1,5 @@
 """A wheel that works anywhere: built with `uv build`, installed into a fresh environment outside the
-checkout, then `fp8-check init`, `bless`, `run` and `check` on a small user project (a flax Dense with
+checkout, then `fp8-check init`, `bless`, `run`, `check` and `matrix` on a small user project (a flax Dense with
 FP8 dot_general, and a plain function), plus the scaffolded pytest test using the `fp8` fixture."""
 
 from __future__ import annotations
@@ -103,7 +103,11 @@ def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path)
     p = _run([uv, "venv", "--python", base, venv], tmp_path, env)
     assert p.returncode == 0, p.stderr
     py = venv / "bin" / "python"
-    p = _run([uv, "pip", "install", "--python", py, f"{wheel}[flax]", "pytest"], tmp_path, env)
+    # Pinned to the versions of uv.lock, so the install comes from uv's cache and matches what the suite tested.
+    constraints = tmp_path / "constraints.txt"
+    p = _run([uv, "export", "--locked", "--all-extras", "--no-hashes", "--no-emit-project", "-o", constraints], REPO, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = _run([uv, "pip", "install", "--python", py, "-c", constraints, f"{wheel}[flax]", "pytest"], tmp_path, env)
     assert p.returncode == 0, p.stdout + p.stderr
     bin_dir = venv / "bin"
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
@@ -143,6 +147,17 @@ def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path)
     [res] = json.loads(p.stdout)["results"]
     assert res["outcome"] == "FAIL" and res["diffs"][0].startswith("fp8_gemms: expected 1, found 0")
 
-    # 6. the scaffolded pytest test, through the installed plugin's fixture
+    # 6. matrix from the installed wheel: the worker runs in another JAX version's environment (only JAX
+    #    there: the user's flax module cannot import, so its cases are UNSUPPORTED, as documented)
+    p = _run([bin_dir / "fp8-check", "matrix", "--jax", "0.7.0", "--profile", "cublas", "--out", "reports/m.json",
+              "--no-html", "--fail-on", "never"], project, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    [entry] = json.loads((project / "reports" / "m.json").read_text())["versions"]
+    assert entry["status"] == "ran" and entry["environment"]["jax"] == "0.7.0", entry
+    by_case = {r["case"]: r for r in entry["results"]}
+    assert by_case["example_scaled_relu"]["signature"]["kernels"] >= 1
+    assert by_case["my_dense_fp8"]["outcome"] == "UNSUPPORTED" and "flax" in by_case["my_dense_fp8"]["reason"]
+
+    # 7. the scaffolded pytest test, through the installed plugin's fixture
     p = _run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "--fp8-bless"], project, env)
     assert p.returncode == 0 and "2 passed" in p.stdout, p.stdout + p.stderr
