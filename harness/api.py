@@ -8,9 +8,10 @@
 
 Works for plain functions, `jax.jit`-ed ones, flax `model.apply` (pass the variables
 as an argument: `fusion_signature(model.apply, variables, x)`), and gradients
-(`jax.grad(loss, argnums=(0, 1))`). Positional and keyword arguments may be pytrees
-whose leaves are arrays or `jax.ShapeDtypeStruct`s; only their shapes and dtypes
-matter. Non-array arguments (flags, sizes) belong in a `functools.partial`.
+(`jax.grad(loss, argnums=(0, 1))`). Positional and keyword arguments may be pytrees;
+their array and `jax.ShapeDtypeStruct` leaves become the compiled function's inputs (only
+shapes and dtypes matter), every other leaf (`training=False`, a size, a string) is static,
+baked into the function as with `functools.partial`.
 
 How a callable reaches the compiler: it is traced and lowered *in the caller's
 process* with `jax.export` for the `cuda` platform (no GPU needed), and the

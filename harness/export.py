@@ -12,18 +12,9 @@ import sys
 from typing import Any, Callable
 
 
-def _spec(leaf: Any, where: str):
-    import jax
-    import numpy as np
-
-    if isinstance(leaf, jax.ShapeDtypeStruct):
-        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
-    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype)
-    if isinstance(leaf, (bool, int, float, complex)):
-        return jax.ShapeDtypeStruct((), np.asarray(leaf).dtype)
-    raise TypeError(f"argument {where}: expected an array or jax.ShapeDtypeStruct, got {type(leaf).__name__} "
-                    "(bind non-array arguments with functools.partial)")
+def _is_array(leaf: Any) -> bool:
+    """Traced: arrays and jax.ShapeDtypeStructs (anything with a shape and a dtype). Everything else is static."""
+    return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
 
 
 def _cpu_only_without_gpu() -> None:
@@ -60,11 +51,17 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
     from jax import export
 
     leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
-    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))[0]]
-    specs = [_spec(leaf, path) for leaf, path in zip(leaves, paths)]
+    traced = [i for i, leaf in enumerate(leaves) if _is_array(leaf)]
+    specs = [jax.ShapeDtypeStruct(tuple(leaves[i].shape), leaves[i].dtype) for i in traced]
+    # Non-array leaves (Python bools, numbers, strings: `training=False`, `mode="fp8"`) are static,
+    # baked into the traced function as with functools.partial; only the arrays become inputs.
+    static = [None if i in set(traced) else leaf for i, leaf in enumerate(leaves)]
 
     def flat(*xs):
-        a, k = jax.tree_util.tree_unflatten(treedef, xs)
+        full = list(static)
+        for i, x in zip(traced, xs):
+            full[i] = x
+        a, k = jax.tree_util.tree_unflatten(treedef, full)
         return fn(*a, **k)
 
     exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)

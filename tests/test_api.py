@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -66,9 +67,18 @@ def test_golden_names_cannot_leave_the_goldens_directory(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_non_array_arguments_are_refused_with_their_path():
-    with pytest.raises(TypeError, match=r"argument .*\[1\]\['mode'\]: expected an array .* got str"):
-        api.export_callable(lambda x, cfg: x, (jnp.zeros(2), {"mode": "fast"}), {})
+@pytest.mark.slow
+def test_non_array_arguments_are_static():
+    def maybe_relu(a, b, *, relu: bool, scale):
+        c = jax.lax.dot_general(a.astype(jnp.float32) * scale, b.astype(jnp.float32), (((1,), (0,)), ((), ())))
+        return jax.nn.relu(c) if relu else c  # a Python branch: `relu` must not be traced
+
+    with_relu = api.fusion_signature(maybe_relu, *ARGS[:2], relu=True, scale=ARGS[2])
+    without = api.fusion_signature(maybe_relu, *ARGS[:2], relu=False, scale=ARGS[2])
+    assert [g.epilogue for g in with_relu.gemms] == ["RELU"] and [g.epilogue for g in without.gemms] == ["DEFAULT"]
+    # the two operands and the scale are the inputs; `relu` is not
+    params = re.search(r"func\.func public @main\((.*?)\)\s*->", with_relu.stablehlo, re.S).group(1)
+    assert params.count("%arg") == 3 and "tensor<f32>" in params
 
 
 # ------------------------------------------------------------------ compiled for real, deviceless
