@@ -213,6 +213,11 @@ def register(subparsers) -> dict:
     p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
     p.add_argument("--criterion", choices=CRITERIA, default="signature",
                    help="signature: equal to the --good version's signature is good (default); golden: equal to the golden is good")
+    p.add_argument("--explain", action="store_true",
+                   help="also compile the last good and first bad version with per-pass dumps: first diverging XLA pass, "
+                        "minimal repro, XLA-style FileCheck test (saved for the report's issue body)")
+    p.add_argument("--upstream-dir", type=Path, default=Path("reports/upstream"),
+                   help="with --explain: where the explanation JSON goes (default reports/upstream)")
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
     p.set_defaults(mode="deviceless")
     return {"bisect": cmd_bisect}
@@ -270,4 +275,20 @@ def _cmd_bisect(args) -> int:
     print(f"signature diff (expected: jax {res.last_good}, found: jax {res.first_bad}):")
     for d in res.diffs:
         print(f"    {d}")
+    from harness.upstream import explain, xla_commits  # issue 12
+
+    print(xla_commits.xla_range(res.last_good, res.first_bad).text())
+    if args.explain:
+        if mode != "deviceless":
+            raise selection.UsageError("--explain compiles deviceless only (give --mode deviceless)")
+        print(f"\nexplaining jax {res.last_good} -> {res.first_bad}:", flush=True)
+        known = {v: tester.cache[v][0].to_dict() for v in (res.last_good, res.first_bad)
+                 if v in tester.cache and tester.cache[v][0] is not None}
+        try:
+            exp = explain.investigate(case, target, profile, res.last_good, res.first_bad, known, manager)
+        except (RuntimeError, InstallError, ValueError) as exc:
+            print(f"fp8-check bisect: --explain failed: {exc}", file=sys.stderr)
+            return Verdict.ABORT.exit_code
+        print("\n" + exp.text())
+        print(f"saved for the report's issue body: {explain.save(exp, args.upstream_dir)}")
     return Verdict.BAD.exit_code

@@ -1,0 +1,162 @@
+"""`fp8-check bisect ... --explain`: everything an XLA developer needs about one change between two JAX versions.
+
+For a case whose signature differs between the last good and the first bad JAX
+version, `investigate` runs the minimal repro (harness.upstream.repro) in both
+versions' environments, in a clean interpreter, with per-pass dumps, and gathers:
+- the XLA commit range (the shipped table, harness.upstream.xla_commits);
+- the first diverging pass (harness.upstream.passes);
+- whether the repro reproduces the harness's signature on both versions;
+- the XLA-style FileCheck test and whether it passes on good and fails on bad
+  (harness.upstream.xla_test).
+`Explanation` is saved as JSON (`reports/upstream/<case>.<target>.<profile>.json`)
+so the report's issue body can include it (`markdown()`), and read back with `load`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.pipeline import golden
+from harness.pipeline.signature import Signature, extract
+from harness.upstream import passes, xla_commits, xla_test
+from harness.upstream.repro import minimal
+
+DEFAULT_DIR = Path("reports") / "upstream"
+
+
+@dataclass
+class Explanation:
+    case: str
+    target: str
+    profile: str
+    good: str
+    bad: str
+    xla_good: str | None
+    xla_bad: str | None
+    divergence: passes.Divergence
+    repro: str  # the minimal repro, pinned to the bad version
+    printed: dict[str, str] = field(default_factory=dict)  # version -> what the repro printed
+    reproduces: dict[str, bool] = field(default_factory=dict)  # version -> repro's signature == the harness's
+    diffs: list[str] = field(default_factory=list)  # signature field diffs good -> bad (repro's)
+    xla_test: str = ""
+    filecheck_good: list[str] = field(default_factory=list)  # FileCheck errors on good (empty: passes)
+    filecheck_bad: list[str] = field(default_factory=list)
+
+    @property
+    def xla_range(self) -> xla_commits.XlaRange:
+        return xla_commits.XlaRange(self.good, self.bad, self.xla_good, self.xla_bad)
+
+    @property
+    def verification(self) -> xla_test.Verification:
+        return xla_test.Verification(self.filecheck_good, self.filecheck_bad)
+
+    @property
+    def repro_lines(self) -> int:
+        return self.repro.count("\n")
+
+    def text(self) -> str:
+        """What `bisect --explain` prints."""
+        lines = [f"first bad version: jax {self.bad} (last good: jax {self.good})",
+                 self.xla_range.text(), self.divergence.text(),
+                 f"minimal repro: {self.repro_lines} lines; reproduces the harness's signature: "
+                 + (", ".join(f"jax {v}: {'yes' if ok else 'NO'}" for v, ok in self.reproduces.items()) or "not checked"),
+                 "XLA-style test: " + self.verification.text()]
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        """The issue-body sections: first bad version and XLA range, first diverging pass, minimal repro, XLA test."""
+        ok = ", ".join(f"jax {v}: {'yes' if r else '**no**'}" for v, r in self.reproduces.items()) or "(not checked)"
+        printed = "\n\n".join(f"jax {v}:\n\n" + _fence(_strip(t)) for v, t in self.printed.items())
+        return "\n".join([
+            "### First bad version and XLA commit range", "",
+            f"- Last good: jax {self.good} (XLA `{(self.xla_good or 'unknown')[:12]}`); first bad: jax {self.bad} "
+            f"(XLA `{(self.xla_bad or 'unknown')[:12]}`), found by `fp8-check bisect`.",
+            f"- Commits to look at: {self.xla_range.markdown()}.", "",
+            "### First diverging XLA pass", "", self.divergence.markdown(), "",
+            f"### Minimal reproducer ({self.repro_lines} lines, no fp8-check code)", "",
+            f"`python repro.py` compiles for {self.target.upper()} without a GPU and prints the gemm and fusion kernels "
+            f"(`--hlo`: the whole optimized module). Checked in a clean environment; it reproduces fp8-check's "
+            f"signature on {ok}.", "", _fence(self.repro, "python"), "", printed, "",
+            "### XLA test", "",
+            f"For `xla/service/gpu/transforms/gemm_rewriter_fp8_test.cc`: the module before optimizations with FileCheck "
+            f"lines derived from the jax {self.good} signature. {self.verification.text()}.", "",
+            _fence(self.xla_test, "c++"), "",
+        ])
+
+
+def _strip(text: str) -> str:
+    text = re.sub(r",\s*metadata=\{[^{}]*\}", "", text)
+    return re.sub(r",\s*frontend_attributes=\{[^{}]*\}", "", text).strip()
+
+
+def _fence(text: str, lang: str = "") -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
+
+
+def investigate(case, target, profile, good: str, bad: str, expected: dict[str, dict] | None = None,
+                manager=None, work: Path | None = None, log=print) -> Explanation:
+    """Run the minimal repro on `good` and `bad` (their environments) and explain the change.
+
+    `expected`: version -> the harness's signature dict there (from bisect), to check the repro against.
+    """
+    from harness.versions.envs import Manager
+
+    manager = manager or Manager()
+    root = Path(work or tempfile.mkdtemp(prefix="fp8-check-explain-"))
+    runs: dict[str, passes.Run] = {}
+    for version in (good, bad):
+        env = manager.ensure(version)
+        log(f"  jax {version:<9} compiling the minimal repro with per-pass dumps ({env.python})")
+        runs[version] = passes.run_repro(minimal(case, target, profile, version), str(env.python), root / version, version)
+    sigs = {v: extract(r.optimized_hlo) for v, r in runs.items()}
+    reproduces = {v: not golden.compare(expected[v], sigs[v].to_dict()) for v in runs if (expected or {}).get(v)}
+    diffs = [f"{d.path}: {golden._show(d.expected)} -> {golden._show(d.found)}"
+             for d in golden.compare(sigs[good].to_dict(), sigs[bad].to_dict())]
+    rng = xla_commits.xla_range(good, bad)
+    ver = xla_test.verify(sigs[good], runs[good].optimized_hlo, runs[bad].optimized_hlo)
+    return Explanation(
+        case.id, target.name, profile.name, good, bad, rng.good, rng.bad,
+        passes.first_divergence(runs[good].steps, runs[bad].steps, good, bad),
+        minimal(case, target, profile, bad), {v: r.printed for v, r in runs.items()}, reproduces, diffs,
+        xla_test.export(case.id, runs[good].before_hlo, sigs[good], good, bad, target.name, profile.compiler_options),
+        ver.good_errors, ver.bad_errors)
+
+
+def path_for(directory: Path, case: str, target: str, profile: str) -> Path:
+    return Path(directory) / f"{case}.{target}.{profile}.json"
+
+
+def save(exp: Explanation, directory: Path = DEFAULT_DIR) -> Path:
+    path = path_for(directory, exp.case, exp.target, exp.profile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(exp), indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load(path: Path) -> Explanation:
+    raw = json.loads(Path(path).read_text())
+    raw["divergence"] = passes.Divergence(**raw["divergence"])
+    return Explanation(**raw)
+
+
+def find(case: str, target: str, profile: str, versions: tuple[str, str], directory: Path | None = None) -> Explanation | None:
+    """The saved explanation for this case/target/profile whose good..bad pair is `versions` (either order)."""
+    directory = Path(directory or os.environ.get("FP8_CHECK_UPSTREAM_DIR") or DEFAULT_DIR)
+    path = path_for(directory, case, target, profile)
+    if not path.is_file():
+        return None
+    try:
+        exp = load(path)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return exp if {exp.good, exp.bad} == set(versions) else None
