@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "harness.gpu.fidelity",
     "harness.check",
     "harness.scaffold",
+    "harness.upstream.reduce",
 )
 
 
