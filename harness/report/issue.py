@@ -19,6 +19,7 @@ from harness.report.diffs import show, show_expected, show_found, sig_dict, to_y
 from harness.report.hlo_text import entry_excerpt
 from harness.report.model import Item, Model, ReportError, build_model, version_story, vkey
 from harness.report.terminal import gemm_summary
+from harness.upstream import issue as upstream_issue
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -156,7 +157,21 @@ def summary(it: Item, model: Model) -> str:
             + f" The optimized HLO now has {found}. Fusion signature changes: {changed or 'none recorded'}.")
 
 
+def _upstream(it: Item, model: Model) -> upstream_issue.UpstreamParts:
+    """Issue 12: the XLA range, and what `bisect --explain` saved (minimal repro, first diverging pass, XLA test)."""
+    good, _, _ = version_story(it, model)
+    return upstream_issue.parts_for(it.case, it.target, it.profile, it.jax, good)
+
+
+def upstream_section(it: Item, model: Model) -> list[str]:
+    analysis = _upstream(it, model).analysis
+    return [analysis] if analysis else []
+
+
 def reproducer_section(it: Item, model: Model) -> list[str]:
+    minimal = _upstream(it, model).repro
+    if minimal:
+        return [minimal]
     return ["### Reproducer", "",
             f"Standalone script (needs only `pip install \"jax[cuda12]=={it.jax}\"`): `python repro.py` compiles "
             f"for {it.target} without a GPU and prints the optimized HLO; `python repro.py --device` compiles on a "
@@ -211,7 +226,8 @@ def environment_section(it: Item, model: Model) -> list[str]:
             "`python -c \"import jax; jax.print_environment_info()\"` prints the same for a local install.", ""]
 
 
-SECTIONS = (reproducer_section, error_section, hlo_section, diff_table, versions_section, environment_section)
+SECTIONS = (reproducer_section, error_section, hlo_section, diff_table, versions_section, upstream_section,
+            environment_section)
 
 
 def issue_markdown(it: Item, model: Model) -> str:

@@ -68,25 +68,33 @@ class Explanation:
                  "XLA-style test: " + self.verification.text()]
         return "\n".join(lines)
 
-    def markdown(self) -> str:
-        """The issue-body sections: first bad version and XLA range, first diverging pass, minimal repro, XLA test."""
+    def repro_markdown(self) -> str:
+        """The issue body's reproducer section: the minimal repro and what it prints on both versions."""
         ok = ", ".join(f"jax {v}: {'yes' if r else '**no**'}" for v, r in self.reproduces.items()) or "(not checked)"
-        printed = "\n\n".join(f"jax {v}:\n\n" + _fence(_strip(t)) for v, t in self.printed.items())
+        printed = "\n\n".join(f"It prints on jax {v}:\n\n" + _fence(_strip(t)) for v, t in self.printed.items())
+        return "\n".join([
+            f"### Minimal reproducer ({self.repro_lines} lines, no fp8-check code)", "",
+            f"`pip install \"jax[cuda12]=={self.bad}\"`, then `python repro.py` compiles for {self.target.upper()} without "
+            f"a GPU and prints the gemm and fusion kernels (`--hlo`: the whole optimized module). Run in a clean "
+            f"environment, it reproduces fp8-check's fusion signature on {ok}.", "",
+            _fence(self.repro, "python"), "", printed, ""])
+
+    def analysis_markdown(self) -> str:
+        """The issue body's analysis: first bad version and XLA range, first diverging pass, the XLA test."""
         return "\n".join([
             "### First bad version and XLA commit range", "",
             f"- Last good: jax {self.good} (XLA `{(self.xla_good or 'unknown')[:12]}`); first bad: jax {self.bad} "
             f"(XLA `{(self.xla_bad or 'unknown')[:12]}`), found by `fp8-check bisect`.",
-            f"- Commits to look at: {self.xla_range.markdown()}.", "",
+            f"- Commits to look at: {self.xla_range.markdown()}.",
+            *([f"- Signature change: " + "; ".join(f"`{d}`" for d in self.diffs)] if self.diffs else []), "",
             "### First diverging XLA pass", "", self.divergence.markdown(), "",
-            f"### Minimal reproducer ({self.repro_lines} lines, no fp8-check code)", "",
-            f"`python repro.py` compiles for {self.target.upper()} without a GPU and prints the gemm and fusion kernels "
-            f"(`--hlo`: the whole optimized module). Checked in a clean environment; it reproduces fp8-check's "
-            f"signature on {ok}.", "", _fence(self.repro, "python"), "", printed, "",
             "### XLA test", "",
-            f"For `xla/service/gpu/transforms/gemm_rewriter_fp8_test.cc`: the module before optimizations with FileCheck "
+            f"For `xla/service/gpu/transforms/gemm_rewriter_fp8_test.cc`: the module before optimizations, with FileCheck "
             f"lines derived from the jax {self.good} signature. {self.verification.text()}.", "",
-            _fence(self.xla_test, "c++"), "",
-        ])
+            _fence(self.xla_test, "c++"), ""])
+
+    def markdown(self) -> str:
+        return self.repro_markdown() + "\n" + self.analysis_markdown()
 
 
 def _strip(text: str) -> str:
