@@ -98,8 +98,19 @@ class Explanation:
 
 
 def _strip(text: str) -> str:
-    text = re.sub(r",\s*metadata=\{[^{}]*\}", "", text)
-    return re.sub(r",\s*frontend_attributes=\{[^{}]*\}", "", text).strip()
+    """The repro's kernel lines, without metadata and frontend attributes, backend_config cut to the gemm's epilogue
+    and damax flag, and without JAX's own messages."""
+    out = []
+    for line in text.splitlines():
+        if not line.lstrip().startswith(("%", "ROOT")):
+            continue
+        line = re.sub(r',\s*(metadata|frontend_attributes)=\{(?:[^{}"]|"[^"]*")*\}', "", line)
+        m = re.search(r",\s*backend_config=(.*)$", line)
+        if m:
+            keep = re.findall(r'"(?:epilogue|damax_output)":(?:"\w+"|\w+)', m.group(1))
+            line = line[:m.start()] + (", backend_config={..." + ",".join(keep) + "...}" if keep else "")
+        out.append(line.strip())
+    return "\n".join(out)
 
 
 def _fence(text: str, lang: str = "") -> str:

@@ -50,10 +50,8 @@ def kernel_checks(sig: Signature) -> str:
 
 
 def strip_metadata(hlo_text: str) -> str:
-    """The module without `metadata={...}` and frontend attributes (no nested braces in either)."""
-    text = re.sub(r",\s*metadata=\{[^{}]*\}", "", hlo_text)
-    text = re.sub(r",\s*frontend_attributes=\{[^{}]*\}", "", text)
-    return re.sub(r",\s*origin=\{[^{}]*\}", "", text).rstrip() + "\n"
+    """The module without `metadata={...}`, frontend attributes and origins (braces inside quotes are skipped)."""
+    return re.sub(r',\s*(metadata|frontend_attributes|origin)=\{(?:[^{}"]|"[^"]*")*\}', "", hlo_text).rstrip() + "\n"
 
 
 def _test_name(case_id: str) -> str:
