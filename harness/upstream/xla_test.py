@@ -31,7 +31,7 @@ def gemm_checks(sig: Signature) -> str:
             out = g.output
             lines.append(f'; CHECK-DAG: custom_call_target="{g.target}"')
             if out:
-                lines.append(f"; CHECK-DAG: = ({out}[{{{{[0-9,]*}}}}]{{{{[^ ]*}}}}, s8[{{{{[0-9]+}}}}]{{0}}) custom-call(")
+                lines.append(f"; CHECK-DAG: = ({out}[{{{{[0-9,]*}}}}]{{{{[^ ]*}}}}, {{{{.*}}}}) custom-call(")
             if g.epilogue:
                 lines.append(f'; CHECK-DAG: "epilogue":"{g.epilogue}"')
             if g.damax_output is not None:
