@@ -294,3 +294,17 @@ def test_bisect_explain_on_a_real_change(run_cli, tmp_path):
     assert exp.reproduces == {"0.6.2": True, "0.7.0": True}
     assert exp.repro_lines <= 40 and 'jax[cuda12]==0.7.0' in exp.repro
     assert exp.verification.ok  # the exported FileCheck test passes on good, fails on bad
+
+
+@pytest.mark.slow
+def test_reduce_keeps_the_regression_with_fewer_features():
+    """The reduced case is checked independently: its signature still changes between the versions in the same fields."""
+    from harness.versions.bisect import Tester
+
+    case, target, profile = _case("epi_bias_relu"), load_target("h100"), PROFILES["cublas"]
+    red = reduce.reduce(case, target, profile, "0.6.2", "0.7.0", log=lambda s: None)
+    assert red.dropped and len(reduce.case_fields(red.reduced)) < len(reduce.case_fields(case))
+    tester = Tester(red.reduced, target, profile, "deviceless", REPO / "goldens")
+    (_, good, _), (_, bad, _) = tester.signature_on("0.6.2"), tester.signature_on("0.7.0")
+    fields = sorted({d.path.split(".")[0].split("[")[0] for d in golden.compare(good, bad)})
+    assert fields == red.fields and "kernels" in fields

@@ -169,6 +169,8 @@ def update(versions: list[str], git_dir: str | None = None, path: Path = TABLE, 
         wheel = wheel_git_hash(v)
         if wheel:
             jax_commit, source = wheel, "jaxlib wheel (jaxlib.version._git_hash)"
+        elif str(prev.get("jax_commit_from", "")).startswith("jaxlib wheel"):
+            jax_commit, source = prev["jax_commit"], prev["jax_commit_from"]  # recorded from the wheel before
         elif v in tags:
             jax_commit, source = tags[v], f"release tag jax-v{v}"
         else:
