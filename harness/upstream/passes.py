@@ -149,7 +149,10 @@ def structure(text: str) -> list[str]:
                 if gemm:
                     line += f" epilogue={gemm.get('epilogue', 'DEFAULT')} damax={gemm.get('damax_output', False)}"
             elif ins.opcode == "fusion":
-                line = f"fusion {ins.fusion_kind or '?'} [{', '.join(_fused_ops(module, ins))}]({operands}) -> {_dtypes(ins)}"
+                bc = ins.backend_config
+                backend = (bc.get("fusion_backend_config") or (bc if "kind" in bc else {})).get("kind")
+                kind = f"{ins.fusion_kind or '?'}" + (f" {backend}" if backend else "")
+                line = f"fusion {kind} [{', '.join(_fused_ops(module, ins))}]({operands}) -> {_dtypes(ins)}"
             elif ins.opcode in ("call", "async-start", "while", "conditional"):
                 todo += [module.computations[n] for n in ins.called if n in module.computations]
                 continue
