@@ -168,6 +168,7 @@ def test_the_first_diverging_pass_is_found_across_different_pass_lists(tmp_path)
     assert (d.pass_name, d.pipeline, d.changed_in) == ("priority-fusion", "fusion", None)
     assert d.before == passes.structure(s1) and d.after_bad == passes.structure(s2)
     assert any(l.startswith("+") for l in d.diff()) and "priority-fusion" in d.text() and "`priority-fusion`" in d.markdown()
+    assert d.hlo_good.startswith("ENTRY") and d.hlo_bad.startswith("ENTRY") and "metadata=" not in d.hlo_bad
     # A pass that changed the module in one version only (XLA dumps only changing passes).
     bad2 = _dump(tmp_path / "bad2", [("opt", "pipeline-start", s1), ("fusion", "new-pass", s2)])
     d2 = passes.first_divergence(good, bad2, "1", "2")
@@ -308,3 +309,14 @@ def test_reduce_keeps_the_regression_with_fewer_features():
     (_, good, _), (_, bad, _) = tester.signature_on("0.6.2"), tester.signature_on("0.7.0")
     fields = sorted({d.path.split(".")[0].split("[")[0] for d in golden.compare(good, bad)})
     assert fields == red.fields and "kernels" in fields
+
+
+def test_clean_line_keeps_the_gemm_fields_and_drops_the_noise():
+    line = ('  %g = (f8e4m3fn[64,32]{1,0}, s8[4]{0}) custom-call(%a, %b), custom_call_target="__cublas$lt$matmul$f8", '
+            'metadata={op_name="x{y}" source_line=3}, backend_config={"gemm_backend_config":{"alpha_real":1,'
+            '"epilogue":"RELU","lhs_stride":"4096","damax_output":true},"reification_cost":[]}')
+    out = passes.clean_line(line)
+    assert out == ('  %g = (f8e4m3fn[64,32]{1,0}, s8[4]{0}) custom-call(%a, %b), custom_call_target="__cublas$lt$matmul$f8", '
+                   'backend_config={..."epilogue":"RELU","damax_output":true...}')
+    quoted = '  %f = f32[] fusion(%p), kind=kLoop, backend_config="{\\"kind\\":\\"__triton_gemm\\"}", frontend_attributes={a="[{}]"}'
+    assert passes.clean_line(quoted) == "  %f = f32[] fusion(%p), kind=kLoop"

@@ -104,11 +104,7 @@ def _strip(text: str) -> str:
     for line in text.splitlines():
         if not line.lstrip().startswith(("%", "ROOT")):
             continue
-        line = re.sub(r',\s*(metadata|frontend_attributes)=\{(?:[^{}"]|"[^"]*")*\}', "", line)
-        m = re.search(r",\s*backend_config=(.*)$", line)
-        if m:
-            keep = re.findall(r'"(?:epilogue|damax_output)":(?:"\w+"|\w+)', m.group(1))
-            line = line[:m.start()] + (", backend_config={..." + ",".join(keep) + "...}" if keep else "")
+        line = passes.clean_line(line)
         out.append(line.strip())
     return "\n".join(out)
 

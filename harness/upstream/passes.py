@@ -59,6 +59,8 @@ class Divergence:
     after_good: list[str] = field(default_factory=list)
     after_bad: list[str] = field(default_factory=list)
     message: str = ""
+    hlo_good: str = ""  # ENTRY of each version's module after the pass (metadata removed, cut to EXCERPT_LINES)
+    hlo_bad: str = ""
 
     @property
     def found(self) -> bool:
@@ -91,7 +93,55 @@ class Divergence:
         parts.append("Fusion-relevant structure before the pass:\n\n```\n" + "\n".join(self.before) + "\n```")
         parts.append(f"After it (`-` jax {self.good_version}, `+` jax {self.bad_version}):\n\n```diff\n"
                      + "\n".join(self.diff()) + "\n```")
+        for version, text in ((self.good_version, self.hlo_good), (self.bad_version, self.hlo_bad)):
+            if text:
+                parts.append(f"ENTRY after `{self.pass_name}`, jax {version}:\n\n```\n{text}\n```")
         return "\n\n".join(parts)
+
+
+EXCERPT_LINES = 40
+
+
+def clean_line(line: str) -> str:
+    """An HLO line without metadata, frontend attributes and origin, and with backend_config cut to the gemm's
+    epilogue and damax flag (balanced braces, quotes respected)."""
+    out = line
+    for key in ("metadata", "frontend_attributes", "origin", "backend_config"):
+        m = re.search(r",\s*" + key + r"=", out)
+        if not m:
+            continue
+        start = m.end()
+        if start < len(out) and out[start] == "{":
+            end = hlo._match(out, start) + 1
+        elif start < len(out) and out[start] == '"':
+            end = start + 1
+            while end < len(out) and out[end] != '"':
+                end += 2 if out[end] == "\\" else 1
+            end += 1
+        else:
+            continue
+        keep = ""
+        if key == "backend_config":
+            fields = re.findall(r'\\?"(?:epilogue|damax_output)\\?":(?:\\?"\w+\\?"|\w+)', out[start:end])
+            keep = ", backend_config={..." + ",".join(f.replace('\\"', '"') for f in fields) + "...}" if fields else ""
+        out = out[:m.start()] + keep + out[end:]
+    return out
+
+
+def entry_excerpt(path: Path, limit: int = EXCERPT_LINES) -> str:
+    """The ENTRY computation of a dumped module, its lines cleaned by `clean_line`."""
+    lines, inside = [], False
+    for line in Path(path).read_text(errors="replace").splitlines():
+        if line.startswith("ENTRY"):
+            inside = True
+        if inside:
+            line = clean_line(line)
+            lines.append(line.rstrip())
+            if line.startswith("}"):
+                break
+    if len(lines) > limit:
+        lines = lines[:limit - 1] + [f"  ... ({len(lines) - limit + 1} more lines)"]
+    return "\n".join(lines)
 
 
 def steps(dump_dir: Path) -> list[Step]:
@@ -201,23 +251,26 @@ def first_divergence(good: list[Step], bad: list[Step], good_version: str, bad_v
         res.message = f"no per-pass dumps from jax {good_version if not good else bad_version}"
         return res
     state_g, state_b = struct(good[0]), struct(bad[0])
+    file_g, file_b = good[0].path, bad[0].path
     if state_g != state_b:
         res.pipeline, res.pass_name = good[0].pipeline, "(input: the HLO before the first pass)"
         res.after_good, res.after_bad = state_g, state_b
+        res.hlo_good, res.hlo_bad = entry_excerpt(file_g), entry_excerpt(file_b)
         res.message = "the modules differ before XLA's first pass (JAX lowers the program differently)"
         return res
     for g, b in _merged(good[1:], bad[1:]):
         before = state_g
         if g is not None:
-            state_g = struct(g)
+            state_g, file_g = struct(g), g.path
         if b is not None:
-            state_b = struct(b)
+            state_b, file_b = struct(b), b.path
         if state_g != state_b:
             step = g or b
             res.pipeline, res.pass_name = step.pipeline, step.name
             if g is None or b is None:
                 res.changed_in = bad_version if g is None else good_version
             res.before, res.after_good, res.after_bad = before, state_g, state_b
+            res.hlo_good, res.hlo_bad = entry_excerpt(file_g), entry_excerpt(file_b)
             return res
     res.message = "every pass leaves the same structure in both versions"
     return res
