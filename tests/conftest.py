@@ -53,3 +53,9 @@ def write_cases(path: Path, text: str) -> Path:
 
 def git_available() -> bool:
     return shutil.which("git") is not None and subprocess.run(["git", "--version"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(autouse=True)
+def _no_saved_upstream_explanations(tmp_path_factory, monkeypatch):
+    """Issue bodies must not pick up `bisect --explain` results saved in this checkout's reports/upstream/."""
+    monkeypatch.setenv("FP8_CHECK_UPSTREAM_DIR", str(tmp_path_factory.mktemp("upstream")))

@@ -320,3 +320,14 @@ def test_clean_line_keeps_the_gemm_fields_and_drops_the_noise():
                    'backend_config={..."epilogue":"RELU","damax_output":true...}')
     quoted = '  %f = f32[] fusion(%p), kind=kLoop, backend_config="{\\"kind\\":\\"__triton_gemm\\"}", frontend_attributes={a="[{}]"}'
     assert passes.clean_line(quoted) == "  %f = f32[] fusion(%p), kind=kLoop"
+
+
+def test_reduce_usage_errors_are_one_line_and_exit_2(run_cli):
+    for args, text in [(["nope", "--jax", "0.7.0", "--good", "0.6.2"], "no case with id 'nope'"),
+                       (["epi_bias_relu", "--jax", "0.x", "--good", "0.6.2"], "not a version: '0.x'"),
+                       (["epi_bias_relu", "--jax", "0.7.0", "--good", "0.6.2", "--profile", "default"], "not a deviceless profile"),
+                       (["flax_dense_fp8_direct", "--jax", "0.7.0", "--good", "0.6.2"], "only pattern cases can be reduced")]:
+        if args[0].startswith("flax") and not any(c.id == args[0] for c in LIBRARY):
+            args[0] = next(c.id for c in LIBRARY if c.kind == "python")
+        code, out, err = run_cli("reduce", *args)
+        assert code == 2 and err.count("\n") == 1 and text in err, (args, err)
