@@ -234,10 +234,11 @@ FIX = REPO / "tests" / "fixtures" / "results"
 
 
 def _fail_body() -> str:
-    from harness.report import page
+    from harness.report import issue as report_issue
+    from harness.report import model
 
-    docs = page.load_docs(sorted(FIX.glob("jax-*.json")))
-    [md] = page.markdown_for(docs, "seed_scaled_clamp_bf16", profile="cublas")
+    [md] = report_issue.markdown_for(model.load(sorted(FIX.glob("jax-*.json"))).results, "seed_scaled_clamp_bf16",
+                                     profile="cublas")
     return md
 
 
@@ -281,6 +282,7 @@ def test_neighbours_pick_the_adjacent_good_version():
 # ---------------------------------------------------------------- end to end across versions
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_bisect_explain_on_a_real_change(run_cli, tmp_path):
     """epi_bias_relu (bf16 scales), cublas: 3 kernels on jax 0.6.2, 5 on 0.7.0 (per-version environments)."""
     code, out, err = run_cli("bisect", "epi_bias_relu", "--good", "0.6.2", "--bad", "0.7.0", "--profile", "cublas",
@@ -298,6 +300,7 @@ def test_bisect_explain_on_a_real_change(run_cli, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_reduce_keeps_the_regression_with_fewer_features():
     """The reduced case is checked independently: its signature still changes between the versions in the same fields."""
     from harness.versions.bisect import Tester
