@@ -100,7 +100,9 @@ def minimal(case: Case, target: Target, profile: Profile, jax_version: str, _unc
         'hlo = open(max(glob.glob(D + "/*gpu_after_optimizations.txt"), key=lambda p: int(p.split("module_")[1][:4]))).read()',
         'print(hlo if "--hlo" in sys.argv else "\\n".join(l.strip() for l in hlo.splitlines() if "custom-call(" in l or " fusion(" in l))',
     ]
-    imports = ["import jax, jax.numpy as jnp", "from jax.experimental import topologies"]
+    imports = ["import jax, jax.numpy as jnp", "from jax.experimental import topologies",
+               f'if jax.__version__ != "{jax_version}":',
+               f'    print(f"note: written for jax {jax_version}, running jax {{jax.__version__}}", file=sys.stderr)']
     script = "\n".join(head + imports + body + tail) + "\n"
     n = script.count("\n")
     if n > MAX_LINES and not _unchecked:
