@@ -19,6 +19,7 @@ import pytest
 
 from harness.pipeline import cases as case_mod
 from harness.pipeline import golden
+from harness.pipeline.filecheck import run_filecheck
 from harness.pipeline.signature import extract
 from harness.targets import PROFILES, load_target
 from harness.upstream import explain, issue, passes, reduce, repro, xla_commits, xla_test
@@ -76,7 +77,7 @@ def test_an_unknown_or_unchanged_xla_commit_is_said_so():
     missing = next(v for v in RELEASES if not table[v].xla_commit)
     rng = xla_commits.xla_range("0.8.0", missing)
     assert not rng.known and rng.url is None and f"no XLA commit recorded for jax {missing}" in rng.text()
-    assert xla_commits.entry("0.7") is None or xla_commits.entry("0.7").version == "0.7.0"
+    assert xla_commits.entry("0.7").version == "0.7.0" and xla_commits.entry("9.9.9") is None
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -121,12 +122,18 @@ def test_filecheck_lines_from_the_good_signature_pass_on_good_and_fail_on_a_spli
     assert "CHECK-NOT" in ver.bad_errors[0] and ".check:" not in ver.bad_errors[0]
 
 
-def test_filecheck_epilogue_line_catches_a_lost_epilogue():
-    relu = extract(_hlo("0.8.0", "relu_amax.h100.cublas.txt"))
-    plain_hlo = _hlo("0.8.0", "plain.h100.cublas.txt")
-    assert '"epilogue":"RELU"' in xla_test.gemm_checks(relu)
-    ver = xla_test.verify(relu, _hlo("0.8.0", "relu_amax.h100.cublas.txt"), plain_hlo)
-    assert not ver.good_errors and any("RELU" in e or "CHECK" in e for e in ver.bad_errors)
+def test_filecheck_gemm_lines_catch_a_lost_epilogue_or_damax():
+    """Mutations of the good HLO: the epilogue or the damax flag changed -> the gemm pattern fails on that line."""
+    good_hlo = _hlo("0.8.0", "relu_amax.h100.cublas.txt")
+    relu = extract(good_hlo)
+    checks = xla_test.gemm_checks(relu)
+    assert '"epilogue":"RELU"' in checks and '"damax_output":true' in checks
+    assert run_filecheck(checks, good_hlo) is None
+    no_relu = good_hlo.replace('"epilogue":"RELU"', '"epilogue":"DEFAULT"')
+    no_damax = good_hlo.replace('"damax_output":true', '"damax_output":false')
+    assert no_relu != good_hlo and no_damax != good_hlo
+    assert "RELU" in run_filecheck(checks, no_relu)
+    assert "damax_output" in run_filecheck(checks, no_damax)
 
 
 def test_the_export_is_shaped_like_xlas_gemm_rewriter_tests():
