@@ -341,3 +341,21 @@ def test_reduce_usage_errors_are_one_line_and_exit_2(run_cli):
             args[0] = next(c.id for c in LIBRARY if c.kind == "python")
         code, out, err = run_cli("reduce", *args)
         assert code == 2 and err.count("\n") == 1 and text in err, (args, err)
+
+
+def test_modules_that_differ_before_the_first_pass_blame_the_input(tmp_path):
+    s1, s2 = _hlo("0.6.1", "scaled_bf16.h100.cublas.txt"), _hlo("0.8.0", "scaled_bf16.h100.cublas.txt")
+    d = passes.first_divergence(_dump(tmp_path / "g", [("opt", "pipeline-start", s1)]),
+                                _dump(tmp_path / "b", [("opt", "pipeline-start", s2)]), "1", "2")
+    assert d.found and d.pass_name.startswith("(input") and "JAX lowers the program differently" in d.message
+
+
+def test_an_explanation_for_another_version_pair_is_not_used(tmp_path):
+    div = passes.Divergence("0.6.2", "0.7.0", message="x")
+    exp = explain.Explanation("c", "h100", "cublas", "0.6.2", "0.7.0", None, None, div, "print()\n")
+    explain.save(exp, tmp_path)
+    assert explain.find("c", "h100", "cublas", ("0.7.0", "0.6.2"), tmp_path) == exp
+    assert explain.find("c", "h100", "cublas", ("0.6.2", "0.7.1"), tmp_path) is None
+    assert explain.find("c", "h100", "triton", ("0.6.2", "0.7.0"), tmp_path) is None
+    parts = issue.parts_for("c", "h100", "cublas", "0.7.1", ["0.6.2"])
+    assert parts.repro == "" and "### XLA commit range" in parts.analysis
