@@ -359,3 +359,13 @@ def test_an_explanation_for_another_version_pair_is_not_used(tmp_path):
     assert explain.find("c", "h100", "triton", ("0.6.2", "0.7.0"), tmp_path) is None
     parts = issue.parts_for("c", "h100", "cublas", "0.7.1", ["0.6.2"])
     assert parts.repro == "" and "### XLA commit range" in parts.analysis
+
+
+def test_titles_say_what_kind_of_change_it_is():
+    g = "__cublas$lt$matmul$f8"
+    D = golden.FieldDiff
+    assert issue.what_changed([D("kernels", 3, 5), D("launches", ["a"], ["a", "b"])], g) == \
+        f"5 kernels instead of 3 around an unchanged {g}"
+    assert issue.what_changed([D("gemms[0].epilogue", "RELU", "DEFAULT"), D("kernels", 1, 2)], g) == f"{g} changes its epilogue"
+    assert issue.what_changed([D("gemms[0].target", g, "__cublas$lt$matmul")], g) is None
+    assert issue.what_changed([D("gemms", [1], [])], g) is None and issue.what_changed([], g) is None

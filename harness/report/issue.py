@@ -123,6 +123,9 @@ def issue_title(it: Item, model: Model) -> str:
         when = f" (compiled on {older[-1]})" if older else (f" (compiles on {newer[0]})" if newer else "")
         return f"[XLA:GPU] FP8 {pattern} fails to compile for {it.target} on jax {it.jax}{when}"
     if older:
+        what = upstream_issue.what_changed(it.outcome.diffs, gemm)  # issue 12: class-aware
+        if what:
+            return f"[XLA:GPU] FP8 {pattern}: {what} on jax {it.jax} (worked on {older[-1]})"
         return f"[XLA:GPU] FP8 {pattern} no longer fuses into {gemm} on jax {it.jax} (worked on {older[-1]})"
     if newer:
         return f"[XLA:GPU] FP8 {pattern} does not fuse into {gemm} on jax {it.jax} (fuses on {newer[0]})"

@@ -38,6 +38,29 @@ def neighbours(jax: str, good_versions: list[str]) -> tuple[str, str] | None:
     return None
 
 
+def what_changed(diffs, gemm: str) -> str | None:
+    """A class-aware title phrase for a signature change, or None when the gemm itself changed (no FP8 gemm, another
+    kernel): that stays "no longer fuses into ...".
+
+    - only kernels/launches/unfused ops differ: the gemm is the same, more (or fewer) kernels surround it;
+    - gemm fields differ but not its target or operand dtypes: the fused gemm lost (or changed) those fields.
+    """
+    paths = [d.path for d in diffs]
+    if not paths:
+        return None
+    gemm_fields = sorted({p.split(".", 1)[1].split(".")[0] for p in paths if p.startswith("gemms[") and "." in p})
+    if any(p == "gemms" or p.startswith("gemms") and "." not in p for p in paths):
+        return None  # a gemm appeared or disappeared
+    if any(f in ("target", "operand_dtypes") for f in gemm_fields):
+        return None
+    if gemm_fields:
+        return f"{gemm} changes its {', '.join(gemm_fields)}"
+    kernels = next((d for d in diffs if d.path == "kernels"), None)
+    if kernels is not None:
+        return f"{kernels.found} kernels instead of {kernels.expected} around an unchanged {gemm}"
+    return f"the kernels around an unchanged {gemm} change"
+
+
 def parts_for(case: str, target: str, profile: str, jax: str, good_versions: list[str]) -> UpstreamParts:
     pair = neighbours(jax, good_versions)
     if pair is None:
