@@ -42,7 +42,7 @@ class Explanation:
     repro: str  # the minimal repro, pinned to the bad version
     printed: dict[str, str] = field(default_factory=dict)  # version -> what the repro printed
     reproduces: dict[str, bool] = field(default_factory=dict)  # version -> repro's signature == the harness's
-    diffs: list[str] = field(default_factory=list)  # signature field diffs good -> bad (repro's)
+    diffs: list[str] = field(default_factory=list)  # signature field diffs, expected: good, found: bad (repro's)
     xla_test: str = ""
     filecheck_good: list[str] = field(default_factory=list)  # FileCheck errors on good (empty: passes)
     filecheck_bad: list[str] = field(default_factory=list)
@@ -133,8 +133,7 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
         runs[version] = passes.run_repro(minimal(case, target, profile, version), str(env.python), root / version, version)
     sigs = {v: extract(r.optimized_hlo) for v, r in runs.items()}
     reproduces = {v: not golden.compare(expected[v], sigs[v].to_dict()) for v in runs if (expected or {}).get(v)}
-    diffs = [f"{d.path}: {golden._show(d.expected)} -> {golden._show(d.found)}"
-             for d in golden.compare(sigs[good].to_dict(), sigs[bad].to_dict())]
+    diffs = [str(d) for d in golden.compare(sigs[good].to_dict(), sigs[bad].to_dict())]
     rng = xla_commits.xla_range(good, bad)
     ver = xla_test.verify(sigs[good], runs[good].optimized_hlo, runs[bad].optimized_hlo)
     return Explanation(

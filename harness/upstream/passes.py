@@ -112,7 +112,7 @@ def clean_line(line: str) -> str:
             continue
         start = m.end()
         if start < len(out) and out[start] == "{":
-            end = hlo._match(out, start) + 1
+            end = hlo.match_bracket(out, start) + 1
         elif start < len(out) and out[start] == '"':
             end = start + 1
             while end < len(out) and out[end] != '"':
