@@ -200,16 +200,22 @@ def test_every_pattern_case_has_a_minimal_repro_of_at_most_40_lines():
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_the_minimal_repro_reproduces_the_golden_standalone(tmp_path):
-    """In a clean interpreter (-I: no checkout, no PYTHONPATH), from an empty directory, on the installed JAX."""
+    """In an environment that holds only JAX (this version's, harness.versions.envs), with -I, from an empty directory."""
     import jax
 
+    from harness.versions.envs import Manager
+
+    env = Manager(reuse_self=False).ensure(jax.__version__)
+    probe = subprocess.run([str(env.python), "-I", "-c", "import harness"], cwd=tmp_path, capture_output=True, text=True)
+    assert probe.returncode != 0 and "No module named 'harness'" in probe.stderr  # no checkout on sys.path
     case, target = _case("epi_bias_relu"), load_target("h100")
     g = golden.load(golden.path_for(REPO / "goldens", case.id, "h100", "cublas", "deviceless"))
     expected = g.expected_for(jax.__version__)
     assert expected is not None
-    run = passes.run_repro(repro.minimal(case, target, PROFILES["cublas"], jax.__version__), sys.executable,
-                           tmp_path, jax.__version__, pass_dumps=False)
+    run = passes.run_repro(repro.minimal(case, target, PROFILES["cublas"], jax.__version__), str(env.python),
+                           tmp_path / "run", jax.__version__, pass_dumps=False)
     assert golden.compare(expected.signature, extract(run.optimized_hlo).to_dict()) == []
     assert "__cublas$lt$matmul$f8" in run.printed and " fusion(" in run.printed
 

@@ -127,8 +127,12 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
     manager = manager or Manager()
     root = Path(work or tempfile.mkdtemp(prefix="fp8-check-explain-"))
     runs: dict[str, passes.Run] = {}
+    clean = Manager(manager.root, manager.python, reuse_self=False)
     for version in (good, bad):
         env = manager.ensure(version)
+        if env.info.get("own_environment"):
+            # fp8-check's own environment has the checkout on sys.path (editable install): use a JAX-only one
+            env = clean.ensure(version)
         log(f"  jax {version:<9} compiling the minimal repro with per-pass dumps ({env.python})")
         runs[version] = passes.run_repro(minimal(case, target, profile, version), str(env.python), root / version, version)
     sigs = {v: extract(r.optimized_hlo) for v, r in runs.items()}
