@@ -375,3 +375,13 @@ def test_titles_say_what_kind_of_change_it_is():
     assert issue.what_changed([D("gemms[0].epilogue", "RELU", "DEFAULT"), D("kernels", 1, 2)], g) == f"{g} changes its epilogue"
     assert issue.what_changed([D("gemms[0].target", g, "__cublas$lt$matmul")], g) is None
     assert issue.what_changed([D("gemms", [1], [])], g) is None and issue.what_changed([], g) is None
+
+
+def test_text_from_a_case_file_never_becomes_repro_code():
+    import dataclasses
+
+    case = dataclasses.replace(_case("seed_plain_f32"), description='x\nimport os; os.system("echo pwned")')
+    src = repro.minimal(case, load_target("h100"), PROFILES["cublas"], "0.12.0.1")
+    assert [l for l in src.splitlines() if "pwned" in l] == [src.splitlines()[0]] and src.startswith("# ")
+    with pytest.raises(repro.ReproError, match="not a JAX version"):
+        repro.minimal(case, load_target("h100"), PROFILES["cublas"], '0.7.0"; import os #')

@@ -71,15 +71,22 @@ def _args_lines(case: Case) -> list[str]:
     return out + [cur]
 
 
-def minimal(case: Case, target: Target, profile: Profile, jax_version: str, _unchecked: bool = False) -> str:
+def _comment(text: str) -> str:
+    """Text for a `#` comment: one line, whatever the case file held (a newline must never become code)."""
+    return " ".join(str(text).split())
+
+
+def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> str:
+    if not re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", jax_version):
+        raise ReproError(f"not a JAX version: {jax_version!r}")
     if case.kind != "pattern":
         raise ReproError(f"case '{case.id}' is kind: python; its repro inlines modules (fp8-check show --repro)")
     lines = _case_lines(render(case).source)
     fn = next(l.split("(")[0][4:] for l in lines if l.startswith("def "))
     head = [
-        f"# {case.id}: {case.description}".rstrip(": ")[:110],
+        _comment(f"# {case.id}: {case.description}").rstrip(": ")[:110],
         f'# pip install "jax[cuda12]=={jax_version}"; python repro.py [--hlo]: compiles deviceless (no GPU) for'
-        f" {target.name}, profile {profile.name}; prints the gemm and fusion kernels (--hlo: the optimized HLO)",
+        f" {_comment(target.name)}, profile {profile.name}; prints the gemm and fusion kernels (--hlo: the optimized HLO)",
         "import glob, os, sys, tempfile",
         "D = tempfile.mkdtemp()",
         'os.environ.update(JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1", XLA_FLAGS='
@@ -105,6 +112,6 @@ def minimal(case: Case, target: Target, profile: Profile, jax_version: str, _unc
                f'    print(f"note: written for jax {jax_version}, running jax {{jax.__version__}}", file=sys.stderr)']
     script = "\n".join(head + imports + body + tail) + "\n"
     n = script.count("\n")
-    if n > MAX_LINES and not _unchecked:
+    if n > MAX_LINES:
         raise ReproError(f"case '{case.id}': the minimal repro has {n} lines (> {MAX_LINES})")
     return script

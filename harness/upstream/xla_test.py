@@ -64,7 +64,7 @@ def export(case_id: str, before_hlo: str, good: Signature, good_version: str, ba
     hlo = strip_metadata(before_hlo)
     options = ", ".join(f"{k}={v}" for k, v in profile_options.items()) or "XLA's defaults"
     return (
-        f"// Exported by fp8-check from case {case_id} ({target}; {options}).\n"
+        f"// Exported by fp8-check from case {case_id} ({' '.join(target.split())}; {options}).\n"
         f"// Passes with the XLA of jax {good_version}, fails with the XLA of jax {bad_version}.\n"
         f"TEST_P(ParameterizedFp8GemmRewriteTest, {_test_name(case_id)}) {{\n"
         f'  const char* hlo_text = R"(\n{hlo})";\n\n'
