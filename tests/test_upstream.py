@@ -385,3 +385,15 @@ def test_text_from_a_case_file_never_becomes_repro_code():
     assert [l for l in src.splitlines() if "pwned" in l] == [src.splitlines()[0]] and src.startswith("# ")
     with pytest.raises(repro.ReproError, match="not a JAX version"):
         repro.minimal(case, load_target("h100"), PROFILES["cublas"], '0.7.0"; import os #')
+
+
+def test_a_lost_fp8_gemm_keeps_the_no_longer_fuses_title_and_summary():
+    """Recorded results: seed_scaled_clamp_bf16 loses its FP8 gemm on 0.12.0.1 (gemm target changes), so the
+    class-aware wording for an unchanged gemm must not be used."""
+    from harness.report import issue as report_issue
+    from harness.report import model
+
+    [md] = report_issue.markdown_for(model.load(sorted(FIX.glob("jax-*.json"))).results, "seed_scaled_clamp_bf16",
+                                     profile="cublas")
+    assert "no longer fuses into __cublas$lt$matmul$f8" in md.splitlines()[0]
+    assert "still emits" not in md and "around an unchanged" not in md

@@ -153,6 +153,10 @@ def summary(it: Item, model: Model) -> str:
     if len(o.diffs) > 4:
         changed += f"; and {len(o.diffs) - 4} more"
     older = [v for v in good if vkey(v) < vkey(it.jax)]
+    what = upstream_issue.what_changed(o.diffs, gemm) if older else None  # issue 12: class-aware
+    if what:
+        return (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits `{gemm}`, but compared "
+                f"with jax {older[-1]}: {what}. The optimized HLO now has {found}. Fusion signature changes: {changed}.")
     return (f"On jax {it.jax}, XLA {'no longer rewrites' if older else 'does not rewrite'} the FP8 matmul below "
             f"into a single `{gemm}` with its scales and epilogue fused, when compiling {where}"
             + (f"; jax {older[-1]} did." if older else
