@@ -35,7 +35,7 @@ AMAX = ("none", "pre_scale")
 REQUANTIZE = ("convert", "bitcast")
 PROFILES = ("cublas", "triton", "default")
 KINDS = ("pattern", "python")
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # used with fullmatch: no trailing newline
 
 # Largest finite value of each FP8 format (what a clamp saturates to).
 FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
@@ -112,6 +112,7 @@ class Case:
     # kind: python
     callable: str | None = None
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+    requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
     yaml_text: str = ""
 
     @property
@@ -268,7 +269,7 @@ PATTERN_KEYS = (
     "input_scales", "scale_dtype", "output_scale", "clamp", "out_dtype", "epilogue",
     "bias_dtype", "amax", "requantize", "profiles", "targets", "known_issues", "filecheck",
 )
-PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "profiles", "targets", "known_issues", "filecheck")
+PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck")
 
 
 def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
@@ -278,7 +279,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     if "id" not in raw:
         raise CaseError(path, line, None, "id", f"missing in cases[{index}]; every case needs an id")
     cid = raw["id"]
-    if not isinstance(cid, str) or not ID_RE.match(cid):
+    if not isinstance(cid, str) or not ID_RE.fullmatch(cid):
         raise CaseError(path, line, None, "id", f"got {cid!r}; an id is letters, digits, '_', '.', '-'")
     merged = {**defaults, **raw}
     kind = _choice(path, line, cid, "kind", merged.get("kind", "pattern"), KINDS)
@@ -318,12 +319,21 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
         if "callable" not in merged:
             raise CaseError(path, line, cid, "callable", "missing; a python case names 'module:function'")
         target = _str(path, line, cid, "callable", merged["callable"])
-        if not re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", target):
+        module, _, function = target.partition(":")
+        if not all(_is_name(p) for p in module.split(".") + [function]):
             raise CaseError(path, line, cid, "callable", f"expected 'package.module:function', got {target!r}")
         kw["callable"] = target
         if "args" not in merged:
             raise CaseError(path, line, cid, "args", "missing; a python case lists its arguments")
         kw["args"] = _args(path, line, cid, merged["args"])
+        if "requires" in merged:
+            value = merged["requires"]
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not value or not all(isinstance(v, str) and _is_name(v) for v in value):
+                raise CaseError(path, line, cid, "requires",
+                                f"expected a list of optional top-level modules such as [flax], got {value!r}")
+            kw["requires"] = tuple(dict.fromkeys(value))
         return Case(**kw)
 
     for fld, allowed_values in (
@@ -354,6 +364,13 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     if case.has_bias and case.bias_dtype is None:
         case = _replace(case, bias_dtype=case.dequant)
     return case
+
+
+def _is_name(text: str) -> bool:
+    """A Python identifier that is not a keyword (one part of a dotted module path)."""
+    import keyword
+
+    return text.isidentifier() and not keyword.iskeyword(text)
 
 
 def _replace(case: Case, **kw) -> Case:

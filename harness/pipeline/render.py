@@ -15,20 +15,53 @@ import jinja2
 from harness.pipeline.cases import FP8_MAX, Case
 from harness.targets import Profile, Target
 
+def py_literal(value) -> str:
+    """A Python literal (repr) of a str, number, bool, None, or a tuple/list/dict of them: user text enters
+    rendered source only through this filter, `py_text` or `py_comment`, so it can never become code."""
+    return repr(value)
+
+
+def py_text(text: str) -> str:
+    """`text` as a triple-quoted string literal that keeps its line breaks readable.
+
+    Backslashes and every double quote are escaped (so no `\"\"\"` can close the literal and no `\\N`
+    starts an escape), and every other non-printable character (CR, tabs, U+2028, NUL) is written as
+    its escape sequence: the literal's value is exactly `text`.
+    """
+    out = []
+    for ch in str(text):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n" or ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(repr(ch)[1:-1])
+    return '"""' + "".join(out) + '"""'
+
+
+def py_comment(text) -> str:
+    """`text` for the inside of a `#` comment: non-printable characters (line breaks) escaped."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+
+
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent.parent / "templates"),
     trim_blocks=True,
     lstrip_blocks=True,
     keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined,
-    autoescape=False,  # renders Python source, not markup
+    autoescape=False,  # renders Python source, not markup: user text goes through the filters below
 )
+_ENV.filters.update(py_literal=py_literal, py_text=py_text, py_comment=py_comment)
 
 
 @dataclass(frozen=True)
 class Rendered:
     case_id: str
     source: str
+    requires: tuple[str, ...] = ()  # optional dependencies (modules) the case declares: missing -> UNSUPPORTED
 
 
 def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
@@ -56,23 +89,27 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def _module_file(module: str) -> Path | None:
-    """The source file of `module` when it is part of this repository (inlined so repros stand alone).
+    """The source file of `module` when it lies in this checkout or the run's directory (inlined so repros
+    stand alone).
 
-    Modules from installed packages are imported instead; a missing one makes the
-    case UNSUPPORTED when it runs.
+    Found by path, without importing anything in this process: a case's module is only ever
+    imported by the compile worker. Other modules (PYTHONPATH, installed packages) are imported
+    by the rendered source; one that cannot be imported makes the case UNRESOLVED (UNSUPPORTED
+    when it is a dependency the case lists in `requires`).
     """
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
+    parts = module.split(".")
+    if not all(p.isidentifier() for p in parts):
         return None
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return None
-    path = Path(spec.origin).resolve()
-    if any(part in ("site-packages", "dist-packages") for part in path.parts):
-        return None  # an installed package (also fp8-check itself, installed from a wheel)
-    return path if any(root in path.parents for root in _source_roots()) else None
+    for root in _source_roots():
+        base = root.joinpath(*parts)
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            # every package on the way must be a regular package under the same root
+            if path.is_file() and all((root.joinpath(*parts[:i]) / "__init__.py").is_file() for i in range(1, len(parts))):
+                path = path.resolve()
+                if any(part in ("site-packages", "dist-packages") for part in path.parts):
+                    return None  # an installed package (also fp8-check itself, installed from a wheel)
+                return path
+    return None
 
 
 def _source_roots() -> list[Path]:
@@ -90,21 +127,27 @@ def _relative(path: Path) -> Path:
     return path
 
 
+def _docstring(case: Case) -> str:
+    head = f"fp8-check case {case.id}" + (f": {case.description}" if case.description else "")
+    return f"{head}\n\nRendered from {case.file}. fp8-check compiles exactly this source.\n"
+
+
 def render(case: Case) -> Rendered:
     args = arg_specs(case)
     if case.kind == "python":
         module, function = case.callable.split(":")
         module_path = _module_file(module)
         source = _ENV.get_template("python.py.j2").render(
-            case=case, module=module, function=function, args=args,
+            case=case, docstring=_docstring(case), module=module, function=function, args=args,
             module_path=_relative(module_path) if module_path else None,
             module_source=module_path.read_text().rstrip() if module_path else None,
         )
-        return Rendered(case.id, source)
+        return Rendered(case.id, source, case.requires)
     batched = case.shape.batch is not None
     rank = 3 if batched else 2
     source = _ENV.get_template("pattern.py.j2").render(
         case=case,
+        docstring=_docstring(case),
         args=args,
         params=[name for name, _, _ in args],
         a_scale=case.input_scales in ("a", "both"),
@@ -116,7 +159,7 @@ def render(case: Case) -> Rendered:
         out_max=FP8_MAX.get(case.out_dtype) if case.clamp else None,
         max_name=case.out_dtype.replace("float8_", "").upper() + "_MAX",
     )
-    return Rendered(case.id, source)
+    return Rendered(case.id, source, case.requires)
 
 
 def repro(case: Case, target: Target, profile: Profile, jax_version: str, rendered: Rendered | None = None) -> str:

@@ -1,0 +1,133 @@
+"""Hardening (issue 10): nothing in a case file, golden or path may run code, crash the run, or turn a broken case green.
+
+Fast tests here use no compiler; the ones marked `slow` compile deviceless for real.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.pipeline import cases as case_mod
+from harness.pipeline import render
+from harness.pipeline.cases import Case, KnownIssue
+from harness.targets import PROFILES, TARGET_DIR, Target, parse_target
+
+PLACEHOLDER = "PLACEHOLDER_q7Zx"
+
+
+def _dump(source: str, replace: str | None = None) -> str:
+    """The syntax tree of `source`; with `replace`, PLACEHOLDER inside string literals is replaced by it."""
+    tree = ast.parse(source)
+    if replace is not None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                node.value = node.value.replace(PLACEHOLDER, replace)
+    return ast.dump(tree)
+
+
+H100 = parse_target("h100", (TARGET_DIR / "h100.txtpb").read_text())
+PATTERN = Case(id="c", file="cases/x.yaml", line=1, input_scales="both", output_scale="divide", clamp=True,
+               out_dtype="float8_e4m3fn", epilogue="bias_relu", bias_dtype="bfloat16", amax="pre_scale")
+PYTHON_INLINED = Case(id="p", file="cases/x.yaml", line=1, kind="python", callable="tests.casefns:plain",
+                      args=(("a", (4, 8), "float8_e4m3fn"), ("b", (8, 2), "float8_e4m3fn")))
+PYTHON_IMPORTED = dataclasses.replace(PYTHON_INLINED, callable="some_pkg.layers:dense")
+
+
+def _full_source(case: Case, target: Target = H100, jax_version: str = "0.12.0.1") -> str:
+    """The rendered module and the standalone repro around it: all the source user text can reach."""
+    return render.repro(case, target, PROFILES["cublas"], jax_version)
+
+
+# (name, how to put text into the inputs of the render) for every text that reaches rendered source
+TEXT_FIELDS = {
+    "description": lambda t: (dataclasses.replace(PATTERN, description=t), H100, "0.12.0.1"),
+    "file": lambda t: (dataclasses.replace(PATTERN, file=t), H100, "0.12.0.1"),
+    "python description": lambda t: (dataclasses.replace(PYTHON_INLINED, description=t), H100, "0.12.0.1"),
+    "python file": lambda t: (dataclasses.replace(PYTHON_IMPORTED, file=t), H100, "0.12.0.1"),
+    "known issue url and summary": lambda t: (dataclasses.replace(
+        PATTERN, known_issues=(KnownIssue(url=t, jax="<0.1", summary=t),)), H100, "0.12.0.1"),
+    "target name": lambda t: (PATTERN, dataclasses.replace(H100, name=t), "0.12.0.1"),
+    "target spec text": lambda t: (PATTERN, dataclasses.replace(H100, config_text=H100.config_text + t), "0.12.0.1"),
+    "jax version": lambda t: (PATTERN, H100, t),
+}
+
+
+@pytest.mark.parametrize("field", list(TEXT_FIELDS))
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(min_size=1, max_size=40) | st.sampled_from(['"""', "\\N", "\\", '"', "'''", "\r\n", "\x00", "\u2028",
+                                                     '"""; import os; os.system("false"); """', "{{ x }}", "\\N{BULLET}"]))
+def test_user_text_is_only_ever_a_literal(field, text):
+    """For any text, the rendered program is the one rendered with a placeholder, but for that literal."""
+    make = TEXT_FIELDS[field]
+    with_placeholder = _full_source(*make(PLACEHOLDER))
+    with_text = _full_source(*make(text))
+    assert _dump(with_text) == _dump(with_placeholder, replace=text)
+
+
+@pytest.mark.parametrize("field", ["description", "file", "python description", "target name", "jax version"])
+def test_the_placeholder_reaches_the_source(field):
+    """The property above is not vacuous: these texts do appear in the rendered source."""
+    assert PLACEHOLDER in _full_source(*TEXT_FIELDS[field](PLACEHOLDER))
+
+
+@settings(max_examples=40, deadline=None)
+@given(module=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}(\.[A-Za-z_][A-Za-z0-9_]{0,8}){0,2}", fullmatch=True),
+       function=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True),
+       name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True),
+       cid=st.from_regex(case_mod.ID_RE, fullmatch=True))
+def test_ids_callables_and_argument_names_are_literals(module, function, name, cid):
+    case = dataclasses.replace(PYTHON_IMPORTED, id=cid, callable=f"{module}:{function}", args=((name, (2,), "float32"),))
+    ph = dataclasses.replace(PYTHON_IMPORTED, id=PLACEHOLDER + "i", callable=f"{PLACEHOLDER}m:{PLACEHOLDER}f",
+                             args=((PLACEHOLDER + "n", (2,), "float32"),))
+    got = ast.parse(_full_source(case))
+    want = ast.parse(_full_source(ph))
+    for node in ast.walk(want):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = (node.value.replace(PLACEHOLDER + "i", cid).replace(PLACEHOLDER + "m", module)
+                          .replace(PLACEHOLDER + "f", function).replace(PLACEHOLDER + "n", name))
+    assert ast.dump(got) == ast.dump(want)
+
+
+def test_triple_quote_in_a_description_does_not_run():
+    """The defect: a description was pasted into a docstring, so this ran code in the worker."""
+    evil = 'x"""\nraise SystemExit("injected")\n"""'
+    source = render.render(dataclasses.replace(PATTERN, description=evil)).source
+    namespace: dict = {}
+    exec(compile(source, "<rendered>", "exec"), namespace)
+    assert evil in namespace["__doc__"] and "FN" in namespace
+
+
+@pytest.mark.parametrize("text", ["\\N", "a \\N{BULLET} b", "\\x", "\\u12"])
+def test_backslash_sequences_render_to_valid_python(text):
+    source = render.render(dataclasses.replace(PATTERN, description=text)).source
+    namespace: dict = {}
+    exec(compile(source, "<rendered>", "exec"), namespace)
+    assert text in namespace["__doc__"]
+
+
+@pytest.mark.parametrize("cid", ["good\n", "good ", "good\t", " good"])
+def test_id_with_surrounding_whitespace_is_rejected(tmp_path, cid):
+    path = tmp_path / "c.yaml"
+    import json
+
+    path.write_text(f"cases:\n  - id: {json.dumps(cid)}\n")
+    with pytest.raises(case_mod.CaseError) as info:
+        case_mod.load_file(path)
+    assert "field 'id'" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("callable_", ["mod:fn\n", "mod:f²", "mod.class:fn", "mod:fn()", "a..b:fn"])
+def test_callable_must_be_dotted_identifiers(tmp_path, callable_):
+    import json
+
+    path = tmp_path / "c.yaml"
+    path.write_text(f"cases:\n  - id: p\n    kind: python\n    callable: {json.dumps(callable_)}\n"
+                    "    args: [{name: a, shape: [2], dtype: float32}]\n")
+    with pytest.raises(case_mod.CaseError) as info:
+        case_mod.load_file(path)
+    assert "field 'callable'" in str(info.value)
