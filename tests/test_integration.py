@@ -91,6 +91,7 @@ cases:
   - id: d_missing_dependency
     kind: python
     callable: no_such_package_xyz.layers:dense
+    requires: [no_such_package_xyz]
     args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}]
     profiles: [cublas]
 """

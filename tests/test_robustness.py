@@ -131,3 +131,50 @@ def test_callable_must_be_dotted_identifiers(tmp_path, callable_):
     with pytest.raises(case_mod.CaseError) as info:
         case_mod.load_file(path)
     assert "field 'callable'" in str(info.value)
+
+
+# ---------------------------------------------------------------- python cases: import errors are errors
+
+PY_IMPORTS = """\
+defaults:
+  kind: python
+  profiles: [cublas]
+  args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}, {name: b, shape: [32, 16], dtype: float8_e4m3fn}]
+cases:
+  - id: typo_in_module
+    callable: tests.casefnz:plain
+  - id: missing_function
+    callable: tests.casefns:no_such_function
+  - id: failing_import_inside
+    callable: user_broken:plain
+  - id: declared_optional_missing
+    callable: user_broken:plain
+    requires: [no_such_dep_abc]
+  - id: module_from_the_run_directory
+    callable: user_fns:plain
+"""
+
+
+@pytest.mark.slow
+def test_python_case_import_errors_are_unresolved(tmp_path, run_cli):
+    import json
+    import sys
+
+    from .conftest import write_cases
+
+    write_cases(tmp_path / "cases" / "py.yaml", PY_IMPORTS)
+    (tmp_path / "user_broken.py").write_text("import no_such_dep_abc\n\ndef plain(a, b):\n    return a\n")
+    (tmp_path / "user_fns.py").write_text(
+        "import jax.numpy as jnp\n\n\ndef plain(a, b):\n    return jnp.dot(a.astype(jnp.float32), b.astype(jnp.float32))\n")
+    code, out, err = run_cli("run", "--mode", "deviceless", "--json", tmp_path / "r.json", cwd=tmp_path)
+    assert code == 1, out + err
+    got = {r["case"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
+    assert got["typo_in_module"]["outcome"] == "UNRESOLVED" and "tests.casefnz" in got["typo_in_module"]["reason"]
+    assert got["missing_function"]["outcome"] == "UNRESOLVED" and "no_such_function" in got["missing_function"]["reason"]
+    assert got["failing_import_inside"]["outcome"] == "UNRESOLVED" and "no_such_dep_abc" in got["failing_import_inside"]["reason"]
+    optional = got["declared_optional_missing"]
+    assert optional["outcome"] == "UNSUPPORTED" and "no_such_dep_abc" in optional["reason"] and "requires" in optional["reason"]
+    local = got["module_from_the_run_directory"]
+    assert local["outcome"] == "NEW" and local["signature"]["gemms"][0]["target"] == "__cublas$lt$matmul$f8"
+    # the CLI process itself never imported the cases' modules
+    assert not {"user_fns", "user_broken", "tests.casefnz"} & set(sys.modules)

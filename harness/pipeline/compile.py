@@ -65,6 +65,8 @@ class Compilation:
     # as encoded by the worker ({dtype, shape, data: base64}), or why it did not run.
     outputs: list[dict] | None = None
     execute_error: str | None = None
+    # Set when an optional dependency the case declares (`requires:`) is not installed: UNSUPPORTED.
+    unsupported: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -78,13 +80,15 @@ class Worker:
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
         self._stderr = None
+        self.case_dir = os.getcwd()  # python cases' modules resolve from here (and PYTHONPATH)
 
     def start(self) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+b")
         env = dict(os.environ)
         # The worker imports `harness` from this checkout (or installed package), whatever environment
-        # it runs in, and `kind: python` callables from the current directory (the user's project).
-        paths = [str(harness_path()), os.getcwd()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        # it runs in, and `kind: python` callables from the directory the run started in (the user's
+        # project) or PYTHONPATH, as pytest does.
+        paths = [str(harness_path()), self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         self.proc = subprocess.Popen(
@@ -166,6 +170,7 @@ class Compiler:
             "source": rendered.source,
             "target_config": target.config_text,
             "compiler_options": profile.compiler_options,
+            "requires": list(rendered.requires),
         }
         if inputs is not None:
             request["inputs"] = inputs
@@ -177,6 +182,8 @@ class Compiler:
         if reply.get("ok"):
             out.hlo, out.stablehlo, out.seconds = reply["hlo"], reply["stablehlo"], reply["seconds"]
             out.outputs, out.execute_error = reply.get("outputs"), reply.get("execute_error")
+        elif reply.get("unsupported"):
+            out.error = out.unsupported = reply["unsupported"]
         else:
             out.error = reply.get("error", "unknown error")
         return out

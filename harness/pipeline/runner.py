@@ -70,10 +70,9 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     if issue:
         out.known_issue = {"url": issue.url, "jax": issue.jax, "summary": issue.summary}
     if not comp.ok:
-        first = (comp.error or "").strip().splitlines()[0] if comp.error else "unknown error"
-        if first.startswith("ModuleNotFoundError") or first.startswith("ImportError"):
-            out.code, out.reason = UNSUPPORTED, f"missing optional dependency: {first}"
-        else:
+        if comp.unsupported:  # only an optional dependency the case declares (`requires:`)
+            out.code, out.reason = UNSUPPORTED, comp.unsupported
+        else:  # an import error of the case's own module or callable is an error like any other
             out.code, out.reason = UNRESOLVED, comp.error or "unknown error"
         return out
     try:

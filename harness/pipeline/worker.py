@@ -152,6 +152,21 @@ def topology(mode, target_config):
     return base64.b64encode(topo.serialize()).decode()
 
 
+def missing_optional(requires):
+    """Why the case cannot run here ('' if it can): the first optional dependency it lists that is not installed."""
+    import importlib.util
+
+    for name in requires:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return "missing optional dependency %r (requires: %s): no module named %r is installed" % (
+                name, ", ".join(requires), name)
+    return ""
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "deviceless"
     dump_dir = tempfile.mkdtemp(prefix="fp8-check-dump-")
@@ -170,10 +185,25 @@ def main():
                 key = request["target_config"]
                 if key not in devices:
                     devices[key] = aot.compile_device(mode, key)
+                missing = missing_optional(request.get("requires") or ())
+                if missing:
+                    proto.write(json.dumps({"ok": False, "unsupported": missing}) + "\n")
+                    continue
                 module = types.ModuleType("fp8_case_" + request["case_id"].replace("-", "_").replace(".", "_"))
                 path = os.path.join(dump_dir, "..", "fp8_case_%s.py" % request["case_id"])
                 code = compile(request["source"], os.path.abspath(path), "exec")
-                exec(code, module.__dict__)
+                try:
+                    exec(code, module.__dict__)
+                except ImportError as exc:
+                    # A dependency the case declares optional is UNSUPPORTED; anything else
+                    # (a typo in the module, a missing function, a failing import) is an error.
+                    name = (getattr(exc, "name", None) or "").split(".")[0]
+                    if name and name in (request.get("requires") or ()):
+                        proto.write(json.dumps({"ok": False, "unsupported": "missing optional dependency %r "
+                                                "(requires: %s): %s: %s" % (name, ", ".join(request["requires"]),
+                                                                            type(exc).__name__, exc)}) + "\n")
+                        continue
+                    raise
                 result = aot.compile_for(module.FN, module.ARGS, devices[key], request["compiler_options"], dump_dir)
                 reply = {
                     "ok": True,
