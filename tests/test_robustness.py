@@ -178,3 +178,70 @@ def test_python_case_import_errors_are_unresolved(tmp_path, run_cli):
     assert local["outcome"] == "NEW" and local["signature"]["gemms"][0]["target"] == "__cublas$lt$matmul$f8"
     # the CLI process itself never imported the cases' modules
     assert not {"user_fns", "user_broken", "tests.casefnz"} & set(sys.modules)
+
+
+# ---------------------------------------------------------------- bounded YAML, unreadable files
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)) + "cases: []\n"
+DEEP_FLOW = "cases: " + "[" * 5000 + "]" * 5000 + "\n"
+DEEP_BLOCK = "cases:\n" + "".join("  " * i + "- \n" for i in range(1, 300)) + "\n"
+DEEP_BY_ALIASES = "".join(f"x{i}: &x{i} [{'*x' + str(i - 1) if i else 1}, [[[[[[[[1]]]]]]]]]\n" for i in range(80)) + "cases: []\n"
+RECURSIVE = "defaults: &d {description: x, shape: *d}\ncases: []\n"
+
+BAD_CASE_FILES = {
+    "alias bomb": (ALIAS_BOMB.encode(), "alias bomb"),
+    "deep flow nesting": (DEEP_FLOW.encode(), "nested deeper than"),
+    "deep block nesting": (DEEP_BLOCK.encode(), "nested deeper than"),
+    "deep through aliases": (DEEP_BY_ALIASES.encode(), "nested deeper than"),
+    "recursive alias": (RECURSIVE.encode(), "recursive alias"),
+    "not UTF-8": ("cases:\n  - id: x\n    description: caf\xe9\n".encode("latin-1"), "not UTF-8 text: byte 0xe9 on line 3"),
+    "too large": (b"# " + b"x" * (3 * 1024 * 1024) + b"\ncases: []\n", "larger than the 2 MiB limit"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_CASE_FILES))
+def test_hostile_case_files_are_one_line_errors(tmp_path, name):
+    data, needle = BAD_CASE_FILES[name]
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(data)
+    with pytest.raises(case_mod.CaseError) as info:
+        case_mod.load_file(path)
+    message = str(info.value)
+    assert needle in message and message.startswith(str(path)) and "\n" not in message
+
+
+@pytest.mark.parametrize("command", [("list",), ("run", "--mode", "deviceless"), ("show", "x", "--mode", "deviceless"),
+                                     ("bless", "--mode", "deviceless"), ("matrix", "--jax", "0.12.0.1")])
+@pytest.mark.parametrize("name", ["alias bomb", "deep flow nesting", "not UTF-8"])
+def test_hostile_case_files_exit_2_in_every_command(tmp_path, run_cli, command, name):
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "bad.yaml").write_bytes(BAD_CASE_FILES[name][0])
+    code, out, err = run_cli(*command, cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "bad.yaml" in err, err
+
+
+def test_bisect_reports_a_hostile_case_file_in_one_line(tmp_path, run_cli):
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "bad.yaml").write_bytes(BAD_CASE_FILES["alias bomb"][0])
+    code, out, err = run_cli("bisect", "x", "--test", "current", cwd=tmp_path)
+    assert code == 128 and len(err.strip().splitlines()) == 1 and "alias bomb" in err  # git bisect's usage code
+
+
+@pytest.mark.parametrize("kind", ["directory", "not UTF-8", "alias bomb", "deep"])
+def test_unreadable_golden_is_a_golden_error(tmp_path, kind):
+    from harness.pipeline import golden
+
+    path = golden.path_for(tmp_path, "c", "h100", "cublas", "deviceless")
+    path.parent.mkdir(parents=True)
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "not UTF-8":
+        path.write_bytes(b"case: \xff\n")
+    elif kind == "alias bomb":
+        path.write_text(ALIAS_BOMB.replace("cases: []\n", "expect: []\n"))
+    else:
+        path.write_text("expect: " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(golden.GoldenError) as info:
+        golden.load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)

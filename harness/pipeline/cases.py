@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from harness.pipeline import safe_yaml
+
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 DEQUANT_DTYPES = ("float32", "bfloat16", "float16")
 OUT_DTYPES = ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32")
@@ -129,8 +131,8 @@ class Case:
 # ---------------------------------------------------------------- YAML loading
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and remembers line numbers."""
+class _Loader(safe_yaml.BoundedLoader):
+    """Bounded SafeLoader (harness/pipeline/safe_yaml.py) that rejects duplicate keys and remembers line numbers."""
 
 
 class _Map(dict):
@@ -397,11 +399,11 @@ def _plain(value):
 def load_file(path: Path) -> list[Case]:
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise CaseError(path, None, None, None, f"cannot read: {exc.strerror}") from None
+        text = safe_yaml.read_text(path)
+    except safe_yaml.ReadError as exc:
+        raise CaseError(path, None, None, None, str(exc)) from None
     try:
-        doc = yaml.load(text, Loader=_Loader)
+        doc = safe_yaml.load(text, _Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)

@@ -1,0 +1,114 @@
+"""Bounded reading and YAML loading for files users write (case files, goldens).
+
+PyYAML's safe loader still expands aliases without limit (a "billion laughs" file of a
+few hundred bytes becomes gigabytes), recurses once per nesting level (a deeply nested
+file raises RecursionError) and accepts recursive aliases. Here every file is read with a
+size limit and as UTF-8, nesting depth is limited while composing, and the composed
+node graph is measured (as if every alias were expanded) before anything is constructed.
+Every problem is a `yaml.MarkedYAMLError` (or `ReadError`), i.e. one line with the line number.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+MAX_BYTES = 2 * 1024 * 1024  # per file
+MAX_DEPTH = 64  # nesting levels (mappings and lists), counting through aliases
+MAX_NODES = 200_000  # scalars, mappings and lists after alias expansion
+
+
+class ReadError(ValueError):
+    """A file that cannot be read as text (missing, a directory, too large, not UTF-8)."""
+
+
+def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except IsADirectoryError:
+        raise ReadError("cannot read: is a directory, not a file") from None
+    except OSError as exc:
+        raise ReadError(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise ReadError(f"larger than the {max_bytes // (1024 * 1024)} MiB limit for one file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ReadError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}") from None
+
+
+class LimitError(yaml.composer.ComposerError):
+    """A YAML document over the nesting or expansion limits."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that limits nesting while composing (before Python's recursion limit is near)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise LimitError(None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def check_graph(root: yaml.Node) -> None:
+    """Raise LimitError if `root`, with every alias expanded, is recursive, too deep or too large."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack = [(root, iter(_children(root)))]
+    visiting.add(id(root))
+    while stack:
+        node, kids = stack[-1]
+        for child in kids:
+            key = id(child)
+            if key in visiting:
+                raise LimitError(None, None, "a recursive alias (a node that contains itself)", child.start_mark)
+            if key not in size:
+                visiting.add(key)
+                stack.append((child, iter(_children(child))))
+                break
+        else:
+            stack.pop()
+            visiting.discard(id(node))
+            children = _children(node)
+            size[id(node)] = min(MAX_NODES + 1, 1 + sum(size[id(c)] for c in children))
+            depth[id(node)] = 1 + max((depth[id(c)] for c in children), default=0)
+            if size[id(node)] > MAX_NODES:
+                raise LimitError(None, None, f"more than {MAX_NODES} values once its aliases are expanded "
+                                 "(an alias bomb?)", node.start_mark)
+            if depth[id(node)] > MAX_DEPTH:
+                raise LimitError(None, None, f"nested deeper than {MAX_DEPTH} levels once its aliases are expanded",
+                                 node.start_mark)
+
+
+def load(text: str, loader: type[BoundedLoader] = BoundedLoader):
+    """Like yaml.load(text, Loader=loader) for one document, within the limits above."""
+    ldr = loader(text)
+    try:
+        node = ldr.get_single_node()
+        if node is None:
+            return None
+        check_graph(node)
+        return ldr.construct_document(node)
+    finally:
+        ldr.dispose()
