@@ -13,6 +13,7 @@ import sys
 
 from harness.pipeline.cases import CaseError
 from harness.pipeline.golden import GoldenError
+from harness.pipeline.outputs import OutputError
 from harness.pipeline.results import ResultsError
 from harness.pipeline.runner import CanaryError
 from harness.selection import EXIT_ENV, EXIT_USAGE, BrokenEnvironment, UsageError
@@ -40,12 +41,42 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, handlers
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop like Ctrl-C (compile workers are killed on the way out)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
     parser, handlers = build_parser()
     args = parser.parse_args(argv)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, _on_signal)
+    try:
+        return _dispatch(handlers, args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _dispatch(handlers, args) -> int:
     try:
         return handlers[args.command](args)
-    except (CaseError, GoldenError, ResultsError, UsageError) as exc:
+    except Terminated as exc:
+        print(f"fp8-check: stopped by signal {exc.signum}", file=sys.stderr)
+        return 128 + exc.signum
+    except (CaseError, GoldenError, ResultsError, UsageError, OutputError) as exc:
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CanaryError as exc:

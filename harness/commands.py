@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness import selection
 from harness.outcome import any_failure
-from harness.pipeline import golden, render, runner, signature
+from harness.pipeline import golden, outputs, render, runner, signature
 from harness.pipeline import results as results_mod
 from harness.report import terminal
 from harness.selection import EXIT_FAIL, EXIT_OK, UsageError
@@ -25,16 +25,20 @@ def register(sub) -> dict:
     p.add_argument("--json", type=Path, default=Path("reports/results.json"), help="results JSON (default: reports/results.json)")
     p.add_argument("--html", type=Path, help="HTML report (default: report.html next to the results JSON)")
     p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
+    selection.add_timeout(p)
     p.add_argument("--numerics", action="store_true",
                    help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
 
     p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
     selection.add_options(p)
+    selection.add_timeout(p)
+    p.add_argument("--prune", action="store_true", help="also remove stale goldens: those of no case in PATHS")
 
     p = sub.add_parser("show", help="print a case's repro script, StableHLO, optimized HLO and signature")
     p.add_argument("case", help="case id")
     selection.add_options(p)
     p.add_argument("--repro", type=Path, help="also write the standalone repro script to this file")
+    selection.add_timeout(p)
 
     p = sub.add_parser("list", help="list the cases")
     p.add_argument("paths", nargs="*", type=Path)
@@ -48,14 +52,32 @@ def _header(env: dict, sel: selection.Selection) -> str:
             f"{len(sel.cases)} cases")
 
 
+def _stale(args) -> list[Path]:
+    """Goldens of no case in PATHS (all of them, not only those -k selects)."""
+    from harness.pipeline import cases as case_mod
+
+    return golden.stale(args.goldens, {c.id for c in case_mod.load(args.paths or [selection.DEFAULT_CASES])})
+
+
+def _paths_text(args) -> str:
+    return ", ".join(map(str, args.paths or [selection.DEFAULT_CASES]))
+
+
 def cmd_run(args) -> int:
     sel = selection.from_args(args)
     numerics = getattr(args, "numerics", False)
     if numerics and sel.mode != "device":
         raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
-    compiler, env = selection.start_compiler(sel.mode)
+    outputs.check_file(args.json, "--json")  # fail before compiling, not after
+    outputs.check_file(args.html or args.json.parent / "report.html", "--html")
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets)
     with compiler:
         print(_header(env, sel), flush=True)
+        stale = _stale(args)  # warned after every input error: those stay one line
+        if stale:
+            shown = ", ".join(map(str, stale[:3])) + (f" and {len(stale) - 3} more" if len(stale) > 3 else "")
+            print(f"fp8-check: warning: {len(stale)} stale golden(s) of no case in {_paths_text(args)}: {shown} "
+                  "(`fp8-check bless --prune` removes them)", file=sys.stderr)
         if sel.mode == "device":
             device = str((env.get("device") or {}).get("name", "?"))
             for t in sel.targets:
@@ -88,7 +110,17 @@ def cmd_run(args) -> int:
 
 def cmd_bless(args) -> int:
     sel = selection.from_args(args)
-    compiler, env = selection.start_compiler(sel.mode)
+    for t in sel.targets:
+        for p in sel.profiles:
+            outputs.check_dir(golden.path_for(sel.goldens, "x", t.name, p, sel.mode).parent, "--goldens")
+    if args.prune:
+        for path in _stale(args):
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise UsageError(f"--prune: cannot remove {path}: {exc.strerror or exc}") from None
+            print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets)
     changed = unresolved = 0
     with compiler:
         for t in sel.targets:
@@ -107,13 +139,19 @@ def cmd_bless(args) -> int:
                 print(f"UNRESOLVED {target.name}/{profile.name} {case.id}: {comp.error.strip().splitlines()[0]}")
                 continue
             sig = signature.extract(comp.hlo)
-            diff = golden.bless(sel.goldens, case.id, target.name, profile.name, sel.mode, env["jax"], sig.to_dict())
+            try:
+                diff = golden.bless(sel.goldens, case.id, target.name, profile.name, sel.mode, env["jax"], sig.to_dict())
+            except golden.GoldenError as exc:  # an unreadable or contradictory golden: fix it by hand
+                unresolved += 1
+                print(f"UNRESOLVED {target.name}/{profile.name} {case.id}: {exc}")
+                continue
             if diff:
                 changed += 1
                 sys.stdout.write(diff)
             else:
                 print(f"unchanged {target.name}/{profile.name} {case.id}")
-    print(f"blessed: {changed} golden(s) changed" + (f", {unresolved} case(s) did not compile" if unresolved else ""))
+    print(f"blessed: {changed} golden(s) changed"
+          + (f", {unresolved} case(s) did not compile or have a broken golden" if unresolved else ""))
     return EXIT_FAIL if unresolved else EXIT_OK
 
 
@@ -122,12 +160,14 @@ def cmd_show(args) -> int:
     target = selection.targets(args.target)[0]
     mode = selection.mode(args.mode)
     profile = PROFILES[selection.profiles(args.profile, mode)[0]]
-    compiler, env = selection.start_compiler(mode)
+    if args.repro:
+        outputs.check_file(args.repro, "--repro")
+    compiler, env = selection.start_compiler(mode, args.timeout, [target])
     with compiler:
         comp = compiler.compile(render.render(case), target, profile)
     script = render.repro(case, target, profile, env["jax"])
     if args.repro:
-        args.repro.write_text(script)
+        golden.atomic_write(args.repro, script)  # creates missing folders
     print(f"# ---- repro: {case.id} for {target.name}/{profile.name} ({mode}), jax {env['jax']}")
     print(script)
     if not comp.ok:

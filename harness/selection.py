@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.pipeline import cases as case_mod
 from harness.pipeline import runner
-from harness.pipeline.compile import Compiler, WorkerError
+from harness.pipeline.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
 from harness.targets import PROFILES, Profile, Target, load_target, resolve_mode
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
@@ -54,13 +54,16 @@ def find_case(paths: list[Path] | None, case_id: str) -> case_mod.Case:
 
 
 def targets(value: str | None, option: str = "--target") -> list[Target]:
-    out = []
+    out: dict[str, Target] = {}
     for name in csv(value or "h100"):
         try:
-            out.append(load_target(name))
+            t = load_target(name)
         except KeyError as exc:
             raise UsageError(f"{option}: {exc.args[0]}") from None
-    return out
+        if t.name in out and out[t.name].config_text != t.config_text:
+            raise UsageError(f"{option}: two different specs are both named '{t.name}' ({name})")
+        out[t.name] = t  # the same target given twice (by name and by path): once
+    return list(out.values())
 
 
 def profiles(value: str | None, mode: str, option: str = "--profile") -> list[str]:
@@ -78,19 +81,57 @@ def mode(value: str | None) -> str:
     return resolve_mode(value or "auto")
 
 
-def start_compiler(mode_name: str) -> tuple[Compiler, dict]:
-    """A started compile worker and its environment (versions, device)."""
+def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=()) -> tuple[Compiler, dict]:
+    """A started compile worker and its environment (versions, device); deviceless, `check_targets`' specs
+    are parsed by XLA first, so that a malformed one is bad input (UsageError), not a broken environment."""
     from harness.targets import gpu_present
 
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
-    compiler = Compiler(mode_name)
+    compiler = Compiler(mode_name, timeout=timeout)
     try:
         env = compiler.environment()
+        for t in check_targets if mode_name == "deviceless" else ():
+            _check_target_spec(compiler, t)
     except WorkerError as exc:
         compiler.close()
         raise BrokenEnvironment(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
+    except BaseException:  # a bad target spec (UsageError), or interrupted while starting
+        compiler.worker.kill()
+        raise
     return compiler, env
+
+
+def _check_target_spec(compiler: Compiler, target: Target) -> None:
+    reply = compiler.prepare(target)
+    if reply.get("ok"):
+        return
+    error = str(reply.get("error", "")).strip()
+    if "GpuTargetConfig" not in error:
+        raise WorkerError(error)
+    detail = [line.split("] ", 1)[-1] for line in compiler.worker.stderr_tail().splitlines()
+              if "Error parsing text-format" in line]
+    raise UsageError(f"--target {target.name}: not a valid GpuTargetConfig text proto: "
+                     + (detail[-1] if detail else error.splitlines()[0]))
+
+
+def _timeout(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def add_timeout(p) -> None:
+    """`--timeout SECONDS`: how long one case may compile."""
+    p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"seconds one case may compile before it is UNRESOLVED and its worker killed "
+                        f"(default: {DEFAULT_TIMEOUT:g}; a fresh worker's start-up is not counted)")
 
 
 def canary_applies(mode_name: str, jax_version: str) -> bool:

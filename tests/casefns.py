@@ -16,3 +16,11 @@ def raises(a, b):
 
 def plain(a, b):
     return jnp.dot(a.astype(jnp.float32), b.astype(jnp.float32))
+
+
+def sleeps(a, b):
+    """Never finishes in time: for --timeout and signal tests (the worker is busy in it)."""
+    import time
+
+    time.sleep(600)
+    return plain(a, b)

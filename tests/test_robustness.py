@@ -245,3 +245,105 @@ def test_unreadable_golden_is_a_golden_error(tmp_path, kind):
     with pytest.raises(golden.GoldenError) as info:
         golden.load(path)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+# ---------------------------------------------------------------- goldens: unreadable, contradictory, stale
+
+def _whole_library(workspace):
+    import shutil
+
+    from .conftest import REPO
+
+    for f in (REPO / "cases").glob("*.yaml"):
+        shutil.copy(f, workspace / "cases" / f.name)
+
+
+@pytest.mark.slow
+def test_broken_goldens_are_unresolved_and_the_run_goes_on(workspace, run_cli, monkeypatch):
+    import json
+
+    _whole_library(workspace)
+    from harness.pipeline import golden
+    from harness.report import page
+
+    g = lambda case: golden.path_for(workspace / "goldens", case, "h100", "cublas", "deviceless")  # noqa: E731
+    g("seed_plain_f32").unlink()
+    g("seed_plain_f32").mkdir()  # unreadable: a directory
+    g("seed_plain_bf16").write_text(g("seed_plain_bf16").read_text().replace("target: h100", "target: a100"))
+    stale = g("a_case_that_was_removed")
+    stale.write_text(g("seed_relu_f32").read_text().replace("case: seed_relu_f32", "case: a_case_that_was_removed"))
+
+    def broken_report(*a, **k):
+        raise RuntimeError("the report broke")
+
+    monkeypatch.setattr(page, "write_report", broken_report)
+    code, out, err = run_cli("run", "--mode", "deviceless", "-k", "seed_plain,seed_relu_f32", "--profile", "cublas",
+                             "--json", workspace / "out" / "r.json", cwd=workspace)
+    assert code == 1, out + err
+    got = {r["case"]: r for r in json.loads((workspace / "out" / "r.json").read_text())["results"]}  # written anyway
+    assert got["seed_plain_f32"]["outcome"] == "UNRESOLVED" and "is a directory" in got["seed_plain_f32"]["reason"]
+    bf16 = got["seed_plain_bf16"]
+    assert bf16["outcome"] == "UNRESOLVED" and "field 'target': says 'a100'" in bf16["reason"]
+    assert got["seed_relu_f32"]["outcome"] == "PASS"
+    assert "the report broke" in err
+    assert "1 stale golden(s)" in err and "a_case_that_was_removed.yaml" in err
+
+
+@pytest.mark.slow
+def test_bless_prune_removes_stale_goldens_only(workspace, run_cli):
+    from harness.pipeline import golden
+
+    _whole_library(workspace)
+    stale = golden.path_for(workspace / "goldens", "gone", "a100", "cublas", "deviceless")
+    stale.write_text("case: gone\n")
+    kept = golden.path_for(workspace / "goldens", "seed_plain_f32", "a100", "cublas", "deviceless")
+    assert kept.exists()
+    code, out, err = run_cli("bless", "--mode", "deviceless", "--prune", "-k", "seed_plain_f32", "--profile", "cublas",
+                             cwd=workspace)
+    assert code == 0, out + err
+    assert not stale.exists() and kept.exists() and out.count("pruned ") == 1 and "gone.yaml: no case 'gone'" in out
+
+
+def test_contradictory_golden_is_refused_by_bless(tmp_path):
+    from harness.pipeline import golden
+
+    path = golden.path_for(tmp_path, "c", "h100", "cublas", "deviceless")
+    path.parent.mkdir(parents=True)
+    path.write_text("case: other\ntarget: h100\nprofile: cublas\nmode: deviceless\nexpect: []\n")
+    with pytest.raises(golden.GoldenError) as info:
+        golden.bless(tmp_path, "c", "h100", "cublas", "deviceless", "0.12.0.1", {"kernels": 1})
+    assert "field 'case': says 'other'" in str(info.value)
+    assert "other" in path.read_text()  # untouched
+
+
+# ---------------------------------------------------------------- fail early: output paths, duplicates
+
+@pytest.mark.parametrize("args, needle", [
+    (("run", "--json", "{file}/r.json"), "is not a directory"),
+    (("run", "--json", "{dir}"), "is a directory"),
+    (("run", "--html", "{dir}"), "is a directory"),
+    (("run", "--json", "/proc/fp8-check-test/r.json"), "cannot write into /proc"),
+    (("show", "seed_plain_f32", "--repro", "/proc/fp8-check-test/repro.py"), "cannot write into /proc"),
+    (("show", "seed_plain_f32", "--repro", "{file}/repro.py"), "is not a directory"),
+    (("bless", "--goldens", "/proc/fp8-check-goldens"), "cannot write into /proc"),
+    (("bless", "--goldens", "{file}"), "not a directory"),
+    (("run", "--timeout", "0"), "--timeout"),
+])
+def test_unwritable_outputs_fail_before_compiling(workspace, run_cli, args, needle):
+    (workspace / "afile").write_text("x")
+    (workspace / "adir").mkdir()
+    args = [a.format(file=workspace / "afile", dir=workspace / "adir") for a in args]
+    try:
+        code, out, err = run_cli(*args, "--mode", "deviceless", cwd=workspace)
+    except SystemExit as exc:  # argparse's own usage errors
+        code, out, err = exc.code, "", needle
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert "fp8-check: jax" not in out  # no worker was started, nothing compiled
+
+
+def test_repeated_targets_and_profiles_are_merged():
+    from harness import selection
+
+    given = f"h100,h100, a100,{TARGET_DIR / 'h100.txtpb'}"
+    assert [t.name for t in selection.targets(given)] == ["h100", "a100"]
+    assert selection.profiles("cublas,cublas,triton", "deviceless") == ["cublas", "triton"]

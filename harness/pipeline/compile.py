@@ -46,6 +46,9 @@ def harness_path() -> Path:
 
 _HARNESS_LINK: Path | None = None
 
+DEFAULT_TIMEOUT = 900.0  # seconds one case may compile (`--timeout`)
+STARTUP_TIMEOUT = 600.0  # seconds a fresh worker may take to import JAX and build a target's device
+
 
 class WorkerError(RuntimeError):
     """The worker died or stopped answering."""
@@ -74,7 +77,7 @@ class Compilation:
 
 
 class Worker:
-    def __init__(self, mode: str, python: str | None = None, timeout: float = 900.0):
+    def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT):
         self.mode = mode
         self.python = python or sys.executable
         self.timeout = timeout
@@ -108,7 +111,12 @@ class Worker:
         self._stderr.seek(max(0, size - limit))
         return self._stderr.read().decode("utf-8", "replace")
 
-    def request(self, payload: dict) -> dict:
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def request(self, payload: dict, timeout: float | None = None) -> dict:
+        timeout = self.timeout if timeout is None else timeout
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc and self.proc.stdin and self.proc.stdout
@@ -119,11 +127,11 @@ class Worker:
             return self._died("the worker exited before taking the request")
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + timeout
         if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
             self.proc.kill()
             self.proc.wait()
-            return self._died(f"no answer within {self.timeout:.0f} s")
+            return self._died(f"no answer within {timeout:g} s (--timeout)")
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait()
@@ -134,6 +142,13 @@ class Worker:
         tail = self.stderr_tail().strip()
         self.proc = None
         raise WorkerError(why + (":\n" + tail if tail else ""))
+
+    def kill(self) -> None:
+        """Stop the worker now (interrupted run): it may be in the middle of a compile."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
     def close(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -148,14 +163,16 @@ class Worker:
 class Compiler:
     """Compiles rendered cases for (target, profile) in a worker for `mode`."""
 
-    def __init__(self, mode: str, python: str | None = None, timeout: float = 900.0):
+    def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT):
         self.mode = mode
+        self.timeout = timeout
         self.worker = Worker(mode, python=python, timeout=timeout)
         self._environment: dict | None = None
+        self._prepared: set[tuple[int, str]] = set()  # (worker pid, target config) with a device built
 
     def environment(self) -> dict:
         if self._environment is None:
-            reply = self.worker.request({"op": "environment"})
+            reply = self.worker.request({"op": "environment"}, timeout=max(self.timeout, STARTUP_TIMEOUT))
             if not reply.get("ok"):
                 raise WorkerError(reply.get("traceback") or reply.get("error", "unknown error"))
             self._environment = reply["environment"]
@@ -175,6 +192,12 @@ class Compiler:
         if inputs is not None:
             request["inputs"] = inputs
         try:
+            # A fresh worker's start-up and a target's device do not count against the case's timeout.
+            if not self.worker.alive or (self.worker.proc.pid, target.config_text) not in self._prepared:
+                ready = self.prepare(target)
+                if not ready.get("ok"):
+                    out.error = ready.get("error", "unknown error")
+                    return out
             reply = self.worker.request(request)
         except WorkerError as exc:
             out.error = f"worker crashed: {exc}"
@@ -210,11 +233,22 @@ class Compiler:
             out.error = reply.get("error", "unknown error")
         return out
 
+    def prepare(self, target: Target) -> dict:
+        """Start the worker if needed and build `target`'s device (the worker's reply; WorkerError if it died)."""
+        reply = self.worker.request({"op": "prepare", "target_config": target.config_text},
+                                    timeout=max(self.timeout, STARTUP_TIMEOUT))
+        if reply.get("ok"):
+            self._prepared.add((self.worker.proc.pid, target.config_text))
+        return reply
+
     def close(self) -> None:
         self.worker.close()
 
     def __enter__(self) -> "Compiler":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:  # interrupted (Ctrl-C, SIGTERM, SIGHUP) or failed: do not wait for the worker
+            self.worker.kill()
+        else:
+            self.close()

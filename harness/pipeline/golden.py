@@ -172,6 +172,26 @@ def load(path: Path) -> Golden | None:
     return Golden(doc["case"], doc["target"], doc["profile"], doc["mode"], expect)
 
 
+def check_identity(g: Golden, path: Path, case: str, target: str, profile: str, mode: str) -> None:
+    """A golden's `case`/`target`/`profile`/`mode` must be the ones its path says; raise GoldenError if not."""
+    for key, want in (("case", case), ("target", target), ("profile", profile), ("mode", mode)):
+        got = getattr(g, key)
+        if got != want:
+            raise GoldenError(f"{path}: field '{key}': says {got!r}, but this file is the golden of {key} {want!r} "
+                              f"(goldens/<target>/<profile>/<mode>/<case>.yaml); fix the field or move the file")
+
+
+def golden_files(root: Path) -> list[Path]:
+    """Every golden file under `root` (`<target>/<profile>/<mode>/<case>.yaml`)."""
+    root = Path(root)
+    return sorted(p for p in root.glob("*/*/*/*.yaml")) if root.is_dir() else []
+
+
+def stale(root: Path, case_ids: set[str]) -> list[Path]:
+    """Golden files whose case no longer exists among `case_ids`."""
+    return [p for p in golden_files(root) if p.stem not in case_ids]
+
+
 def compare(expected: Any, found: Any, path: str = "") -> list[FieldDiff]:
     """Field-by-field differences between two signature dicts (dotted paths, list indices).
 
@@ -242,6 +262,8 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     """
     path = path_for(root, case, target, profile, mode)
     old = load(path)
+    if old is not None:
+        check_identity(old, path, case, target, profile, mode)
     golden = old or Golden(case, target, profile, mode)
     old_text = path.read_text() if path.exists() else ""
     current = golden.expected_for(jax_version)

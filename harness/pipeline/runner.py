@@ -88,7 +88,10 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         out.filecheck = case.filecheck[comp.profile]
         fc_problem = run_filecheck(out.filecheck, comp.hlo)
     try:
-        g = golden.load(golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode))
+        gpath = golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)
+        g = golden.load(gpath)
+        if g is not None:
+            golden.check_identity(g, gpath, case.id, comp.target, comp.profile, comp.mode)
     except golden.GoldenError as exc:
         out.reason = str(exc)
         return out

@@ -167,8 +167,21 @@ def missing_optional(requires):
     return ""
 
 
+def _die_with_parent():
+    """Linux: get SIGTERM when the parent process dies, so that no worker outlives fp8-check."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "deviceless"
+    _die_with_parent()
     dump_dir = tempfile.mkdtemp(prefix="fp8-check-dump-")
     aot.prepare_environment(mode, dump_dir)
     # The protocol gets its own copy of stdout; fd 1 then points at stderr so
@@ -181,6 +194,13 @@ def main():
         try:
             if request["op"] == "environment":
                 reply = {"ok": True, "environment": environment(mode)}
+            elif request["op"] == "prepare":
+                # Import JAX and build the device for a target: a fresh worker's start-up, timed apart
+                # from the per-case timeout. A malformed target spec fails here.
+                key = request["target_config"]
+                if key not in devices:
+                    devices[key] = aot.compile_device(mode, key)
+                reply = {"ok": True}
             elif request["op"] == "compile":
                 key = request["target_config"]
                 if key not in devices:
