@@ -347,3 +347,96 @@ def test_repeated_targets_and_profiles_are_merged():
     given = f"h100,h100, a100,{TARGET_DIR / 'h100.txtpb'}"
     assert [t.name for t in selection.targets(given)] == ["h100", "a100"]
     assert selection.profiles("cublas,cublas,triton", "deviceless") == ["cublas", "triton"]
+
+
+# ---------------------------------------------------------------- timeouts, signals, target specs
+
+SLEEPY = """\
+defaults:
+  kind: python
+  profiles: [cublas]
+  args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}, {name: b, shape: [32, 16], dtype: float8_e4m3fn}]
+cases:
+  - id: a_sleeps
+    callable: tests.casefns:sleeps
+  - id: b_after_the_timeout
+    callable: tests.casefns:plain
+"""
+
+
+@pytest.mark.slow
+def test_timeout_makes_the_case_unresolved_and_the_run_goes_on(tmp_path, run_cli):
+    import json
+
+    from .conftest import REPO, write_cases
+
+    write_cases(tmp_path / "cases" / "sleepy.yaml", SLEEPY)
+    code, out, err = run_cli("run", "--mode", "deviceless", "--timeout", "5", "--json", tmp_path / "r.json", cwd=REPO,
+                             *[tmp_path / "cases"])
+    assert code == 1, out + err
+    got = {r["case"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
+    assert got["a_sleeps"]["outcome"] == "UNRESOLVED" and "no answer within 5 s (--timeout)" in got["a_sleeps"]["reason"]
+    assert got["b_after_the_timeout"]["outcome"] == "NEW"  # a fresh worker compiled it
+
+
+def _children(pid: int) -> list[int]:
+    from pathlib import Path
+
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_signal_stops_the_run_and_its_worker(tmp_path, signame):
+    """A real `fp8-check run` process, its worker busy in a case, gets SIGTERM/SIGHUP: both processes end."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .conftest import REPO, write_cases
+
+    write_cases(tmp_path / "cases" / "sleepy.yaml", SLEEPY)
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--mode", "deviceless", "--json",
+                             str(tmp_path / "r.json"), str(tmp_path / "cases")], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        header = proc.stdout.readline()  # printed once the worker is up; then it compiles a_sleeps
+        assert header.startswith("fp8-check: jax"), header + proc.stderr.read()
+        workers = _children(proc.pid)
+        assert workers, "no worker process"
+        time.sleep(2)  # let the worker enter the sleeping case
+        proc.send_signal(getattr(signal, signame))
+        code = proc.wait(timeout=120)  # a hang guard, not a speed claim
+        assert code == 128 + getattr(signal, signame), proc.stderr.read()
+        for _ in range(100):
+            if not any(_alive(w) for w in workers):
+                break
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in workers), "the worker outlived fp8-check"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_malformed_target_spec_is_bad_input_not_a_broken_environment(tmp_path, run_cli):
+    from .conftest import REPO
+
+    spec = tmp_path / "h100_typo.txtpb"
+    spec.write_text((TARGET_DIR / "h100.txtpb").read_text().replace("core_count", "kore_count"))
+    code, out, err = run_cli("run", "--mode", "deviceless", "--target", spec, "-k", "seed_plain_f32", cwd=REPO)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--target h100_typo: not a valid GpuTargetConfig" in err and "kore_count" in err
