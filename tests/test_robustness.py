@@ -440,3 +440,51 @@ def test_malformed_target_spec_is_bad_input_not_a_broken_environment(tmp_path, r
     code, out, err = run_cli("run", "--mode", "deviceless", "--target", spec, "-k", "seed_plain_f32", cwd=REPO)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--target h100_typo: not a valid GpuTargetConfig" in err and "kore_count" in err
+
+
+# ---------------------------------------------------------------- report: bad inputs, the 5 MB cap
+
+def _results(**result):
+    import json
+
+    r = {"case": "a", "target": "h100", "profile": "cublas", "mode": "deviceless", "jax": "0.12.0.1", "outcome": "FAIL"}
+    return json.dumps({"schema": "fp8-check/results/1", "environment": {"jax": "0.12.0.1"}, "results": [{**r, **result}]})
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b'{"schema": "fp8-check/results/1", "results": [], "x": "\xff"}', "not UTF-8"),
+    (None, "is a directory"),
+    (b'{"schema": "fp8-check/results/1", "results": [1]}', "field 'results[0]': expected a mapping"),
+    (b'{"schema": "fp8-check/results/1", "environment": "x", "results": []}', "field 'environment'"),
+    (_results(signature="x").encode(), "field 'results[0].signature'"),
+    (_results(diffs=[1]).encode(), "field 'results[0].diffs'"),
+    (_results(hlo=5).encode(), "field 'results[0].hlo'"),
+    (b'{"schema": "fp8-check/matrix/1", "versions": "abc"}', "field 'versions'"),
+    (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+])
+def test_malformed_results_given_to_report_exit_2(tmp_path, run_cli, content, needle):
+    path = tmp_path / "r.json"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    code, out, err = run_cli("report", path, "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert str(path) in err
+
+
+def test_report_into_an_unwritable_place_exits_2(tmp_path, run_cli):
+    (tmp_path / "r.json").write_text(_results())
+    code, out, err = run_cli("report", tmp_path / "r.json", "-o", "/proc/fp8-check-test/r.html", cwd=tmp_path)
+    assert code == 2 and "cannot write into /proc" in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_stays_under_5_mb_with_huge_text_fields(tmp_path, run_cli):
+    (tmp_path / "r.json").write_text(_results(description="<d>" * 2_700_000, reason="r" * 3_000_000,
+                                              known_issue={"url": "https://x/" + "u" * 1_000_000, "summary": "s"}))
+    code, out, err = run_cli("report", tmp_path / "r.json", "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert code == 0, err
+    html = (tmp_path / "r.html").read_bytes()
+    assert len(html) < 5_000_000
+    assert b"long fields (descriptions, reasons, lists) are truncated" in html
+    assert b"<d>" not in html  # still escaped
