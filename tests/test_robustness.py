@@ -488,3 +488,61 @@ def test_report_stays_under_5_mb_with_huge_text_fields(tmp_path, run_cli):
     assert len(html) < 5_000_000
     assert b"long fields (descriptions, reasons, lists) are truncated" in html
     assert b"<d>" not in html  # still escaped
+
+
+# ---------------------------------------------------------------- end to end: quotes and backslashes everywhere
+
+QUOTES = r'''
+defaults:
+  profiles: [cublas]
+cases:
+  - id: quotes_pattern
+    description: 'ends a docstring """ then \N and \N{BULLET} and \x and a trailing backslash \'
+    dequant: float32
+    out_dtype: float32
+    known_issues:
+      - url: 'https://example.org/"""\N'
+        jax: "<0.1"
+        summary: 'summary with """ and \N'
+  - id: quotes_python
+    kind: python
+    description: "\"\"\"; raise SystemExit('injected') # \\N"
+    callable: tests.casefns:plain
+    args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}, {name: b, shape: [32, 16], dtype: float8_e4m3fn}]
+'''
+
+
+@pytest.mark.slow
+def test_quotes_and_backslashes_in_every_text_field_compile_and_pass(tmp_path, run_cli):
+    """The file name, description, known issue url and summary all hold a triple quote and a \\N."""
+    import json
+
+    from .conftest import write_cases
+
+    write_cases(tmp_path / "cases" / 'odd """ \\N name.yaml', QUOTES)
+    code, out, err = run_cli("bless", "--mode", "deviceless", "--goldens", tmp_path / "goldens", cwd=tmp_path)
+    assert code == 0 and "blessed: 2 golden(s) changed" in out, out + err
+    code, out, err = run_cli("run", "--mode", "deviceless", "--goldens", tmp_path / "goldens", "--json",
+                             tmp_path / "r.json", cwd=tmp_path)
+    assert code == 0, out + err
+    got = {r["case"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
+    assert {r["outcome"] for r in got.values()} == {"PASS"}
+    assert got["quotes_pattern"]["signature"]["gemms"][0]["target"] == "__cublas$lt$matmul$f8"
+    assert '\\"\\"\\" then \\\\N and' in got["quotes_pattern"]["source"]  # shown in the repro, escaped
+
+
+def test_matrix_output_checked_before_building_environments(tmp_path, run_cli):
+    from .conftest import REPO
+
+    (tmp_path / "afile").write_text("x")
+    code, out, err = run_cli("matrix", "--jax", "0.12.0.1", "--out", tmp_path / "afile" / "m.json", cwd=REPO)
+    assert code == 2 and "is not a directory" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_show_repro_into_a_missing_folder_creates_it(workspace, run_cli):
+    repro = workspace / "new" / "folder" / "repro.py"
+    code, out, err = run_cli("show", "seed_plain_f32", "--mode", "deviceless", "--profile", "cublas", "--repro", repro,
+                             cwd=workspace)
+    assert code == 0, err
+    assert repro.read_text().startswith("#!/usr/bin/env python3")

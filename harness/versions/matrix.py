@@ -230,6 +230,10 @@ def cmd_matrix(args) -> int:
             mode = selection.mode(args.mode)
             profiles = selection.profiles(args.profile, mode)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
+            from harness.pipeline.outputs import check_dir, check_file  # fail before building environments
+
+            check_file(args.out, "--out")
+            check_dir(out_dir, "--out-dir")
             manager = Manager(args.cache, index_url=args.jax_index)
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}", flush=True)
