@@ -184,7 +184,7 @@ def check_identity(g: Golden, path: Path, case: str, target: str, profile: str, 
 def golden_files(root: Path) -> list[Path]:
     """Every golden file under `root` (`<target>/<profile>/<mode>/<case>.yaml`)."""
     root = Path(root)
-    return sorted(p for p in root.glob("*/*/*/*.yaml")) if root.is_dir() else []
+    return sorted(p for p in root.glob("*/*/*/*.yaml") if p.is_file()) if root.is_dir() else []
 
 
 def stale(root: Path, case_ids: set[str]) -> list[Path]:
