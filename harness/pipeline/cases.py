@@ -128,33 +128,6 @@ class Case:
         return None
 
 
-# ---------------------------------------------------------------- YAML loading
-
-
-class _Loader(safe_yaml.BoundedLoader):
-    """Bounded SafeLoader (harness/pipeline/safe_yaml.py) that rejects duplicate keys and remembers line numbers."""
-
-
-class _Map(dict):
-    line: int = 0
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> _Map:
-    out = _Map()
-    out.line = node.start_mark.line + 1
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in out:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key '{key}'", key_node.start_mark
-            )
-        out[key] = loader.construct_object(value_node, deep=deep)
-    return out
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _choice(path, line, cid, fld, value, allowed):
     if not isinstance(value, str) or value not in allowed:
         raise CaseError(path, line, cid, fld, f"got {value!r}; allowed: {', '.join(allowed)}")
@@ -403,7 +376,7 @@ def load_file(path: Path) -> list[Case]:
     except safe_yaml.ReadError as exc:
         raise CaseError(path, None, None, None, str(exc)) from None
     try:
-        doc = safe_yaml.load(text, _Loader)
+        doc = safe_yaml.load(text, safe_yaml.LineLoader)  # bounded; duplicate keys refused; mappings know their line
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)

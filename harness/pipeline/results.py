@@ -67,6 +67,8 @@ def outcome_from_json(d: dict) -> Outcome:
     from harness.gpu.numerics import NumericsResult
 
     sig = d.get("signature")
+    if not isinstance(d.get("expected"), (dict, type(None))):
+        raise ValueError(f"case {d.get('case')!r}: field 'expected': expected a mapping")
     return Outcome(
         case=str(d["case"]), target=str(d["target"]), profile=str(d["profile"]), mode=str(d.get("mode", "")),
         jax=str(d.get("jax", "")), code=code(d["outcome"]), reason=d.get("reason") or "",
@@ -131,7 +133,7 @@ def load(path: Path) -> Results:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such results file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ResultsError(f"{path}: cannot read results JSON: {exc}") from None
     return from_json(doc, str(path))
 

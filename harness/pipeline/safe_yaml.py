@@ -62,6 +62,30 @@ class BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
+class LineMap(dict):
+    """A YAML mapping that remembers the (1-based) line it starts on."""
+
+    line: int = 0
+
+
+class LineLoader(BoundedLoader):
+    """BoundedLoader whose mappings are LineMaps and that rejects duplicate keys (case files)."""
+
+
+def _construct_mapping(loader: LineLoader, node: yaml.MappingNode, deep: bool = False) -> LineMap:
+    out = LineMap()
+    out.line = node.start_mark.line + 1
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in out:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'", key_node.start_mark)
+        out[key] = loader.construct_object(value_node, deep=deep)
+    return out
+
+
+LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [n for pair in node.value for n in pair]

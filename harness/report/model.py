@@ -53,6 +53,8 @@ def _read_json(path: Path) -> Any:
         raise ReportError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(f"{path}: not JSON: {exc}") from None
+    except RecursionError:
+        raise ReportError(f"{path}: not JSON this report can read: nested too deeply") from None
 
 
 def _results(doc: Any, path: str) -> Results:

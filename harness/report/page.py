@@ -209,8 +209,52 @@ def _grid(model: Model) -> list[dict]:
     return grid
 
 
+MAX_FIELD = 20_000  # characters of any other text (description, reason, YAML, ...) kept in the page
+MAX_ITEMS = 2_000  # items of any list (diffs, expected signature lists, ...) kept in the page
+
+
+def cap_fields(inputs: list[Results]) -> tuple[list[Results], int]:
+    """Copies of `inputs` whose long texts and lists are cut (each cut text says so), and how many were cut.
+
+    The HLO, StableHLO and case source are left to _payload's levels; everything else a results
+    file holds (written by anyone) is capped here, so that no input can push the page past 5 MB.
+    """
+    import dataclasses
+
+    cut = 0
+
+    def cap(value: Any) -> Any:
+        nonlocal cut
+        if isinstance(value, str) and len(value) > MAX_FIELD:
+            cut += 1
+            return value[:MAX_FIELD] + f" … (truncated: {len(value) - MAX_FIELD} more characters)"
+        if isinstance(value, (list, tuple)):
+            cut += len(value) > MAX_ITEMS
+            return type(value)(cap(v) for v in value[:MAX_ITEMS])
+        if isinstance(value, dict):
+            return {cap(k): cap(v) for k, v in list(value.items())[:MAX_ITEMS]}
+        return value
+
+    out = []
+    for res in inputs:
+        outcomes = []
+        for o in res.outcomes:
+            changes = {k: cap(getattr(o, k)) for k in ("case", "target", "profile", "mode", "jax", "reason", "description",
+                                                       "yaml", "file", "filecheck", "expected", "known_issue")}
+            changes["diffs"] = [dataclasses.replace(d, path=cap(d.path), expected=cap(d.expected), found=cap(d.found))
+                                for d in o.diffs[:MAX_ITEMS]]
+            cut += len(o.diffs) > MAX_ITEMS
+            outcomes.append(dataclasses.replace(o, **changes))
+        out.append(dataclasses.replace(res, environment=cap(res.environment), outcomes=outcomes))
+    return out, cut
+
+
 def render_html(inputs: list[Results], title: str | None = None, notes: list[str] = ()) -> str:
     """The page for typed results; `notes` (e.g. matrix versions that did not run) are shown in the header."""
+    inputs, capped = cap_fields(inputs)
+    if capped:
+        notes = [*notes, f"{capped} long fields (descriptions, reasons, YAML, lists) are truncated to "
+                         f"{MAX_FIELD // 1000} K characters or {MAX_ITEMS} items each, to keep this report under 5 MB."]
     model = build_model(inputs, notes)
     env = _jinja()
     script = (_TEMPLATES / "report_script.j2").read_text()
@@ -249,14 +293,18 @@ def write_report(inputs: list[Results], out: Path, title: str | None = None, not
 # ---------------------------------------------------------------- CLI
 
 def cmd_report(args) -> int:
+    from harness.pipeline.outputs import OutputError, check_file
+
     try:
+        if not args.markdown:
+            check_file(args.output, "-o")  # before reading and rendering everything
         inputs = load(args.results)
         if args.markdown:
             bodies = markdown_for(inputs.results, args.markdown, args.target, args.profile, args.jax)
             sys.stdout.write("\n\n---\n\n".join(bodies))
             return 0
         out = write_report(inputs.results, args.output, args.title, inputs.notes)
-    except ReportError as exc:
+    except (ReportError, OutputError) as exc:
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return 2
     size = out.stat().st_size
