@@ -93,6 +93,13 @@ def test_ids_callables_and_argument_names_are_literals(module, function, name, c
     assert ast.dump(got) == ast.dump(want)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_py_text_is_one_literal_holding_exactly_the_text(text):
+    tree = ast.parse(render.py_text(text), mode="eval")
+    assert isinstance(tree.body, ast.Constant) and tree.body.value == text
+
+
 def test_triple_quote_in_a_description_does_not_run():
     """The defect: a description was pasted into a docstring, so this ran code in the worker."""
     evil = 'x"""\nraise SystemExit("injected")\n"""'
@@ -533,7 +540,7 @@ def test_quotes_and_backslashes_in_every_text_field_compile_and_pass(tmp_path, r
     got = {r["case"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
     assert {r["outcome"] for r in got.values()} == {"PASS"}
     assert got["quotes_pattern"]["signature"]["gemms"][0]["target"] == "__cublas$lt$matmul$f8"
-    assert '\\"\\"\\" then \\\\N and' in got["quotes_pattern"]["source"]  # shown in the repro, escaped
+    assert '\\"\\"" then \\\\N and' in got["quotes_pattern"]["source"]  # shown in the repro, escaped
 
 
 def test_matrix_output_checked_before_building_environments(tmp_path, run_cli):

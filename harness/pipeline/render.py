@@ -22,18 +22,20 @@ def py_literal(value) -> str:
 
 
 def py_text(text: str) -> str:
-    """`text` as a triple-quoted string literal that keeps its line breaks readable.
+    """`text` as a triple-quoted string literal that keeps its line breaks and quotes readable.
 
-    Backslashes and every double quote are escaped (so no `\"\"\"` can close the literal and no `\\N`
-    starts an escape), and every other non-printable character (CR, tabs, U+2028, NUL) is written as
-    its escape sequence: the literal's value is exactly `text`.
+    Backslashes are escaped (no `\\N` starts an escape); a double quote is escaped when the next
+    character is one too, or when it is the last one, so no `\"\"\"` can close the literal early;
+    every other non-printable character (CR, tabs, U+2028, NUL) is written as its escape
+    sequence. The literal's value is exactly `text`.
     """
+    text = str(text)
     out = []
-    for ch in str(text):
+    for i, ch in enumerate(text):
         if ch == "\\":
             out.append("\\\\")
         elif ch == '"':
-            out.append('\\"')
+            out.append('\\"' if i + 1 == len(text) or text[i + 1] == '"' else '"')
         elif ch == "\n" or ch.isprintable():
             out.append(ch)
         else:
