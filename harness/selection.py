@@ -102,6 +102,16 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
     return compiler, env
 
 
+def check_spec_files(given: str | None, mode_name: str, option: str = "--target") -> None:
+    """For commands that compile in other environments (matrix, bisect): target specs given as files are
+    parsed by this environment's XLA first, so that a malformed one is bad input (exit 2) before anything
+    is built. Shipped targets are known to parse and are not checked (no worker is started for them)."""
+    files = [t for n, t in zip(csv(given or "h100"), targets(given, option)) if n.endswith(".txtpb")]
+    if files and mode_name == "deviceless":
+        compiler, _ = start_compiler(mode_name, check_targets=files)
+        compiler.close()
+
+
 def _check_target_spec(compiler: Compiler, target: Target) -> None:
     reply = compiler.prepare(target)
     if reply.get("ok"):

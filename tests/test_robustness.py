@@ -558,3 +558,17 @@ def test_show_repro_into_a_missing_folder_creates_it(workspace, run_cli):
                              cwd=workspace)
     assert code == 0, err
     assert repro.read_text().startswith("#!/usr/bin/env python3")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command, exit_code", [(("matrix", "--jax", "0.12.0.1"), 2),
+                                                (("bisect", "seed_plain_f32", "--test", "current", "--criterion", "golden"), 128)])
+def test_malformed_target_spec_in_matrix_and_bisect_is_bad_input(tmp_path, run_cli, command, exit_code):
+    from .conftest import REPO
+
+    spec = tmp_path / "h100_typo.txtpb"
+    spec.write_text((TARGET_DIR / "h100.txtpb").read_text().replace("core_count", "kore_count"))
+    code, out, err = run_cli(*command, "--target", spec, "--profile", "cublas", "--out" if command[0] == "matrix" else "--mode",
+                             tmp_path / "m.json" if command[0] == "matrix" else "deviceless", cwd=REPO)
+    assert code == exit_code and len(err.strip().splitlines()) == 1, err
+    assert "not a valid GpuTargetConfig" in err and "kore_count" in err

@@ -246,6 +246,7 @@ def _cmd_bisect(args) -> int:
     target, profile = targets[0], PROFILES[profiles[0]]
     if profile.name not in case.profiles or (case.targets and target.name not in case.targets):
         raise selection.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
+    selection.check_spec_files(args.target, mode)
     manager = Manager(args.cache) if args.cache else Manager()
     tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
     where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"

@@ -234,6 +234,7 @@ def cmd_matrix(args) -> int:
 
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
+            selection.check_spec_files(args.target, mode)
             manager = Manager(args.cache, index_url=args.jax_index)
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}", flush=True)
