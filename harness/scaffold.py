@@ -39,6 +39,7 @@ cases:
   #     - {name: x, shape: [64, 128], dtype: bfloat16}
   #     - {name: w, shape: [128, 256], dtype: bfloat16}
   #   profiles: [cublas]
+  #   requires: [flax]   # optional dependencies: not installed -> UNSUPPORTED (an import error is UNRESOLVED)
 """
 
 GOLDENS = """\
