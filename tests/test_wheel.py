@@ -53,6 +53,7 @@ USER_CASES = textwrap.dedent('''\
         description: the user's plain function -> one FP8 gemm with RELU
         kind: python
         callable: mymodel:scaled_relu
+        requires: [flax]     # mymodel imports flax: without it (a JAX-only environment) UNSUPPORTED
         args:
           - {name: a, shape: [64, 64], dtype: float8_e4m3fn}
           - {name: b, shape: [64, 32], dtype: float8_e4m3fn}
@@ -63,6 +64,7 @@ USER_CASES = textwrap.dedent('''\
         description: the user's flax Dense with Fp8DotGeneral -> one E4M3 x E4M3 FP8 gemm
         kind: python
         callable: mymodel:dense_forward
+        requires: [flax]
         args:
           - {name: x, shape: [64, 128], dtype: bfloat16}
           - {name: kernel, shape: [128, 256], dtype: bfloat16}
@@ -148,7 +150,8 @@ def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path)
     assert res["outcome"] == "FAIL" and res["diffs"][0].startswith("fp8_gemms: expected 1, found 0")
 
     # 6. matrix from the installed wheel: the worker runs in another JAX version's environment (only JAX
-    #    there: the user's flax module cannot import, so its cases are UNSUPPORTED, as documented)
+    #    there: the user's flax module cannot import, so its cases, which declare `requires: [flax]`, are
+    #    UNSUPPORTED, as documented; without the declaration they would be UNRESOLVED)
     p = _run([bin_dir / "fp8-check", "matrix", "--jax", "0.7.0", "--profile", "cublas", "--out", "reports/m.json",
               "--no-html", "--fail-on", "never"], project, env)
     assert p.returncode == 0, p.stdout + p.stderr
