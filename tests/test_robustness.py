@@ -378,11 +378,11 @@ def test_timeout_makes_the_case_unresolved_and_the_run_goes_on(tmp_path, run_cli
     from .conftest import REPO, write_cases
 
     write_cases(tmp_path / "cases" / "sleepy.yaml", SLEEPY)
-    code, out, err = run_cli("run", "--mode", "deviceless", "--timeout", "5", "--json", tmp_path / "r.json", cwd=REPO,
+    code, out, err = run_cli("run", "--mode", "deviceless", "--timeout", "15", "--json", tmp_path / "r.json", cwd=REPO,
                              *[tmp_path / "cases"])
     assert code == 1, out + err
     got = {r["case"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
-    assert got["a_sleeps"]["outcome"] == "UNRESOLVED" and "no answer within 5 s (--timeout)" in got["a_sleeps"]["reason"]
+    assert got["a_sleeps"]["outcome"] == "UNRESOLVED" and "no answer within 15 s (--timeout)" in got["a_sleeps"]["reason"]
     assert got["b_after_the_timeout"]["outcome"] == "NEW"  # a fresh worker compiled it
 
 
