@@ -52,11 +52,18 @@ def _header(env: dict, sel: selection.Selection) -> str:
             f"{len(sel.cases)} cases")
 
 
-def _stale(args) -> list[Path]:
-    """Goldens of no case in PATHS (all of them, not only those -k selects)."""
+def _stale(args) -> list[Path] | None:
+    """Goldens of no case in PATHS (all of them, not only those -k selects).
+
+    None when PATHS names single case files: goldens of cases in other files are not stale
+    then, so nothing is warned about and `--prune` refuses to guess.
+    """
     from harness.pipeline import cases as case_mod
 
-    return golden.stale(args.goldens, {c.id for c in case_mod.load(args.paths or [selection.DEFAULT_CASES])})
+    paths = list(args.paths or [selection.DEFAULT_CASES])
+    if any(not Path(p).is_dir() for p in paths):
+        return None
+    return golden.stale(args.goldens, {c.id for c in case_mod.load(paths)})
 
 
 def _paths_text(args) -> str:
@@ -114,7 +121,11 @@ def cmd_bless(args) -> int:
         for p in sel.profiles:
             outputs.check_dir(golden.path_for(sel.goldens, "x", t.name, p, sel.mode).parent, "--goldens")
     if args.prune:
-        for path in _stale(args):
+        stale = _stale(args)
+        if stale is None:
+            raise UsageError("--prune needs case directories (default: cases/), not single case files: goldens of "
+                             "cases in other files would look stale")
+        for path in stale:
             try:
                 path.unlink()
             except OSError as exc:

@@ -311,6 +311,21 @@ def test_bless_prune_removes_stale_goldens_only(workspace, run_cli):
     assert not stale.exists() and kept.exists() and out.count("pruned ") == 1 and "gone.yaml: no case 'gone'" in out
 
 
+
+def test_prune_over_a_single_case_file_refuses_and_run_does_not_warn(workspace, run_cli):
+    from harness.pipeline import golden
+
+    # the workspace holds cases/seed.yaml and the whole library's goldens
+    other = golden.path_for(workspace / "goldens", "xla_17887_bf16_dequant", "h100", "cublas", "deviceless")
+    assert other.exists()
+    one_file = workspace / "cases" / "seed.yaml"
+    code, out, err = run_cli("bless", "--mode", "deviceless", "--prune", str(one_file), cwd=workspace)
+    assert code == 2 and "--prune needs case directories" in err and len(err.strip().splitlines()) == 1
+    assert other.exists()  # nothing was removed
+    code, out, err = run_cli("run", "--mode", "deviceless", "--profile", "cublas", "-k", "seed_plain_f32", str(one_file),
+                             "--json", workspace / "r.json", cwd=workspace)
+    assert "stale golden" not in err, err
+
 def test_contradictory_golden_is_refused_by_bless(tmp_path):
     from harness.pipeline import golden
 
