@@ -17,6 +17,7 @@ from harness.pipeline.outputs import OutputError
 from harness.pipeline.results import ResultsError
 from harness.pipeline.runner import CanaryError
 from harness.selection import EXIT_ENV, EXIT_USAGE, BrokenEnvironment, UsageError
+from harness.targets import TargetSpecError
 
 # Modules with `register(subparsers) -> {command: handler(args) -> exit code}`, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -84,6 +85,9 @@ def _dispatch(handlers, args) -> int:
         return EXIT_ENV
     except BrokenEnvironment as exc:
         print(f"fp8-check: broken environment: {exc}", file=sys.stderr)
+        return EXIT_ENV
+    except TargetSpecError as exc:  # a spec XLA would silently misread
+        print(f"fp8-check: refused target spec: {exc}", file=sys.stderr)
         return EXIT_ENV
     except KeyboardInterrupt:
         print("fp8-check: interrupted", file=sys.stderr)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import selection
+from harness import selection, target_check
 from harness.outcome import any_failure
 from harness.pipeline import golden, outputs, render, runner, signature
 from harness.pipeline import results as results_mod
@@ -94,13 +94,17 @@ def cmd_run(args) -> int:
         if selection.canary_applies(sel.mode, env["jax"]):
             for t in sel.targets:
                 runner.check_canary(compiler, t)
+        for t in sel.targets:
+            for note in t.notes:
+                print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
         outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
                               on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
                               numerics=numerics)
     terminal.print_summary(outcomes)
     res = results_mod.Results(
         {**env, "mode": sel.mode, "targets": [t.name for t in sel.targets], "profiles": sel.profiles,
-         "compiler_options": {p: PROFILES[p].compiler_options for p in sel.profiles}},
+         "compiler_options": {p: PROFILES[p].compiler_options for p in sel.profiles},
+         "target_versions": {t.name: target_check.environment_entry(t, env["jax"]) for t in sel.targets}},
         outcomes, target_specs={t.name: t.config_text for t in sel.targets})
     results_mod.write(args.json, res)
     print(f"results: {args.json}")
@@ -144,7 +148,7 @@ def cmd_bless(args) -> int:
                 print(f"skipped {target.name}/{profile.name} {case.id}: known issue {issue.url or issue.summary!r} is active on jax "
                       f"{env['jax']}; a golden states the fused signature, so it is not blessed from a broken version")
                 continue
-            comp = compiler.compile(render.render(case), target, profile)
+            comp = compiler.compile(render.render(case), target, profile, optional_options=runner.case_options(case))
             if not comp.ok:
                 unresolved += 1
                 print(f"UNRESOLVED {target.name}/{profile.name} {case.id}: {comp.error.strip().splitlines()[0]}")
@@ -175,7 +179,7 @@ def cmd_show(args) -> int:
         outputs.check_file(args.repro, "--repro")
     compiler, env = selection.start_compiler(mode, args.timeout, [target])
     with compiler:
-        comp = compiler.compile(render.render(case), target, profile)
+        comp = compiler.compile(render.render(case), target, profile, optional_options=runner.case_options(case))
     script = render.repro(case, target, profile, env["jax"])
     if args.repro:
         golden.atomic_write(args.repro, script)  # creates missing folders

@@ -19,12 +19,42 @@ TARGET_DIR = Path(__file__).parent / "targets"
 MODES = ("auto", "deviceless", "device")
 
 
+class TargetSpecError(Exception):
+    """A target spec XLA would silently misread (a missing or contradictory version field): refused."""
+
+    def __init__(self, where: str, fld: str, message: str):
+        self.where, self.field = where, fld
+        super().__init__(f"{where}: field '{fld}': {message}")
+
+
+@dataclass(frozen=True)
+class TargetVersions:
+    """The versions a target is compiled for, stated once; the worker writes them where its XLA reads them."""
+
+    cuda_runtime: tuple[int, int, int]
+    cudnn: tuple[int, int, int]
+    source: str = ""  # where the versions come from (shipped specs), or which spec fields they were read from
+
+    def to_dict(self) -> dict:
+        return {"cuda_runtime": list(self.cuda_runtime), "cudnn": list(self.cudnn)}
+
+    @staticmethod
+    def text(v: tuple[int, int, int] | None) -> str:
+        return ".".join(map(str, v)) if v else "none"
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
-    config_text: str
+    config_text: str  # the GpuTargetConfig without version fields (see `versions`)
     compute_capability: tuple[int, int]
     description: str
+    versions: TargetVersions | None = None
+    notes: tuple[str, ...] = ()  # what was fixed in a user's spec so XLA cannot misread it
+    path: str = ""
+    # Write the version fields as for this JAX version instead of the installed one (tests
+    # use it to show what an ignored field does; None: the installed version, always in runs).
+    write_for_jax: str | None = None
 
     @property
     def fp8_capable(self) -> bool:
@@ -33,7 +63,13 @@ class Target:
 
     @property
     def has_runtime_version(self) -> bool:
-        return re.search(r"^\s*runtime_version\s*\{", self.config_text, re.M) is not None
+        return self.versions is not None and bool(self.versions.cuda_runtime)
+
+    def versions_dict(self) -> dict:
+        d = self.versions.to_dict() if self.versions else {}
+        if d and self.write_for_jax:
+            d["write_for_jax"] = self.write_for_jax
+        return d
 
 
 @dataclass(frozen=True)
@@ -78,12 +114,61 @@ def load_target(name: str) -> Target:
     if not path.is_file():
         raise KeyError(f"unknown target '{name}'; allowed: {', '.join(target_names())}, or a path to a *.txtpb spec")
     try:
-        return parse_target(name, path.read_text())
+        return parse_target(name, path.read_text(), where=str(path))
     except ValueError as exc:
         raise KeyError(f"{path}: {exc}") from None
 
 
-def parse_target(name: str, text: str) -> Target:
+# Shipped specs state their versions in a header, once:
+#   # cuda_runtime: 12.8.0  source: ...
+#   # cudnn: 9.13.0  source: ...
+_HEADER_VERSION = re.compile(r"^#\s*(cuda_runtime|cudnn):\s*(\d+)\.(\d+)\.(\d+)\b(.*)$", re.M)
+_BLOCK_VERSION = r"^\s*{name}\s*\{{([^{{}}]*)\}}"
+
+
+def _block_version(text: str, name: str) -> tuple[int, int, int] | None:
+    m = re.search(_BLOCK_VERSION.format(name=re.escape(name)), text, re.M)
+    if not m:
+        return None
+    parts = [re.search(rf"{k}:\s*(\d+)", m.group(1)) for k in ("major", "minor", "patch")]
+    return tuple(int(p.group(1)) if p else 0 for p in parts)  # type: ignore[return-value]
+
+
+def parse_versions(text: str, where: str) -> tuple[TargetVersions, tuple[str, ...]]:
+    """The CUDA runtime and cuDNN versions a spec states, and notes on what fp8-check rewrites.
+
+    Refuses (TargetSpecError) a spec without a CUDA runtime or cuDNN version, or one
+    whose two cuDNN fields disagree: XLA would compile it without complaint and
+    give a silently different answer.
+    """
+    header = {m.group(1): (tuple(int(m.group(i)) for i in (2, 3, 4)), m.group(5).strip()) for m in _HEADER_VERSION.finditer(text)}
+    runtime_block = _block_version(text, "runtime_version")
+    top_dnn = _block_version(text, "dnn_version_info")
+    m = re.search(r'^\s*dnn_version\s*:\s*"(\d+)\.(\d+)(?:\.(\d+))?"', text, re.M)
+    device_dnn = tuple(int(x or 0) for x in m.groups()) if m else None
+    notes: list[str] = []
+    runtime = header.get("cuda_runtime", (None, ""))[0] or runtime_block
+    if runtime is None:
+        raise TargetSpecError(where, "runtime_version", "no CUDA runtime version: without it XLA assumes an unknown "
+                              "cuBLAS and never emits FP8 gemms; add runtime_version { major: 12 minor: 8 patch: 0 } "
+                              "(the CUDA runtime of the GPU you mean)")
+    if top_dnn and device_dnn and top_dnn != device_dnn:
+        raise TargetSpecError(where, "gpu_device_info.dnn_version", f"says cuDNN {TargetVersions.text(device_dnn)} but the "
+                              f"top-level dnn_version_info says {TargetVersions.text(top_dnn)}; XLA reads one or the other "
+                              "depending on the JAX version: state one")
+    cudnn = header.get("cudnn", (None, ""))[0] or device_dnn or top_dnn
+    if cudnn is None:
+        raise TargetSpecError(where, "gpu_device_info.dnn_version", "no cuDNN version (neither gpu_device_info.dnn_version "
+                              "nor the top-level dnn_version_info): XLA would compile as if cuDNN were absent")
+    if "cudnn" not in header:
+        found = "gpu_device_info.dnn_version" if device_dnn else "dnn_version_info"
+        notes.append(f"cuDNN {TargetVersions.text(cudnn)} from the spec's {found} is written where each JAX version reads it "
+                     "(top-level dnn_version_info up to 0.11.0, gpu_device_info.dnn_version from 0.11.1)")
+    sources = "; ".join(f"{k} {v[1]}".strip() for k, v in sorted(header.items()) if v[1])
+    return TargetVersions(runtime, cudnn, sources or "read from the spec's own fields"), tuple(notes)
+
+
+def parse_target(name: str, text: str, where: str | None = None) -> Target:
     cc = re.search(r"cuda_compute_capability\s*\{([^}]*)\}", text)
     if not cc:
         raise ValueError(f"target '{name}': no cuda_compute_capability in its GpuTargetConfig")
@@ -91,11 +176,17 @@ def parse_target(name: str, text: str) -> Target:
     minor = re.search(r"minor:\s*(\d+)", cc.group(1))
     first = text.splitlines()[0] if text else ""
     desc = first.split(":", 1)[1].strip() if first.startswith("# fp8-check target spec:") else name
+    from harness.pipeline.aot import strip_version_fields
+
+    versions, notes = parse_versions(text, where or f"target '{name}'")
     return Target(
         name=name,
-        config_text=text,
+        config_text=strip_version_fields(text),
         compute_capability=(int(major.group(1)) if major else 0, int(minor.group(1)) if minor else 0),
         description=desc,
+        versions=versions,
+        notes=notes,
+        path=where or "",
     )
 
 

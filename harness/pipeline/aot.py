@@ -92,3 +92,129 @@ def optimized_hlo(dump_dir):
 
     with open(max(dumps, key=module_number)) as f:
         return f.read()
+
+
+# ---- target specs: write the CUDA runtime and cuDNN versions where this XLA reads them
+#
+# Measured (see README, "Target specs that cannot lie"): the top-level
+# `dnn_version_info {major minor patch}` is read up to JAX 0.11.0 and silently
+# ignored from 0.11.1; `gpu_device_info { dnn_version: "X.Y.Z" }` is a parse error
+# before 0.10.0, parsed but ignored on 0.10.0-0.11.0, and the only one read from
+# 0.11.1. Both parse together from 0.10.0. The top-level `runtime_version` is read
+# on every version fp8-check supports deviceless (0.6.1 on).
+
+DNN_IN_DEVICE_INFO_FROM = (0, 10, 0)  # gpu_device_info.dnn_version parses from here
+DNN_TOP_LEVEL_READ_UNTIL = (0, 11, 0)  # top-level dnn_version_info is read up to here
+
+
+def _version_tuple(text):
+    parts = []
+    for piece in str(text).split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits or 0))
+    return tuple((parts + [0, 0, 0])[:3])
+
+
+def dnn_field_read(jax_version):
+    """The spec field the XLA of `jax_version` reads the cuDNN version from."""
+    if _version_tuple(jax_version) <= DNN_TOP_LEVEL_READ_UNTIL:
+        return "dnn_version_info"
+    return "gpu_device_info.dnn_version"
+
+
+def _strip_block(text, name):
+    """Remove every top-level-or-nested `name { ... }` block (no nested braces inside it)."""
+    import re
+
+    return re.sub(r"^[ \t]*" + re.escape(name) + r"\s*\{[^{}]*\}[ \t]*\n?", "", text, flags=re.M)
+
+
+def strip_version_fields(config_text):
+    """`config_text` without its CUDA runtime and cuDNN version fields (and their comment lines)."""
+    import re
+
+    text = _strip_block(config_text, "dnn_version_info")
+    text = _strip_block(text, "runtime_version")
+    text = re.sub(r"^[ \t]*dnn_version\s*:\s*\"[^\"]*\"[ \t]*\n?", "", text, flags=re.M)
+    return text
+
+
+def target_config_for(config_text, versions, jax_version):
+    """`config_text` with the versions of `versions` written where the XLA of `jax_version` reads them.
+
+    `versions` is a dict with `cuda_runtime` and `cudnn` ([major, minor, patch] or
+    None). Version fields already in `config_text` are replaced, so that each
+    version is stated once and written once.
+    """
+    out = [strip_version_fields(config_text).rstrip("\n")]
+    runtime = versions.get("cuda_runtime")
+    if runtime:
+        out.append("runtime_version {\n  major: %d\n  minor: %d\n  patch: %d\n}" % tuple(runtime))
+    cudnn = versions.get("cudnn")
+    if cudnn:
+        # The top-level field parses on every version; older XLA reads it.
+        out.append("dnn_version_info {\n  major: %d\n  minor: %d\n  patch: %d\n}" % tuple(cudnn))
+        if _version_tuple(jax_version) >= DNN_IN_DEVICE_INFO_FROM:
+            # gpu_device_info is the first block; add the field before its closing brace.
+            body = out[0]
+            start = body.find("gpu_device_info")
+            if start < 0:
+                raise ValueError("the target config has no gpu_device_info block")
+            depth, i = 0, body.index("{", start)
+            while i < len(body):
+                if body[i] == "{":
+                    depth += 1
+                elif body[i] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                i += 1
+            out[0] = body[:i] + '  dnn_version: "%d.%d.%d"\n' % tuple(cudnn) + body[i:]
+    return "\n".join(out) + "\n"
+
+
+# ---- optional XLA flags: set only where the installed XLA has them
+#
+# An unknown flag in the compile options aborts the whole process at the first
+# compile on versions that lack it, so a flag that only some versions have is
+# looked up first, by name, in the XLA that compiles for the GPU (the CUDA plugin).
+
+_FLAG_CACHE = {}
+
+
+def _xla_libraries():
+    import importlib.util
+
+    paths = []
+    for module in ("jax_plugins.xla_cuda12", "jax_plugins.xla_cuda13", "jax_cuda12_plugin", "jaxlib"):
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            continue
+        for base in (spec.submodule_search_locations or []) if spec else []:
+            for path in glob.glob(os.path.join(base, "*.so")):
+                if "xla" in os.path.basename(path) or "pjrt" in os.path.basename(path):
+                    paths.append(path)
+        if paths and module.startswith("jax_plugins"):
+            break
+    return paths
+
+
+def xla_has_flag(name):
+    """True when the XLA this process compiles with defines the DebugOptions flag `name`."""
+    import mmap
+
+    if name not in _FLAG_CACHE:
+        needle = name.encode()
+        found = False
+        for path in _xla_libraries():
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                if m.find(needle) >= 0:
+                    found = True
+                    break
+        _FLAG_CACHE[name] = found
+    return _FLAG_CACHE[name]

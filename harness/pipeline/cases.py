@@ -18,7 +18,10 @@ import yaml
 from harness.pipeline import safe_yaml
 
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+FP4_DTYPES = ("float4_e2m1fn",)
+DATA_DTYPES = FP8_DTYPES + FP4_DTYPES  # low-precision operand formats
 DEQUANT_DTYPES = ("float32", "bfloat16", "float16")
+SCALE_DTYPES = DEQUANT_DTYPES + ("float8_e8m0fnu",)  # E8M0: a power-of-two scale (MX formats)
 OUT_DTYPES = ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32")
 INPUT_SCALES = ("none", "a", "b", "both")
 OUTPUT_SCALES = ("none", "multiply", "divide")
@@ -36,7 +39,7 @@ EPILOGUES = (
 AMAX = ("none", "pre_scale")
 REQUANTIZE = ("convert", "bitcast")
 PROFILES = ("cublas", "triton", "default")
-KINDS = ("pattern", "python")
+KINDS = ("pattern", "python", "block_scaled")
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # used with fullmatch: no trailing newline
 
 # Largest finite value of each FP8 format (what a clamp saturates to).
@@ -111,6 +114,13 @@ class Case:
     targets: tuple[str, ...] = ()  # empty: every target
     known_issues: tuple[KnownIssue, ...] = ()
     filecheck: dict[str, str] = field(default_factory=dict)  # profile -> FileCheck pattern
+    # kind: block_scaled (see harness/pipeline/block_cases.py)
+    api: str = ""
+    block_format: str = ""
+    block_size: int = 0
+    global_scale: bool = False
+    input_dtype: str = ""
+    scaled_dot_triton: bool | None = None  # sets xla_gpu_experimental_scaled_dot_with_triton where XLA has it
     # kind: python
     callable: str | None = None
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
@@ -234,7 +244,7 @@ def _args(path, line, cid, value):
         shape = item["shape"]
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
             raise CaseError(path, line, cid, f"{fld}.shape", f"expected a list of positive integers, got {shape!r}")
-        dtype = _choice(path, line, cid, f"{fld}.dtype", item["dtype"], FP8_DTYPES + DEQUANT_DTYPES)
+        dtype = _choice(path, line, cid, f"{fld}.dtype", item["dtype"], DATA_DTYPES + DEQUANT_DTYPES + ("float8_e8m0fnu",))
         out.append((name, tuple(shape), dtype))
     return tuple(out)
 
@@ -258,7 +268,9 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
         raise CaseError(path, line, None, "id", f"got {cid!r}; an id is letters, digits, '_', '.', '-'")
     merged = {**defaults, **raw}
     kind = _choice(path, line, cid, "kind", merged.get("kind", "pattern"), KINDS)
-    allowed = PATTERN_KEYS if kind == "pattern" else PYTHON_KEYS
+    from harness.pipeline import block_cases
+
+    allowed = {"pattern": PATTERN_KEYS, "python": PYTHON_KEYS, "block_scaled": block_cases.BLOCK_KEYS}[kind]
     for key in raw:
         if key not in allowed:
             hint = f"; allowed: {', '.join(allowed)}"
@@ -310,10 +322,13 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
                                 f"expected a list of optional top-level modules such as [flax], got {value!r}")
             kw["requires"] = tuple(dict.fromkeys(value))
         return Case(**kw)
+    if kind == "block_scaled":
+        kw = block_cases.validate(path, line, cid, merged, raw, kw, (_choice, _bool, _pos_int, _shape, CaseError))
+        return Case(**kw)
 
     for fld, allowed_values in (
-        ("a_dtype", FP8_DTYPES), ("b_dtype", FP8_DTYPES), ("dequant", DEQUANT_DTYPES),
-        ("input_scales", INPUT_SCALES), ("scale_dtype", DEQUANT_DTYPES), ("output_scale", OUTPUT_SCALES),
+        ("a_dtype", DATA_DTYPES), ("b_dtype", DATA_DTYPES), ("dequant", DEQUANT_DTYPES),
+        ("input_scales", INPUT_SCALES), ("scale_dtype", SCALE_DTYPES), ("output_scale", OUTPUT_SCALES),
         ("out_dtype", OUT_DTYPES), ("epilogue", EPILOGUES), ("amax", AMAX), ("requantize", REQUANTIZE),
     ):
         if fld in merged:
@@ -394,7 +409,9 @@ def load_file(path: Path) -> list[Case]:
     if "id" in defaults:
         raise CaseError(path, getattr(defaults, "line", None), None, "defaults.id", "ids cannot have a default")
     for key in defaults:
-        if key not in PATTERN_KEYS and key not in PYTHON_KEYS:
+        from harness.pipeline.block_cases import BLOCK_KEYS
+
+        if key not in PATTERN_KEYS and key not in PYTHON_KEYS and key not in BLOCK_KEYS:
             raise CaseError(path, getattr(defaults, "line", None), None, f"defaults.{key}", f"unknown key; allowed: {', '.join(PATTERN_KEYS[1:])}")
     cases = doc.get("cases")
     if not isinstance(cases, list):

@@ -178,19 +178,27 @@ class Compiler:
             self._environment = reply["environment"]
         return self._environment
 
-    def compile(self, rendered: Rendered, target: Target, profile: Profile, inputs: list[dict] | None = None) -> Compilation:
-        """Compile `rendered`; with `inputs` (encoded arrays, see `numerics.encode`) also execute it (device mode)."""
+    def compile(self, rendered: Rendered, target: Target, profile: Profile, inputs: list[dict] | None = None,
+                optional_options: dict | None = None) -> Compilation:
+        """Compile `rendered`; with `inputs` (encoded arrays, see `numerics.encode`) also execute it (device mode).
+
+        `optional_options` are XLA flags set only where the installed XLA has them; a missing
+        one makes the compilation fail with 'UnsupportedFlag: …' (UNSUPPORTED), never an abort.
+        """
         out = Compilation(rendered.case_id, target.name, profile.name, self.mode)
         request = {
             "op": "compile",
             "case_id": rendered.case_id,
             "source": rendered.source,
             "target_config": target.config_text,
+            "target_versions": target.versions_dict(),
             "compiler_options": profile.compiler_options,
             "requires": list(rendered.requires),
         }
         if inputs is not None:
             request["inputs"] = inputs
+        if optional_options:
+            request["optional_options"] = optional_options
         try:
             # A fresh worker's start-up and a target's device do not count against the case's timeout.
             if not self.worker.alive or (self.worker.proc.pid, target.config_text) not in self._prepared:

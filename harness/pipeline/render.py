@@ -70,6 +70,8 @@ def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
     """The (name, shape, dtype) of each argument of a pattern case, in call order."""
     if case.kind == "python":
         return [(n, tuple(s), d) for n, s, d in case.args]
+    if case.kind == "block_scaled":
+        return block_arg_specs(case)
     s = case.shape
     lead = (s.batch,) if s.batch else ()
     args = [("a", lead + (s.m, s.k), case.a_dtype)]
@@ -85,6 +87,44 @@ def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
     if case.output_scale != "none":
         args.append(("out_scale", (), case.scale_dtype))
     return args
+
+
+def block_arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
+    """Arguments of a block-scaled case: operands, their per-block scales, global scales."""
+    from harness.pipeline.block_cases import scale_columns
+
+    s = case.shape
+    lead = (s.batch,) if s.batch else ()
+    kc = scale_columns(s.k, case.block_size)
+    if case.api == "scaled_dot_general":
+        args = [("a", lead + (s.m, s.k), case.input_dtype),
+                ("b", lead + ((s.n, s.k) if case.transpose_b else (s.k, s.n)), case.input_dtype)]
+        if case.global_scale:
+            args.append(("global_scale", (1,), "float32"))
+        return args
+    args = [
+        ("a", lead + (s.m, s.k), case.a_dtype),
+        ("b", lead + ((s.n, s.k) if case.transpose_b else (s.k, s.n)), case.b_dtype),
+        ("a_scales", lead + (s.m, kc), case.scale_dtype),
+        ("b_scales", lead + ((s.n, kc) if case.transpose_b else (kc, s.n)), case.scale_dtype),
+    ]
+    if case.global_scale:
+        args += [("a_global", (), "float32"), ("b_global", (), "float32")]
+    return args
+
+
+def _render_block(case: Case, args) -> str:
+    from harness.pipeline.block_cases import API_FUNCTIONS
+
+    batched = case.shape.batch is not None
+    rank = 3 if batched else 2
+    b_contract = rank - 1 if case.transpose_b else rank - 2
+    batch = "(0,), (0,)" if batched else "(), ()"
+    return _ENV.get_template("block.py.j2").render(
+        case=case, args=args, params=[name for name, _, _ in args], batched=batched,
+        dims=f"((({rank - 1},), ({b_contract},)), ({batch}))",
+        api_fn=API_FUNCTIONS[case.api], api_name=API_FUNCTIONS[case.api] or "a hand-written dequantize + dot_general",
+    )
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -145,6 +185,8 @@ def render(case: Case) -> Rendered:
             module_source=module_path.read_text().rstrip() if module_path else None,
         )
         return Rendered(case.id, source, case.requires)
+    if case.kind == "block_scaled":
+        return Rendered(case.id, _render_block(case, args), case.requires)
     batched = case.shape.batch is not None
     rank = 3 if batched else 2
     source = _ENV.get_template("pattern.py.j2").render(

@@ -44,8 +44,12 @@ def deviceless_unsupported(jax_version: str) -> str | None:
     return None
 
 
-def check_canary(compiler: Compiler, target: Target) -> signature.Signature | None:
-    """Compile the canary for `target`; raise CanaryError if an FP8-capable target gets no FP8 gemm."""
+def check_canary(compiler: Compiler, target: Target, cudnn: bool = True) -> signature.Signature | None:
+    """Compile the canary for `target`; raise CanaryError if an FP8-capable target gets no FP8 gemm.
+
+    With `cudnn` (deviceless), also prove that the target's cuDNN version took effect
+    (`harness/target_check.py`): a CanaryError naming the field and the JAX version if not.
+    """
     comp = compiler.compile(render.render(CANARY), target, PROFILES["cublas"])
     if not comp.ok:
         raise CanaryError(f"canary '{CANARY.id}' did not compile for {target.name}: {comp.error.splitlines()[0] if comp.error else ''}")
@@ -57,6 +61,13 @@ def check_canary(compiler: Compiler, target: Target) -> signature.Signature | No
             f"broken environment: a plain E4M3 x E4M3 matmul did not become an FP8 gemm on FP8-capable target "
             f"{target.name}{hint}; found {found}"
         )
+    if cudnn and compiler.mode == "deviceless":
+        from harness import target_check
+
+        try:
+            target_check.check_cudnn(compiler, target, compiler.environment()["jax"])
+        except target_check.CudnnCanaryError as exc:
+            raise CanaryError(str(exc)) from None
     return sig
 
 
@@ -70,8 +81,13 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     if issue:
         out.known_issue = {"url": issue.url, "jax": issue.jax, "summary": issue.summary}
     if not comp.ok:
+        first = (comp.error or "").strip().splitlines()[0] if comp.error else "unknown error"
         if comp.unsupported:  # only an optional dependency the case declares (`requires:`)
             out.code, out.reason = UNSUPPORTED, comp.unsupported
+        elif first.startswith("UnsupportedFlag"):  # an XLA flag this version lacks (block_cases.case_options)
+            out.code, out.reason = UNSUPPORTED, first.split(": ", 1)[1]
+        elif first.startswith("ImportError: this JAX"):  # a block-scaled case's API is missing in this JAX
+            out.code, out.reason = UNSUPPORTED, f"the case's API is missing: {first.split(': ', 1)[1]}"
         else:  # an import error of the case's own module or callable is an error like any other
             out.code, out.reason = UNRESOLVED, comp.error or "unknown error"
         return out
@@ -120,6 +136,16 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     return out
 
 
+SCALED_DOT_TRITON_FLAG = "xla_gpu_experimental_scaled_dot_with_triton"
+
+
+def case_options(case: Case) -> dict | None:
+    """XLA flags a case sets on top of its profile (only where the installed XLA has them)."""
+    if case.scaled_dot_triton is None:
+        return None
+    return {SCALED_DOT_TRITON_FLAG: case.scaled_dot_triton}
+
+
 def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Iterator[tuple[Case, Target, Profile]]:
     """Every (case, target, profile) to run: a case runs on the targets and profiles it lists."""
     for target in targets:
@@ -162,7 +188,7 @@ def run(
 
                 if numerics_mod.skip_reason(case) is None:
                     inputs = numerics_mod.encode_inputs(case)
-            comp = compiler.compile(rendered, target, profile, inputs=inputs)
+            comp = compiler.compile(rendered, target, profile, inputs=inputs, optional_options=case_options(case))
             out = judge(case, comp, jax_version, goldens_root)
             out.source = rendered.source
             if numerics:

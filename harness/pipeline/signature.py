@@ -27,6 +27,10 @@ PATTERN_OPS = {
 }
 _DOT_OPS = {"dot", "scaled-dot"}
 FP8_TYPES = {"f8e4m3fn", "f8e5m2", "f8e4m3", "f8e4m3fnuz", "f8e5m2fnuz", "f8e3m4", "f8e8m0fnu"}
+FP4_TYPES = {"f4e2m1fn"}
+LOW_PRECISION = FP8_TYPES | FP4_TYPES
+# Custom-call targets of a block-scaled dot: XLA's cuDNN call after rewriting, and JAX's op before it.
+BLOCK_SCALED_TARGETS = {"__cudnn$blockScaledDot": "cudnn", "__op$block_scaled_dot": "unrewritten"}
 
 
 @dataclass
@@ -46,7 +50,22 @@ class Gemm:
 
     @property
     def fp8(self) -> bool:
-        return len(self.operand_dtypes) == 2 and all(d in FP8_TYPES for d in self.operand_dtypes)
+        """Low-precision (FP8, or block-scaled FP4) operands."""
+        return len(self.operand_dtypes) == 2 and all(d in LOW_PRECISION for d in self.operand_dtypes)
+
+
+@dataclass
+class BlockScaling:
+    """How a block-scaled matmul was compiled (present only when the module has one)."""
+
+    form: str  # cudnn | cudnn-fusion | triton | scaled-dot | unrewritten | decomposed
+    target: str  # the kernel doing the math: custom-call target, fusion kind, or the decomposed gemm's target
+    data_dtypes: list[str]  # a, b as the block-scaled kernel reads them (decomposed: the dot's operand dtypes)
+    scale_dtypes: list[str] = field(default_factory=list)  # a_scale, b_scale at the block-scaled kernel (not decomposed)
+    inputs: list[str] = field(default_factory=list)  # low-precision ENTRY parameter dtypes (what the user passed in)
+    scale_kernels: int = 0  # kernels outside the gemm that write scale-typed arrays (swizzle / pad of the scales)
+    data_kernels: int = 0  # kernels outside the gemm that write data-typed arrays (pad / transpose of the operands)
+    global_scale: list[str] = field(default_factory=list)  # the kernels reading a scalar f32 input (where a global scale is applied)
 
 
 @dataclass
@@ -55,18 +74,22 @@ class Signature:
     launches: list[str]
     gemms: list[Gemm]
     unfused: list[str]  # pattern ops left in non-gemm kernels
+    block_scaled: BlockScaling | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
         for g in d["gemms"]:
             for key in [k for k, v in g.items() if v is None or v == [] or v == {}]:
                 del g[key]
+        if d["block_scaled"] is None:
+            del d["block_scaled"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Signature":
         gemms = [Gemm(**g) for g in d.get("gemms", [])]
-        return cls(d["kernels"], list(d.get("launches", [])), gemms, list(d.get("unfused", [])))
+        block = BlockScaling(**d["block_scaled"]) if d.get("block_scaled") else None
+        return cls(d["kernels"], list(d.get("launches", [])), gemms, list(d.get("unfused", [])), block)
 
     @property
     def fp8_gemms(self) -> int:
@@ -97,8 +120,110 @@ def extract(text: str) -> Signature:
         else:
             label = instr.opcode
         launches.append(label + (f" [{', '.join(ops)}]" if ops else ""))
+    block = _block_scaling(module, kernels, gemms)
     gemms.sort(key=lambda g: (g.target, g.operand_dtypes, g.output, str(g.dims)))
-    return Signature(len(kernels), sorted(launches), gemms, sorted(unfused))
+    return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block)
+
+
+def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> str:
+    gemm = _gemm(module, instr, comp)
+    if gemm is not None:
+        return f"gemm {gemm.target}"
+    ops = sorted(_ops_inside(module, instr))
+    if instr.opcode == "fusion":
+        backend = _fusion_backend_kind(instr)
+        label = f"fusion {instr.fusion_kind or '?'}" + (f" {backend}" if backend else "")
+    elif instr.opcode == "custom-call":
+        label = f"custom-call {instr.custom_call_target}"
+    else:
+        label = instr.opcode
+    return label + (f" [{', '.join(ops)}]" if ops else "")
+
+
+def _callers(module: hlo.Module) -> dict[str, tuple[hlo.Instruction, hlo.Computation]]:
+    """computation name -> the wrapper instruction (call, async) that calls it, and where that sits."""
+    out = {}
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            if instr.opcode in _WRAPPERS:
+                for name in instr.called:
+                    out.setdefault(name, (instr, comp))
+    return out
+
+
+def _origins(module, comp, name, callers, depth=0) -> set[str]:
+    """The ENTRY parameters an operand `name` of `comp` comes from through bitcasts, GTEs and calls."""
+    instr = comp.by_name().get(name)
+    if instr is None or depth > 16:
+        return set()
+    if instr.opcode == "parameter":
+        if comp is module.entry:
+            return {instr.name}
+        caller = callers.get(comp.name)
+        try:
+            index = int(instr.operand_text.strip())
+        except ValueError:
+            return set()
+        if caller is None or index >= len(caller[0].operands):
+            return set()
+        return _origins(module, caller[1], caller[0].operands[index], callers, depth + 1)
+    if instr.opcode in ("bitcast", "get-tuple-element", "copy", "reshape"):
+        return set().union(*(_origins(module, comp, o, callers, depth + 1) for o in instr.operands)) if instr.operands else set()
+    return set()
+
+
+def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> BlockScaling | None:
+    entry_params = [i for i in module.entry.instructions if i.opcode == "parameter"]
+    low = sorted(hlo.dtype_of(p.type) for p in entry_params if hlo.dtype_of(p.type) in LOW_PRECISION)
+    block_kernel = None
+    for instr, comp in kernels:
+        if instr.opcode == "custom-call" and (instr.custom_call_target or "") in BLOCK_SCALED_TARGETS:
+            block_kernel = (instr, comp, BLOCK_SCALED_TARGETS[instr.custom_call_target], instr.custom_call_target, instr)
+            break
+        if instr.opcode == "scaled-dot":
+            block_kernel = (instr, comp, "scaled-dot", "scaled-dot", instr)
+            break
+        if instr.opcode == "fusion":
+            inner = [(i, c) for i, c in _inner_instructions(module, instr)
+                     if i.opcode == "scaled-dot" or (i.opcode == "custom-call" and (i.custom_call_target or "") in BLOCK_SCALED_TARGETS)]
+            if inner:
+                backend = _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}"
+                form = "cudnn-fusion" if "cudnn" in backend else "triton" if "triton" in backend else "fusion"
+                block_kernel = (instr, comp, form, backend, inner[0][0], inner[0][1])
+                break
+    if block_kernel is None and not ({"f8e8m0fnu"} | FP4_TYPES) & set(low):
+        return None
+    out = BlockScaling(form="decomposed", target="", data_dtypes=[], inputs=low)
+    block_instr = None
+    if block_kernel is not None:
+        block_instr, comp, out.form, out.target, op = block_kernel[:5]
+        op_comp = block_kernel[5] if len(block_kernel) > 5 else comp
+        types = [hlo.dtype_of(t) for _, t in _operand_types(module, op_comp, op)]
+        out.data_dtypes, out.scale_dtypes = types[:2], types[2:4]
+    elif gemms:
+        out.target = gemms[0].target
+        out.data_dtypes = list(gemms[0].operand_dtypes)
+    scale_types = set(out.scale_dtypes) - set(out.data_dtypes)
+    data_types = set(out.data_dtypes) & LOW_PRECISION
+    callers = _callers(module)
+    scalars = {p.name for p in entry_params if hlo.dtype_of(p.type) == "f32" and hlo.rank_of(p.type) <= 1
+               and all(d.strip() in ("", "1") for d in p.type.split("[", 1)[1].split("]", 1)[0].split(","))}
+    readers = []
+    for instr, comp in kernels:
+        results = {hlo.dtype_of(t) for t in instr.result_types}
+        if instr is not block_instr and _gemm(module, instr, comp) is None:
+            if results & scale_types:
+                out.scale_kernels += 1
+            elif results & data_types:
+                out.data_kernels += 1
+        if scalars:
+            names = set()
+            for o in instr.operands:
+                names |= _origins(module, comp, o, callers)
+            if names & scalars:
+                readers.append(_kernel_label(module, instr, comp))
+    out.global_scale = sorted(readers)
+    return out
 
 
 def _collect_kernels(module: hlo.Module, comp: hlo.Computation, out: list, depth: int) -> None:
@@ -178,6 +303,8 @@ def _is_constant_one(module: hlo.Module, comp: hlo.Computation, name: str) -> bo
 def _gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> Gemm | None:
     if instr.opcode == "custom-call":
         target = instr.custom_call_target or ""
+        if target in BLOCK_SCALED_TARGETS:
+            return _block_scaled_gemm(module, instr, comp, target)
         if "gemm" in target or "matmul" in target:
             return _cublas_gemm(module, instr, comp, target)
         return None
@@ -188,6 +315,17 @@ def _gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> 
     if instr.opcode in _DOT_OPS:
         return _fusion_gemm(module, instr, (instr, comp), target=instr.opcode)
     return None
+
+
+def _block_scaled_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, target: str) -> Gemm:
+    """`__cudnn$blockScaledDot` / `__op$block_scaled_dot`: operands a, b, a_scale, b_scale."""
+    types = [hlo.dtype_of(t) for _, t in _operand_types(module, comp, instr)]
+    operands = dict(zip(("a", "b", "a_scale", "b_scale"), types))
+    for i, t in enumerate(types[4:]):
+        operands[f"aux{i}"] = t
+    results = [t for t in instr.result_types if hlo.dtype_of(t) not in ("s8", "u8")]  # drop workspace
+    return Gemm(target=target, operand_dtypes=types[:2], operands=operands,
+                output=hlo.dtype_of(results[0]) if results else "?")
 
 
 def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, target: str) -> Gemm:
@@ -244,12 +382,16 @@ def _dims_attr(dot: hlo.Instruction, key: str) -> list[int]:
 
 def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm:
     dot, dot_comp = dot_and_comp
-    operand_dtypes = [hlo.dtype_of(t) for _, t in _operand_types(module, dot_comp, dot)[:2]]
+    dot_types = [hlo.dtype_of(t) for _, t in _operand_types(module, dot_comp, dot)]
+    operand_dtypes = dot_types[:2]
+    # A scaled-dot's third and fourth operands are the block scales.
+    scales = dict(zip(("a_scale", "b_scale"), dot_types[2:4])) if dot.opcode == "scaled-dot" else {}
     results = instr.result_types
     inside = {i.opcode for i, _ in _inner_instructions(module, instr)} if instr.opcode == "fusion" else set()
     return Gemm(
         target=target or _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}",
         operand_dtypes=operand_dtypes,
+        operands=dict(zip(("a", "b"), operand_dtypes), **scales) if scales else {},
         output=hlo.dtype_of(results[0]),
         amax=any(hlo.rank_of(t) == 0 for t in results[1:]),
         dims={

@@ -179,6 +179,26 @@ def _die_with_parent():
         pass
 
 
+class UnsupportedFlag(Exception):
+    """The case asks for an XLA flag the installed XLA does not define (setting it would abort)."""
+
+
+def _jax_version():
+    import jax
+
+    return jax.__version__
+
+
+def effective_config(request):
+    """The target config of `request` with its versions written where this JAX's XLA reads them."""
+    if not request.get("target_versions"):
+        return request["target_config"]
+    import jax
+
+    versions = request["target_versions"]
+    return aot.target_config_for(request["target_config"], versions, versions.get("write_for_jax") or jax.__version__)
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "deviceless"
     _die_with_parent()
@@ -202,7 +222,7 @@ def main():
                     devices[key] = aot.compile_device(mode, key)
                 reply = {"ok": True}
             elif request["op"] == "compile":
-                key = request["target_config"]
+                key = effective_config(request)
                 if key not in devices:
                     devices[key] = aot.compile_device(mode, key)
                 missing = missing_optional(request.get("requires") or ())
@@ -224,7 +244,12 @@ def main():
                                                                             type(exc).__name__, exc)}) + "\n")
                         continue
                     raise
-                result = aot.compile_for(module.FN, module.ARGS, devices[key], request["compiler_options"], dump_dir)
+                options = dict(request["compiler_options"])
+                missing = [n for n in (request.get("optional_options") or {}) if not aot.xla_has_flag(n)]
+                if missing:
+                    raise UnsupportedFlag("this XLA (jax %s) has no flag %s" % (_jax_version(), ", ".join(missing)))
+                options.update(request.get("optional_options") or {})
+                result = aot.compile_for(module.FN, module.ARGS, devices[key], options, dump_dir)
                 reply = {
                     "ok": True,
                     "hlo": result["hlo"],
@@ -255,7 +280,14 @@ def main():
                 reply = {"ok": True, "hlo": result["hlo"], "stablehlo": exported.mlir_module(),
                          "seconds": result["seconds"]}
             elif request["op"] == "topology":
-                reply = {"ok": True, "topology": topology(mode, request.get("target_config"))}
+                config = effective_config(request) if request.get("target_config") else None
+                reply = {"ok": True, "topology": topology(mode, config)}
+            elif request["op"] == "target_config":
+                # The spec exactly as this worker's XLA gets it, and the field it reads cuDNN from.
+                import jax
+
+                reply = {"ok": True, "config": effective_config(request), "jax": jax.__version__,
+                         "dnn_field": aot.dnn_field_read(jax.__version__)}
             else:
                 reply = {"ok": False, "error": "unknown op %r" % request["op"]}
         except Exception as exc:  # reported as UNRESOLVED with the error text

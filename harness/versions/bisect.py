@@ -111,7 +111,8 @@ class Tester:
                 return None, f"the compile worker does not start: {str(exc).strip().splitlines()[0]}"
             if version == "current" and self.mode == "deviceless" and runner.deviceless_unsupported(jax_version):
                 return None, runner.deviceless_unsupported(jax_version)
-            comp = compiler.compile(render.render(self.case), self.target, self.profile)
+            comp = compiler.compile(render.render(self.case), self.target, self.profile,
+                                    optional_options=runner.case_options(self.case))
         if not comp.ok:
             return None, f"does not compile: {comp.error.strip().splitlines()[0] if comp.error else '?'}"
         return signature.extract(comp.hlo), jax_version

@@ -1,0 +1,104 @@
+"""Block-scaled cases (`kind: block_scaled`): MXFP8 / NVFP4 matmuls through JAX's block-scaling APIs.
+
+A block-scaled matmul multiplies low-precision data (E4M3, E5M2 or E2M1) whose
+contracting dimension is split into blocks of `block_size` elements, each block
+with its own scale (E8M0 for MX formats, E4M3 for NVFP4), optionally times a
+global float32 scale. `api` says how the case writes it:
+
+- `scaled_matmul`: `jax.nn.scaled_matmul(a, b, a_scales, b_scales)` on quantized inputs;
+- `scaled_dot_general`: `jax.nn.scaled_dot_general` with `get_scaled_dot_general_config(format)`
+  on high-precision inputs (JAX quantizes them);
+- `lax_scaled_dot`: `jax.lax.scaled_dot(a, b, lhs_scale=…, rhs_scale=…)`;
+- `hand_written`: dequantize each operand with its per-block scales, then `dot_general`.
+
+Validation follows `cases.py`: one-line `CaseError`s naming file, line, case and field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+APIS = ("scaled_matmul", "scaled_dot_general", "lax_scaled_dot", "hand_written")
+FORMATS = ("mxfp8", "nvfp4")
+DATA_DTYPES = ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn")
+BLOCK_SCALE_DTYPES = ("float8_e8m0fnu", "float8_e4m3fn")
+BLOCK_OUT_DTYPES = ("float32", "bfloat16")
+INPUT_DTYPES = ("bfloat16", "float32")  # scaled_dot_general's high-precision inputs
+HAND_DEQUANT = ("float32", "bfloat16")
+
+# What each format means when a field is not given.
+FORMAT_DEFAULTS = {
+    "mxfp8": {"block_size": 32, "scale_dtype": "float8_e8m0fnu", "data_dtype": "float8_e4m3fn"},
+    "nvfp4": {"block_size": 16, "scale_dtype": "float8_e4m3fn", "data_dtype": "float4_e2m1fn"},
+}
+# The JAX function each API needs: a case whose API the installed JAX lacks is UNSUPPORTED.
+API_FUNCTIONS = {
+    "scaled_matmul": "jax.nn.scaled_matmul",
+    "scaled_dot_general": "jax.nn.scaled_dot_general",
+    "lax_scaled_dot": "jax.lax.scaled_dot",
+    "hand_written": None,
+}
+
+BLOCK_KEYS = (
+    "id", "description", "kind", "api", "format", "a_dtype", "b_dtype", "block_size", "scale_dtype",
+    "global_scale", "input_dtype", "dequant", "shape", "transpose_b", "out_dtype", "scaled_dot_triton",
+    "profiles", "targets", "known_issues", "filecheck",
+)
+
+
+def validate(path, line, cid, merged: dict, raw: dict, kw: dict, helpers) -> dict:
+    """The block-scaling fields of `merged` as `Case` keyword arguments (added to `kw`)."""
+    choice, boolean, pos_int, shape, CaseError = helpers
+    kw["api"] = choice(path, line, cid, "api", merged.get("api", "scaled_matmul"), APIS)
+    kw["block_format"] = choice(path, line, cid, "format", merged.get("format", "mxfp8"), FORMATS)
+    fdef = FORMAT_DEFAULTS[kw["block_format"]]
+    api = kw["api"]
+    if api == "scaled_dot_general":
+        for fld in ("a_dtype", "b_dtype", "block_size", "scale_dtype", "dequant"):
+            if fld in raw:
+                raise CaseError(path, line, cid, fld, f"scaled_dot_general quantizes with the '{kw['block_format']}' "
+                                "config, which fixes it; set 'format' (mxfp8, nvfp4) instead")
+        kw["input_dtype"] = choice(path, line, cid, "input_dtype", merged.get("input_dtype", "bfloat16"), INPUT_DTYPES)
+    elif "input_dtype" in raw:
+        raise CaseError(path, line, cid, "input_dtype", f"only scaled_dot_general takes high-precision inputs; api is {api}")
+    kw["a_dtype"] = choice(path, line, cid, "a_dtype", merged.get("a_dtype", fdef["data_dtype"]), DATA_DTYPES)
+    kw["b_dtype"] = choice(path, line, cid, "b_dtype", merged.get("b_dtype", fdef["data_dtype"]), DATA_DTYPES)
+    kw["block_size"] = pos_int(path, line, cid, "block_size", merged.get("block_size", fdef["block_size"]))
+    kw["scale_dtype"] = choice(path, line, cid, "scale_dtype", merged.get("scale_dtype", fdef["scale_dtype"]), BLOCK_SCALE_DTYPES)
+    kw["global_scale"] = boolean(path, line, cid, "global_scale", merged.get("global_scale", False))
+    if kw["global_scale"] and api == "scaled_dot_general" and kw["block_format"] != "nvfp4":
+        raise CaseError(path, line, cid, "global_scale", "scaled_dot_general takes a global scale only in the nvfp4 config")
+    if "dequant" in merged and api != "hand_written":
+        raise CaseError(path, line, cid, "dequant", f"only hand_written cases dequantize themselves; api is {api}")
+    kw["dequant"] = choice(path, line, cid, "dequant", merged.get("dequant", "float32"), HAND_DEQUANT)
+    kw["transpose_b"] = boolean(path, line, cid, "transpose_b", merged.get("transpose_b", True))
+    kw["out_dtype"] = choice(path, line, cid, "out_dtype", merged.get("out_dtype", "float32"), BLOCK_OUT_DTYPES)
+    if "scaled_dot_triton" in merged:
+        kw["scaled_dot_triton"] = boolean(path, line, cid, "scaled_dot_triton", merged["scaled_dot_triton"])
+    if "shape" in merged:
+        kw["shape"] = shape(path, line, cid, merged["shape"])
+    else:
+        from harness.pipeline.cases import Shape
+
+        kw["shape"] = Shape(128, 128, 128)
+    k = kw["shape"].k
+    if api in ("scaled_matmul", "lax_scaled_dot") and k % kw["block_size"]:
+        raise CaseError(path, line, cid, "shape.k", f"{api} infers the block size as k // (scale columns), so k={k} "
+                        f"must be a multiple of block_size {kw['block_size']}; use hand_written or scaled_dot_general "
+                        "for a ragged last block")
+    fp4 = "float4_e2m1fn" in (kw["a_dtype"], kw["b_dtype"])
+    if api == "scaled_dot_general" and kw["block_format"] == "nvfp4":
+        fp4 = True
+    if fp4 and k % 2:
+        raise CaseError(path, line, cid, "shape.k", f"float4_e2m1fn packs two values a byte: k={k} must be even")
+    return kw
+
+
+def scale_columns(k: int, block: int) -> int:
+    """Scales per row: one per block, the last block possibly ragged."""
+    return -(-k // block)
+
+
+def jax_lacks(case: Any) -> str | None:
+    """Python source that evaluates to a reason string when the installed JAX lacks the case's API, else None."""
+    return API_FUNCTIONS.get(case.api)
