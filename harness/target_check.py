@@ -66,7 +66,7 @@ class CanaryResult:
 
 def check_cudnn(compiler, target: Target, jax_version: str) -> CanaryResult:
     """Run the block-scaled probe where cuDNN is expected; raise CudnnCanaryError when it is not reached."""
-    from harness.pipeline.aot import dnn_field_read
+    from harness.pipeline.aot import dnn_field_read, dnn_fields_written
 
     if not expects_cudnn(target, jax_version):
         why = (f"compute capability {target.compute_capability[0]}.{target.compute_capability[1]} < 10"
@@ -83,8 +83,9 @@ def check_cudnn(compiler, target: Target, jax_version: str) -> CanaryResult:
     if not any(g.target == BLOCK_SCALED_TARGET for g in sig.gemms):
         form = sig.block_scaled.form if sig.block_scaled else "no block-scaled op"
         raise CudnnCanaryError(
-            f"broken environment: target {target.name} states cuDNN {_v(target)} (written to {dnn_field_read(jax_version)}, "
-            f"the field jax {jax_version} reads), but a tiny MXFP8 scaled_matmul on compute capability "
+            f"broken environment: target {target.name} states cuDNN {_v(target)} (written to "
+            f"{' and '.join(dnn_fields_written(target.write_for_jax or jax_version))}; jax {jax_version} reads "
+            f"{dnn_field_read(jax_version)}), but a tiny MXFP8 scaled_matmul on compute capability "
             f"{target.compute_capability[0]}.{target.compute_capability[1]} did not reach {BLOCK_SCALED_TARGET} "
             f"({sig.kernels} kernels, {form}): XLA did not take the cuDNN version from field '{dnn_field_read(jax_version)}'")
     return CanaryResult(True, True, f"{BLOCK_SCALED_TARGET} reached ({sig.kernels} kernels)")

@@ -31,12 +31,13 @@ class TargetSpecError(Exception):
 class TargetVersions:
     """The versions a target is compiled for, stated once; the worker writes them where its XLA reads them."""
 
-    cuda_runtime: tuple[int, int, int]
-    cudnn: tuple[int, int, int]
+    cuda_runtime: tuple[int, int, int] | None
+    cudnn: tuple[int, int, int] | None
     source: str = ""  # where the versions come from (shipped specs), or which spec fields they were read from
 
     def to_dict(self) -> dict:
-        return {"cuda_runtime": list(self.cuda_runtime), "cudnn": list(self.cudnn)}
+        return {"cuda_runtime": list(self.cuda_runtime) if self.cuda_runtime else None,
+                "cudnn": list(self.cudnn) if self.cudnn else None}
 
     @staticmethod
     def text(v: tuple[int, int, int] | None) -> str:

@@ -25,7 +25,9 @@ from .conftest import requires_gpu
 @pytest.fixture(scope="module")
 def h100_topology() -> bytes:
     with Compiler("deviceless") as compiler:
-        reply = compiler.worker.request({"op": "topology", "target_config": load_target("h100").config_text})
+        h100 = load_target("h100")
+        reply = compiler.worker.request({"op": "topology", "target_config": h100.config_text,
+                                         "target_versions": h100.versions_dict()})
     assert reply.get("ok"), reply
     return capture.decode_reply(reply)
 

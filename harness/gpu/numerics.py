@@ -89,7 +89,12 @@ MAX_MULTIPLY_ADDS = 2**33
 
 def skip_reason(case: Case) -> str | None:
     """Why numerics does not cover `case`, or None."""
-    if case.kind != "pattern":
+    if case.kind == "block_scaled":
+        from harness.gpu import block_numerics
+
+        if block_numerics.skip_reason(case):
+            return block_numerics.skip_reason(case)
+    elif case.kind != "pattern":
         return "python-kind case: its semantics live in user code, so there is no float64 reference"
     s = case.shape
     work = (s.batch or 1) * s.m * s.n * s.k
@@ -107,10 +112,14 @@ def seed_for(case_id: str) -> int:
 
 def make_inputs(case: Case) -> dict[str, np.ndarray]:
     """Deterministic inputs for a pattern case, by argument name (see the module docstring)."""
-    if case.kind != "pattern":
-        raise ValueError(f"case '{case.id}': numerics covers pattern cases only")
+    if case.kind not in ("pattern", "block_scaled"):
+        raise ValueError(f"case '{case.id}': numerics covers pattern and block-scaled cases only")
     rng = np.random.default_rng(seed_for(case.id))
     specs = {name: (shape, dtype) for name, shape, dtype in arg_specs(case)}
+    if case.kind == "block_scaled":
+        from harness.gpu import block_numerics
+
+        return block_numerics.make_inputs(case, rng, specs, dtype_of)
     r = min(4.0, max(0.25, math.sqrt(24.0 / math.sqrt(case.shape.k))))
     inputs: dict[str, np.ndarray] = {}
     for name in ("a", "b"):
@@ -189,6 +198,11 @@ def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
 
 def reference(case: Case, inputs: dict, stop_before_output_scale: bool = False) -> Reference:
     """The case's result in float64, from the same FP8 values, with a per-element error bound."""
+    if case.kind == "block_scaled":
+        from harness.gpu import block_numerics
+
+        out, err = block_numerics.reference(case, inputs, unit_roundoff)
+        return Reference(out=out, err=err)
     u = unit_roundoff(case.dequant)
     c, mags = _dot(case, inputs)
     err = case.shape.k * U_ACCUMULATE * mags + u * np.abs(c)
@@ -220,7 +234,7 @@ def reference(case: Case, inputs: dict, stop_before_output_scale: bool = False) 
 
 def output_format(case: Case) -> str:
     """The format the compared values are in: the output dtype, or the dequant dtype for a bitcast."""
-    return case.dequant if getattr(case, "requantize", "convert") == "bitcast" else case.out_dtype
+    return case.dequant if case.kind == "pattern" and case.requantize == "bitcast" else case.out_dtype
 
 
 # ------------------------------------------------------------ comparison
@@ -313,7 +327,7 @@ def compare(case: Case, inputs: dict, outputs: list[np.ndarray]) -> NumericsResu
         out = np.ascontiguousarray(out).view(dtype_of(fmt)).reshape(out.shape[:-1])
     expected = ref.out.astype(dtype_of(fmt)).astype(np.float64)
     tolerance = ref.err
-    if fmt != case.dequant:
+    if fmt != case.dequant or case.kind == "block_scaled":
         tolerance = tolerance + ulp(np.abs(ref.out) + ref.err, fmt)
     result.outputs.append(compare_array("out", out, expected, tolerance, fmt))
     if case.amax == "pre_scale":

@@ -126,6 +126,13 @@ def dnn_field_read(jax_version):
     return "gpu_device_info.dnn_version"
 
 
+def dnn_fields_written(jax_version):
+    """The cuDNN fields `target_config_for` writes for `jax_version`."""
+    if _version_tuple(jax_version) >= DNN_IN_DEVICE_INFO_FROM:
+        return ["dnn_version_info", "gpu_device_info.dnn_version"]
+    return ["dnn_version_info"]
+
+
 def _strip_block(text, name):
     """Remove every top-level-or-nested `name { ... }` block (no nested braces inside it)."""
     import re

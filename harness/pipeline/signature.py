@@ -191,8 +191,11 @@ def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> Bloc
                 form = "cudnn-fusion" if "cudnn" in backend else "triton" if "triton" in backend else "fusion"
                 block_kernel = (instr, comp, form, backend, inner[0][0], inner[0][1])
                 break
-    if block_kernel is None and not ({"f8e8m0fnu"} | FP4_TYPES) & set(low):
-        return None
+    if block_kernel is None and not any(
+        hlo.dtype_of(t) in ({"f8e8m0fnu"} | FP4_TYPES)
+        for comp in module.computations.values() for i in comp.instructions for t in i.result_types
+    ):
+        return None  # no block-scaled op, and no E8M0 / FP4 value anywhere (a JAX quantizer makes them too)
     out = BlockScaling(form="decomposed", target="", data_dtypes=[], inputs=low)
     block_instr = None
     if block_kernel is not None:
