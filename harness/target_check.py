@@ -14,12 +14,12 @@ canary), so it costs nothing per case.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from packaging.version import Version
 
 from harness.pipeline import render, signature
+from harness.pipeline.block_cases import Block
 from harness.pipeline.cases import Case, Shape
 from harness.targets import PROFILES, Target
 
@@ -31,9 +31,7 @@ PROBE = Case(
     line=0,
     kind="block_scaled",
     description="tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become __cudnn$blockScaledDot",
-    api="scaled_matmul",
-    block_format="mxfp8",
-    block_size=32,
+    block=Block("scaled_matmul", "mxfp8", 32),
     a_dtype="float8_e4m3fn",
     b_dtype="float8_e4m3fn",
     scale_dtype="float8_e8m0fnu",
@@ -117,66 +115,3 @@ def environment_entry(target: Target, jax_version: str) -> dict:
         "cudnn_block_scaled_expected": expects_cudnn(target, jax_version),
         "notes": list(target.notes),
     }
-
-
-# ------------------------------------------------------------ CLI: fp8-check target check
-
-
-def add_check_parser(tsub) -> None:
-    c = tsub.add_parser("check", help="print a target's effective compute capability, CUDA runtime and cuDNN version "
-                                      "and prove the cuDNN version takes effect in the installed XLA")
-    c.add_argument("spec", nargs="?", default=None, help="a shipped target name or the path of a *.txtpb spec "
-                                                          "(default: every shipped target)")
-    c.add_argument("--print-spec", action="store_true", help="also print the spec exactly as the installed XLA gets it")
-
-
-def cmd_check(args) -> int:
-    """Exit 0 when every target checks out, 3 when a spec is refused or its cuDNN version does not take effect."""
-    from harness.pipeline import runner
-    from harness.pipeline.compile import Compiler, WorkerError
-    from harness.selection import BrokenEnvironment as broken_environment
-    from harness.selection import UsageError as usage_error
-    from harness.targets import TargetSpecError, load_target, target_names
-
-    names = [args.spec] if args.spec else list(target_names())
-    targets = []
-    for name in names:
-        try:
-            targets.append(load_target(name))
-        except KeyError as exc:
-            raise usage_error(str(exc.args[0])) from None
-        except TargetSpecError as exc:
-            print(f"fp8-check: refused: {exc}", file=sys.stderr)
-            return 3
-    compiler = Compiler("deviceless")
-    failed = 0
-    with compiler:
-        try:
-            env = compiler.environment()
-        except WorkerError as exc:
-            raise broken_environment(f"cannot start the compile worker: {exc}") from None
-        jax_version = env["jax"]
-        print(f"fp8-check target check: jax {jax_version} (cuDNN read from {_field(jax_version)})")
-        for t in targets:
-            e = environment_entry(t, jax_version)
-            print(f"{t.name}: compute capability {e['compute_capability']}, CUDA runtime {e['cuda_runtime']}, "
-                  f"cuDNN {e['cudnn']} (written to runtime_version and {e['cudnn_field']})")
-            for note in t.notes:
-                print(f"  fixed: {note}")
-            if args.print_spec:
-                print(effective(compiler, t)["config"])
-            try:
-                sig = runner.check_canary(compiler, t, cudnn=False)
-                print(f"  FP8 canary: {sig.fp8_gemms} FP8 gemm(s)" if t.fp8_capable else "  FP8 canary: not FP8-capable")
-                result = check_cudnn(compiler, t, jax_version)
-                print(f"  cuDNN canary: {result.note}")
-            except (runner.CanaryError, CudnnCanaryError) as exc:
-                print(f"  FAILED: {exc}")
-                failed += 1
-    return 3 if failed else 0
-
-
-def _field(jax_version: str) -> str:
-    from harness.pipeline.aot import dnn_field_read
-
-    return dnn_field_read(jax_version)

@@ -24,16 +24,16 @@ BY_ID = {c.id: c for c in BLOCK}
 
 def test_library_has_at_least_16_block_cases_covering_the_apis_and_formats():
     assert len(BLOCK) >= 16
-    assert {c.api for c in BLOCK} == {"scaled_matmul", "scaled_dot_general", "lax_scaled_dot", "hand_written"}
-    assert {(c.a_dtype, c.b_dtype) for c in BLOCK if c.api != "scaled_dot_general"} >= {
+    assert {c.block.api for c in BLOCK} == {"scaled_matmul", "scaled_dot_general", "lax_scaled_dot", "hand_written"}
+    assert {(c.a_dtype, c.b_dtype) for c in BLOCK if c.block.api != "scaled_dot_general"} >= {
         ("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn"), ("float4_e2m1fn", "float4_e2m1fn")}
-    assert any(c.global_scale and c.api == "scaled_dot_general" for c in BLOCK)
+    assert any(c.block.global_scale and c.block.api == "scaled_dot_general" for c in BLOCK)
     assert any(c.out_dtype == "bfloat16" for c in BLOCK) and any(c.shape.batch for c in BLOCK)
     assert any(not c.transpose_b for c in BLOCK)
-    assert any(c.shape.k % c.block_size for c in BLOCK)  # a ragged last block
+    assert any(c.shape.k % c.block.size for c in BLOCK)  # a ragged last block
     assert any(c.shape.m % 128 or c.shape.n % 128 for c in BLOCK)
     for c in BLOCK:
-        if "h100" in (c.targets or ("h100",)) and c.api in ("scaled_matmul", "scaled_dot_general"):
+        if "h100" in (c.targets or ("h100",)) and c.block.api in ("scaled_matmul", "scaled_dot_general"):
             assert "h100 decomposes" in c.description, c.id
 
 
@@ -60,8 +60,8 @@ def test_bad_block_fields_are_one_line_errors(tmp_path, body, fld):
 
 def test_format_sets_block_size_scale_and_data_dtypes(tmp_path):
     mx, nv = _load(tmp_path, "  - {id: m, kind: block_scaled, format: mxfp8}\n  - {id: n, kind: block_scaled, format: nvfp4}\n")
-    assert (mx.block_size, mx.scale_dtype, mx.a_dtype) == (32, "float8_e8m0fnu", "float8_e4m3fn")
-    assert (nv.block_size, nv.scale_dtype, nv.a_dtype) == (16, "float8_e4m3fn", "float4_e2m1fn")
+    assert (mx.block.size, mx.scale_dtype, mx.a_dtype) == (32, "float8_e8m0fnu", "float8_e4m3fn")
+    assert (nv.block.size, nv.scale_dtype, nv.a_dtype) == (16, "float8_e4m3fn", "float4_e2m1fn")
 
 
 def test_new_dtypes_are_accepted_where_dtypes_appear(tmp_path):
@@ -153,7 +153,7 @@ def test_injected_bug_in_reference_fails(monkeypatch):
     assert numerics.compare(c, shifted, outs).status == "fail"
     no_global = {k: v for k, v in inputs.items() if k not in ("a_global", "b_global")}
     assert numerics.compare(c, no_global, outs).status == "fail"
-    wrong_block = dataclasses.replace(c, block_size=32)  # NVFP4 blocks are 16: reference with the MX block size
+    wrong_block = dataclasses.replace(c, block=dataclasses.replace(c.block, size=32))  # NVFP4 blocks are 16: reference with the MX block size
     assert block_numerics.reference(wrong_block, dict(inputs, a_scales=inputs["a_scales"][..., ::2],
                                                       b_scales=inputs["b_scales"][..., ::2]),
                                      numerics.unit_roundoff)[0].shape == outs[0].shape

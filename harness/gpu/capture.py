@@ -320,9 +320,9 @@ def register(subparsers) -> dict:
     c.add_argument("--dir", type=Path, default=TARGET_DIR, help="where to write the spec (default: the shipped specs)")
     c.add_argument("--force", action="store_true", help="replace an existing spec")
     c.add_argument("--stdout", action="store_true", help="print the spec instead of writing it")
-    from harness import target_check
+    from harness import target_check_cli
 
-    target_check.add_check_parser(tsub)
+    target_check_cli.add_check_parser(tsub)
     return {"target": cmd_target}
 
 
@@ -342,9 +342,9 @@ def cmd_target(args) -> int:
     from harness.targets import gpu_present
 
     if args.target_command == "check":
-        from harness import target_check
+        from harness import target_check_cli
 
-        return target_check.cmd_check(args)
+        return target_check_cli.cmd_check(args)
     if not gpu_present():
         raise selection.UsageError("target capture needs a GPU: it reads the target config of the local device")
     with Compiler("device") as compiler:

@@ -16,7 +16,13 @@ Validation follows `cases.py`: one-line `CaseError`s naming file, line, case and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+DATA_DTYPES = FP8_DTYPES + ("float4_e2m1fn",)  # low-precision operand formats (pattern cases too)
+# Scalar scale dtypes of pattern cases: E8M0 is a power-of-two scale (MX formats).
+SCALE_DTYPES = ("float32", "bfloat16", "float16", "float8_e8m0fnu")
 
 APIS = ("scaled_matmul", "scaled_dot_general", "lax_scaled_dot", "hand_written")
 FORMATS = ("mxfp8", "nvfp4")
@@ -39,6 +45,8 @@ API_FUNCTIONS = {
     "hand_written": None,
 }
 
+DEFAULT_SHAPE = {"m": 128, "n": 128, "k": 128}
+
 BLOCK_KEYS = (
     "id", "description", "kind", "api", "format", "a_dtype", "b_dtype", "block_size", "scale_dtype",
     "global_scale", "input_dtype", "dequant", "shape", "transpose_b", "out_dtype", "scaled_dot_triton",
@@ -46,27 +54,38 @@ BLOCK_KEYS = (
 )
 
 
-def validate(path, line, cid, merged: dict, raw: dict, kw: dict, helpers) -> dict:
+@dataclass(frozen=True)
+class Block:
+    """How a block-scaled case scales: the API it goes through, the format, block size, global scale."""
+
+    api: str
+    format: str
+    size: int  # elements of k per scale
+    global_scale: bool = False
+    input_dtype: str = ""  # scaled_dot_general: the high-precision inputs JAX quantizes
+
+
+def validate_block(path, line, cid, merged: dict, raw: dict, kw: dict, helpers) -> dict:
     """The block-scaling fields of `merged` as `Case` keyword arguments (added to `kw`)."""
     choice, boolean, pos_int, shape, CaseError = helpers
-    kw["api"] = choice(path, line, cid, "api", merged.get("api", "scaled_matmul"), APIS)
-    kw["block_format"] = choice(path, line, cid, "format", merged.get("format", "mxfp8"), FORMATS)
-    fdef = FORMAT_DEFAULTS[kw["block_format"]]
-    api = kw["api"]
+    api = choice(path, line, cid, "api", merged.get("api", "scaled_matmul"), APIS)
+    fmt = choice(path, line, cid, "format", merged.get("format", "mxfp8"), FORMATS)
+    fdef = FORMAT_DEFAULTS[fmt]
+    input_dtype = ""
     if api == "scaled_dot_general":
         for fld in ("a_dtype", "b_dtype", "block_size", "scale_dtype", "dequant"):
             if fld in raw:
-                raise CaseError(path, line, cid, fld, f"scaled_dot_general quantizes with the '{kw['block_format']}' "
+                raise CaseError(path, line, cid, fld, f"scaled_dot_general quantizes with the '{fmt}' "
                                 "config, which fixes it; set 'format' (mxfp8, nvfp4) instead")
-        kw["input_dtype"] = choice(path, line, cid, "input_dtype", merged.get("input_dtype", "bfloat16"), INPUT_DTYPES)
+        input_dtype = choice(path, line, cid, "input_dtype", merged.get("input_dtype", "bfloat16"), INPUT_DTYPES)
     elif "input_dtype" in raw:
         raise CaseError(path, line, cid, "input_dtype", f"only scaled_dot_general takes high-precision inputs; api is {api}")
     kw["a_dtype"] = choice(path, line, cid, "a_dtype", merged.get("a_dtype", fdef["data_dtype"]), DATA_DTYPES)
     kw["b_dtype"] = choice(path, line, cid, "b_dtype", merged.get("b_dtype", fdef["data_dtype"]), DATA_DTYPES)
-    kw["block_size"] = pos_int(path, line, cid, "block_size", merged.get("block_size", fdef["block_size"]))
+    size = pos_int(path, line, cid, "block_size", merged.get("block_size", fdef["block_size"]))
     kw["scale_dtype"] = choice(path, line, cid, "scale_dtype", merged.get("scale_dtype", fdef["scale_dtype"]), BLOCK_SCALE_DTYPES)
-    kw["global_scale"] = boolean(path, line, cid, "global_scale", merged.get("global_scale", False))
-    if kw["global_scale"] and api == "scaled_dot_general" and kw["block_format"] != "nvfp4":
+    global_scale = boolean(path, line, cid, "global_scale", merged.get("global_scale", False))
+    if global_scale and api == "scaled_dot_general" and fmt != "nvfp4":
         raise CaseError(path, line, cid, "global_scale", "scaled_dot_general takes a global scale only in the nvfp4 config")
     if "dequant" in merged and api != "hand_written":
         raise CaseError(path, line, cid, "dequant", f"only hand_written cases dequantize themselves; api is {api}")
@@ -75,19 +94,15 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict, helpers) -> dic
     kw["out_dtype"] = choice(path, line, cid, "out_dtype", merged.get("out_dtype", "float32"), BLOCK_OUT_DTYPES)
     if "scaled_dot_triton" in merged:
         kw["scaled_dot_triton"] = boolean(path, line, cid, "scaled_dot_triton", merged["scaled_dot_triton"])
-    if "shape" in merged:
-        kw["shape"] = shape(path, line, cid, merged["shape"])
-    else:
-        from harness.pipeline.cases import Shape
-
-        kw["shape"] = Shape(128, 128, 128)
+    kw["shape"] = shape(path, line, cid, merged.get("shape", DEFAULT_SHAPE))
     k = kw["shape"].k
-    if api in ("scaled_matmul", "lax_scaled_dot") and k % kw["block_size"]:
+    kw["block"] = Block(api, fmt, size, global_scale, input_dtype)
+    if api in ("scaled_matmul", "lax_scaled_dot") and k % size:
         raise CaseError(path, line, cid, "shape.k", f"{api} infers the block size as k // (scale columns), so k={k} "
-                        f"must be a multiple of block_size {kw['block_size']}; use hand_written or scaled_dot_general "
+                        f"must be a multiple of block_size {size}; use hand_written or scaled_dot_general "
                         "for a ragged last block")
     fp4 = "float4_e2m1fn" in (kw["a_dtype"], kw["b_dtype"])
-    if api == "scaled_dot_general" and kw["block_format"] == "nvfp4":
+    if api == "scaled_dot_general" and fmt == "nvfp4":
         fp4 = True
     if fp4 and k % 2:
         raise CaseError(path, line, cid, "shape.k", f"float4_e2m1fn packs two values a byte: k={k} must be even")
@@ -98,7 +113,3 @@ def scale_columns(k: int, block: int) -> int:
     """Scales per row: one per block, the last block possibly ragged."""
     return -(-k // block)
 
-
-def jax_lacks(case: Any) -> str | None:
-    """Python source that evaluates to a reason string when the installed JAX lacks the case's API, else None."""
-    return API_FUNCTIONS.get(case.api)

@@ -16,12 +16,9 @@ from typing import Any
 import yaml
 
 from harness.pipeline import safe_yaml
+from harness.pipeline.block_cases import BLOCK_KEYS, DATA_DTYPES, FP8_DTYPES, SCALE_DTYPES, Block, validate_block
 
-FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
-FP4_DTYPES = ("float4_e2m1fn",)
-DATA_DTYPES = FP8_DTYPES + FP4_DTYPES  # low-precision operand formats
 DEQUANT_DTYPES = ("float32", "bfloat16", "float16")
-SCALE_DTYPES = DEQUANT_DTYPES + ("float8_e8m0fnu",)  # E8M0: a power-of-two scale (MX formats)
 OUT_DTYPES = ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32")
 INPUT_SCALES = ("none", "a", "b", "both")
 OUTPUT_SCALES = ("none", "multiply", "divide")
@@ -114,12 +111,7 @@ class Case:
     targets: tuple[str, ...] = ()  # empty: every target
     known_issues: tuple[KnownIssue, ...] = ()
     filecheck: dict[str, str] = field(default_factory=dict)  # profile -> FileCheck pattern
-    # kind: block_scaled (see harness/pipeline/block_cases.py)
-    api: str = ""
-    block_format: str = ""
-    block_size: int = 0
-    global_scale: bool = False
-    input_dtype: str = ""
+    block: Block | None = None  # kind: block_scaled (harness/pipeline/block_cases.py)
     scaled_dot_triton: bool | None = None  # sets xla_gpu_experimental_scaled_dot_with_triton where XLA has it
     # kind: python
     callable: str | None = None
@@ -244,7 +236,7 @@ def _args(path, line, cid, value):
         shape = item["shape"]
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
             raise CaseError(path, line, cid, f"{fld}.shape", f"expected a list of positive integers, got {shape!r}")
-        dtype = _choice(path, line, cid, f"{fld}.dtype", item["dtype"], DATA_DTYPES + DEQUANT_DTYPES + ("float8_e8m0fnu",))
+        dtype = _choice(path, line, cid, f"{fld}.dtype", item["dtype"], DATA_DTYPES + SCALE_DTYPES)
         out.append((name, tuple(shape), dtype))
     return tuple(out)
 
@@ -268,9 +260,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
         raise CaseError(path, line, None, "id", f"got {cid!r}; an id is letters, digits, '_', '.', '-'")
     merged = {**defaults, **raw}
     kind = _choice(path, line, cid, "kind", merged.get("kind", "pattern"), KINDS)
-    from harness.pipeline import block_cases
-
-    allowed = {"pattern": PATTERN_KEYS, "python": PYTHON_KEYS, "block_scaled": block_cases.BLOCK_KEYS}[kind]
+    allowed = {"pattern": PATTERN_KEYS, "python": PYTHON_KEYS, "block_scaled": BLOCK_KEYS}[kind]
     for key in raw:
         if key not in allowed:
             hint = f"; allowed: {', '.join(allowed)}"
@@ -323,8 +313,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
             kw["requires"] = tuple(dict.fromkeys(value))
         return Case(**kw)
     if kind == "block_scaled":
-        kw = block_cases.validate(path, line, cid, merged, raw, kw, (_choice, _bool, _pos_int, _shape, CaseError))
-        return Case(**kw)
+        return Case(**validate_block(path, line, cid, merged, raw, kw, (_choice, _bool, _pos_int, _shape, CaseError)))
 
     for fld, allowed_values in (
         ("a_dtype", DATA_DTYPES), ("b_dtype", DATA_DTYPES), ("dequant", DEQUANT_DTYPES),
@@ -409,8 +398,6 @@ def load_file(path: Path) -> list[Case]:
     if "id" in defaults:
         raise CaseError(path, getattr(defaults, "line", None), None, "defaults.id", "ids cannot have a default")
     for key in defaults:
-        from harness.pipeline.block_cases import BLOCK_KEYS
-
         if key not in PATTERN_KEYS and key not in PYTHON_KEYS and key not in BLOCK_KEYS:
             raise CaseError(path, getattr(defaults, "line", None), None, f"defaults.{key}", f"unknown key; allowed: {', '.join(PATTERN_KEYS[1:])}")
     cases = doc.get("cases")

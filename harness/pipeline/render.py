@@ -95,11 +95,11 @@ def block_arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
 
     s = case.shape
     lead = (s.batch,) if s.batch else ()
-    kc = scale_columns(s.k, case.block_size)
-    if case.api == "scaled_dot_general":
-        args = [("a", lead + (s.m, s.k), case.input_dtype),
-                ("b", lead + ((s.n, s.k) if case.transpose_b else (s.k, s.n)), case.input_dtype)]
-        if case.global_scale:
+    kc = scale_columns(s.k, case.block.size)
+    if case.block.api == "scaled_dot_general":
+        args = [("a", lead + (s.m, s.k), case.block.input_dtype),
+                ("b", lead + ((s.n, s.k) if case.transpose_b else (s.k, s.n)), case.block.input_dtype)]
+        if case.block.global_scale:
             args.append(("global_scale", (1,), "float32"))
         return args
     args = [
@@ -108,7 +108,7 @@ def block_arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
         ("a_scales", lead + (s.m, kc), case.scale_dtype),
         ("b_scales", lead + ((s.n, kc) if case.transpose_b else (kc, s.n)), case.scale_dtype),
     ]
-    if case.global_scale:
+    if case.block.global_scale:
         args += [("a_global", (), "float32"), ("b_global", (), "float32")]
     return args
 
@@ -123,7 +123,7 @@ def _render_block(case: Case, args) -> str:
     return _ENV.get_template("block.py.j2").render(
         case=case, args=args, params=[name for name, _, _ in args], batched=batched,
         dims=f"((({rank - 1},), ({b_contract},)), ({batch}))",
-        api_fn=API_FUNCTIONS[case.api], api_name=API_FUNCTIONS[case.api] or "a hand-written dequantize + dot_general",
+        api_fn=API_FUNCTIONS[case.block.api], api_name=API_FUNCTIONS[case.block.api] or "a hand-written dequantize + dot_general",
     )
 
 
