@@ -34,7 +34,8 @@ def _run_repro(case, tmp_path):
 def test_every_repro_runs_standalone_and_reproduces_the_golden(tmp_path):
     failures = []
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        for case, proc in pool.map(lambda c: _run_repro(c, tmp_path), LIBRARY):
+        runnable = [c for c in LIBRARY if "cublas" in c.profiles and (not c.targets or "h100" in c.targets)]
+        for case, proc in pool.map(lambda c: _run_repro(c, tmp_path), runnable):
             if proc.returncode != 0:
                 failures.append(f"{case.id}: exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
                 continue
@@ -48,7 +49,7 @@ def test_every_repro_runs_standalone_and_reproduces_the_golden(tmp_path):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("family", ["scale_", "dequant_", "epi_", "dtype_", "layout_", "flax_", "seed_"])
+@pytest.mark.parametrize("family", ["scale_", "dequant_", "epi_", "dtype_", "layout_", "flax_", "seed_", "bs_"])
 def test_every_family_is_present(family):
     assert any(c.id.startswith(family) for c in LIBRARY)
 
@@ -57,5 +58,9 @@ def test_every_case_has_a_description_and_goldens_for_each_shipped_target():
     for case in LIBRARY:
         assert case.description, case.id
         for target, profiles in (("h100", ("cublas", "triton")), ("a100", ("cublas",)), ("h200", ("cublas",)), ("b200", ("cublas",))):
+            if case.targets and target not in case.targets:
+                continue  # the case runs only on the targets it lists
             for profile in profiles:
+                if profile not in case.profiles:
+                    continue
                 assert golden.path_for(REPO / "goldens", case.id, target, profile, "deviceless").exists(), (case.id, target, profile)

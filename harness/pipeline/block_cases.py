@@ -113,3 +113,13 @@ def scale_columns(k: int, block: int) -> int:
     """Scales per row: one per block, the last block possibly ragged."""
     return -(-k // block)
 
+
+
+SCALED_DOT_TRITON_FLAG = "xla_gpu_experimental_scaled_dot_with_triton"
+
+
+def case_options(case: Any) -> dict | None:
+    """XLA flags a case sets on top of its profile (only where the installed XLA has them)."""
+    if getattr(case, "scaled_dot_triton", None) is None:
+        return None
+    return {SCALED_DOT_TRITON_FLAG: case.scaled_dot_triton}

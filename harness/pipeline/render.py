@@ -208,13 +208,17 @@ def render(case: Case) -> Rendered:
 
 def repro(case: Case, target: Target, profile: Profile, jax_version: str, rendered: Rendered | None = None) -> str:
     """A standalone script: `python repro.py` compiles the case for `target` and prints the optimized HLO."""
-    return repro_script((rendered or render(case)).source, target, profile, jax_version)
+    from harness.pipeline.block_cases import case_options
+
+    return repro_script((rendered or render(case)).source, target, profile, jax_version, case_options(case))
 
 
-def repro_script(case_source: str, target: Target, profile: Profile, jax_version: str) -> str:
+def repro_script(case_source: str, target: Target, profile: Profile, jax_version: str,
+                 optional_options: dict | None = None) -> str:
     """The standalone repro around an already rendered case function (as stored in a results file)."""
     aot_source = (Path(__file__).parent / "aot.py").read_text()
     return _ENV.get_template("repro.py.j2").render(
+        optional_options=optional_options or {},
         case_source=case_source,
         aot_source=aot_source,
         target=target,

@@ -15,6 +15,7 @@ from harness.pipeline import golden
 from harness.pipeline import render
 from harness.pipeline import signature
 from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Outcome
+from harness.pipeline.block_cases import case_options  # noqa: F401  (re-exported for the commands)
 from harness.pipeline.cases import Case
 from harness.pipeline.compile import Compilation, Compiler
 from harness.targets import PROFILES, Profile, Target
@@ -134,16 +135,6 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         if not matches:
             out.reason = f"{len(out.diffs)} field(s) differ from {golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)}"
     return out
-
-
-SCALED_DOT_TRITON_FLAG = "xla_gpu_experimental_scaled_dot_with_triton"
-
-
-def case_options(case: Case) -> dict | None:
-    """XLA flags a case sets on top of its profile (only where the installed XLA has them)."""
-    if case.scaled_dot_triton is None:
-        return None
-    return {SCALED_DOT_TRITON_FLAG: case.scaled_dot_triton}
 
 
 def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Iterator[tuple[Case, Target, Profile]]:
