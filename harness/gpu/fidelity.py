@@ -26,6 +26,7 @@ from harness import selection
 from harness.outcome import UNSUPPORTED
 from harness.pipeline import golden
 from harness.pipeline import render
+from harness.pipeline.block_cases import case_options
 from harness.pipeline import signature
 from harness.pipeline.golden import FieldDiff
 from harness.pipeline.results import Results
@@ -142,7 +143,7 @@ def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> N
         for name in profiles:
             if name not in case.profiles:
                 continue
-            comp = compiler.compile(render.render(case), target, PROFILES[name])
+            comp = compiler.compile(render.render(case), target, PROFILES[name], optional_options=case_options(case))
             key = (case.id, f"{side}/{name}")
             if not comp.ok:
                 sigs[key] = Compiled(error=comp.error or "unknown error")
