@@ -100,7 +100,10 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
                               on_outcome=lambda o: progress.case_done(version, o))
         env_info = compiler.environment()
-        res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles},
+        from harness.target_check import environment_entry
+
+        res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
+                               "target_versions": {t.name: environment_entry(t, env_info["jax"]) for t in targets}},
                               outcomes, target_specs={t.name: t.config_text for t in targets})
         path = Path(out_dir) / f"results-jax-{version}.json"
         results.write(path, res)
