@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from harness.gpu import numerics
+from harness.outcome import UNRESOLVED, UNSUPPORTED
 from harness.pipeline import cases as case_mod
 from harness.pipeline import render, runner, signature
 from harness.pipeline.cases import CaseError
@@ -213,7 +214,7 @@ def test_unknown_flag_is_unsupported_for_that_case_not_an_abort(tmp_path):
         comp = compiler.compile(render.render(c), load_target("h100"), PROFILES["triton"],
                                 optional_options={"xla_gpu_no_such_flag_fp8_check": True})
         out = runner.judge(c, comp, compiler.environment()["jax"], tmp_path)
-        assert out.code == "UNSUPPORTED" and "xla_gpu_no_such_flag_fp8_check" in out.reason
+        assert out.code == UNSUPPORTED and "xla_gpu_no_such_flag_fp8_check" in out.reason
         # The worker survived: the next compile with the real flag works.
         comp = compiler.compile(render.render(c), load_target("h100"), PROFILES["triton"],
                                 optional_options=runner.case_options(BY_ID["bs_lax_mxfp8_triton_flag"]))
@@ -226,6 +227,6 @@ def test_lax_scaled_dot_without_triton_is_unresolved_for_that_case_only(tmp_path
     with Compiler("deviceless") as compiler:
         comp = compiler.compile(render.render(c), load_target("b200"), PROFILES["cublas"])
         out = runner.judge(c, comp, compiler.environment()["jax"], tmp_path)
-        assert out.code == "UNRESOLVED" and "scaled-dot" in out.reason
+        assert out.code == UNRESOLVED and "scaled-dot" in out.reason
         ok = compiler.compile(render.render(BY_ID["bs_sm_mxfp8_e4m3"]), load_target("b200"), PROFILES["cublas"])
         assert ok.ok
