@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -11,8 +12,9 @@ import jax
 import pytest
 import yaml
 
-from harness.pipeline import golden
-from harness.targets import TARGET_DIR
+from harness.pipeline import golden, runner
+from harness.pipeline.compile import Compiler
+from harness.targets import TARGET_DIR, load_target
 
 from .conftest import write_cases
 
@@ -145,14 +147,21 @@ def test_default_profile_is_unsupported_deviceless(workspace, run_cli):
 
 @pytest.mark.slow
 def test_canary_detects_a_target_without_runtime_version(workspace, run_cli):
+    # A user's spec without a CUDA runtime version is refused before anything compiles (exit 3, naming the field).
     spec = (TARGET_DIR / "h100.txtpb").read_text()
-    broken = re.sub(r"runtime_version\s*\{[^}]*\}", "", spec)
+    broken = re.sub(r"^# cuda_runtime:.*\n", "", spec, flags=re.M)
     assert broken != spec
     (workspace / "h100_no_runtime.txtpb").write_text(broken)
     code, out, err = run_cli("run", *DL, "--target", workspace / "h100_no_runtime.txtpb", cwd=workspace)
     assert code == 3
-    assert "broken environment" in err and "did not become an FP8 gemm" in err and "no runtime_version" in err
+    assert "refused target spec" in err and "'runtime_version'" in err
     assert "FAIL" not in out
+    # And should one reach the worker without it, the FP8 canary still stops the run.
+    h100 = load_target("h100")
+    no_runtime = dataclasses.replace(h100, versions=dataclasses.replace(h100.versions, cuda_runtime=None))
+    with Compiler("deviceless") as compiler, pytest.raises(runner.CanaryError) as e:
+        runner.check_canary(compiler, no_runtime)
+    assert "did not become an FP8 gemm" in str(e.value) and "no runtime_version" in str(e.value)
 
 
 @pytest.mark.slow
