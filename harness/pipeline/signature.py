@@ -109,23 +109,15 @@ def extract(text: str) -> Signature:
             gemms.append(gemm)
             launches.append(f"gemm {gemm.target}")
             continue
-        ops = sorted(_ops_inside(module, instr))
-        unfused.update(ops)
-        if instr.opcode == "fusion":
-            kind = instr.fusion_kind or "?"
-            backend = _fusion_backend_kind(instr)
-            label = f"fusion {kind}" + (f" {backend}" if backend else "")
-        elif instr.opcode == "custom-call":
-            label = f"custom-call {instr.custom_call_target}"
-        else:
-            label = instr.opcode
-        launches.append(label + (f" [{', '.join(ops)}]" if ops else ""))
+        unfused.update(_ops_inside(module, instr))
+        launches.append(_kernel_label(module, instr, comp))
     block = _block_scaling(module, kernels, gemms)
     gemms.sort(key=lambda g: (g.target, g.operand_dtypes, g.output, str(g.dims)))
     return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block)
 
 
 def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> str:
+    """`gemm TARGET`, `fusion KIND [BACKEND] [pattern ops]`, `custom-call TARGET`, or the opcode."""
     gemm = _gemm(module, instr, comp)
     if gemm is not None:
         return f"gemm {gemm.target}"
