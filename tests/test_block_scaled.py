@@ -230,3 +230,46 @@ def test_lax_scaled_dot_without_triton_is_unresolved_for_that_case_only(tmp_path
         assert out.code == UNRESOLVED and "scaled-dot" in out.reason
         ok = compiler.compile(render.render(BY_ID["bs_sm_mxfp8_e4m3"]), load_target("b200"), PROFILES["cublas"])
         assert ok.ok
+
+
+# Hand-written HLO in the optimized-HLO format, for the forms the locked JAX does not emit deviceless.
+CUDNN_FUSION_HLO = """HloModule m, entry_computation_layout={(f8e4m3fn[128,256]{1,0}, f8e4m3fn[256,256]{1,0}, f8e8m0fnu[128,8]{1,0}, f8e8m0fnu[256,8]{1,0})->bf16[128,256]{1,0}}
+
+%fused_sd (p0: f8e4m3fn[128,256], p1: f8e4m3fn[256,256], p2: f8e8m0fnu[128,8], p3: f8e8m0fnu[256,8]) -> bf16[128,256] {
+  %p0 = f8e4m3fn[128,256]{1,0} parameter(0)
+  %p1 = f8e4m3fn[256,256]{1,0} parameter(1)
+  %p2 = f8e8m0fnu[128,8]{1,0} parameter(2)
+  %p3 = f8e8m0fnu[256,8]{1,0} parameter(3)
+  ROOT %sd = bf16[128,256]{1,0} scaled-dot(%p0, %p1, %p2, %p3), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}
+
+ENTRY %main (a: f8e4m3fn[128,256], b: f8e4m3fn[256,256], sa: f8e8m0fnu[128,8], sb: f8e8m0fnu[256,8]) -> bf16[128,256] {
+  %a = f8e4m3fn[128,256]{1,0} parameter(0)
+  %b = f8e4m3fn[256,256]{1,0} parameter(1)
+  %sa = f8e8m0fnu[128,8]{1,0} parameter(2)
+  %sb = f8e8m0fnu[256,8]{1,0} parameter(3)
+  ROOT %f = bf16[128,256]{1,0} fusion(%a, %b, %sa, %sb), kind=kCustom, calls=%fused_sd, backend_config={"fusion_backend_config":{"kind":"__cudnn$fusion"}}
+}
+"""
+
+UNREWRITTEN_HLO = """HloModule m
+
+ENTRY %main (a: f4e2m1fn[1,64,128], b: f4e2m1fn[1,64,128], sa: f8e4m3fn[1,64,8], sb: f8e4m3fn[1,64,8]) -> f32[1,64,64] {
+  %a = f4e2m1fn[1,64,128]{2,1,0} parameter(0)
+  %b = f4e2m1fn[1,64,128]{2,1,0} parameter(1)
+  %sa = f8e4m3fn[1,64,8]{2,1,0} parameter(2)
+  %sb = f8e4m3fn[1,64,8]{2,1,0} parameter(3)
+  ROOT %cc = f32[1,64,64]{2,1,0} custom-call(%a, %b, %sa, %sb), custom_call_target="__op$block_scaled_dot"
+}
+"""
+
+
+def test_signature_of_a_cudnn_fusion_with_a_scaled_dot_and_of_an_unrewritten_block_scaled_dot():
+    fused = signature.extract(CUDNN_FUSION_HLO)
+    assert fused.kernels == 1 and fused.block_scaled.form == "cudnn-fusion"
+    assert fused.block_scaled.scale_dtypes == ["f8e8m0fnu", "f8e8m0fnu"]
+    assert fused.gemms[0].target == "__cudnn$fusion" and fused.gemms[0].operands["b_scale"] == "f8e8m0fnu"
+    assert fused.gemms[0].output == "bf16"
+    raw = signature.extract(UNREWRITTEN_HLO)
+    assert raw.block_scaled.form == "unrewritten" and raw.block_scaled.data_dtypes == ["f4e2m1fn", "f4e2m1fn"]
+    assert raw.gemms[0].operands == {"a": "f4e2m1fn", "b": "f4e2m1fn", "a_scale": "f8e4m3fn", "b_scale": "f8e4m3fn"}
