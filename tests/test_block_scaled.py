@@ -273,3 +273,16 @@ def test_signature_of_a_cudnn_fusion_with_a_scaled_dot_and_of_an_unrewritten_blo
     raw = signature.extract(UNREWRITTEN_HLO)
     assert raw.block_scaled.form == "unrewritten" and raw.block_scaled.data_dtypes == ["f4e2m1fn", "f4e2m1fn"]
     assert raw.gemms[0].operands == {"a": "f4e2m1fn", "b": "f4e2m1fn", "a_scale": "f8e4m3fn", "b_scale": "f8e4m3fn"}
+
+
+def test_pattern_case_with_fp4_data_and_e8m0_scales_matches_the_reference_on_cpu():
+    c = case_mod.Case(id="fp4_pattern", file="<test>", line=0, a_dtype="float4_e2m1fn", b_dtype="float4_e2m1fn",
+                      input_scales="both", scale_dtype="float8_e8m0fnu", shape=case_mod.Shape(32, 16, 64))
+    fn = _fn(render.render(c).source).FN
+    inputs = numerics.make_inputs(c)
+    assert inputs["a"].dtype.name == "float4_e2m1fn" and inputs["a_scale"].dtype.name == "float8_e8m0fnu"
+    outs = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fn)(*inputs.values()))]
+    assert numerics.compare(c, inputs, outs).status == "pass"
+    source = render.render(c).source.replace(" * b_scale.astype(jnp.float32)", "")
+    outs = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(_fn(source).FN)(*inputs.values()))]
+    assert numerics.compare(c, inputs, outs).status == "fail"
