@@ -169,6 +169,15 @@ def parse_versions(text: str, where: str) -> tuple[TargetVersions, tuple[str, ..
     return TargetVersions(runtime, cudnn, sources or "read from the spec's own fields"), tuple(notes)
 
 
+def _with_version_header(text: str, versions: TargetVersions) -> str:
+    """`text` stating its versions in the header form, so that it parses back to the same Target."""
+    have = {m.group(1) for m in _HEADER_VERSION.finditer(text)}
+    lines = [f"# {key}: {TargetVersions.text(value)}  source: {versions.source}"
+             for key, value in (("cuda_runtime", versions.cuda_runtime), ("cudnn", versions.cudnn))
+             if key not in have and value]
+    return "\n".join(lines + [text]) if lines else text
+
+
 def parse_target(name: str, text: str, where: str | None = None) -> Target:
     cc = re.search(r"cuda_compute_capability\s*\{([^}]*)\}", text)
     if not cc:
@@ -182,7 +191,7 @@ def parse_target(name: str, text: str, where: str | None = None) -> Target:
     versions, notes = parse_versions(text, where or f"target '{name}'")
     return Target(
         name=name,
-        config_text=strip_version_fields(text),
+        config_text=_with_version_header(strip_version_fields(text), versions),
         compute_capability=(int(major.group(1)) if major else 0, int(minor.group(1)) if minor else 0),
         description=desc,
         versions=versions,

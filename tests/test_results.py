@@ -60,7 +60,13 @@ def test_the_repro_is_rendered_on_demand(tmp_path):
     res = results.load(FIXTURES[-1])
     o = next(o for o in res.outcomes if o.source)
     script = results.repro_for(res, o)
-    assert o.source.strip() in script and res.target_specs[o.target].strip() in script
+    # The stored spec travels with the script: its hardware part verbatim, its CUDA runtime and cuDNN
+    # versions as TARGET_VERSIONS, written where the JAX that runs the script reads them.
+    from harness.targets import parse_target
+
+    target = parse_target(o.target, res.target_specs[o.target])
+    assert o.source.strip() in script and target.config_text.strip() in script
+    assert f"TARGET_VERSIONS = {target.versions_dict()}" in script and "core_count: 132" in script
     assert "def compile_for" in script  # the compile helper travels with the script, once per render
 
 

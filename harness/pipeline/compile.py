@@ -228,6 +228,7 @@ class Compiler:
             "op": "compile_exported",
             "exported": base64.b64encode(bytes(exported)).decode(),
             "target_config": target.config_text,
+            "target_versions": target.versions_dict(),
             "compiler_options": profile.compiler_options,
         }
         try:

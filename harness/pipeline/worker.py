@@ -271,7 +271,7 @@ def main():
                 # deserialize it and compile it for the target like a rendered case.
                 from jax import export
 
-                key = request["target_config"]
+                key = effective_config(request)
                 if key not in devices:
                     devices[key] = aot.compile_device(mode, key)
                 exported = export.deserialize(bytearray(base64.b64decode(request["exported"])))
