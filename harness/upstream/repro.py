@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from harness.pipeline.aot import target_config_for
 from harness.pipeline.cases import Case
 from harness.pipeline.render import render
 from harness.targets import Profile, Target
@@ -94,10 +95,12 @@ def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> s
     ]
     body = [l for l in lines if not l.startswith(("import jax", "import jax.numpy"))]
     body = body[:body.index("ARGS = [")] + _args_lines(case)
+    # The target's CUDA runtime and cuDNN versions, written where this JAX version's XLA reads them.
+    spec = _wrap(_compact_proto(target_config_for(target.config_text, target.versions_dict(), jax_version)), width=110)
     tail = [
-        "TARGET = (" + _wrap(_compact_proto(target.config_text), width=110)[0].strip(),
-        *_wrap(_compact_proto(target.config_text), width=110)[1:-1],
-        _wrap(_compact_proto(target.config_text), width=110)[-1] + ")",
+        "TARGET = (" + spec[0].strip(),
+        *spec[1:-1],
+        spec[-1] + ")",
         'dev = topologies.get_topology_desc(platform="cuda", target_config=TARGET, topology="1x1x1").devices[0]',
         "specs = [jax.ShapeDtypeStruct(s, jnp.dtype(t), sharding=jax.sharding.SingleDeviceSharding(dev)) for _, s, t in ARGS]",
         "try:",
