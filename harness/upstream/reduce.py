@@ -214,7 +214,7 @@ def cmd_reduce(args) -> int:
         return usage(f"no case with id '{args.case}'")
     case = found[0]
     if case.kind != "pattern":
-        return usage(f"case '{case.id}' is kind: python; only pattern cases can be reduced")
+        return usage(f"case '{case.id}' is kind: {case.kind}; only pattern cases can be reduced")
     if "," in args.target:
         return usage("--target: reduce one target at a time")
     try:

@@ -81,7 +81,7 @@ def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> s
     if not re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", jax_version):
         raise ReproError(f"not a JAX version: {jax_version!r}")
     if case.kind != "pattern":
-        raise ReproError(f"case '{case.id}' is kind: python; its repro inlines modules (fp8-check show --repro)")
+        raise ReproError(f"case '{case.id}' is kind: {case.kind}; its repro is the full one (fp8-check show --repro)")
     lines = _case_lines(render(case).source)
     fn = next(l.split("(")[0][4:] for l in lines if l.startswith("def "))
     head = [
