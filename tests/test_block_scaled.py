@@ -286,3 +286,11 @@ def test_pattern_case_with_fp4_data_and_e8m0_scales_matches_the_reference_on_cpu
     source = render.render(c).source.replace(" * b_scale.astype(jnp.float32)", "")
     outs = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(_fn(source).FN)(*inputs.values()))]
     assert numerics.compare(c, inputs, outs).status == "fail"
+
+
+@pytest.mark.parametrize("kind_fields", ["kind: block_scaled", "kind: pattern"])
+def test_a_description_cannot_become_code(tmp_path, kind_fields):
+    (c,) = _load(tmp_path, f"  - id: evil\n    {kind_fields}\n"
+                           "    description: 'x \"\"\" + str(__import__(\"sys\").exit(7)) + \"\"\" y'\n")
+    module = _fn(render.render(c).source)  # executing the rendered module must not run the description
+    assert "__import__" in module.__doc__ and module.FN.__name__

@@ -120,8 +120,12 @@ def _render_block(case: Case, args) -> str:
     rank = 3 if batched else 2
     b_contract = rank - 1 if case.transpose_b else rank - 2
     batch = "(0,), (0,)" if batched else "(), ()"
+    api_name = API_FUNCTIONS[case.block.api] or "a hand-written dequantize + dot_general"
+    doc = _docstring(case) + (
+        f"Block-scaled {case.block.format.upper()}-style matmul through {api_name}: blocks of {case.block.size} "
+        f"along k, {case.scale_dtype} scales" + (", a float32 global scale" if case.block.global_scale else "") + ".\n")
     return _ENV.get_template("block.py.j2").render(
-        case=case, args=args, params=[name for name, _, _ in args], batched=batched,
+        case=case, docstring=doc, args=args, params=[name for name, _, _ in args], batched=batched,
         dims=f"((({rank - 1},), ({b_contract},)), ({batch}))",
         api_fn=API_FUNCTIONS[case.block.api], api_name=API_FUNCTIONS[case.block.api] or "a hand-written dequantize + dot_general",
     )
