@@ -12,7 +12,8 @@ from pathlib import Path
 
 from harness import selection, target_check
 from harness.outcome import any_failure
-from harness.pipeline import golden, outputs, render, runner, signature
+from harness.pipeline import golden, outputs, pool, render, runner, signature
+from harness.pipeline.compile import CompileRequest
 from harness.pipeline import results as results_mod
 from harness.report import terminal
 from harness.selection import EXIT_FAIL, EXIT_OK, UsageError
@@ -26,12 +27,14 @@ def register(sub) -> dict:
     p.add_argument("--html", type=Path, help="HTML report (default: report.html next to the results JSON)")
     p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
     selection.add_timeout(p)
+    pool.add_options(p)
     p.add_argument("--numerics", action="store_true",
                    help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
 
     p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
     selection.add_options(p)
     selection.add_timeout(p)
+    pool.add_options(p)
     p.add_argument("--prune", action="store_true", help="also remove stale goldens: those of no case in PATHS")
 
     p = sub.add_parser("show", help="print a case's repro script, StableHLO, optimized HLO and signature")
@@ -39,6 +42,7 @@ def register(sub) -> dict:
     selection.add_options(p)
     p.add_argument("--repro", type=Path, help="also write the standalone repro script to this file")
     selection.add_timeout(p)
+    pool.add_options(p)
 
     p = sub.add_parser("list", help="list the cases")
     p.add_argument("paths", nargs="*", type=Path)
@@ -77,7 +81,7 @@ def cmd_run(args) -> int:
         raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
     outputs.check_file(args.json, "--json")  # fail before compiling, not after
     outputs.check_file(args.html or args.json.parent / "report.html", "--html")
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets)
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args)
     with compiler:
         print(_header(env, sel), flush=True)
         stale = _stale(args)  # warned after every input error: those stay one line
@@ -101,6 +105,7 @@ def cmd_run(args) -> int:
                               on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
                               numerics=numerics)
     terminal.print_summary(outcomes)
+    print(f"{compiler.cache_summary()}; {compiler.jobs} worker(s)")
     res = results_mod.Results(
         {**env, "mode": sel.mode, "targets": [t.name for t in sel.targets], "profiles": sel.profiles,
          "compiler_options": {p: PROFILES[p].compiler_options for p in sel.profiles},
@@ -135,20 +140,25 @@ def cmd_bless(args) -> int:
             except OSError as exc:
                 raise UsageError(f"--prune: cannot remove {path}: {exc.strerror or exc}") from None
             print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets)
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args)
     changed = unresolved = 0
     with compiler:
         for t in sel.targets:
             runner.check_canary(compiler, t)
+        todo = []
         for case, target, profile in runner.plan(sel.cases, sel.targets, sel.profiles):
             if sel.mode == "deviceless" and not profile.deviceless:
                 continue
-            issue = case.known_issue(env["jax"], target.name, profile.name)
+            todo.append((case, target, profile, case.known_issue(env["jax"], target.name, profile.name)))
+        requests = [CompileRequest(render.render(c), t, p, optional_options=runner.case_options(c))
+                    for c, t, p, issue in todo if not issue]
+        compiled = compiler.imap(requests) if requests else iter(())
+        for case, target, profile, issue in todo:  # in plan order, while the pool compiles ahead
             if issue:
                 print(f"skipped {target.name}/{profile.name} {case.id}: known issue {issue.url or issue.summary!r} is active on jax "
                       f"{env['jax']}; a golden states the fused signature, so it is not blessed from a broken version")
                 continue
-            comp = compiler.compile(render.render(case), target, profile, optional_options=runner.case_options(case))
+            comp = next(compiled)
             if not comp.ok:
                 unresolved += 1
                 print(f"UNRESOLVED {target.name}/{profile.name} {case.id}: {comp.error.strip().splitlines()[0]}")
@@ -177,7 +187,8 @@ def cmd_show(args) -> int:
     profile = PROFILES[selection.profiles(args.profile, mode)[0]]
     if args.repro:
         outputs.check_file(args.repro, "--repro")
-    compiler, env = selection.start_compiler(mode, args.timeout, [target])
+    # one compilation: a second worker would only import JAX for nothing
+    compiler, env = selection.start_compiler(mode, args.timeout, [target], args=args, workers=args.workers or 1)
     with compiler:
         comp = compiler.compile(render.render(case), target, profile, optional_options=runner.case_options(case))
     script = render.repro(case, target, profile, env["jax"])

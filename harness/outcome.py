@@ -93,6 +93,7 @@ class Outcome:
     file: str = ""
     filecheck: str | None = None
     numerics: NumericsResult | None = None  # `run --numerics`: see harness/gpu/numerics.py
+    cached: bool = False  # the compilation came from the compile cache (harness/pipeline/cache.py)
 
     @property
     def is_failure(self) -> bool:

@@ -17,8 +17,13 @@ a skip with the reason. Options: --fp8-target (default h100), --fp8-profile
 (default: every profile the mode supports), --fp8-mode (default auto),
 --fp8-goldens (default: the `goldens` directory beside `cases`).
 
-One compile worker per pytest process (session scope; with pytest-xdist one per
-xdist worker), started at the first item and closed at the end of the session.
+A pool of compile workers per pytest process (`--fp8-jobs N`, default: the number
+of cores), behind the compile cache (`--fp8-no-cache` bypasses it; see
+harness/pipeline/cache.py). At the first item the canary runs for every target,
+then every collected item's compilation is started ahead, in item order, so the
+pool keeps all workers busy while pytest reports items one by one. Under
+pytest-xdist each xdist worker runs one compile worker and compiles on demand
+(xdist already runs items in parallel).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ def pytest_addoption(parser):
     group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated (default: every profile the mode supports)")
     group.addoption("--fp8-mode", default="auto", choices=("auto", "deviceless", "device"), help="compile mode (default: auto)")
     group.addoption("--fp8-goldens", default=None, help="goldens directory (default: the 'goldens' beside 'cases')")
+    group.addoption("--fp8-jobs", type=int, default=None, help="compile workers (default: the number of cores; 1 under xdist)")
+    group.addoption("--fp8-no-cache", action="store_true", default=False, help="bypass the compile cache")
     group.addoption("--fp8-bless", action="store_true", default=False,
                     help="the fp8 fixture's check_golden records the goldens instead of comparing")
 
@@ -110,12 +117,12 @@ class CaseItem(pytest.Item):
         from harness.pipeline import runner
 
         session = _session(self.config)
-        compiler, problem = session.compiler(self.target)
+        compiler, problem = session.compiler(self.target, self)
         if problem:
             raise Fp8Failure(problem)
         goldens = session.goldens_root(self.path)
         [out] = runner.run([self.case], [self.target], [self.profile.name], session.mode, compiler, goldens)
-        self.user_properties += [("fp8_outcome", out.code.name), ("jax", out.jax)]
+        self.user_properties += [("fp8_outcome", out.code.name), ("jax", out.jax), ("cached", str(out.cached).lower())]
         if out.signature:
             self.user_properties.append(("kernels", out.signature.kernels))
         if out.code is PASS:
@@ -166,18 +173,31 @@ class _Session:
         root = _project_root(Path(case_path))
         return (root or Path(self.config.rootpath)) / "goldens"
 
-    def compiler(self, target):
+    def compiler(self, target, item=None):
         """(compiler, None), or (None, why) when the environment is broken for `target`."""
-        from harness.pipeline import runner
+        from types import SimpleNamespace
 
         if self._env_error:
             return None, self._env_error
         if self._compiler is None:
+            xdist = hasattr(self.config, "workerinput")
+            jobs = 1 if xdist else self.config.getoption("fp8_jobs")
+            if jobs is not None and jobs < 1:
+                self._env_error = f"--fp8-jobs: must be at least 1, got {jobs}"
+                return None, self._env_error
+            options = SimpleNamespace(workers=jobs, no_cache=self.config.getoption("fp8_no_cache"))
             try:
-                self._compiler, _ = selection.start_compiler(self.mode)
+                self._compiler, _ = selection.start_compiler(self.mode, args=options)
             except (selection.BrokenEnvironment, selection.UsageError) as exc:
                 self._env_error = f"broken environment: {exc}"
                 return None, self._env_error
+            if item is not None and not xdist:
+                self._prefetch(item.session.items)
+        return self._checked(target)
+
+    def _checked(self, target):
+        from harness.pipeline import runner
+
         if target.name not in self._canary:
             problem = None
             if selection.canary_applies(self.mode, self._compiler.environment()["jax"]):
@@ -188,6 +208,22 @@ class _Session:
             self._canary[target.name] = problem
         problem = self._canary[target.name]
         return (None, problem) if problem else (self._compiler, None)
+
+    def _prefetch(self, items) -> None:
+        """The canary for every target first, then start compiling every item that will compile, in item order."""
+        from harness.pipeline import render, runner
+        from harness.pipeline.compile import CompileRequest
+
+        jax_version = self._compiler.environment()["jax"]
+        requests = []
+        for i in items:
+            if not isinstance(i, CaseItem) or self._checked(i.target)[1]:
+                continue
+            if self.mode == "deviceless" and (runner.deviceless_unsupported(jax_version) or not i.profile.deviceless):
+                continue  # UNSUPPORTED without compiling
+            requests.append(CompileRequest(render.render(i.case), i.target, i.profile,
+                                           optional_options=runner.case_options(i.case)))
+        self._compiler.prefetch(requests)
 
     def close(self):
         if self._compiler is not None:

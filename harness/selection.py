@@ -11,7 +11,9 @@ from pathlib import Path
 
 from harness.pipeline import cases as case_mod
 from harness.pipeline import runner
+from harness.pipeline import pool
 from harness.pipeline.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
+from harness.pipeline.pool import CompilerPool
 from harness.targets import PROFILES, Profile, Target, load_target, resolve_mode
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
@@ -81,23 +83,29 @@ def mode(value: str | None) -> str:
     return resolve_mode(value or "auto")
 
 
-def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=()) -> tuple[Compiler, dict]:
-    """A started compile worker and its environment (versions, device); deviceless, `check_targets`' specs
-    are parsed by XLA first, so that a malformed one is bad input (UsageError), not a broken environment."""
+def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=(), args=None,
+                   workers: int | None = None) -> tuple[CompilerPool, dict]:
+    """A pool of compile workers behind the compile cache, and its environment (versions, device); deviceless,
+    `check_targets`' specs are parsed by XLA first, so that a malformed one is bad input (UsageError), not a
+    broken environment. Shipped targets are known to parse and are not checked (a fully cached run starts no JAX).
+    `args` may carry `-j/--workers` and `--no-cache` (harness.pipeline.pool.add_options); `workers` overrides -j."""
     from harness.targets import gpu_present
 
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
-    compiler = Compiler(mode_name, timeout=timeout)
+    try:
+        compiler = pool.from_args(args, mode_name, jobs=workers, timeout=timeout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         env = compiler.environment()
-        for t in check_targets if mode_name == "deviceless" else ():
+        for t in [t for t in check_targets if not _shipped(t)] if mode_name == "deviceless" else ():
             _check_target_spec(compiler, t)
     except WorkerError as exc:
         compiler.close()
         raise BrokenEnvironment(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
     except BaseException:  # a bad target spec (UsageError), or interrupted while starting
-        compiler.worker.kill()
+        compiler.kill()
         raise
     return compiler, env
 
@@ -112,7 +120,17 @@ def check_spec_files(given: str | None, mode_name: str, option: str = "--target"
         compiler.close()
 
 
-def _check_target_spec(compiler: Compiler, target: Target) -> None:
+def _shipped(target: Target) -> bool:
+    from harness.targets import TARGET_DIR
+
+    path = TARGET_DIR / f"{target.name}.txtpb"
+    try:
+        return path.is_file() and path.read_text() == target.config_text
+    except OSError:
+        return False
+
+
+def _check_target_spec(compiler: Compiler | CompilerPool, target: Target) -> None:
     reply = compiler.prepare(target)
     if reply.get("ok"):
         return

@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from harness.pipeline.render import Rendered
 from harness.targets import Profile, Target
@@ -71,9 +72,22 @@ class Compilation:
     # Set when an optional dependency the case declares (`requires:`) is not installed: UNSUPPORTED.
     unsupported: str | None = None
 
+    cached: bool = False  # answered from the compile cache (seconds: the original compile's)
+
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """One compilation: `rendered` for `target` under `profile`; with `inputs`, also executed (device mode)."""
+
+    rendered: Rendered
+    target: Target
+    profile: Profile
+    inputs: list[dict] | None = None
+    optional_options: dict | None = None  # XLA flags set only where the installed XLA has them
 
 
 class Worker:
@@ -249,6 +263,11 @@ class Compiler:
         if reply.get("ok"):
             self._prepared.add((self.worker.proc.pid, target.config_text))
         return reply
+
+    def imap(self, requests) -> "Iterator[Compilation]":
+        """Compile `requests` (CompileRequest) one after the other, yielding in order (see pool.CompilerPool)."""
+        for r in requests:
+            yield self.compile(r.rendered, r.target, r.profile, inputs=r.inputs, optional_options=r.optional_options)
 
     def close(self) -> None:
         self.worker.close()

@@ -51,7 +51,7 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
         "expected": o.expected,
         "diffs": [x.to_json() for x in o.diffs],
         "known_issue": o.known_issue,
-        "compile_seconds": round(o.compile_seconds, 4),
+        "compile_seconds": round(o.compile_seconds, 4), "cached": o.cached,
         "description": o.description, "file": o.file,
     }
     if o.filecheck:
@@ -76,7 +76,7 @@ def outcome_from_json(d: dict) -> Outcome:
         expected=d.get("expected"),
         diffs=[FieldDiff.from_json(x) for x in d.get("diffs") or []],
         known_issue=d.get("known_issue"),
-        compile_seconds=float(d.get("compile_seconds") or 0.0),
+        compile_seconds=float(d.get("compile_seconds") or 0.0), cached=bool(d.get("cached", False)),
         hlo=d.get("hlo"), stablehlo=d.get("stablehlo"), source=_case_source(d.get("source") or ""),
         description=d.get("description") or "", yaml=d.get("yaml") or "", file=d.get("file") or "",
         filecheck=d.get("filecheck"),

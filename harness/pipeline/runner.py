@@ -17,7 +17,7 @@ from harness.pipeline import signature
 from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Outcome
 from harness.pipeline.block_cases import case_options  # noqa: F401  (re-exported for the commands)
 from harness.pipeline.cases import Case
-from harness.pipeline.compile import Compilation, Compiler
+from harness.pipeline.compile import Compilation, CompileRequest, Compiler
 from harness.targets import PROFILES, Profile, Target
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
@@ -75,7 +75,7 @@ def check_canary(compiler: Compiler, target: Target, cudnn: bool = True) -> sign
 def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -> Outcome:
     out = Outcome(
         case=case.id, target=comp.target, profile=comp.profile, mode=comp.mode, jax=jax_version, code=UNRESOLVED,
-        compile_seconds=comp.seconds, hlo=comp.hlo, stablehlo=comp.stablehlo,
+        compile_seconds=comp.seconds, hlo=comp.hlo, stablehlo=comp.stablehlo, cached=comp.cached,
         description=case.description, yaml=case.yaml_text, file=case.file,
     )
     issue = case.known_issue(jax_version, comp.target, comp.profile)
@@ -159,29 +159,38 @@ def run(
     on_outcome: Callable[[Outcome], None] | None = None,
     numerics: bool = False,
 ) -> list[Outcome]:
+    """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
+    several at once) and outcomes are reported and returned in plan order."""
     env = compiler.environment()
     jax_version = env["jax"]
-    outcomes: list[Outcome] = []
+    jobs: list[tuple[Case, Target, Profile, str | None, CompileRequest | None]] = []
     for case, target, profile in plan(cases, targets, profiles):
         reason = None
         if mode == "deviceless":
             reason = deviceless_unsupported(jax_version)
             if reason is None and not profile.deviceless:
                 reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
-        if reason:
-            out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNSUPPORTED, reason,
-                          description=case.description, yaml=case.yaml_text, file=case.file)
-        else:
-            rendered = render.render(case)
+        request = None
+        if not reason:
             inputs = None
             if numerics:
                 from harness.gpu import numerics as numerics_mod
 
                 if numerics_mod.skip_reason(case) is None:
                     inputs = numerics_mod.encode_inputs(case)
-            comp = compiler.compile(rendered, target, profile, inputs=inputs, optional_options=case_options(case))
+            request = CompileRequest(render.render(case), target, profile, inputs, case_options(case))
+        jobs.append((case, target, profile, reason, request))
+    requests = [j[4] for j in jobs if j[4] is not None]
+    compiled = compiler.imap(requests) if requests else iter(())
+    outcomes: list[Outcome] = []
+    for case, target, profile, reason, request in jobs:
+        if reason:
+            out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNSUPPORTED, reason,
+                          description=case.description, yaml=case.yaml_text, file=case.file)
+        else:
+            comp = next(compiled)
             out = judge(case, comp, jax_version, goldens_root)
-            out.source = rendered.source
+            out.source = request.rendered.source
             if numerics:
                 apply_numerics(out, case, comp)
         outcomes.append(out)

@@ -19,6 +19,124 @@ import types
 from harness.pipeline import aot
 
 
+# Environment variables that change what XLA/JAX compile, as the parent set them (read
+# before `aot.prepare_environment` adds the dump flags): part of the compile-cache key.
+COMPILE_ENV_PREFIXES = ("XLA_", "JAX_", "TF_XLA", "CUDA_", "NVIDIA_", "LIBTPU")
+# Set identically by `aot.prepare_environment` in deviceless mode, whatever the parent had.
+_FORCED_DEVICELESS = ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK")
+_PARENT_ENV = {}
+
+
+def _distribution_version(dist):
+    import importlib.metadata as md
+
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def _jaxlib_git_hash_without_import():
+    """jaxlib's git hash read from jaxlib/version.py (importing jaxlib would cost a second or two)."""
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("jaxlib")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            with open(os.path.join(location, "version.py")) as f:
+                m = re.search(r"^_git_hash\s*(?::\s*str)?\s*=\s*['\"]([0-9a-fA-F]+)['\"]", f.read(), re.M)
+        except OSError:
+            continue
+        return m.group(1) if m else None
+    return None
+
+
+def _site_dirs():
+    import site
+    import sysconfig
+
+    dirs = set()
+    for getter in (site.getsitepackages,):
+        try:
+            dirs.update(getter())
+        except AttributeError:
+            pass
+    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
+        try:
+            dirs.add(sysconfig.get_paths()[key])
+        except KeyError:
+            pass
+    return [os.path.realpath(d) for d in dirs if d]
+
+
+def resolve_imports(names):
+    """How each top-level module name resolves in this interpreter, without importing it.
+
+    'stdlib'; 'dist:NAME==VERSION,…' (an installed distribution, inside site-packages);
+    'missing' (not importable); 'local:PATH' (anything else: the checkout, PYTHONPATH,
+    an editable install) — the compile cache never caches sources that import those.
+    """
+    import importlib.metadata as md
+    import importlib.util
+
+    packages = md.packages_distributions()
+    sites = _site_dirs()
+    out = {}
+    for name in names:
+        if name in sys.stdlib_module_names:
+            out[name] = "stdlib"
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            out[name] = "missing"
+            continue
+        origin = spec.origin if spec.origin not in (None, "namespace") else None
+        if origin is None and spec.submodule_search_locations:
+            origin = list(spec.submodule_search_locations)[0]
+        real = os.path.realpath(origin) if origin else ""
+        dists = sorted(set(packages.get(name, [])))
+        if dists and real and any(real.startswith(site + os.sep) for site in sites):
+            out[name] = "dist:" + ",".join("%s==%s" % (d, _distribution_version(d)) for d in dists)
+        else:
+            out[name] = "local:" + (real or "?")
+    return out
+
+
+def probe(mode, names=()):
+    """What the compile cache keys on, found without importing JAX: versions, installed
+    distributions, compile-relevant environment variables, and how `names` resolve."""
+    import hashlib
+    import importlib.metadata as md
+
+    dists = sorted({"%s==%s" % ((d.metadata["Name"] or "?").lower(), d.version) for d in md.distributions()})
+    env_vars = dict(_PARENT_ENV)
+    if mode == "deviceless":
+        for name in _FORCED_DEVICELESS:
+            env_vars.pop(name, None)
+    return {
+        "environment": {
+            "jax": _distribution_version("jax"),
+            "jaxlib": _distribution_version("jaxlib"),
+            "jaxlib_git_hash": _jaxlib_git_hash_without_import(),
+            "cuda_plugin": _distribution_version("jax-cuda12-plugin") or _distribution_version("jax-cuda13-plugin"),
+            "cuda_pjrt": _distribution_version("jax-cuda12-pjrt") or _distribution_version("jax-cuda13-pjrt"),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "xla_flags": _PARENT_ENV.get("XLA_FLAGS", ""),
+        },
+        "env_vars": env_vars,
+        "distributions": hashlib.sha256("\n".join(dists).encode()).hexdigest(),
+        "imports": resolve_imports(names),
+    }
+
+
 def environment(mode):
     import importlib.metadata as md
 
@@ -202,6 +320,8 @@ def effective_config(request):
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "deviceless"
     _die_with_parent()
+
+    _PARENT_ENV.update({k: v for k, v in os.environ.items() if k.startswith(COMPILE_ENV_PREFIXES)})
     dump_dir = tempfile.mkdtemp(prefix="fp8-check-dump-")
     aot.prepare_environment(mode, dump_dir)
     # The protocol gets its own copy of stdout; fd 1 then points at stderr so
@@ -209,6 +329,15 @@ def main():
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     devices = {}
+    try:
+        serve(mode, dump_dir, proto, devices)
+    finally:
+        import shutil
+
+        shutil.rmtree(dump_dir, ignore_errors=True)
+
+
+def serve(mode, dump_dir, proto, devices):
     for line in sys.stdin:
         request = json.loads(line)
         try:
@@ -279,6 +408,9 @@ def main():
                 result = aot.compile_for(exported.call, args, devices[key], request["compiler_options"], dump_dir)
                 reply = {"ok": True, "hlo": result["hlo"], "stablehlo": exported.mlir_module(),
                          "seconds": result["seconds"]}
+
+            elif request["op"] == "probe":
+                reply = {"ok": True, "probe": probe(mode, request.get("names") or [])}
             elif request["op"] == "topology":
                 config = effective_config(request) if request.get("target_config") else None
                 reply = {"ok": True, "topology": topology(mode, config)}

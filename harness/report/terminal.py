@@ -38,7 +38,7 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
     if detail:
         line += f"  ({detail})"
     if out.compile_seconds:
-        line += f" {out.compile_seconds:.2f}s"
+        line += f" {out.compile_seconds:.2f}s" + (" (cached)" if out.cached else "")
     print(line, file=stream)
     if out.code is FAIL or (verbose and out.diffs):
         for d in out.diffs:

@@ -2,8 +2,8 @@
 
 For each version, `envs.Manager` makes (or reuses) an environment with only
 `jax[cuda12]==V`; the harness itself stays in this process and starts ONE
-compile worker inside that environment (`Compiler(mode, python=env python)`),
-which compiles every case of that version. Each outcome is judged against the
+pool of compile workers inside that environment (`CompilerPool(mode, python=env python)`,
+behind the compile cache), which compiles every case of that version. Each outcome is judged against the
 golden expectation covering that version (`Golden.expected_for`), so
 version-ranged goldens work as they do for `fp8-check run`.
 
@@ -39,7 +39,10 @@ from harness.pipeline import golden
 from harness.pipeline import results
 from harness.pipeline import runner
 from harness.pipeline.cases import CaseError
-from harness.pipeline.compile import Compiler, WorkerError
+from harness.pipeline import pool as pool_mod
+from harness.pipeline.cache import CompileCache
+from harness.pipeline.compile import WorkerError
+from harness.pipeline.pool import CompilerPool
 from harness.versions.envs import Env, InstallError, Manager
 from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
@@ -68,7 +71,7 @@ def planned(cases, targets, profiles) -> int:
 
 
 def run_version(version: str, env_future: Future | None, cases, targets, profiles, mode: str, goldens_root: Path,
-                out_dir: Path, progress: Progress) -> VersionEntry:
+                out_dir: Path, progress: Progress, workers: int = 1, cache: CompileCache | None = None) -> VersionEntry:
     """Run the library on one version; returns the version's entry of the matrix."""
     entry = VersionEntry(version)
     total = planned(cases, targets, profiles)
@@ -88,7 +91,9 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
                 progress.cases_skipped(version, total)
                 return entry
             entry.env = {"path": str(env.path), "built": env.built, "seconds": round(env.seconds, 2), **env.info}
-            compiler = Compiler(mode, python=str(env.python))
+            # `workers` compile workers in the version's environment, behind the shared compile
+            # cache (its key holds the version's jax/jaxlib/plugin and installed distributions)
+            compiler = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
             try:
                 compiler.environment()
                 for t in targets:
@@ -112,18 +117,20 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         entry.environment, entry.results_file, entry.outcomes = env_info, str(path), lean
         return entry
     finally:
-        if isinstance(compiler, Compiler):
+        if isinstance(compiler, CompilerPool):
             compiler.close()
         entry.run_seconds = round(time.perf_counter() - start, 2)
         progress.version_done(entry)
 
 
 def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: str, goldens_root: Path, out_dir: Path,
-               manager: Manager | None = None, jobs: int = 1, progress: Progress | None = None) -> Matrix:
+               manager: Manager | None = None, jobs: int = 1, progress: Progress | None = None,
+               workers: int = 1, cache: CompileCache | None = None) -> Matrix:
     """Every version's entry, oldest first, in a matrix.
 
     Environments are built one at a time in a background thread, ahead of the
     versions that run (`jobs` at a time), so a build overlaps with compiling.
+    Each running version compiles on `workers` workers, through `cache` (None: no cache).
     """
     manager = manager or Manager()
     progress = progress or Progress()
@@ -152,7 +159,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
             futures[v] = builder.submit(build, v)
         with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run") as pool:
             entries = list(pool.map(lambda v: run_version(v, futures.get(v), cases, targets, profiles, mode,
-                                                          goldens_root, out_dir, progress), versions))
+                                                          goldens_root, out_dir, progress, workers, cache), versions))
     except BaseException:
         for f in futures.values():
             f.cancel()
@@ -199,6 +206,7 @@ def register(subparsers) -> dict:
     p.add_argument("--jax-index", metavar="URL",
                    help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "
                         "pre-release versions are allowed, and --jax nightly picks the newest build on it")
+    pool_mod.add_options(p, "compile workers in all, split over the --jobs versions running at once")
     p.set_defaults(mode="deviceless")  # across versions, deviceless unless asked (--mode device on a GPU host)
     return {"matrix": cmd_matrix}
 
@@ -241,8 +249,12 @@ def cmd_matrix(args) -> int:
             manager = Manager(args.cache, index_url=args.jax_index)
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}", flush=True)
+            if args.jobs < 1 or (args.workers is not None and args.workers < 1):
+                raise ValueError("--jobs and -j/--workers must be at least 1")
+            workers = max(1, (args.workers or pool_mod.default_jobs()) // args.jobs)
+            cache = None if args.no_cache else CompileCache()
             m = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,
-                             Progress())
+                           Progress(), workers=workers, cache=cache)
     except (VersionError, MatrixError, ValueError) as exc:
         if isinstance(exc, (CaseError, golden.GoldenError)):
             raise
