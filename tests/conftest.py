@@ -18,6 +18,16 @@ import pytest
 
 from harness import cli
 
+# The compile cache of a test session lives in a directory of its own (never the user's),
+# shared by the tests of the session; tests of the cache itself use their own.
+if not os.environ.get("FP8_CHECK_COMPILE_CACHE"):
+    import atexit
+    import tempfile
+
+    _session_cache = tempfile.mkdtemp(prefix="fp8-check-test-compile-cache-")
+    os.environ["FP8_CHECK_COMPILE_CACHE"] = _session_cache
+    atexit.register(shutil.rmtree, _session_cache, True)
+
 REPO = Path(__file__).resolve().parent.parent
 
 requires_gpu = pytest.mark.skipif(not gpu_present(), reason="needs an NVIDIA GPU (device mode); this machine has none")

@@ -11,6 +11,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from harness.pipeline import golden
 
 from .conftest import write_cases
@@ -98,3 +100,30 @@ def test_a_bad_case_file_is_a_one_line_collection_error(workspace):
     p = pytest_run(workspace, "cases/bad.yaml", "--fp8-mode", "deviceless")
     assert p.returncode == 2
     assert re.search(r"bad\.yaml:\d+: case 'bad_one': field 'epilogue'", p.stdout), p.stdout
+
+
+@pytest.mark.slow
+def test_pool_and_cache_give_the_same_items_and_outcomes(workspace, tmp_path):
+    env_cache = str(tmp_path / "cc")
+
+    def run(name, *extra):
+        env = dict(os.environ, FP8_CHECK_COMPILE_CACHE=env_cache)
+        env.pop("PYTEST_XDIST_WORKER", None)
+        env.pop("PYTEST_ADDOPTS", None)
+        p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "cases/seed.yaml",
+                            "--fp8-mode", "deviceless", "--junitxml", name, *extra],
+                           cwd=str(workspace), capture_output=True, text=True, env=env, timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        items = [(c.get("name"), {q.get("name"): q.get("value") for q in c.iter("property")})
+                 for c in ET.parse(workspace / name).getroot().iter("testcase")]
+        return p, items
+
+    p1, one = run("one.xml", "--fp8-jobs", "1", "--fp8-no-cache")
+    p2, cold = run("cold.xml", "--fp8-jobs", "2")
+    p3, warm = run("warm.xml", "--fp8-jobs", "2")
+    assert "16 passed" in p1.stdout and "16 passed" in p2.stdout and "16 passed" in p3.stdout
+    names = [n for n, _ in one]
+    assert names == [n for n, _ in cold] == [n for n, _ in warm] and len(names) == 16
+    assert all(props["fp8_outcome"] == "PASS" for _, props in one + cold + warm)
+    assert {props["cached"] for _, props in one + cold} == {"false"}
+    assert {props["cached"] for _, props in warm} == {"true"}

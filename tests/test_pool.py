@@ -1,0 +1,174 @@
+"""The compile pool and the cache, end to end: real workers compiling deviceless through the CUDA plugin."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.pipeline import cases as case_mod
+from harness.pipeline import render
+from harness.pipeline.cache import CompileCache
+from harness.pipeline.compile import CompileRequest
+from harness.pipeline.pool import CompilerPool
+from harness.targets import PROFILES, TARGET_DIR, load_target
+
+from .conftest import write_cases
+
+pytestmark = pytest.mark.slow
+
+DL = ("--mode", "deviceless")
+ARGS = "args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}, {name: b, shape: [32, 16], dtype: float8_e4m3fn}]"
+
+
+def py_case(case_id: str, fn: str) -> str:
+    return f"  - id: {case_id}\n    kind: python\n    callable: tests.casefns:{fn}\n    {ARGS}\n    profiles: [cublas]\n"
+
+
+def load(tmp_path: Path, text: str):
+    write_cases(tmp_path / "cases" / "c.yaml", "cases:\n" + text)
+    return case_mod.load([tmp_path / "cases" / "c.yaml"])
+
+
+def test_pool_yields_in_request_order_and_a_crash_or_hang_hits_only_its_case(tmp_path):
+    cases = load(tmp_path, py_case("p1", "plain") + py_case("crash", "crash") + py_case("p2", "plain")
+                 + py_case("hang", "sleeps") + py_case("p3", "plain") + py_case("p4", "plain"))
+    h100 = load_target("h100")
+    requests = [CompileRequest(render.render(c), h100, PROFILES["cublas"]) for c in cases]
+    with CompilerPool("deviceless", jobs=2, timeout=20.0, cache=None) as pool:
+        comps = list(pool.imap(requests))
+    assert [c.case_id for c in comps] == ["p1", "crash", "p2", "hang", "p3", "p4"]
+    by = {c.case_id: c for c in comps}
+    assert "worker crashed" in by["crash"].error and "exited with status" in by["crash"].error
+    assert "worker crashed" in by["hang"].error and "no answer within 20 s" in by["hang"].error
+    for ok in ("p1", "p2", "p3", "p4"):
+        assert by[ok].ok, by[ok].error
+        assert '"__cublas$lt$matmul$f8"' in by[ok].hlo or "__cublas$lt$matmul$f8" in by[ok].hlo
+    assert pool.compiled == 6
+
+
+def results(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["results"]
+
+
+def without_cache_flag(rs: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "cached"} for r in rs]
+
+
+def test_outcomes_identical_with_and_without_cache_and_rerun_is_all_hits(workspace, run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("FP8_CHECK_COMPILE_CACHE", str(tmp_path / "cc"))
+    # a FAIL and a NEW among the PASSes, so more than one outcome code is compared
+    g = workspace / "goldens" / "h100" / "cublas" / "deviceless" / "seed_relu_f32.yaml"
+    g.write_text(g.read_text().replace("epilogue: RELU", "epilogue: DEFAULT"))
+    (workspace / "goldens" / "h100" / "triton" / "deviceless" / "seed_plain_bf16.yaml").unlink()
+    code0, out0, _ = run_cli("run", *DL, "--no-cache", "--json", workspace / "nocache.json", cwd=workspace)
+    code1, out1, _ = run_cli("run", *DL, "-j", "2", "--json", workspace / "cold.json", cwd=workspace)
+    code2, out2, _ = run_cli("run", *DL, "-j", "2", "--json", workspace / "warm.json", cwd=workspace)
+    assert code0 == code1 == code2 == 1
+    assert "compile cache off; 17 compiled" in out0
+    assert "compile cache: 0 hit(s), 17 compiled" in out1  # 16 cases + the canary
+    assert "compile cache: 17 hit(s), 0 compiled" in out2
+    nocache, cold, warm = (results(workspace / f"{n}.json") for n in ("nocache", "cold", "warm"))
+    codes = [r["outcome"] for r in nocache]
+    assert codes.count("FAIL") == 1 and codes.count("NEW") == 1 and codes.count("PASS") == 14
+    assert not any(r["cached"] for r in nocache + cold) and all(r["cached"] for r in warm)
+    # identical outcomes, reasons, signatures and HLO, in the same order
+    for name, rs in (("cold", cold), ("warm", warm)):
+        a, b = without_cache_flag(nocache), without_cache_flag(rs)
+        for r in a + b:
+            r.pop("compile_seconds")  # measured anew without the cache
+        assert a == b, name
+    assert without_cache_flag(cold) == without_cache_flag(warm)  # including the (cached) compile seconds
+    # printed in plan order, whatever order the workers finished in
+    lines = lambda out: [ln.split()[1:3] for ln in out.splitlines() if re.match(r"^(PASS|FAIL|NEW)\s", ln)]
+    assert lines(out0) == lines(out1) == lines(out2) and len(lines(out0)) == 16
+    assert "(cached)" in out2 and "(cached)" not in out1
+
+
+def test_each_real_key_component_misses(workspace, run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("FP8_CHECK_COMPILE_CACHE", str(tmp_path / "cc"))
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    sel = ("-k", "seed_plain_f32", "--profile", "cublas")
+
+    def run(*extra):
+        code, out, err = run_cli("run", *DL, *sel, *extra, cwd=workspace)
+        m = re.search(r"compile cache: (\d+) hit\(s\), (\d+) compiled", out)
+        assert m, out + err
+        return int(m.group(1)), int(m.group(2))
+
+    assert run() == (0, 2)  # canary + case
+    assert run() == (2, 0)
+    # the profile's compiler options
+    assert run("--profile", "triton") == (1, 1)  # (the canary is always cublas)
+    # the XLA flags (a dump option: changes nothing in the program, but the key must not guess that)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_hlo_pass_re=nothing")
+    assert run() == (0, 2)
+    monkeypatch.delenv("XLA_FLAGS")
+    assert run() == (2, 0)
+    # the target spec text
+    spec = (TARGET_DIR / "h100.txtpb").read_text()
+    (workspace / "h100.txtpb").write_text(spec + "\n# an edited copy\n")
+    assert run("--target", workspace / "h100.txtpb") == (0, 2)
+    # the rendered source (the description is in its docstring)
+    seed = workspace / "cases" / "seed.yaml"
+    text = seed.read_text()
+    assert "description: plain FP8 matmul, float32 dequant" in text
+    seed.write_text(text.replace("description: plain FP8 matmul, float32 dequant", "description: edited, float32 dequant", 1))
+    assert run() == (1, 1)
+
+
+def test_uncacheable_and_import_error_rules_in_a_real_run(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("FP8_CHECK_COMPILE_CACHE", str(tmp_path / "cc"))
+    write_cases(tmp_path / "cases" / "py.yaml", "cases:\n" + py_case("inlined_plain", "plain") + """\
+  - id: missing_dependency
+    kind: python
+    callable: no_such_package_xyz.layers:dense
+    requires: [no_such_package_xyz]
+    args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}]
+    profiles: [cublas]
+  - id: raises
+    kind: python
+    callable: tests.casefns:raises
+""" + "    " + ARGS + "\n    profiles: [cublas]\n")
+    for _ in range(2):
+        code, out, _ = run_cli("run", *DL, "--json", tmp_path / "r.json", cwd=tmp_path)
+    by = {r["case"]: r for r in results(tmp_path / "r.json")}
+    # inlined repository module (imports only os and jax): cached; a missing declared dependency: cached as UNSUPPORTED;
+    # an exception while tracing: compiled again every time
+    assert by["inlined_plain"]["cached"] and by["missing_dependency"]["cached"]
+    assert by["missing_dependency"]["outcome"] == "UNSUPPORTED" and "no_such_package_xyz" in by["missing_dependency"]["reason"]
+    assert not by["raises"]["cached"] and by["raises"]["outcome"] == "UNRESOLVED"
+    assert "compile cache: 3 hit(s), 1 compiled" in out
+
+
+def test_corrupt_entries_are_recompiled_with_the_same_outcome(workspace, run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("FP8_CHECK_COMPILE_CACHE", str(tmp_path / "cc"))
+    sel = ("-k", "seed_relu", "--profile", "cublas", "--json")
+    run_cli("run", *DL, *sel, workspace / "a.json", cwd=workspace)
+    entries = sorted((tmp_path / "cc").rglob("*.json.gz"))
+    assert len(entries) == 5  # canary + 4 cases
+    entries[0].write_bytes(b"\x1f\x8b garbage")
+    entries[1].write_bytes(entries[1].read_bytes()[:50])
+    code, out, _ = run_cli("run", *DL, *sel, workspace / "b.json", cwd=workspace)
+    assert code == 0 and "compile cache: 3 hit(s), 2 compiled, 2 corrupt entries replaced" in out
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("cached", "compile_seconds")} for r in rs]
+    assert strip(results(workspace / "a.json")) == strip(results(workspace / "b.json"))
+    cache = CompileCache(tmp_path / "cc")
+    assert all(cache.get(p.name[: -len(".json.gz")]) is not None for p in entries)
+
+
+def test_bless_with_a_pool_writes_the_same_goldens_as_one_worker(workspace, run_cli, tmp_path):
+    for jobs, where in (("1", "g1"), ("2", "g2")):
+        code, out, _ = run_cli("bless", *DL, "--no-cache", "-j", jobs, "--goldens", tmp_path / where, cwd=workspace)
+        assert code == 0 and "blessed: 16 golden(s) changed" in out
+    one = sorted(p.relative_to(tmp_path / "g1") for p in (tmp_path / "g1").rglob("*.yaml"))
+    two = sorted(p.relative_to(tmp_path / "g2") for p in (tmp_path / "g2").rglob("*.yaml"))
+    assert one == two and len(one) == 16
+    assert all((tmp_path / "g1" / p).read_text() == (tmp_path / "g2" / p).read_text() for p in one)
+
+
+def test_bad_worker_count_is_a_usage_error(workspace, run_cli):
+    code, _, err = run_cli("run", *DL, "-j", "0", cwd=workspace)
+    assert code == 2 and "-j/--workers: must be at least 1" in err and len(err.strip().splitlines()) == 1
