@@ -220,10 +220,14 @@ def test_root_and_bound_come_from_the_environment(tmp_path, monkeypatch):
 def test_imported_modules_and_dynamic_imports():
     names, why = imported_modules("import jax\nimport jax.numpy as jnp\nfrom flax.linen import fp8_ops\nimport os, math\n")
     assert names == {"jax", "flax", "os", "math"} and why is None
-    for src, word in (("x = __import__('mylib')", "__import__"), ("import importlib\nimportlib.import_module('m')", "import"),
+    for src, word in (("x = __import__('mylib')", "__import__"), ("import importlib\nname = 'm'\nimportlib.import_module(name)", "import"),
                       ("from . import sibling", "relative"), ("exec('import mylib')", "exec")):
         assert word in (imported_modules(src)[1] or ""), src
     assert "does not parse" in imported_modules("def (")[1]
+    # the rendered form of a case whose module is not inlined: a literal module name is a static import
+    names, why = imported_modules("import importlib\n\nFN = getattr(importlib.import_module('flax.linen'), 'Dense')\n")
+    assert names == {"importlib", "flax"} and why is None
+    assert "import_module" in (imported_modules("import importlib\nm = 'x'\nimportlib.import_module(m)\n")[1] or "")
 
 
 def test_soundness_rules():

@@ -108,6 +108,14 @@ def imported_modules(source: str) -> tuple[set[str], str | None]:
     except SyntaxError as exc:
         return set(), f"the source does not parse: {exc.msg}"
     names: set[str] = set()
+    literal_imports: set[int] = set()  # `importlib.import_module("a.b")` with a literal name: as static as `import a.b`
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "importlib"
+                and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and not node.args[0].value.startswith(".")):
+            names.add(node.args[0].value.split(".")[0])
+            literal_imports.add(id(node.func))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
@@ -115,12 +123,19 @@ def imported_modules(source: str) -> tuple[set[str], str | None]:
             if node.level:
                 return names, "it uses a relative import"
             names.add((node.module or "").split(".")[0])
-        elif isinstance(node, ast.Name) and node.id in _DYNAMIC:
+        elif isinstance(node, ast.Name) and node.id in _DYNAMIC and not _is_importlib_of(node, literal_imports, tree):
             return names, f"it imports or executes code dynamically ({node.id})"
-        elif isinstance(node, ast.Attribute) and node.attr in _DYNAMIC:
+        elif isinstance(node, ast.Attribute) and node.attr in _DYNAMIC and id(node) not in literal_imports:
             return names, f"it imports or executes code dynamically ({node.attr})"
     names.discard("")
     return names, None
+
+
+def _is_importlib_of(name: ast.Name, literal_imports: set[int], tree) -> bool:
+    """`importlib` as the module of a literal `importlib.import_module("…")` call, or in `import importlib`."""
+    if name.id != "importlib":
+        return False
+    return any(isinstance(n, ast.Attribute) and n.value is name and id(n) in literal_imports for n in ast.walk(tree))
 
 
 def cacheable(mode: str, compiler_options: dict, imports: dict, dynamic: str | None, executes: bool) -> str | None:

@@ -296,5 +296,18 @@ class CompilerPool:
     def __enter__(self) -> "CompilerPool":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:  # interrupted (Ctrl-C, SIGTERM, SIGHUP) or failed: do not wait for compiles
+            self.abort()
+        else:
+            self.close()
+
+    def abort(self) -> None:
+        """Stop now: drop what has not started, kill every worker (a running compile ends with the worker)."""
+        with self._lock:
+            pending = list(self._prefetched.values())
+            self._prefetched.clear()
+        for f in pending:
+            f.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.kill()
