@@ -1,0 +1,159 @@
+"""`fp8-check bless --from-matrix MATRIX.json…`: version-ranged goldens from a matrix run.
+
+For every case x target x profile (x mode) in the matrix, the versions that
+compiled are grouped into runs of consecutive versions with an identical
+signature; each run becomes one expectation with its JAX range:
+
+    oldest run   jax: ">=FIRST,<NEXT_RUN_FIRST"
+    middle runs  jax: ">=FIRST,<NEXT_RUN_FIRST"
+    newest run   jax: ">=FIRST"            (open-ended: a new release is judged by it)
+
+so a release the matrix did not run falls under the run of the newest tested
+version before it. A row with one run gets one expectation without a range.
+Existing expectations of the golden that cover none of the matrix's versions
+for that row (e.g. hand-written ones for older JAX) are kept after the new ones.
+
+Not blessed: rows with a known issue active on any of the versions (their goldens
+state the fused signature and are written by hand), and versions whose result has
+no signature (UNSUPPORTED, UNRESOLVED). Each golden is written atomically
+(`golden.atomic_write`) and the unified diff is printed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+from harness import verdict
+from harness.pipeline import golden
+
+Row = tuple[str, str, str, str]  # case, target, profile, mode
+
+
+class MatrixFileError(ValueError):
+    """A file given to --from-matrix is unreadable or not a matrix document (one line, names the file)."""
+
+
+@dataclass
+class Run:
+    """Consecutive versions with one signature."""
+
+    versions: list[str]
+    signature: dict
+
+
+@dataclass
+class RowPlan:
+    row: Row
+    runs: list[Run] = field(default_factory=list)
+    skipped: str = ""  # why the row is not blessed
+    no_signature: list[str] = field(default_factory=list)  # versions without a signature (not blessed)
+
+    def expectations(self) -> list[golden.Expectation]:
+        """One expectation per run, newest first."""
+        out = []
+        for i, run in enumerate(self.runs):
+            first = run.versions[0]
+            nxt = self.runs[i + 1].versions[0] if i + 1 < len(self.runs) else None
+            if len(self.runs) == 1:
+                spec = ""
+            elif nxt is None:
+                spec = f">={first}"
+            else:
+                spec = f">={first},<{nxt}"
+            tested = run.versions[0] if len(run.versions) == 1 else f"{run.versions[0]}..{run.versions[-1]}"
+            out.append(golden.Expectation(run.signature, spec, f"jax {tested} (fp8-check matrix, "
+                                                                f"{len(run.versions)} version{'s' if len(run.versions) > 1 else ''})"))
+        return list(reversed(out))
+
+
+def load_rows(paths: list[Path]) -> dict[Row, list[tuple[str, dict]]]:
+    """(version, result) per row, oldest version first, from one or more matrix documents."""
+    rows: dict[Row, dict[str, dict]] = {}
+    for path in paths:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise MatrixFileError(f"{path}: cannot read a matrix JSON: {exc}") from None
+        if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("fp8-check/matrix/"):
+            raise MatrixFileError(f"{path}: not an fp8-check matrix file (field 'schema' is not fp8-check/matrix/…)")
+        mode = str(doc.get("mode") or "deviceless")
+        for entry in doc.get("versions", []):
+            if entry.get("status") != "ran":
+                continue
+            for r in entry.get("results", []):
+                key = (r["case"], r["target"], r["profile"], r.get("mode") or mode)
+                rows.setdefault(key, {})[str(r.get("jax") or entry["jax"])] = r
+    return {k: sorted(v.items(), key=lambda kv: Version(kv[0])) for k, v in rows.items()}
+
+
+def plan_row(row: Row, results: list[tuple[str, dict]]) -> RowPlan:
+    plan = RowPlan(row)
+    issue = next(((v, r["known_issue"]) for v, r in results if r.get("known_issue")), None)
+    if issue:
+        v, ki = issue
+        plan.skipped = (f"known issue {ki.get('url') or ki.get('summary')!r} is active on jax {v}: its golden states the "
+                        "fused signature and is written by hand")
+        return plan
+    for v, r in results:
+        sig = r.get("signature")
+        if r.get("outcome") in ("UNSUPPORTED", "UNRESOLVED") or not sig:
+            plan.no_signature.append(v)
+            continue
+        if plan.runs and not verdict.diff(plan.runs[-1].signature, sig, symmetric=True):
+            plan.runs[-1].versions.append(v)
+        else:
+            plan.runs.append(Run([v], sig))
+    if not plan.runs:
+        plan.skipped = "no version compiled it"
+    return plan
+
+
+def apply(plan: RowPlan, root: Path) -> str:
+    """Write the row's golden (atomically); returns the unified diff ('' when the expectations are unchanged)."""
+    case, target, profile, mode = plan.row
+    path = golden.path_for(root, case, target, profile, mode)
+    old = golden.load(path)
+    old_text = path.read_text() if path.exists() else ""
+    tested = [v for run in plan.runs for v in run.versions]
+    kept = [e for e in (old.expect if old else []) if not any(e.covers(v) for v in tested)]
+    new = golden.Golden(case, target, profile, mode, plan.expectations() + kept)
+    new_text = new.to_yaml()
+    if golden._same_expectations(old_text, new_text):
+        return ""
+    golden.atomic_write(path, new_text)
+    return "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), f"a/{path}", f"b/{path}"))
+
+
+def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = None, targets: list[str] | None = None,
+                      profiles: list[str] | None = None, out=print) -> tuple[int, int]:
+    """Bless every selected row of the matrices; returns (goldens changed, rows skipped)."""
+    rows = load_rows(paths)
+    wanted = [w.strip() for w in case_filter.split(",")] if case_filter else None
+    changed = skipped = 0
+    for row in sorted(rows):
+        case, target, profile, mode = row
+        if wanted and not any(w in case for w in wanted):
+            continue
+        if (targets and target not in targets) or (profiles and profile not in profiles):
+            continue
+        plan = plan_row(row, rows[row])
+        name = f"{target}/{profile} {case}"
+        if plan.skipped:
+            if "no version compiled" not in plan.skipped or plan.no_signature:
+                out(f"skipped {name}: {plan.skipped}")
+            skipped += 1
+            continue
+        diff = apply(plan, root)
+        ranges = ", ".join(f"{e.jax or 'every version'}" for e in plan.expectations())
+        if diff:
+            changed += 1
+            out(diff.rstrip("\n"))
+            out(f"blessed {name}: {len(plan.runs)} expectation(s): {ranges}")
+        else:
+            out(f"unchanged {name}: {ranges}")
+    return changed, skipped
