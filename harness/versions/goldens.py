@@ -29,6 +29,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from harness import verdict
+from harness.outcome import UNRESOLVED, UNSUPPORTED, code
 from harness.pipeline import golden
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
@@ -101,7 +102,7 @@ def plan_row(row: Row, results: list[tuple[str, dict]]) -> RowPlan:
         return plan
     for v, r in results:
         sig = r.get("signature")
-        if r.get("outcome") in ("UNSUPPORTED", "UNRESOLVED") or not sig:
+        if code(r.get("outcome", UNRESOLVED)) in (UNSUPPORTED, UNRESOLVED) or not sig:
             plan.no_signature.append(v)
             continue
         if plan.runs and not verdict.diff(plan.runs[-1].signature, sig, symmetric=True):
