@@ -112,9 +112,11 @@ def _recorded(version, case, profile):
 
 def _tester_with(criterion, sig_of):
     """The real Tester (its judge), with signatures filled in per version instead of compiled."""
+    from harness.pipeline.signature import Signature
+
     t = bisect.Tester(None, None, None, "deviceless", "goldens", criterion)
     for v in VERSIONS:
-        t.cache[v] = ("ok", sig_of(v), v)
+        t.cache[v] = (Signature.from_dict(sig_of(v)), v)
     return t
 
 
@@ -133,21 +135,23 @@ def test_regression_criterion_steps_over_a_rename_to_the_first_regression():
         return old if i < VERSIONS.index("0.7.1") else renamed if i < VERSIONS.index("0.8.2") else worse
 
     res = bisect.search(_tester_with("regression", sig_of), "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
-    assert (res.code, res.last_good, res.first_bad) == (1, "0.8.1", "0.8.2")
+    assert (res.verdict, res.last_good, res.first_bad) == (bisect.Verdict.BAD, "0.8.1", "0.8.2")
     res = bisect.search(_tester_with("signature", sig_of), "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
-    assert (res.code, res.last_good, res.first_bad) == (1, "0.7.0", "0.7.1")
+    assert (res.verdict, res.last_good, res.first_bad) == (bisect.Verdict.BAD, "0.7.0", "0.7.1")
 
 
 def test_regression_criterion_calls_an_improvement_good():
     """Triton fusing the requantization (0.8.0 -> 0.12.0.1) is an improvement: nothing regressed."""
     before, after = _recorded("0.8.0", "scaled", "triton"), _recorded("0.12.0.1", "scaled", "triton")
     t = _tester_with("regression", lambda v: before if v == "0.6.1" else after)
-    assert bisect.search(t, "0.6.1", "0.9.0", VERSIONS, log=lambda s: None).code == 0
+    assert bisect.search(t, "0.6.1", "0.9.0", VERSIONS, log=lambda s: None).verdict is bisect.Verdict.GOOD
     t.set_reference("0.6.1")
-    v = t.judge("0.9.0")
-    assert v.status == "good" and "improvement" in v.reason
+    j = t.judge("0.9.0")
+    assert j.verdict is bisect.Verdict.GOOD and "improvement" in j.reason
 
 
+@pytest.mark.slow
+@pytest.mark.network
 def test_bisect_regression_criterion_real(workspace, run_cli, cache_env):
     """Real compiles: Triton fusing the requantization since 0.10.1 is an improvement, so against
     0.8.0 the current version is good under --criterion regression (and bad under signature)."""

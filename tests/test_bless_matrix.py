@@ -93,6 +93,7 @@ def test_cli_usage_errors_are_one_line(run_cli, tmp_path, matrix_file):
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_matrix_blessed_from_itself_is_green_and_one_edit_turns_one_cell_red(workspace, run_cli, monkeypatch):
     """Real environments (0.8.0 and the harness's own): bless the seed cases from a matrix, rerun it: all PASS.
     Then edit one expectation: exactly that cell fails, with the class the rules give."""

@@ -22,21 +22,20 @@ no signature (UNSUPPORTED, UNRESOLVED). Each golden is written atomically
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
 
 from harness import verdict
-from harness.outcome import UNRESOLVED, UNSUPPORTED, code
+from harness.outcome import UNRESOLVED, UNSUPPORTED, Outcome
 from harness.pipeline import golden
+from harness.versions.matrix_document import MatrixError, Status, load_matrix
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
 
 
-class MatrixFileError(ValueError):
-    """A file given to --from-matrix is unreadable or not a matrix document (one line, names the file)."""
+MatrixFileError = MatrixError  # a file given to --from-matrix is unreadable or not a matrix (one line, names it)
 
 
 @dataclass
@@ -72,37 +71,31 @@ class RowPlan:
         return list(reversed(out))
 
 
-def load_rows(paths: list[Path]) -> dict[Row, list[tuple[str, dict]]]:
-    """(version, result) per row, oldest version first, from one or more matrix documents."""
-    rows: dict[Row, dict[str, dict]] = {}
+def load_rows(paths: list[Path]) -> dict[Row, list[tuple[str, Outcome]]]:
+    """(version, outcome) per row, oldest version first, from one or more matrix files (later files win)."""
+    rows: dict[Row, dict[str, Outcome]] = {}
     for path in paths:
-        try:
-            doc = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise MatrixFileError(f"{path}: cannot read a matrix JSON: {exc}") from None
-        if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("fp8-check/matrix/"):
-            raise MatrixFileError(f"{path}: not an fp8-check matrix file (field 'schema' is not fp8-check/matrix/…)")
-        mode = str(doc.get("mode") or "deviceless")
-        for entry in doc.get("versions", []):
-            if entry.get("status") != "ran":
+        m = load_matrix(Path(path))
+        for entry in m.versions:
+            if entry.status is not Status.RAN:
                 continue
-            for r in entry.get("results", []):
-                key = (r["case"], r["target"], r["profile"], r.get("mode") or mode)
-                rows.setdefault(key, {})[str(r.get("jax") or entry["jax"])] = r
+            for o in entry.outcomes:
+                key = (o.case, o.target, o.profile, o.mode or m.mode or "deviceless")
+                rows.setdefault(key, {})[o.jax or entry.jax] = o
     return {k: sorted(v.items(), key=lambda kv: Version(kv[0])) for k, v in rows.items()}
 
 
-def plan_row(row: Row, results: list[tuple[str, dict]]) -> RowPlan:
+def plan_row(row: Row, results: list[tuple[str, Outcome]]) -> RowPlan:
     plan = RowPlan(row)
-    issue = next(((v, r["known_issue"]) for v, r in results if r.get("known_issue")), None)
+    issue = next(((v, o.known_issue) for v, o in results if o.known_issue), None)
     if issue:
         v, ki = issue
         plan.skipped = (f"known issue {ki.get('url') or ki.get('summary')!r} is active on jax {v}: its golden states the "
                         "fused signature and is written by hand")
         return plan
-    for v, r in results:
-        sig = r.get("signature")
-        if code(r.get("outcome", UNRESOLVED)) in (UNSUPPORTED, UNRESOLVED) or not sig:
+    for v, o in results:
+        sig = o.signature.to_dict() if o.signature is not None else None
+        if o.code in (UNSUPPORTED, UNRESOLVED) or not sig:
             plan.no_signature.append(v)
             continue
         if plan.runs and not verdict.diff(plan.runs[-1].signature, sig, symmetric=True):
