@@ -5,6 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from harness import outcome
+from harness.outcome import Outcome
 from harness.pipeline import signature
 from harness.report import changes
 
@@ -12,12 +14,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 
 
 def rec(version, case, target="h100", profile="triton"):
-    sig = signature.extract((FIXTURES / f"jax-{version}" / f"{case}.{target}.{profile}.txt").read_text()).to_dict()
-    return {"jax": version, "outcome": "PASS", "signature": sig}
+    sig = signature.extract((FIXTURES / f"jax-{version}" / f"{case}.{target}.{profile}.txt").read_text())
+    return Outcome(case, target, profile, "deviceless", version, outcome.PASS, signature=sig)
 
 
 def test_changes_per_cell_carry_the_class_and_the_field_lines():
-    row = [rec("0.6.1", "scaled"), {"jax": "0.7.0", "outcome": "UNRESOLVED", "signature": None},
+    row = [rec("0.6.1", "scaled"), Outcome("scaled", "h100", "triton", "deviceless", "0.7.0", outcome.UNRESOLVED),
            rec("0.8.0", "scaled"), rec("0.12.0.1", "scaled")]
     cells = changes.cell_changes(row)
     assert [c.cls for c in cells] == [None, None, None, "improvement"]  # 0.6.1 == 0.8.0; requantization fused later
@@ -31,7 +33,7 @@ def test_changes_per_cell_carry_the_class_and_the_field_lines():
 
 
 def test_cublas_relu_amax_features():
-    f = changes.features(rec("0.12.0.1", "relu_amax", profile="cublas")["signature"])
+    f = changes.features(rec("0.12.0.1", "relu_amax", profile="cublas").signature)
     assert f == {"FP8 gemm": True, "epilogue": True, "abs-max": True, "FP8 output": True}
 
 
@@ -45,4 +47,6 @@ def test_timeline_is_well_formed_and_escaped():
     assert "<script" not in svg and "&lt;script&gt;" in svg
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
     assert any("regression since 0.6.1" in t for t in titles)
+    # one feature row per fused feature: the FP8 gemm is there on every version (a filled square each)
+    assert svg.count('fill="#37474f"') >= 1
     assert changes.CLASS_COLORS["regression"] in svg

@@ -1,6 +1,6 @@
 """What changed between adjacent JAX versions, for the HTML matrix: per cell and per row.
 
-Pure functions over results dicts (schema fp8-check/results/1): for each row
+Pure functions over typed outcomes (harness/outcome.py): for each row
 (case x target x profile x mode) in version order,
 
 - `cell_changes`: per version, the kernel count and — where the signature differs
@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from html import escape
 
 from harness import verdict
-from harness.pipeline.signature import FP8_TYPES
+from harness.outcome import Outcome
+from harness.pipeline.signature import FP8_TYPES, Signature
 
 FEATURES = ("FP8 gemm", "epilogue", "abs-max", "FP8 output")
 CLASS_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "neutral": "#9e9e9e", "mixed": "#8e24aa"}
@@ -41,7 +42,9 @@ class CellChange:
         return d
 
 
-def features(sig: dict | None) -> dict[str, bool] | None:
+def features(sig: Signature | dict | None) -> dict[str, bool] | None:
+    if isinstance(sig, Signature):
+        sig = sig.to_dict()
     if not isinstance(sig, dict) or not isinstance(sig.get("gemms"), list):
         return None
     gemms = [g for g in sig["gemms"] if isinstance(g, dict)]
@@ -56,13 +59,13 @@ def features(sig: dict | None) -> dict[str, bool] | None:
     }
 
 
-def cell_changes(results: list[dict]) -> list[CellChange]:
-    """One entry per result of a row (given oldest version first)."""
+def cell_changes(outcomes: list[Outcome]) -> list[CellChange]:
+    """One entry per outcome of a row (given oldest version first)."""
     out: list[CellChange] = []
     prev_sig, prev_v = None, None
-    for r in results:
-        sig = r.get("signature") if isinstance(r.get("signature"), dict) else None
-        c = CellChange(str(r.get("jax", "")), sig.get("kernels") if sig else None, features(sig))
+    for o in outcomes:
+        sig = o.signature.to_dict() if o.signature is not None else None
+        c = CellChange(o.jax, sig.get("kernels") if sig else None, features(sig))
         if sig is not None:
             if prev_sig is not None:
                 v = verdict.classify(prev_sig, sig)
@@ -74,50 +77,49 @@ def cell_changes(results: list[dict]) -> list[CellChange]:
     return out
 
 
-def timeline_svg(row_label: str, cells: list[CellChange], step: int = 26) -> str:
-    """Kernel count (line) and fused features (filled dots) per version; change markers coloured by class."""
+def timeline_svg(row_label: str, cells: list[CellChange], step: int = 14) -> str:
+    """Kernel count (line) and fused features (filled squares; hollow: not fused) per version; the points where
+    the signature changed are circles coloured by class, with a tooltip. Compact: one path per feature row."""
     n = len(cells)
-    left, top, chart_h, dot_gap = 70, 8, 34, 11
-    width = left + step * max(n, 1) + 6
-    height = top + chart_h + 8 + dot_gap * len(FEATURES) + 4
+    left, top, chart_h, gap = 58, 9, 26, 8
+    width = left + step * max(n, 1) + 4
+    height = top + chart_h + 6 + gap * len(FEATURES)
     ks = [c.kernels for c in cells if isinstance(c.kernels, int)]
     kmax = max(ks + [1])
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(row_label)}: kernels and fused features '
-             f'across JAX versions">']
 
-    def x(i: int) -> float:
-        return left + step * i + step / 2
+    def x(i: int) -> int:
+        return left + step * i + step // 2
 
-    def y(k: int) -> float:
-        return top + chart_h - (k / kmax) * (chart_h - 6)
+    def y(k: int) -> int:
+        return round(top + chart_h - (k / kmax) * (chart_h - 4))
 
-    parts.append(f'<text x="2" y="{top + 10}" class="tl-label">kernels</text>')
+    label = escape(f"{row_label}: kernels and fused features across JAX versions")
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{height}" role="img" '
+             f'aria-label="{label}"><title>{label}</title><text x="1" y="{top + 8}" class="tl-label">kernels</text>']
     points = [(x(i), y(c.kernels)) for i, c in enumerate(cells) if isinstance(c.kernels, int)]
-    if len(points) > 1:
-        parts.append('<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="'
-                     + " ".join(f"{px:.1f},{py:.1f}" for px, py in points) + '"/>')
+    if points:
+        parts.append('<polyline fill="none" stroke="#1565c0" points="' + " ".join(f"{a},{b}" for a, b in points) + '"/>')
+    last = None
     for i, c in enumerate(cells):
         if not isinstance(c.kernels, int):
             continue
-        tip = f"jax {c.jax}: {c.kernels} kernel{'s' if c.kernels != 1 else ''}"
+        if c.kernels != last:
+            parts.append(f'<text x="{x(i)}" y="{y(c.kernels) - 3}" class="tl-k" text-anchor="middle">{c.kernels}</text>')
+            last = c.kernels
         if c.cls:
-            tip += f"; {c.cls} since {c.change_from}: {c.summary}"
-        color = CLASS_COLORS.get(c.cls or "", "#1565c0")
-        r = 4 if c.cls else 2.5
-        parts.append(f'<circle cx="{x(i):.1f}" cy="{y(c.kernels):.1f}" r="{r}" fill="{color}">'
-                     f'<title>{escape(tip)}</title></circle>')
-        parts.append(f'<text x="{x(i):.1f}" y="{y(c.kernels) - 5:.1f}" class="tl-k" text-anchor="middle">{c.kernels}</text>')
-    base = top + chart_h + 8
+            tip = escape(f"jax {c.jax}: {c.kernels} kernels; {c.cls} since {c.change_from}: {c.summary}")
+            parts.append(f'<circle cx="{x(i)}" cy="{y(c.kernels)}" r="3.5" fill="{CLASS_COLORS.get(c.cls, "#555")}">'
+                         f'<title>{tip}</title></circle>')
     for j, name in enumerate(FEATURES):
-        yy = base + dot_gap * j
-        parts.append(f'<text x="2" y="{yy + 3}" class="tl-label">{escape(name)}</text>')
+        yy = top + chart_h + 6 + gap * j
+        on, off = [], []
         for i, c in enumerate(cells):
-            if c.features is None:
-                continue
-            on = c.features.get(name, False)
-            tip = f"jax {c.jax}: {name} {'fused' if on else 'not fused'}"
-            parts.append(f'<circle cx="{x(i):.1f}" cy="{yy:.1f}" r="3.5" fill="{"#37474f" if on else "none"}" '
-                         f'stroke="#37474f" stroke-width="1"><title>{escape(tip)}</title></circle>')
+            if c.features is not None:
+                (on if c.features.get(name) else off).append(f"M{x(i) - 2} {yy - 2}h5v5h-5z")
+        parts.append(f'<text x="1" y="{yy + 3}" class="tl-label">{escape(name)}</text>')
+        if on:
+            parts.append(f'<path fill="#37474f" d="{"".join(on)}"/>')
+        if off:
+            parts.append(f'<path fill="none" stroke="#90a4ae" d="{"".join(off)}"/>')
     parts.append("</svg>")
     return "".join(parts)
