@@ -78,7 +78,27 @@ def test_expectations_outside_the_matrix_are_kept(matrix_file, tmp_path):
     ]).to_yaml())
     ranged.bless_from_matrix([matrix_file], root, "plain", out=lambda s: None)
     g = golden.load(path)
+    # the no-range expectation covered the tested versions: superseded; "<0.6" covers none of them: kept
     assert [e.jax for e in g.expect] == [">=0.12.0.1", ">=0.6.1,<0.12.0.1", "<0.6"]
+
+
+def test_a_matrix_over_the_newest_versions_only_keeps_the_older_ranges(tmp_path):
+    """When a release comes out: a matrix over the previous newest and the new one. The older expectations stay;
+    the one that reached into the tested versions is kept behind the new ones for the versions below them."""
+    root = tmp_path / "goldens"
+    path = golden.path_for(root, "plain", "h100", "triton", "deviceless")
+    old, renamed = recorded("0.8.0", "plain"), recorded("0.12.0.1", "plain")
+    golden.atomic_write(path, golden.Golden("plain", "h100", "triton", "deviceless", [
+        golden.Expectation(renamed, ">=0.10.1", "jax 0.10.1..0.12.0.1"),
+        golden.Expectation(old, ">=0.6.1,<0.10.1", "jax 0.6.1..0.10.0"),
+    ]).to_yaml())
+    m = write_matrix(tmp_path / "new.json", {"0.12.0.1": [result("plain", "0.12.0.1", renamed, "PASS")],
+                                             "0.13.0": [result("plain", "0.13.0", renamed, "NEW")]}, unsupported=())
+    ranged.bless_from_matrix([m], root, out=lambda s: None)
+    g = golden.load(path)
+    assert [e.jax for e in g.expect] == [">=0.12.0.1", ">=0.10.1", ">=0.6.1,<0.10.1"]
+    for v, sig in (("0.7.0", old), ("0.11.2", renamed), ("0.12.0.1", renamed), ("0.14.0", renamed)):
+        assert not golden.compare(g.expected_for(v).signature, sig), v
 
 
 def test_cli_usage_errors_are_one_line(run_cli, tmp_path, matrix_file):

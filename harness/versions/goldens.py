@@ -25,6 +25,7 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from harness import verdict
@@ -53,13 +54,14 @@ class RowPlan:
     skipped: str = ""  # why the row is not blessed
     no_signature: list[str] = field(default_factory=list)  # versions without a signature (not blessed)
 
-    def expectations(self) -> list[golden.Expectation]:
-        """One expectation per run, newest first."""
+    def expectations(self, bounded: bool = False) -> list[golden.Expectation]:
+        """One expectation per run, newest first; `bounded`: give a single run a lower bound too (older
+        expectations are kept after it)."""
         out = []
         for i, run in enumerate(self.runs):
             first = run.versions[0]
             nxt = self.runs[i + 1].versions[0] if i + 1 < len(self.runs) else None
-            if len(self.runs) == 1:
+            if len(self.runs) == 1 and not bounded:
                 spec = ""
             elif nxt is None:
                 spec = f">={first}"
@@ -114,13 +116,23 @@ def apply(plan: RowPlan, root: Path) -> str:
     old = golden.load(path)
     old_text = path.read_text() if path.exists() else ""
     tested = [v for run in plan.runs for v in run.versions]
-    kept = [e for e in (old.expect if old else []) if not any(e.covers(v) for v in tested)]
-    new = golden.Golden(case, target, profile, mode, plan.expectations() + kept)
+    kept = [e for e in (old.expect if old else []) if _still_needed(e, tested)]
+    new = golden.Golden(case, target, profile, mode, plan.expectations(bounded=bool(kept)) + kept)
     new_text = new.to_yaml()
     if golden._same_expectations(old_text, new_text):
         return ""
     golden.atomic_write(path, new_text)
     return "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), f"a/{path}", f"b/{path}"))
+
+
+def _still_needed(e: golden.Expectation, tested: list[str]) -> bool:
+    """Keep an old expectation that covers none of the tested versions, or that reaches below the oldest tested
+    one with an explicit lower bound (a matrix over the newest versions only: older versions fall through to it).
+    The new expectations come first, so they win for every tested version."""
+    if not any(e.covers(v) for v in tested):
+        return True
+    lows = [Version(s.version) for s in SpecifierSet(e.jax) if s.operator in (">=", ">", "==", "~=")] if e.jax else []
+    return bool(lows) and max(lows) < Version(tested[0])
 
 
 def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = None, targets: list[str] | None = None,
