@@ -81,7 +81,7 @@ def timeline_svg(row_label: str, cells: list[CellChange], step: int = 14) -> str
     """Kernel count (line) and fused features (filled squares; hollow: not fused) per version; the points where
     the signature changed are circles coloured by class, with a tooltip. Compact: one path per feature row."""
     n = len(cells)
-    left, top, chart_h, gap = 58, 9, 26, 8
+    left, top, chart_h, gap = 58, 9, 26, 10
     width = left + step * max(n, 1) + 4
     height = top + chart_h + 6 + gap * len(FEATURES)
     ks = [c.kernels for c in cells if isinstance(c.kernels, int)]
