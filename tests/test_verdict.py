@@ -208,3 +208,52 @@ def test_overall_class_rules():
     assert verdict.overall([NEUTRAL, IMPROVEMENT]) == IMPROVEMENT
     assert verdict.overall([NEUTRAL, REGRESSION]) == REGRESSION
     assert verdict.overall([IMPROVEMENT, REGRESSION, NEUTRAL]) == MIXED
+
+
+# ------------------------------------------------------------------ the remaining rules, on edited recordings
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_whole_fp8_gemm_lost_is_a_regression(version):
+    s = sig(version, "plain")
+    lost = copy.deepcopy(s)
+    lost["gemms"] = []
+    v = verdict.classify(s, lost)
+    assert classes(v, "gemms[0]") == {REGRESSION} and v.cls == REGRESSION
+    assert verdict.classify(lost, s).cls == IMPROVEMENT
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_c_matrix_no_longer_accumulated_is_a_regression(version):
+    s = sig(version, "scaled")
+    with_c = copy.deepcopy(s)
+    with_c["gemms"][0]["beta"] = 1.0
+    assert classes(verdict.classify(with_c, s), "gemms[0].beta") == {REGRESSION}
+    assert classes(verdict.classify(s, with_c), "gemms[0].beta") == {IMPROVEMENT}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gemm_fusion_loading_upcast_arrays_is_a_regression(version):
+    s = sig(version, "plain", profile="triton")
+    assert all(d.startswith("f8") for d in s["gemms"][0]["inputs"])  # the fusion loads the FP8 arrays
+    upcast = copy.deepcopy(s)
+    upcast["gemms"][0]["inputs"] = ["f32", "f32"]
+    assert classes(verdict.classify(s, upcast), "gemms[0].inputs") == {REGRESSION}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_layout_and_alpha_changes_are_neutral(version):
+    s = sig(version, "scaled")
+    other = copy.deepcopy(s)
+    other["gemms"][0]["dims"]["rhs_contracting"] = [0]
+    other["gemms"][0]["alpha_real"] = 2.0
+    v = verdict.classify(s, other)
+    assert v.cls == NEUTRAL and {x.path for x in v.lines} == {"gemms[0].dims.rhs_contracting", "gemms[0].alpha_real"}
+
+
+def test_fusion_kind_change_with_the_same_ops_is_neutral():
+    """a100 0.6.1 -> 0.8.0: `fusion kInput [convert]` becomes `fusion kLoop [convert]` (and a
+    second such kernel appears: that one is the regression)."""
+    v = verdict.classify(sig("0.6.1", "plain", "a100"), sig("0.8.0", "plain", "a100"))
+    launch = [x.cls for x in v.for_path("launches")]
+    assert sorted(launch) == [NEUTRAL, REGRESSION]
