@@ -191,7 +191,9 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
     if end.verdict is Verdict.SKIP:
         return Result(Verdict.SKIP, steps=steps, message=f"the bad version {bad} is untestable: {end.reason}")
     if end.verdict is Verdict.GOOD:
-        return Result(Verdict.GOOD, steps=steps, message=f"jax {bad} is good: nothing changed between {good} and {bad}")
+        return Result(Verdict.GOOD, steps=steps, message=f"jax {bad} is good: " + (
+            f"no regression against {good} ({end.reason})" if tester.criterion == "regression"
+            else f"nothing changed between {good} and {bad}"))
     pool = between(good, bad, versions)
     lo, hi = good, bad
     judged = {good: ref, bad: end}
