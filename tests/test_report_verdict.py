@@ -8,12 +8,14 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from harness import verdict
 from harness.outcome import FAIL
 from harness.report import issue, model
 from harness.report import page as report
 
-from .test_report import FILES, data_island, loaded
+from .test_report import FILES, browser, data_island, loaded  # noqa: F401 (browser: the fixture)
 
 SCALED_TRITON = ("seed_scaled_clamp_f32", "triton")  # Triton fuses the requantization on 0.12.0.1: 2 kernels -> 1
 BF16_CUBLAS = ("seed_scaled_clamp_bf16", "cublas")  # 0.12.0.1 (recorded FAIL): the FP8 gemm lost, a kernel more
@@ -96,3 +98,46 @@ def test_issue_title_follows_the_class():
     assert "not an upstream bug" in title and "[XLA:GPU]" not in title
     assert issue.summary(it, m).startswith("Not an upstream bug")
     assert FILES  # the recorded results exist
+
+
+# ------------------------------------------------------------------ in a real browser (Debian's chromium)
+
+
+@pytest.fixture(scope="module")
+def verdict_page(tmp_path_factory):
+    path = tmp_path_factory.mktemp("verdict") / "report.html"
+    report.write_report(judged(), path)
+    return path
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_filters_and_click_show_the_change(browser, verdict_page):
+    from .test_report import Watched
+
+    w = Watched(browser, verdict_page.as_uri())
+    page = w.page
+    try:
+        total = page.locator("#grid tbody tr").count()
+        page.check("#f-changed")
+        changed = page.locator("#grid tbody tr:not([hidden])").count()
+        assert 0 < changed < total
+        assert page.locator("#grid tbody tr:not([hidden])[data-changed='0']").count() == 0
+        page.check("#f-regressed")
+        assert page.locator("#grid tbody tr:not([hidden])").count() >= 1
+        assert page.locator("#grid tbody tr:not([hidden])[data-regressed='0']").count() == 0
+        page.uncheck("#f-changed")
+        page.uncheck("#f-regressed")
+        assert page.locator("#grid tbody tr:not([hidden])").count() == total
+        # click the cell where Triton fused the requantization: the classified diff against 0.8.0
+        row = page.locator(f"#grid tr[data-case='{SCALED_TRITON[0]}'][data-profile='triton']")
+        row.locator("td.cell[data-jax='0.12.0.1'] a").click()
+        page.wait_for_selector("#change-table")
+        heading = page.locator("#detail h3", has_text="Change since jax 0.8.0").inner_text()
+        assert "improvement" in heading
+        body = page.locator("#change-table").inner_text()
+        assert "gemms[0].output" in body and "improvement" in body
+        assert page.locator("#grid svg.timeline").count() >= 1
+        w.clean()
+    finally:
+        w.close()
