@@ -10,8 +10,10 @@ signature; each run becomes one expectation with its JAX range:
 
 so a release the matrix did not run falls under the run of the newest tested
 version before it. A row with one run gets one expectation without a range.
-Existing expectations of the golden that cover none of the matrix's versions
-for that row (e.g. hand-written ones for older JAX) are kept after the new ones.
+Existing expectations of the golden are kept after the new ones when they cover
+none of the matrix's versions for that row (e.g. hand-written ones for older JAX)
+or reach below its oldest tested version with an explicit lower bound (a matrix
+over the newest releases only); then the oldest new run gets a lower bound too.
 
 Not blessed: rows with a known issue active on any of the versions (their goldens
 state the fused signature and are written by hand), and versions whose result has
