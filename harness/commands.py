@@ -30,12 +30,19 @@ def register(sub) -> dict:
     pool.add_options(p)
     p.add_argument("--numerics", action="store_true",
                    help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
+    p.add_argument("--fail-on", choices=("any", "regression"), default="any",
+                   help="exit 1 on any FAIL/XPASS/UNRESOLVED/NEW (default), or only on regressions: a FAIL whose verdict "
+                        "is a regression or mixed, or a case that no longer compiles (README: Verdicts)")
 
     p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
     selection.add_options(p)
     selection.add_timeout(p)
     pool.add_options(p)
     p.add_argument("--prune", action="store_true", help="also remove stale goldens: those of no case in PATHS")
+    p.add_argument("--from-matrix", nargs="+", type=Path, metavar="MATRIX.json",
+                   help="bless version-ranged goldens from matrix results instead of compiling: one expectation per run "
+                        "of consecutive versions with an identical signature (README: Goldens across versions)")
+    p.set_defaults(target=None)  # h100 when compiling; with --from-matrix, every target in the matrix
 
     p = sub.add_parser("show", help="print a case's repro script, StableHLO, optimized HLO and signature")
     p.add_argument("case", help="case id")
@@ -121,10 +128,32 @@ def cmd_run(args) -> int:
         print(f"report: {write_report([res], html)}")
     except Exception as exc:  # the results are written; a report problem must not change the verdict
         print(f"fp8-check: warning: could not write the HTML report {html}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if getattr(args, "fail_on", "any") == "regression":
+        return EXIT_FAIL if any(runner.is_regression(o) for o in outcomes) else EXIT_OK
     return EXIT_FAIL if any_failure(o.code for o in outcomes) else EXIT_OK
 
 
+def _bless_from_matrix(args) -> int:
+    from harness.versions import goldens as ranged
+
+    if args.paths:
+        raise UsageError("bless --from-matrix takes no case paths: the matrix says what ran (use -k, --target, --profile to narrow)")
+    for path in args.from_matrix:
+        if not path.is_file():
+            raise UsageError(f"--from-matrix: no such file: {path}")
+    try:
+        changed, skipped = ranged.bless_from_matrix(args.from_matrix, args.goldens, args.filter,
+                                                    selection.csv(args.target) or None,
+                                                    selection.csv(args.profile) or None)
+    except ranged.MatrixFileError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"blessed from matrix: {changed} golden(s) changed" + (f", {skipped} row(s) not blessed (see above)" if skipped else ""))
+    return EXIT_OK
+
+
 def cmd_bless(args) -> int:
+    if getattr(args, "from_matrix", None):
+        return _bless_from_matrix(args)
     sel = selection.from_args(args)
     for t in sel.targets:
         for p in sel.profiles:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from harness.pipeline.golden import FieldDiff
 from harness.pipeline.signature import Signature
+from harness.verdict import Verdict
 
 if TYPE_CHECKING:
     from harness.gpu.numerics import NumericsResult
@@ -94,6 +95,7 @@ class Outcome:
     filecheck: str | None = None
     numerics: NumericsResult | None = None  # `run --numerics`: see harness/gpu/numerics.py
     cached: bool = False  # the compilation came from the compile cache (harness/pipeline/cache.py)
+    verdict: Verdict | None = None  # FAIL: regression / improvement / neutral / mixed (harness/verdict.py)
 
     @property
     def is_failure(self) -> bool:

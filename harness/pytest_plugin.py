@@ -125,6 +125,8 @@ class CaseItem(pytest.Item):
         self.user_properties += [("fp8_outcome", out.code.name), ("jax", out.jax), ("cached", str(out.cached).lower())]
         if out.signature:
             self.user_properties.append(("kernels", out.signature.kernels))
+        if out.verdict is not None:
+            self.user_properties.append(("verdict", out.verdict.cls))
         if out.code is PASS:
             return
         if out.code is UNSUPPORTED:
@@ -138,8 +140,13 @@ class CaseItem(pytest.Item):
             out = excinfo.value.outcome
             if isinstance(out, str):
                 return out
-            lines = [f"{out.code} {out.target}/{out.profile} {out.case} (jax {out.jax}, {out.mode})"]
-            lines += [f"    {d}" for d in out.diffs]
+            lines = [f"{out.code} {out.target}/{out.profile} {out.case} (jax {out.jax}, {out.mode})"
+                     + (f" [{out.verdict.cls}]" if out.verdict is not None else "")]
+            for d in out.diffs:
+                why = "; ".join(f"{x.cls}: {x.why}" for x in out.verdict.for_path(d.path)) if out.verdict else ""
+                lines.append(f"    {d}" + (f"  [{why}]" if why else ""))
+            if out.verdict is not None:
+                lines.append(f"    verdict: {out.verdict.cls} ({out.verdict.summary()})")
             if out.reason:
                 lines.append(out.reason if out.code is not UNRESOLVED else out.reason.strip()[-3000:])
             return "\n".join(lines)

@@ -78,7 +78,8 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
                              cwd=workspace)
     assert code == 1, out + err
     assert f"first bad version: jax {NEW} (last good: jax {OLD})" in out
-    assert f"signature diff (expected: jax {OLD}, found: jax {NEW}):" in out
+    # Triton fusing the requantization: an improvement (README: Verdicts)
+    assert f"signature diff (expected: jax {OLD}, found: jax {NEW}) [improvement]:" in out
     assert "kernels: expected 2, found 1" in out and "gemms[0].output: expected f32, found f8e4m3fn" in out
     # git-bisect-run test command: one version against the reference
     code, out, _ = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--test", "current",
@@ -90,9 +91,82 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
     code, out, _ = run_cli("bisect", "seed_plain_f32", "--profile", "cublas", "--good", OLD, "--test", "0.5.3",
                            cwd=workspace)
     assert code == 125 and "deviceless compilation needs" in out
-    # golden criterion: the newest matches its golden, 0.8.0 does not
-    code, out, _ = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--criterion", "golden",
-                           "--test", OLD, cwd=workspace)
-    assert code == 1 and "the golden" in out
+    # golden criterion: 0.8.0 matches the version-ranged golden covering it (Triton's requantization unfused
+    # before 0.10.1) ...
+    args = ("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--criterion", "golden", "--test", OLD)
+    code, out, _ = run_cli(*args, cwd=workspace)
+    assert code == 0 and "the golden (>=0.7.1,<0.10.1)" in out
+    # ... and not a golden that holds the newest behaviour only
+    gpath = golden.path_for(workspace / "goldens", "seed_scaled_clamp_f32", "h100", "triton", "deviceless")
+    g = golden.load(gpath)
+    newest = g.expected_for(NEW)
+    golden.atomic_write(gpath, golden.Golden(g.case, g.target, g.profile, g.mode,
+                                             [golden.Expectation(newest.signature, "", newest.blessed_with)]).to_yaml())
+    code, out, _ = run_cli(*args, cwd=workspace)
+    assert code == 1 and "the golden (every version)" in out
     code, _, err = run_cli("bisect", "no_such_case", "--good", OLD, "--bad", NEW, cwd=workspace)
     assert code == 128 and "no case with id" in err
+
+
+# ------------------------------------------------------------------ --criterion regression
+
+
+def _recorded(version, case, profile):
+    from pathlib import Path
+
+    from harness.pipeline import signature
+
+    path = Path(__file__).parent / "fixtures" / "hlo" / f"jax-{version}" / f"{case}.h100.{profile}.txt"
+    return signature.extract(path.read_text()).to_dict()
+
+
+def _tester_with(criterion, sig_of):
+    """The real Tester (its judge), with signatures filled in per version instead of compiled."""
+    from harness.pipeline.signature import Signature
+
+    t = bisect.Tester(None, None, None, "deviceless", "goldens", criterion)
+    for v in VERSIONS:
+        t.cache[v] = (Signature.from_dict(sig_of(v)), v)
+    return t
+
+
+def test_regression_criterion_steps_over_a_rename_to_the_first_regression():
+    """Recorded Triton signatures: the gemm kind renamed at 0.7.1 (neutral), then a kernel more from 0.8.2."""
+    import copy
+
+    old, renamed = _recorded("0.8.0", "plain", "triton"), _recorded("0.12.0.1", "plain", "triton")
+    assert old["gemms"][0]["target"] != renamed["gemms"][0]["target"]
+    worse = copy.deepcopy(renamed)
+    worse["kernels"] += 1
+    worse["launches"] = sorted(worse["launches"] + ["fusion kLoop [convert]"])
+
+    def sig_of(v):
+        i = VERSIONS.index(v)
+        return old if i < VERSIONS.index("0.7.1") else renamed if i < VERSIONS.index("0.8.2") else worse
+
+    res = bisect.search(_tester_with("regression", sig_of), "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
+    assert (res.verdict, res.last_good, res.first_bad) == (bisect.Verdict.BAD, "0.8.1", "0.8.2")
+    res = bisect.search(_tester_with("signature", sig_of), "0.6.1", "0.9.0", VERSIONS, log=lambda s: None)
+    assert (res.verdict, res.last_good, res.first_bad) == (bisect.Verdict.BAD, "0.7.0", "0.7.1")
+
+
+def test_regression_criterion_calls_an_improvement_good():
+    """Triton fusing the requantization (0.8.0 -> 0.12.0.1) is an improvement: nothing regressed."""
+    before, after = _recorded("0.8.0", "scaled", "triton"), _recorded("0.12.0.1", "scaled", "triton")
+    t = _tester_with("regression", lambda v: before if v == "0.6.1" else after)
+    assert bisect.search(t, "0.6.1", "0.9.0", VERSIONS, log=lambda s: None).verdict is bisect.Verdict.GOOD
+    t.set_reference("0.6.1")
+    j = t.judge("0.9.0")
+    assert j.verdict is bisect.Verdict.GOOD and "improvement" in j.reason
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_bisect_regression_criterion_real(workspace, run_cli, cache_env):
+    """Real compiles: Triton fusing the requantization since 0.10.1 is an improvement, so against
+    0.8.0 the current version is good under --criterion regression (and bad under signature)."""
+    args = ("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--test", "current")
+    code, out, _ = run_cli(*args, "--criterion", "regression", cwd=workspace)
+    assert code == 0 and "improvement" in out, out
+    code, out, _ = run_cli(*args, cwd=workspace)
+    assert code == 1

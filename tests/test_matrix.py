@@ -16,6 +16,7 @@ import jax
 import pytest
 import yaml
 
+from harness.verdict import Verdict
 from harness import outcome
 from harness.outcome import Outcome
 from harness.pipeline import golden, results
@@ -149,6 +150,20 @@ def test_changes_regressions_and_exit_codes():
     assert Matrix([synth()[2]]).exit_code("newest") == 3  # no version ran
 
 
+def test_changes_carry_their_class_and_fail_on_regression():
+    m = Matrix(synth(), "deviceless")
+    assert [c.cls for c in m.changes()] == ["neutral", "improvement"]  # Triton kind renamed; one kernel fewer
+    assert m.exit_code("regression") == 1  # a FAIL without a verdict: nothing to tell it by, so it counts
+    judged = synth()
+    for e in judged:
+        for o in e.outcomes:
+            if o.code is outcome.FAIL:
+                o.verdict = Verdict("improvement")
+    assert Matrix(judged).exit_code("regression") == 3  # no regression; but 0.6.99 could not be installed
+    judged[-1].outcomes[1].verdict = Verdict("mixed")
+    assert Matrix(judged).exit_code("regression") == 1
+
+
 def test_document_round_trip_and_schema_1(tmp_path):
     m = Matrix(synth(), "deviceless", ["h100"], ["triton"], wall_seconds=1.5)
     m.versions[1].results_file = str(tmp_path / "d" / "results-jax-0.6.1.json")
@@ -195,8 +210,11 @@ def test_grid_shows_symbols_kernels_and_highlights_changes():
     text = buf.getvalue()
     header = next(line for line in text.splitlines() if "0.5.3" in line and "0.10.1" in line)
     assert "case" in header
-    assert grid_cells(text, "a") == ["-", "✗1", "E", "✓1*", "✓1"]
-    assert grid_cells(text, "b") == ["-", "✓2", "E", "✓2", "✗1*"]
+    # the change's class (harness/verdict.py): a renamed Triton kind with the same structure is neutral (~),
+    # one kernel fewer an improvement (▲)
+    assert grid_cells(text, "a") == ["-", "✗1", "E", "✓1~", "✓1"]
+    assert grid_cells(text, "b") == ["-", "✓2", "E", "✓2", "✗1▲"]
+    assert "h100/triton a: 0.6.1 -> 0.7.1  [neutral]" in text and "h100/triton b: 0.7.1 -> 0.10.1  [improvement]" in text
     assert "0.6.99: install-failed: uv could not install" in text
     assert "h100/triton a: 0.6.1 -> 0.7.1" in text
     assert "gemms[0].target: expected __triton_gemm, found __triton_nested_gemm_fusion" in text
@@ -234,6 +252,12 @@ def results_by_version(m: Matrix):
 @pytest.mark.network
 def test_matrix_across_versions_real(workspace, run_cli, cache_env):
     out = workspace / "reports" / "matrix.json"
+    # this row's golden holding the newest behaviour only (no version range): 0.8.0 must FAIL on it
+    gpath0 = golden.path_for(workspace / "goldens", "seed_scaled_clamp_f32", "h100", "triton", "deviceless")
+    g0 = golden.load(gpath0)
+    newest = g0.expected_for(NEW)
+    golden.atomic_write(gpath0, golden.Golden(g0.case, g0.target, g0.profile, g0.mode,
+                                              [golden.Expectation(newest.signature, "", newest.blessed_with)]).to_yaml())
     code, stdout, err = run_cli("matrix", "--jax", f"0.5.3,{OLD},0.6.99,{NEW}", "-k", "plain_f32,scaled_clamp_f32",
                                 "--out", out, "--no-html", cwd=workspace)
     m = load_matrix(out)
@@ -263,7 +287,9 @@ def test_matrix_across_versions_real(workspace, run_cli, cache_env):
     # the grid row (columns 0.5.3, 0.6.99, OLD, NEW): unsupported, not installed, FAIL with 2 kernels,
     # PASS with 1 kernel marked as changed
     triton_row = next(line for line in stdout.splitlines() if "seed_scaled_clamp_f32" in line and "h100/triton" in line)
-    assert [c.strip() for c in triton_row.split("│")[3:-1]] == ["-", "E", "✗2", "✓1*"]
+    # 0.8.0 against the golden (the fused requantization): a regression (r); 0.8.0 -> newest: an improvement (▲)
+    assert [c.strip() for c in triton_row.split("│")[3:-1]] == ["-", "E", "✗2r", "✓1▲"]
+    assert old.verdict.cls == "regression" and change[0].cls == "improvement"
     assert m.regressions() == []  # the newest version is clean
 
     # A version-ranged golden: the old behaviour recorded for < 0.10.1 -> each version judged by its own range.

@@ -18,6 +18,7 @@ from pathlib import Path
 from harness.outcome import CODES, Outcome, code
 from harness.pipeline.golden import FieldDiff, atomic_write
 from harness.pipeline.signature import Signature
+from harness.verdict import Verdict
 
 SCHEMA = "fp8-check/results/2"
 READABLE = ("fp8-check/results/1", SCHEMA)
@@ -58,6 +59,8 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
         d["filecheck"] = o.filecheck
     if o.numerics is not None:
         d["numerics"] = o.numerics.to_dict()
+    if o.verdict is not None:
+        d["verdict"] = o.verdict.to_dict()
     if with_text:
         d.update({"source": o.source, "yaml": o.yaml, "hlo": o.hlo, "stablehlo": o.stablehlo})
     return d
@@ -81,6 +84,7 @@ def outcome_from_json(d: dict) -> Outcome:
         description=d.get("description") or "", yaml=d.get("yaml") or "", file=d.get("file") or "",
         filecheck=d.get("filecheck"),
         numerics=NumericsResult.from_dict(d["numerics"]) if d.get("numerics") else None,
+        verdict=Verdict.from_dict(d.get("verdict")),
     )
 
 

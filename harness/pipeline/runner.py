@@ -19,6 +19,7 @@ from harness.pipeline.block_cases import case_options  # noqa: F401  (re-exporte
 from harness.pipeline.cases import Case
 from harness.pipeline.compile import Compilation, CompileRequest, Compiler
 from harness.targets import PROFILES, Profile, Target
+from harness.verdict import NEUTRAL, Verdict, classify, classify_extra
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
 
@@ -134,7 +135,18 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         out.code = PASS if matches else FAIL
         if not matches:
             out.reason = f"{len(out.diffs)} field(s) differ from {golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)}"
+            out.verdict = classify(exp.signature, sig)
+            if fc_problem:
+                out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
     return out
+
+
+def is_regression(out: Outcome) -> bool:
+    """What `--fail-on regression` fails on: a FAIL whose verdict is a regression (or mixed), a FAIL
+    without a verdict (nothing to tell it by), or a case that no longer compiles (UNRESOLVED)."""
+    if out.code is UNRESOLVED:
+        return True
+    return out.code is FAIL and (out.verdict is None or out.verdict.is_regression)
 
 
 def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Iterator[tuple[Case, Target, Profile]]:
@@ -221,5 +233,7 @@ def apply_numerics(out: Outcome, case: Case, comp: Compilation) -> None:
         out.code, out.reason = FAIL, result.reason + prior
         # Shown under the FAIL line and kept in the results JSON's diffs.
         out.diffs.append(golden.FieldDiff("numerics", "within tolerance of the float64 reference", result.reason))
+        out.verdict = classify_extra(out.verdict or Verdict(NEUTRAL), "numerics",
+                                     "within tolerance of the float64 reference", result.reason)
     elif result.status == "error" and not out.code.is_failure:
         out.code, out.reason = UNRESOLVED, "numerics: " + result.reason

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from harness.outcome import CODES, UNRESOLVED, XPASS
+from harness.outcome import CODES, FAIL, UNRESOLVED, XPASS
 from harness.pipeline.results import Results
 from harness.report.diffs import show, show_expected, show_found, sig_dict, to_yaml
 from harness.report.hlo_text import entry_excerpt
@@ -111,8 +111,32 @@ def env_lines(env: dict, it: Item) -> list[str]:
     ]
 
 
+def _not_a_bug(it: Item) -> bool:
+    """A FAIL whose change against the golden is an improvement or a rename: update the golden, file nothing."""
+    v = it.outcome.verdict
+    return it.code is FAIL and v is not None and not v.is_regression
+
+
+def regressed_since(it: Item, model: Model) -> str:
+    """The oldest JAX version from which the row has failed with this same signature (it.jax at the latest)."""
+    since = it.jax
+    items = [o for o in model.row_items(it.row) if vkey(o.jax) <= vkey(it.jax)]
+    for o in reversed(items[:-1]):
+        if o.code is not FAIL or o.outcome.signature != it.outcome.signature:
+            break
+        since = o.jax
+    return since
+
+
 def issue_title(it: Item, model: Model) -> str:
     pattern, gemm = pattern_of(it), gemm_target(it)
+    v = it.outcome.verdict
+    if _not_a_bug(it):
+        return (f"[fp8-check] {it.case} on {it.target}/{it.profile}: the golden is out of date on jax {it.jax} "
+                f"({v.cls}: {v.summary(limit=1)}) — not an upstream bug")
+    if it.code is FAIL and v is not None:
+        lost = v.regressions[0].why if v.regressions else v.summary(limit=1)
+        return f"[XLA:GPU] FP8 {pattern} regressed since jax {regressed_since(it, model)}: {lost}"
     good, _, _ = version_story(it, model)
     older = [v for v in good if vkey(v) < vkey(it.jax)]
     newer = [v for v in good if vkey(v) > vkey(it.jax)]
@@ -148,16 +172,27 @@ def summary(it: Item, model: Model) -> str:
         first = (o.reason.strip().splitlines() or ["unknown error"])[0]
         return (f"Compiling the FP8 pattern below {where} fails on jax {it.jax} with `{first[:300]}`"
                 + (f"; it compiled on jax {', '.join(good)}." if good else "."))
+    if _not_a_bug(it):
+        return (f"Not an upstream bug: on jax {it.jax} the fusion of this case changed against its golden {where}, and "
+                f"the change is {o.verdict.cls} ({o.verdict.summary()}). Nothing got slower, so there is nothing to file: "
+                f"review the change and update the golden with `fp8-check bless -k {it.case} --target {it.target} "
+                f"--profile {it.profile}` (or `fp8-check bless --from-matrix` for a version range).")
     found = gemm_summary(o.signature) or "no gemm"
     changed = "; ".join(f"`{d.path}`: {show_expected(d)} → {show_found(d)}" for d in o.diffs[:4])
     if len(o.diffs) > 4:
         changed += f"; and {len(o.diffs) - 4} more"
     older = [v for v in good if vkey(v) < vkey(it.jax)]
+    lead = ""
+    if o.verdict is not None and o.verdict.is_regression:
+        worse = "; ".join(dict.fromkeys(x.why for x in o.verdict.regressions)) or o.verdict.summary()
+        lead = (f"Regression ({o.verdict.cls}) since jax {regressed_since(it, model)}: {worse}"
+                + (f" (better at the same time: {'; '.join(dict.fromkeys(x.why for x in o.verdict.improvements))})"
+                   if o.verdict.improvements else "") + ". ")
     what = upstream_issue.what_changed(o.diffs, gemm) if older else None  # issue 12: class-aware
     if what:
-        return (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits `{gemm}`, but compared "
-                f"with jax {older[-1]}: {what}. The optimized HLO now has {found}. Fusion signature changes: {changed}.")
-    return (f"On jax {it.jax}, XLA {'no longer rewrites' if older else 'does not rewrite'} the FP8 matmul below "
+        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits `{gemm}`, but compared "
+                       f"with jax {older[-1]}: {what}. The optimized HLO now has {found}. Fusion signature changes: {changed}.")
+    return lead + (f"On jax {it.jax}, XLA {'no longer rewrites' if older else 'does not rewrite'} the FP8 matmul below "
             f"into a single `{gemm}` with its scales and epilogue fused, when compiling {where}"
             + (f"; jax {older[-1]} did." if older else
                f"; it does on jax {', '.join(good)} (a newer version may already have fixed it)." if good else ".")

@@ -31,7 +31,8 @@ import jinja2
 from harness.outcome import CODES, PASS
 from harness.pipeline.golden import atomic_write
 from harness.pipeline.results import Results
-from harness.report.diffs import hlo_diff, signature_rows
+from harness.report import changes as changes_mod
+from harness.report.diffs import hlo_diff, show, signature_rows
 from harness.report.hlo_text import normalize_hlo
 from harness.report.issue import issue_markdown, markdown_for
 from harness.report.model import Item, Model, ReportError, build_model, load, vkey
@@ -159,6 +160,7 @@ def _payload(model: Model, pre: dict[int, dict], level: int) -> tuple[dict, list
         truncated += cut
         md = p["markdown"]
         ki = o.known_issue if isinstance(o.known_issue, dict) else None
+        ch = pre.get("_changes", {}).get(it.idx)
         records.append({
             "i": it.idx, "case": it.case, "target": it.target, "profile": it.profile, "mode": it.mode,
             "jax": it.jax, "outcome": it.code.name, "reason": strings.one(o.reason),
@@ -171,6 +173,11 @@ def _payload(model: Model, pre: dict[int, dict], level: int) -> tuple[dict, list
             "baseline": {"i": it.baseline.idx, "jax": it.baseline.jax, "outcome": it.baseline.code.name} if it.baseline else None,
             "diff": strings.add(diff) if diff else None, "diff_note": strings.one(p["diff_note"]),
             "markdown": strings.add(md), "title": md.splitlines()[0][2:] if md else None,
+            # the change against the previous version with a signature, and a FAIL's verdict against the golden:
+            # lines are [path, before, after, class, why], texts as string indices
+            "change": {"from": ch.change_from, "class": ch.cls, "lines": _lines(strings, ch.lines)} if ch and ch.cls else None,
+            "verdict": {"class": o.verdict.cls, "lines": _lines(strings, [x.to_dict() for x in o.verdict.lines])}
+            if o.verdict is not None else None,
             **texts,
         })
     if omitted:
@@ -191,8 +198,21 @@ def _payload(model: Model, pre: dict[int, dict], level: int) -> tuple[dict, list
     return {"strings": strings.table, "envs": envs, "results": records}, notes
 
 
-def _grid(model: Model) -> list[dict]:
+def _lines(strings: "_Strings", lines: list[dict]) -> list[list]:
+    return [[strings.one(x["path"]), strings.one(show(x["before"])), strings.one(show(x["after"])),
+             x["class"], strings.one(x["why"])] for x in lines]
+
+
+def _row_changes(model: Model) -> dict[tuple, list[changes_mod.CellChange]]:
+    """Per row, the change of each of its items against the previous version (report/changes.py)."""
+    return {row: changes_mod.cell_changes([it.outcome for it in model.row_items(row)]) for row in model.rows}
+
+
+def _grid(model: Model, row_changes: dict | None = None) -> list[dict]:
     """One row per case x target x profile x mode, one cell per JAX version."""
+    from markupsafe import Markup
+
+    row_changes = row_changes if row_changes is not None else _row_changes(model)
     descriptions: dict[str, str] = {}
     for it in model.items:
         descriptions.setdefault(it.case, it.description)
@@ -201,11 +221,28 @@ def _grid(model: Model) -> list[dict]:
         rows = [r for r in model.rows if r[0] == case]
         for k, row in enumerate(rows):
             cells = [model.cells.get((row, v)) for v in model.versions]
+            by_jax = {c.jax: c for c in row_changes.get(row, [])}
+            out_cells = []
+            for c in cells:
+                if c is None:
+                    out_cells.append(None)
+                    continue
+                ch = by_jax.get(c.jax)
+                v = c.outcome.verdict
+                out_cells.append({"i": c.idx, "outcome": c.code.name, "jax": c.jax, "known": bool(c.outcome.known_issue),
+                                  "kernels": ch.kernels if ch else None, "change": ch.cls if ch and ch.cls else "",
+                                  "change_title": f"{ch.cls} since jax {ch.change_from}" if ch and ch.cls else "",
+                                  "verdict": v.cls if v is not None else ""})
+            changed = any(c and c["change"] for c in out_cells)
+            regressed = any(c and (c["change"] in ("regression", "mixed") or c["verdict"] in ("regression", "mixed"))
+                            for c in out_cells)
+            svg = changes_mod.timeline_svg(f"{case} {row[1]}/{row[2]}", row_changes.get(row, [])) \
+                if len(model.versions) > 1 and any(x.kernels is not None for x in row_changes.get(row, [])) else ""
             grid.append({"case": case, "first": k == 0, "span": len(rows), "target": row[1], "profile": row[2],
                          "mode": row[3], "description": descriptions.get(case, ""),
                          "search": f"{case} {descriptions.get(case, '')} {row[1]} {row[2]} {row[3]}".lower(),
-                         "cells": [None if c is None else {"i": c.idx, "outcome": c.code.name, "jax": c.jax,
-                                                           "known": bool(c.outcome.known_issue)} for c in cells]})
+                         "changed": changed, "regressed": regressed, "timeline": Markup(svg),  # escaped by timeline_svg
+                         "cells": out_cells})
     return grid
 
 
@@ -265,8 +302,10 @@ def render_html(inputs: list[Results], title: str | None = None, notes: list[str
     counts = Counter(it.code.name for it in model.items)
     modes = sorted({r[3] for r in model.rows})
     attention = sorted((it for it in model.items if it.code.is_failure), key=lambda it: vkey(it.jax), reverse=True)
-    grid = _grid(model)
+    row_changes = _row_changes(model)
+    grid = _grid(model, row_changes)
     pre = _precompute(model)
+    pre["_changes"] = {it.idx: ch for row, chs in row_changes.items() for it, ch in zip(model.row_items(row), chs)}
     for level in LEVELS:
         payload, page_notes = _payload(model, pre, level)
         if level == LEVELS[-1] and len(json_island(payload)) > SIZE_BUDGET:
@@ -277,7 +316,7 @@ def render_html(inputs: list[Results], title: str | None = None, notes: list[str
             total=len(model.items), targets=sorted({r[1] for r in model.rows}),
             profiles=sorted({r[2] for r in model.rows}), modes=modes, grid=grid, attention=attention,
             notes=page_notes, show_mode=len(modes) > 1, data=json_island(payload), script=script, style=style,
-            script_hash=script_hash, n_rows=len(model.rows),
+            script_hash=script_hash, n_rows=len(model.rows), timelines=any(r["timeline"] for r in grid),
         )
         if len(html.encode()) <= SIZE_BUDGET:
             break

@@ -39,16 +39,34 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
         line += f"  ({detail})"
     if out.compile_seconds:
         line += f" {out.compile_seconds:.2f}s" + (" (cached)" if out.cached else "")
+    if out.code is FAIL and out.verdict is not None:
+        line += f"  [{out.verdict.cls}]"
     print(line, file=stream)
     if out.code is FAIL or (verbose and out.diffs):
         for d in out.diffs:
-            print(f"      {d}", file=stream)
+            print(f"      {d}{_classes(out, d.path)}", file=stream)
+        if out.code is FAIL and out.verdict is not None:
+            shown = {d.path for d in out.diffs}
+            for x in out.verdict.lines:  # fields only a two-way comparison sees (e.g. a new operand role)
+                if x.path not in shown:
+                    print(f"      {x.path}: {x.why}  [{x.cls}]", file=stream)
+            if not out.verdict.is_regression:
+                print(f"      {out.verdict.cls}: not a regression; update the golden: fp8-check bless -k {out.case} "
+                      f"--target {out.target} --profile {out.profile}", file=stream)
     if out.code not in (FAIL,) and out.code.name != "PASS" and out.reason:
         text = out.reason if verbose or out.code is not UNRESOLVED else out.reason.strip().splitlines()[0]
         print(f"      {text}", file=stream)
     if out.numerics is not None and out.code is not FAIL:
         print(f"      {out.numerics.summary()}", file=stream)
     stream.flush()
+
+
+def _classes(out: Outcome, path: str) -> str:
+    """`  [regression: why; ...]` for one diff line of a FAIL."""
+    if out.code is not FAIL or out.verdict is None:
+        return ""
+    lines = out.verdict.for_path(path)
+    return ("  [" + "; ".join(f"{x.cls}: {x.why}" for x in lines) + "]") if lines else ""
 
 
 def print_summary(outcomes: list[Outcome], stream: TextIO | None = None) -> None:

@@ -7,6 +7,9 @@ What "good" and "bad" mean (`--criterion`):
 - `golden`: good when the signature equals the golden expectation covering that
   version (goldens/<target>/<profile>/<mode>/<case>.yaml, known issues ignored);
   bad when it differs. This finds where a case started failing `fp8-check run`.
+- `regression`: bad when the change from the --good version's signature is a
+  regression or mixed (harness/verdict.py); improvements and renames are good.
+  This finds where fusion got worse, stepping over renames and improvements.
 A version is untestable (skipped) when it cannot be installed, when deviceless
 compilation is impossible (JAX < 0.6.1), when the case does not compile there,
 or (`golden`) when no expectation covers it.
@@ -42,8 +45,10 @@ from harness.versions.envs import InstallError, Manager
 from harness.versions.releases import VersionError, between, parse_version
 from harness import selection
 from harness.pipeline.cases import CaseError
+from harness import verdict as verdict_mod
 
-CRITERIA = ("signature", "golden")
+CRITERIA = ("signature", "golden", "regression")
+_BY_REFERENCE = ("signature", "regression")  # criteria judged against the --good version's signature
 
 
 class Verdict(Enum):
@@ -140,6 +145,13 @@ class Tester:
                 raise RuntimeError("no reference signature")
             expected, against = self.reference.to_dict(), f"jax {self.reference_version}"
         diffs = golden.compare(expected, sig.to_dict())
+        if self.criterion == "regression":
+            change = verdict_mod.classify(expected, sig)
+            if change.is_regression:
+                return Judgment(version, Verdict.BAD, f"{change.cls} against {against}: {change.summary()}", sig, diffs)
+            if change.lines:
+                return Judgment(version, Verdict.GOOD, f"{change.cls} against {against}, not a regression", sig, diffs)
+            return Judgment(version, Verdict.GOOD, f"signature equal to {against}", sig)
         if diffs:
             return Judgment(version, Verdict.BAD, f"signature differs from {against} in {len(diffs)} field(s)", sig, diffs)
         return Judgment(version, Verdict.GOOD, f"signature equal to {against}", sig)
@@ -167,7 +179,7 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
 
     if parse_version(good) >= parse_version(bad):
         return Result(Verdict.ABORT, message=f"--good {good} must be older than --bad {bad}")
-    if tester.criterion == "signature":
+    if tester.criterion in _BY_REFERENCE:
         ref = note(tester.set_reference(good))
         if ref.verdict is not Verdict.GOOD:
             return Result(Verdict.SKIP, steps=steps, message=f"the good version {good} is untestable: {ref.reason}")
@@ -179,7 +191,9 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
     if end.verdict is Verdict.SKIP:
         return Result(Verdict.SKIP, steps=steps, message=f"the bad version {bad} is untestable: {end.reason}")
     if end.verdict is Verdict.GOOD:
-        return Result(Verdict.GOOD, steps=steps, message=f"jax {bad} is good: nothing changed between {good} and {bad}")
+        return Result(Verdict.GOOD, steps=steps, message=f"jax {bad} is good: " + (
+            f"no regression against {good} ({end.reason})" if tester.criterion == "regression"
+            else f"nothing changed between {good} and {bad}"))
     pool = between(good, bad, versions)
     lo, hi = good, bad
     judged = {good: ref, bad: end}
@@ -213,7 +227,8 @@ def register(subparsers) -> dict:
     p.add_argument("--bad", help="a version known bad (newer than --good)")
     p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
     p.add_argument("--criterion", choices=CRITERIA, default="signature",
-                   help="signature: equal to the --good version's signature is good (default); golden: equal to the golden is good")
+                   help="signature: equal to the --good version's signature is good (default); golden: equal to the golden "
+                        "is good; regression: bad when the change from the --good version is a regression (or mixed)")
     p.add_argument("--explain", action="store_true",
                    help="also compile the last good and first bad version with per-pass dumps: first diverging XLA pass, "
                         "minimal repro, XLA-style FileCheck test (saved for the report's issue body)")
@@ -252,9 +267,9 @@ def _cmd_bisect(args) -> int:
     tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
     where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"
     if args.test:
-        if args.criterion == "signature":
+        if args.criterion in _BY_REFERENCE:
             if not args.good:
-                raise selection.UsageError("--test with --criterion signature needs --good (the reference version)")
+                raise selection.UsageError(f"--test with --criterion {args.criterion} needs --good (the reference version)")
             ref = tester.set_reference(args.good)
             if ref.verdict is not Verdict.GOOD:
                 print(f"fp8-check bisect: the reference jax {args.good} is untestable: {ref.reason}", file=sys.stderr)
@@ -274,9 +289,11 @@ def _cmd_bisect(args) -> int:
     print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
     if res.skipped:
         print(f"untestable versions in between (the first bad one may be any of): {', '.join(res.skipped)}")
-    print(f"signature diff (expected: jax {res.last_good}, found: jax {res.first_bad}):")
+    step = verdict_mod.classify(tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0])
+    print(f"signature diff (expected: jax {res.last_good}, found: jax {res.first_bad}) [{step.cls}]:")
     for d in res.diffs:
-        print(f"    {d}")
+        why = "; ".join(f"{x.cls}: {x.why}" for x in step.for_path(d.path))
+        print(f"    {d}" + (f"  [{why}]" if why else ""))
     from harness.upstream import explain, xla_commits  # issue 12
 
     print(xla_commits.xla_range(res.last_good, res.first_bad).text())

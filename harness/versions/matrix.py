@@ -201,7 +201,8 @@ def register(subparsers) -> dict:
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
     p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if harness.report.page exists)")
     p.add_argument("--no-html", action="store_true")
-    p.add_argument("--fail-on", choices=FAIL_ON, default="any", help="what makes the exit code 1 (default: any)")
+    p.add_argument("--fail-on", choices=FAIL_ON, default="any", help="what makes the exit code 1 (default: any; regression: only a FAIL classified as a regression or mixed, "
+                        "or UNRESOLVED, on any version)")
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
     p.add_argument("--jax-index", metavar="URL",
                    help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "

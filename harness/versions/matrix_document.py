@@ -28,11 +28,12 @@ from harness.pipeline import golden
 from harness.pipeline import results
 from harness.pipeline.golden import FieldDiff
 from harness.versions.releases import parse_version
+from harness.verdict import Verdict, classify
 
 SCHEMA = "fp8-check/matrix/2"
 READABLE = ("fp8-check/matrix/1", SCHEMA)
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
-FAIL_ON = ("any", "newest", "never")
+FAIL_ON = ("any", "newest", "regression", "never")
 
 Row = tuple[str, str, str]  # (case, target, profile)
 
@@ -84,6 +85,11 @@ class Change:
     before: str  # jax version
     after: str
     diffs: list[FieldDiff]
+    verdict: Verdict | None = None  # regression / improvement / neutral / mixed, per field line (harness/verdict.py)
+
+    @property
+    def cls(self) -> str:
+        return self.verdict.cls if self.verdict else ""
 
 
 @dataclass(frozen=True)
@@ -138,8 +144,9 @@ class Matrix:
                 sig = o.signature.to_dict()
                 if prev_sig is not None:
                     diffs = golden.compare(prev_sig, sig)
-                    if diffs:
-                        out.append(Change(*row, prev_v, e.jax, diffs))
+                    v = classify(prev_sig, sig)
+                    if diffs or v.lines:
+                        out.append(Change(*row, prev_v, e.jax, diffs, v))
                 prev_v, prev_sig = e.jax, sig
         return out
 
@@ -164,7 +171,12 @@ class Matrix:
             if self.newest_ran() is None:
                 return EXIT_ENV
             return EXIT_FAIL if self.regressions() else EXIT_OK
-        if any(o.is_failure for e in self.versions for o in e.outcomes):
+        if fail_on == "regression":
+            from harness.pipeline.runner import is_regression
+
+            if any(is_regression(o) for e in self.versions for o in e.outcomes):
+                return EXIT_FAIL
+        elif any(o.is_failure for e in self.versions for o in e.outcomes):
             return EXIT_FAIL
         if any(e.status.not_run for e in self.versions):
             return EXIT_ENV
@@ -202,7 +214,9 @@ def to_json(m: Matrix, base: Path | None = None) -> dict:
     doc["versions"] = [entry_to_json(e, base) for e in m.versions]
     # derived, for readers of the file (the nightly, people); recomputed when it is read back
     doc["changes"] = [{"case": c.case, "target": c.target, "profile": c.profile, "from": c.before, "to": c.after,
-                       "diffs": [d.to_json() for d in c.diffs]} for c in m.changes()]
+                       "diffs": [d.to_json() for d in c.diffs], "class": c.cls,
+                       "summary": c.verdict.summary() if c.verdict else "",
+                       "lines": [x.to_dict() for x in c.verdict.lines] if c.verdict else []} for c in m.changes()]
     doc["regressions"] = [{"case": r.case, "target": r.target, "profile": r.profile, "jax": r.jax,
                            "outcome": r.code.name, "reason": r.reason,
                            "previous": {"jax": r.previous[0], "outcome": r.previous[1].name} if r.previous else None}

@@ -14,9 +14,16 @@ from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPA
 from harness.versions.envs import Env
 from harness.versions.matrix_document import Matrix, Status, VersionEntry
 
+# The signature changed since the previous version: marker and background by the change's class.
+CHANGE_MARKS = {"regression": "▼", "improvement": "▲", "neutral": "~", "mixed": "±"}
+CHANGE_BACKGROUNDS = {"regression": "red", "improvement": "green", "neutral": "yellow", "mixed": "magenta"}
+# A FAIL against the golden: r/i/n/m for its verdict.
+VERDICT_MARKS = {"regression": "r", "improvement": "i", "neutral": "n", "mixed": "m"}
+
 LEGEND = ("  ".join(f"{c.symbol} {c.name}" for c in (PASS, FAIL, XFAIL, XPASS, UNSUPPORTED, UNRESOLVED)) + f"  {NEW.symbol} {NEW.name} (no golden for "
-          "the version); the number is the kernel count; * (highlighted) the signature changed since the previous "
-          f"version; {Status.INSTALL_FAILED.not_run} the version could not be installed, {Status.BROKEN.not_run} its "
+          "the version); the number is the kernel count; the signature changed since the previous version: "
+          "▼ regression, ▲ improvement, ~ neutral (rename), ± mixed; a FAIL's verdict against the golden: r i n m; "
+          f"{Status.INSTALL_FAILED.not_run} the version could not be installed, {Status.BROKEN.not_run} its "
           "environment is broken")
 
 
@@ -25,7 +32,7 @@ def grid_table(m: Matrix):
     from rich.table import Table
     from rich.text import Text
 
-    changed = {(c.case, c.target, c.profile, c.after) for c in m.changes()}
+    changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
     table = Table(title=f"fp8-check matrix ({m.mode or '?'})", show_lines=False, pad_edge=False)
     table.add_column("case", no_wrap=True)
     table.add_column("target/profile", no_wrap=True)
@@ -44,8 +51,11 @@ def grid_table(m: Matrix):
             text = o.code.symbol + (str(o.signature.kernels) if o.signature else "")
             style = o.code.style
             if row + (e.jax,) in changed:
-                text += "*"
-                style += " on yellow"
+                cls = changed[row + (e.jax,)]
+                text += CHANGE_MARKS.get(cls, "*")
+                style += " on " + CHANGE_BACKGROUNDS.get(cls, "yellow")
+            if o.code is FAIL and o.verdict is not None:
+                text += VERDICT_MARKS.get(o.verdict.cls, "")
             cells.append(Text(text, style=style))
         table.add_row(row[0], f"{row[1]}/{row[2]}", *cells)
     return table
@@ -73,7 +83,8 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3) ->
         console.print(f"\nSignature changes between adjacent versions ({len(changes)}; expected: the earlier version, "
                       "found: the later):", markup=False)
         for c in changes:
-            console.print(f"  {c.target}/{c.profile} {c.case}: {c.before} -> {c.after}", markup=False)
+            console.print(f"  {c.target}/{c.profile} {c.case}: {c.before} -> {c.after}"
+                          + (f"  [{c.cls}] {c.verdict.summary()}" if c.verdict else ""), markup=False, soft_wrap=True)
             for d in c.diffs[:max_diffs]:
                 console.print(f"      {_short(str(d))}", markup=False, soft_wrap=True)
             if len(c.diffs) > max_diffs:
