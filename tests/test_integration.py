@@ -227,7 +227,8 @@ def test_golden_files_are_small_readable_yaml():
         doc = yaml.safe_load(f.read_text())
         assert set(doc) == {"case", "target", "profile", "mode", "expect"}, f
         assert f.parts[-4:-1] == (doc["target"], doc["profile"], doc["mode"]), f
-        assert f.stat().st_size < 4096, f
+        # small per expectation (a version-ranged golden holds one per run of identical signatures)
+        assert doc["expect"] and all(len(yaml.safe_dump(e)) < 4096 for e in doc["expect"]), f
 
 
 def test_filecheck_patterns_are_checked_against_the_optimized_hlo(workspace, run_cli):

@@ -90,3 +90,22 @@ def test_a_bad_results_file_is_one_clear_line(tmp_path, text, needle):
 def test_a_missing_results_file_is_one_clear_line(tmp_path):
     with pytest.raises(results.ResultsError, match="no such results file"):
         results.load(tmp_path / "nope.json")
+
+
+def test_a_compile_error_is_xfail_only_under_an_active_known_issue(tmp_path):
+    """lit's rule: a known issue expects the case to fail, also by not compiling; elsewhere it is UNRESOLVED."""
+    from harness.outcome import XFAIL
+    from harness.pipeline import runner
+    from harness.pipeline.cases import Case, KnownIssue
+    from harness.pipeline.compile import Compilation
+
+    error = "XlaRuntimeError: CANCELLED: Too small divisible part of the contracting dimension."
+    issue = KnownIssue(url="", jax=">=0.7.1,<0.8.3", summary="Triton refuses k=100", targets=("b200",), profiles=("triton",))
+    case = Case(id="ragged", file="x.yaml", line=1, known_issues=(issue,))
+    comp = Compilation("ragged", "b200", "triton", "deviceless", error=error)
+    out = runner.judge(case, comp, "0.8.0", tmp_path)
+    assert out.code is XFAIL and "Triton refuses k=100" in out.reason and "Too small divisible part" in out.reason
+    for jax_version, target in (("0.8.3", "b200"), ("0.8.0", "h100")):  # outside the issue's versions or targets
+        comp = Compilation("ragged", target, "triton", "deviceless", error=error)
+        out = runner.judge(case, comp, jax_version, tmp_path)
+        assert out.code is UNRESOLVED and "Too small divisible part" in out.reason

@@ -90,6 +90,10 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
             out.code, out.reason = UNSUPPORTED, first.split(": ", 1)[1]
         elif first.startswith("ImportError: this JAX"):  # a block-scaled case's API is missing in this JAX
             out.code, out.reason = UNSUPPORTED, f"the case's API is missing: {first.split(': ', 1)[1]}"
+        elif issue:  # lit's XFAIL: a known issue active here expects this case to fail, also by not compiling
+            name = issue.url or "(no upstream issue)"
+            out.code = XFAIL
+            out.reason = f"known issue {name}" + (f": {issue.summary}" if issue.summary else "") + f"; compile error: {first}"
         else:  # an import error of the case's own module or callable is an error like any other
             out.code, out.reason = UNRESOLVED, comp.error or "unknown error"
         return out
