@@ -488,7 +488,9 @@ def test_copy_button_puts_the_markdown_on_the_clipboard(watched):
     page = watched.page
     page.click(f"#grid tr[data-case='{FAIL_CASE}'][data-profile='cublas'] td.cell[data-jax='0.12.0.1'] a")
     page.click("#copy-md")
-    page.wait_for_function("document.getElementById('copy-md').dataset.copied")
+    # wait for the copy to finish; `page.wait_for_function` with a string would need 'unsafe-eval', which the
+    # page's Content-Security-Policy rightly forbids, so the attribute is polled through Playwright's selector engine
+    page.wait_for_selector("#copy-md[data-copied]", state="attached", timeout=10_000)
     assert page.get_attribute("#copy-md", "data-copied") == "clipboard"
     copied = page.evaluate("navigator.clipboard.readText()")
     assert copied == issue.markdown_for(loaded(), FAIL_CASE, profile="cublas")[0]
