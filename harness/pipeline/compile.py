@@ -220,18 +220,10 @@ class Compiler:
                 if not ready.get("ok"):
                     out.error = ready.get("error", "unknown error")
                     return out
-            reply = self.worker.request(request)
+            return _answer(out, self.worker.request(request))
         except WorkerError as exc:
             out.error = f"worker crashed: {exc}"
             return out
-        if reply.get("ok"):
-            out.hlo, out.stablehlo, out.seconds = reply["hlo"], reply["stablehlo"], reply["seconds"]
-            out.outputs, out.execute_error = reply.get("outputs"), reply.get("execute_error")
-        elif reply.get("unsupported"):
-            out.error = out.unsupported = reply["unsupported"]
-        else:
-            out.error = reply.get("error", "unknown error")
-        return out
 
     def compile_exported(self, name: str, exported: bytes, target: Target, profile: Profile) -> Compilation:
         """Compile a callable serialized with `jax.export` (`Exported.serialize()`) by the caller (harness.api)."""
@@ -246,15 +238,10 @@ class Compiler:
             "compiler_options": profile.compiler_options,
         }
         try:
-            reply = self.worker.request(request)
+            return _answer(out, self.worker.request(request))
         except WorkerError as exc:
             out.error = f"worker crashed: {exc}"
             return out
-        if reply.get("ok"):
-            out.hlo, out.stablehlo, out.seconds = reply["hlo"], reply["stablehlo"], reply["seconds"]
-        else:
-            out.error = reply.get("error", "unknown error")
-        return out
 
     def prepare(self, target: Target) -> dict:
         """Start the worker if needed and build `target`'s device (the worker's reply; WorkerError if it died)."""
@@ -280,3 +267,15 @@ class Compiler:
             self.worker.kill()
         else:
             self.close()
+
+
+def _answer(out: Compilation, reply: dict) -> Compilation:
+    """Fill `out` from the worker's reply to a compile request."""
+    if reply.get("ok"):
+        out.hlo, out.stablehlo, out.seconds = reply["hlo"], reply["stablehlo"], reply["seconds"]
+        out.outputs, out.execute_error = reply.get("outputs"), reply.get("execute_error")
+    elif reply.get("unsupported"):
+        out.error = out.unsupported = reply["unsupported"]
+    else:
+        out.error = reply.get("error", "unknown error")
+    return out
