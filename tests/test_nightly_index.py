@@ -91,8 +91,7 @@ def make_index(root: Path, wheels: list[Path]) -> str:
 @pytest.fixture(scope="module")
 def nightly_index(tmp_path_factory) -> str:
     src = _cached_wheel_dir("jax", BASE)
-    if src is None:
-        pytest.skip(f"jax {BASE} is not in uv's cache (scripts/env.sh puts it there)")
+    assert src is not None, f"jax {BASE} is not in uv's cache (scripts/env.sh puts it there)"
     root = tmp_path_factory.mktemp("index")
     (root / "wheels").mkdir()
     return make_index(root / "idx", [make_nightly_wheel(src, root / "wheels", BASE, NIGHTLY)])
