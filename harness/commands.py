@@ -102,7 +102,10 @@ def cmd_run(args) -> int:
                 if t.name.lower() not in device.lower().replace(" ", ""):
                     print(f"fp8-check: warning: device mode compiles for the local GPU ({device}); "
                           f"its results are filed under --target {t.name}", file=sys.stderr)
-        if selection.canary_applies(sel.mode, env["jax"]):
+        canary = selection.canary_applies(sel.mode, env["jax"])
+        runner.prefetch(compiler, sel.targets, sel.mode, canary=canary, planned=runner.requests(
+            sel.cases, sel.targets, sel.profiles, sel.mode, env["jax"], numerics))
+        if canary:
             for t in sel.targets:
                 runner.check_canary(compiler, t)
         for t in sel.targets:
@@ -172,8 +175,6 @@ def cmd_bless(args) -> int:
     compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args)
     changed = unresolved = 0
     with compiler:
-        for t in sel.targets:
-            runner.check_canary(compiler, t)
         todo = []
         for case, target, profile in runner.plan(sel.cases, sel.targets, sel.profiles):
             if sel.mode == "deviceless" and not profile.deviceless:
@@ -181,6 +182,9 @@ def cmd_bless(args) -> int:
             todo.append((case, target, profile, case.known_issue(env["jax"], target.name, profile.name)))
         requests = [CompileRequest(render.render(c), t, p, optional_options=runner.case_options(c))
                     for c, t, p, issue in todo if not issue]
+        runner.prefetch(compiler, sel.targets, sel.mode, requests)
+        for t in sel.targets:
+            runner.check_canary(compiler, t)
         compiled = compiler.imap(requests) if requests else iter(())
         for case, target, profile, issue in todo:  # in plan order, while the pool compiles ahead
             if issue:

@@ -165,21 +165,13 @@ def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Itera
                 yield case, target, PROFILES[profile]
 
 
-def run(
-    cases: list[Case],
-    targets: list[Target],
-    profiles: list[str],
-    mode: str,
-    compiler: Compiler,
-    goldens_root: Path,
-    on_outcome: Callable[[Outcome], None] | None = None,
-    numerics: bool = False,
-) -> list[Outcome]:
-    """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
-    several at once) and outcomes are reported and returned in plan order."""
-    env = compiler.environment()
-    jax_version = env["jax"]
-    jobs: list[tuple[Case, Target, Profile, str | None, CompileRequest | None]] = []
+Job = tuple[Case, Target, Profile, "str | None", "CompileRequest | None"]
+
+
+def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,
+          numerics: bool) -> list[Job]:
+    """Every planned (case, target, profile) with why it does not compile (UNSUPPORTED) or its compile request."""
+    jobs: list[Job] = []
     for case, target, profile in plan(cases, targets, profiles):
         reason = None
         if mode == "deviceless":
@@ -196,6 +188,51 @@ def run(
                     inputs = numerics_mod.encode_inputs(case)
             request = CompileRequest(render.render(case), target, profile, inputs, case_options(case))
         jobs.append((case, target, profile, reason, request))
+    return jobs
+
+
+def requests(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,
+             numerics: bool = False) -> list[CompileRequest]:
+    """The compile requests `run` will make, in plan order."""
+    return [j[4] for j in _jobs(cases, targets, profiles, mode, jax_version, numerics) if j[4] is not None]
+
+
+def prefetch(compiler, targets: list[Target], mode: str, planned: list[CompileRequest], canary: bool = True) -> None:
+    """Start compiling the canaries (see `check_canary`) and then `planned`, all at once.
+
+    Call it before `check_canary`: the canary then no longer holds the other workers up,
+    and `run` (or `check_canary`) takes each compilation as it is asked for. A compiler
+    without `prefetch` (one worker) compiles when asked, as before.
+    """
+    if not hasattr(compiler, "prefetch"):
+        return
+    first: list[CompileRequest] = []
+    if canary:
+        from harness import target_check
+
+        jax_version = compiler.environment()["jax"]
+        for t in targets:
+            first.append(CompileRequest(render.render(CANARY), t, PROFILES["cublas"]))
+            if mode == "deviceless" and target_check.expects_cudnn(t, jax_version):
+                first.append(CompileRequest(render.render(target_check.PROBE), t, PROFILES["cublas"]))
+    compiler.prefetch(first + list(planned))
+
+
+def run(
+    cases: list[Case],
+    targets: list[Target],
+    profiles: list[str],
+    mode: str,
+    compiler: Compiler,
+    goldens_root: Path,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    numerics: bool = False,
+) -> list[Outcome]:
+    """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
+    several at once) and outcomes are reported and returned in plan order."""
+    env = compiler.environment()
+    jax_version = env["jax"]
+    jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics)
     requests = [j[4] for j in jobs if j[4] is not None]
     compiled = compiler.imap(requests) if requests else iter(())
     outcomes: list[Outcome] = []

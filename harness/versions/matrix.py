@@ -95,7 +95,8 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             # cache (its key holds the version's jax/jaxlib/plugin and installed distributions)
             compiler = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
             try:
-                compiler.environment()
+                jax_version = compiler.environment()["jax"]
+                runner.prefetch(compiler, targets, mode, runner.requests(cases, targets, profiles, mode, jax_version))
                 for t in targets:
                     runner.check_canary(compiler, t)
             except (WorkerError, runner.CanaryError) as exc:
