@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -216,6 +218,25 @@ def test_hostile_case_files_are_one_line_errors(tmp_path, name):
         case_mod.load_file(path)
     message = str(info.value)
     assert needle in message and message.startswith(str(path)) and "\n" not in message
+
+
+def test_a_case_file_at_the_size_limit_nested_all_the_way_is_an_error_not_a_crash(tmp_path):
+    # libyaml's own composer recurses in C per level: a million levels would crash the
+    # interpreter. fp8-check composes in Python (scanning and parsing in C) and stops at MAX_DEPTH.
+    path = tmp_path / "deep.yaml"
+    path.write_bytes(b"cases: " + b"[" * 1_000_000 + b"]" * 1_000_000 + b"\n")
+    with pytest.raises(case_mod.CaseError, match="nested deeper than"):
+        case_mod.load_file(path)
+
+
+def test_the_bounded_loader_reads_every_committed_file_like_pyyaml(repo_root=Path(__file__).resolve().parent.parent):
+    from harness.pipeline import safe_yaml
+
+    files = sorted((repo_root / "goldens").rglob("*.yaml")) + sorted((repo_root / "cases").rglob("*.yaml"))
+    assert len(files) > 100
+    for f in files:
+        text = f.read_text()
+        assert safe_yaml.load(text) == yaml.load(text, Loader=yaml.SafeLoader), f
 
 
 @pytest.mark.parametrize("command", [("list",), ("run", "--mode", "deviceless"), ("show", "x", "--mode", "deviceless"),

@@ -43,6 +43,7 @@ removed down to 80 % of it.
 from __future__ import annotations
 
 import ast
+import functools
 import gzip
 import hashlib
 import json
@@ -103,6 +104,17 @@ def _code_hash() -> str:
 
 def imported_modules(source: str) -> tuple[set[str], str | None]:
     """The top-level modules `source` imports statically, and why it is not cacheable (dynamic imports), if so."""
+    names, why = _imported_modules(source)
+    return set(names), why
+
+
+@functools.lru_cache(maxsize=4096)  # a run asks twice per request (batch resolve, then the key)
+def _imported_modules(source: str) -> tuple[frozenset[str], str | None]:
+    names, why = _scan_imports(source)
+    return frozenset(names), why
+
+
+def _scan_imports(source: str) -> tuple[set[str], str | None]:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:

@@ -10,6 +10,8 @@ a quoted string).
 from __future__ import annotations
 
 import json
+import functools
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -226,8 +228,15 @@ def split_top_level(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+@functools.lru_cache(maxsize=None)
+def _attr_pattern(key: str) -> re.Pattern:
+    return re.compile(r"(?:^|[\s,])" + re.escape(key) + r"=")
+
+
 def _attr(attrs: str, key: str) -> str | None:
-    for m in re.finditer(r"(?:^|[\s,])" + re.escape(key) + r"=", attrs):
+    if key + "=" not in attrs:  # most lookups miss; skip the regex
+        return None
+    for m in _attr_pattern(key).finditer(attrs):
         start = m.end()
         if start >= len(attrs):
             return ""
