@@ -217,20 +217,24 @@ class _Session:
         return (None, problem) if problem else (self._compiler, None)
 
     def _prefetch(self, items) -> None:
-        """The canary for every target first, then start compiling every item that will compile, in item order."""
+        """Start compiling every item that will compile, in item order, behind each target's canary
+        (runner.prefetch): the canary no longer holds the other workers up. If a canary then fails,
+        its target's items report that instead of their compilation."""
         from harness.pipeline import render, runner
         from harness.pipeline.compile import CompileRequest
 
         jax_version = self._compiler.environment()["jax"]
-        requests = []
+        requests, targets = [], {}
         for i in items:
-            if not isinstance(i, CaseItem) or self._checked(i.target)[1]:
+            if not isinstance(i, CaseItem):
                 continue
             if self.mode == "deviceless" and (runner.deviceless_unsupported(jax_version) or not i.profile.deviceless):
                 continue  # UNSUPPORTED without compiling
+            targets.setdefault(i.target.name, i.target)
             requests.append(CompileRequest(render.render(i.case), i.target, i.profile,
                                            optional_options=runner.case_options(i.case)))
-        self._compiler.prefetch(requests)
+        runner.prefetch(self._compiler, list(targets.values()), self.mode, requests,
+                        canary=selection.canary_applies(self.mode, jax_version))
 
     def close(self):
         if self._compiler is not None:
