@@ -274,12 +274,16 @@ class CompilerPool:
             text += f", {s.corrupt} corrupt entr{'y' if s.corrupt == 1 else 'ies'} replaced"
         return text + f" [{self.cache.root}]"
 
-    def close(self) -> None:
+    def _drop_prefetched(self) -> None:
+        """Cancel what was prefetched and has not started (a started compile runs to its end)."""
         with self._lock:
             pending = list(self._prefetched.values())
             self._prefetched.clear()
         for f in pending:
             f.cancel()
+
+    def close(self) -> None:
+        self._drop_prefetched()
         self._executor.shutdown(wait=True, cancel_futures=True)
         for c in self._compilers:  # let every worker start exiting before waiting for any
             proc = c.worker.proc
@@ -304,10 +308,6 @@ class CompilerPool:
 
     def abort(self) -> None:
         """Stop now: drop what has not started, kill every worker (a running compile ends with the worker)."""
-        with self._lock:
-            pending = list(self._prefetched.values())
-            self._prefetched.clear()
-        for f in pending:
-            f.cancel()
+        self._drop_prefetched()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.kill()
