@@ -102,18 +102,12 @@ def cmd_run(args) -> int:
                 if t.name.lower() not in device.lower().replace(" ", ""):
                     print(f"fp8-check: warning: device mode compiles for the local GPU ({device}); "
                           f"its results are filed under --target {t.name}", file=sys.stderr)
-        canary = selection.canary_applies(sel.mode, env["jax"])
-        runner.prefetch(compiler, sel.targets, sel.mode, canary=canary, planned=runner.requests(
-            sel.cases, sel.targets, sel.profiles, sel.mode, env["jax"], numerics))
-        if canary:
-            for t in sel.targets:
-                runner.check_canary(compiler, t)
         for t in sel.targets:
             for note in t.notes:
                 print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
         outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
                               on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
-                              numerics=numerics)
+                              numerics=numerics, canary=selection.canary_applies(sel.mode, env["jax"]))
     terminal.print_summary(outcomes)
     print(f"{compiler.cache_summary()}; {compiler.jobs} worker(s)")
     res = results_mod.Results(

@@ -174,30 +174,32 @@ def test_bad_worker_count_is_a_usage_error(workspace, run_cli):
     assert code == 2 and "-j/--workers: must be at least 1" in err and len(err.strip().splitlines()) == 1
 
 
-def test_the_canary_is_compiled_alongside_the_cases_and_only_once(tmp_path):
-    # runner.prefetch queues the canary first and the planned cases behind it, so the other
-    # worker starts on a case while the canary compiles; check_canary and run then take the
-    # prefetched compilations (nothing is compiled twice).
+def test_the_canary_is_compiled_alongside_the_cases_and_only_once(tmp_path, monkeypatch):
+    # run(canary=True) queues the canary first and the planned cases behind it (runner.prefetch),
+    # so the other worker starts on a case while the canary compiles; check_canary and the
+    # judging then take the prefetched compilations (nothing is compiled twice).
     from harness.pipeline import runner
     from harness.pipeline.compile import Compilation
 
     cases = load(tmp_path, py_case("p1", "plain") + py_case("p2", "plain") + py_case("p3", "plain"))
     h100 = load_target("h100")
     started: list[str] = []
+    queued_at_canary: list[set] = []
     with CompilerPool("deviceless", jobs=2, cache=None) as pool:
-        run_one = pool._run
+        run_one, check = pool._run, runner.check_canary
 
         def recording(r, key) -> Compilation:
             started.append(r.rendered.case_id)
             return run_one(r, key)
 
+        def checking(compiler, target, *a, **kw):
+            queued_at_canary.append({identity[0] for identity in pool._prefetched})
+            return check(compiler, target, *a, **kw)
+
         pool._run = recording
-        planned = runner.requests(cases, [h100], ["cublas"], "deviceless", pool.environment()["jax"])
-        runner.prefetch(pool, [h100], "deviceless", planned)
-        queued = {identity[0] for identity in pool._prefetched}  # before the canary is waited for
-        assert queued == {runner.CANARY.id, "p1", "p2", "p3"}
-        assert runner.check_canary(pool, h100).fp8_gemms == 1
-        outcomes = runner.run(cases, [h100], ["cublas"], "deviceless", pool, tmp_path / "goldens")
+        monkeypatch.setattr(runner, "check_canary", checking)
+        outcomes = runner.run(cases, [h100], ["cublas"], "deviceless", pool, tmp_path / "goldens", canary=True)
+    assert queued_at_canary == [{runner.CANARY.id, "p1", "p2", "p3"}]  # all queued before the canary is waited for
     assert started[0] == runner.CANARY.id and sorted(started[1:]) == ["p1", "p2", "p3"]
     assert pool.compiled == 4
     assert [o.case for o in outcomes] == ["p1", "p2", "p3"] and {o.code.name for o in outcomes} == {"NEW"}

@@ -144,12 +144,14 @@ def test_callable_must_be_dotted_identifiers(tmp_path, callable_):
 
 # ---------------------------------------------------------------- python cases: import errors are errors
 
-PY_IMPORTS = """\
+PY_DEFAULTS = """\
 defaults:
   kind: python
   profiles: [cublas]
   args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}, {name: b, shape: [32, 16], dtype: float8_e4m3fn}]
 cases:
+"""
+PY_IMPORTS = PY_DEFAULTS + """\
   - id: typo_in_module
     callable: tests.casefnz:plain
   - id: missing_function
@@ -394,12 +396,7 @@ def test_repeated_targets_and_profiles_are_merged():
 
 # ---------------------------------------------------------------- timeouts, signals, target specs
 
-SLEEPY = """\
-defaults:
-  kind: python
-  profiles: [cublas]
-  args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}, {name: b, shape: [32, 16], dtype: float8_e4m3fn}]
-cases:
+SLEEPY = PY_DEFAULTS + """\
   - id: a_sleeps
     callable: tests.casefns:sleeps
   - id: b_after_the_timeout

@@ -9,7 +9,6 @@ a quoted string).
 
 from __future__ import annotations
 
-import json
 import functools
 import json
 import re

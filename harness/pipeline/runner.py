@@ -191,12 +191,6 @@ def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: s
     return jobs
 
 
-def requests(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,
-             numerics: bool = False) -> list[CompileRequest]:
-    """The compile requests `run` will make, in plan order."""
-    return [j[4] for j in _jobs(cases, targets, profiles, mode, jax_version, numerics) if j[4] is not None]
-
-
 def prefetch(compiler, targets: list[Target], mode: str, planned: list[CompileRequest], canary: bool = True) -> None:
     """Start compiling the canaries (see `check_canary`) and then `planned`, all at once.
 
@@ -227,13 +221,20 @@ def run(
     goldens_root: Path,
     on_outcome: Callable[[Outcome], None] | None = None,
     numerics: bool = False,
+    canary: bool = False,
 ) -> list[Outcome]:
     """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
-    several at once) and outcomes are reported and returned in plan order."""
+    several at once) and outcomes are reported and returned in plan order.
+
+    With `canary`, each target's canary is checked first (`check_canary`; CanaryError before any
+    outcome), compiled alongside the cases (`prefetch`)."""
     env = compiler.environment()
     jax_version = env["jax"]
     jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics)
     requests = [j[4] for j in jobs if j[4] is not None]
+    prefetch(compiler, targets, mode, requests, canary=canary)
+    for t in targets if canary else ():
+        check_canary(compiler, t)
     compiled = compiler.imap(requests) if requests else iter(())
     outcomes: list[Outcome] = []
     for case, target, profile, reason, request in jobs:

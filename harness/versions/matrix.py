@@ -94,17 +94,13 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             # `workers` compile workers in the version's environment, behind the shared compile
             # cache (its key holds the version's jax/jaxlib/plugin and installed distributions)
             compiler = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
-            try:
-                jax_version = compiler.environment()["jax"]
-                runner.prefetch(compiler, targets, mode, runner.requests(cases, targets, profiles, mode, jax_version))
-                for t in targets:
-                    runner.check_canary(compiler, t)
-            except (WorkerError, runner.CanaryError) as exc:
-                entry.status, entry.error = Status.BROKEN, str(exc).strip()
-                progress.cases_skipped(version, total)
-                return entry
-        outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
-                              on_outcome=lambda o: progress.case_done(version, o))
+        try:  # the canary is checked (and compiled alongside the cases) before any outcome
+            outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
+                                  on_outcome=lambda o: progress.case_done(version, o), canary=not reason)
+        except (WorkerError, runner.CanaryError) as exc:
+            entry.status, entry.error = Status.BROKEN, str(exc).strip()
+            progress.cases_skipped(version, total)
+            return entry
         env_info = compiler.environment()
         from harness.target_check import environment_entry
 
