@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from harness.pipeline.cost import Estimate
 from harness.pipeline.golden import FieldDiff
 from harness.pipeline.signature import Signature
 from harness.verdict import Verdict
@@ -96,6 +97,7 @@ class Outcome:
     numerics: NumericsResult | None = None  # `run --numerics`: see harness/gpu/numerics.py
     cached: bool = False  # the compilation came from the compile cache (harness/pipeline/cache.py)
     verdict: Verdict | None = None  # FAIL: regression / improvement / neutral / mixed (harness/verdict.py)
+    estimate: Estimate | None = None  # the compiled program's roofline price (harness/pipeline/cost.py)
 
     @property
     def is_failure(self) -> bool:

@@ -44,6 +44,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from harness.pipeline.cost import CostDelta
 from harness.pipeline.signature import Signature
 from harness.verdict_rules import (CLASSES, IMPROVEMENT, LINE_CLASSES, MISSING, MIXED, NEUTRAL, REGRESSION,  # noqa: F401
                                    _SIGNATURE_KEYS, _family, gemm_field)
@@ -73,6 +74,7 @@ class Line:
 class Verdict:
     cls: str
     lines: tuple[Line, ...] = field(default_factory=tuple)
+    cost: CostDelta | None = None  # what the change costs per call (harness/pipeline/cost.py); None: not priced
 
     @property
     def regressions(self) -> list[Line]:
@@ -105,13 +107,16 @@ class Verdict:
         return " / ".join(parts)
 
     def to_dict(self) -> dict:
-        return {"class": self.cls, "lines": [x.to_dict() for x in self.lines]}
+        d = {"class": self.cls, "lines": [x.to_dict() for x in self.lines]}
+        if self.cost is not None:
+            d["cost"] = self.cost.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "Verdict | None":
         if not d:
             return None
-        return cls(d["class"], tuple(Line.from_dict(x) for x in d.get("lines", [])))
+        return cls(d["class"], tuple(Line.from_dict(x) for x in d.get("lines", [])), CostDelta.from_dict(d.get("cost")))
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -203,7 +208,7 @@ def classify(before: Signature | dict | None, after: Signature | dict | None) ->
 def classify_extra(verdict: Verdict, path: str, before: Any, after: Any) -> Verdict:
     """`verdict` plus a line for a non-signature failure (`numerics`, `filecheck`)."""
     lines = verdict.lines + tuple(classify_field(path, before, after, {}, {}))
-    return Verdict(overall(x.cls for x in lines), lines)
+    return Verdict(overall(x.cls for x in lines), lines, verdict.cost)
 
 
 _GEMM_FIELD = re.compile(r"^gemms\[(\d+)\](?:\.(\w+)(?:\.(\w+))?)?$")

@@ -117,6 +117,7 @@ class Case:
     callable: str | None = None
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
     requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
+    price_at: Shape | None = None  # production shapes the cost estimate is priced at (compiled a second time)
     yaml_text: str = ""
 
     @property
@@ -166,19 +167,19 @@ def _list_of_choices(path, line, cid, fld, value, allowed):
     return tuple(value)
 
 
-def _shape(path, line, cid, value) -> Shape:
+def _shape(path, line, cid, value, fld: str = "shape") -> Shape:
     if not isinstance(value, dict):
-        raise CaseError(path, line, cid, "shape", f"expected a mapping with m, n, k (and optional batch), got {value!r}")
+        raise CaseError(path, line, cid, fld, f"expected a mapping with m, n, k (and optional batch), got {value!r}")
     unknown = sorted(set(value) - {"m", "n", "k", "batch"})
     if unknown:
-        raise CaseError(path, line, cid, f"shape.{unknown[0]}", "unknown key; allowed: m, n, k, batch")
+        raise CaseError(path, line, cid, f"{fld}.{unknown[0]}", "unknown key; allowed: m, n, k, batch")
     for key in ("m", "n", "k"):
         if key not in value:
-            raise CaseError(path, line, cid, f"shape.{key}", "missing; shape needs m, n and k")
-    dims = {key: _pos_int(path, line, cid, f"shape.{key}", value[key]) for key in ("m", "n", "k")}
+            raise CaseError(path, line, cid, f"{fld}.{key}", f"missing; {fld} needs m, n and k")
+    dims = {key: _pos_int(path, line, cid, f"{fld}.{key}", value[key]) for key in ("m", "n", "k")}
     batch = value.get("batch")
     if batch is not None:
-        batch = _pos_int(path, line, cid, "shape.batch", batch)
+        batch = _pos_int(path, line, cid, f"{fld}.batch", batch)
     return Shape(batch=batch, **dims)
 
 
@@ -244,7 +245,7 @@ def _args(path, line, cid, value):
 PATTERN_KEYS = (
     "id", "description", "kind", "a_dtype", "b_dtype", "shape", "transpose_b", "dequant",
     "input_scales", "scale_dtype", "output_scale", "clamp", "out_dtype", "epilogue",
-    "bias_dtype", "amax", "requantize", "profiles", "targets", "known_issues", "filecheck",
+    "bias_dtype", "amax", "requantize", "profiles", "targets", "known_issues", "filecheck", "price_at",
 )
 PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck")
 
@@ -327,6 +328,8 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
             kw[fld] = _bool(path, line, cid, fld, merged[fld])
     if "shape" in merged:
         kw["shape"] = _shape(path, line, cid, merged["shape"])
+    if "price_at" in merged:
+        kw["price_at"] = _shape(path, line, cid, merged["price_at"], "price_at")
     if "bias_dtype" in merged:
         kw["bias_dtype"] = _choice(path, line, cid, "bias_dtype", merged["bias_dtype"], DEQUANT_DTYPES)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.outcome import CODES, Outcome, code
+from harness.pipeline.cost import Estimate
 from harness.pipeline.golden import FieldDiff, atomic_write
 from harness.pipeline.signature import Signature
 from harness.verdict import Verdict
@@ -61,6 +62,8 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
         d["numerics"] = o.numerics.to_dict()
     if o.verdict is not None:
         d["verdict"] = o.verdict.to_dict()
+    if o.estimate is not None:
+        d["estimate"] = o.estimate.to_dict()
     if with_text:
         d.update({"source": o.source, "yaml": o.yaml, "hlo": o.hlo, "stablehlo": o.stablehlo})
     return d
@@ -85,6 +88,7 @@ def outcome_from_json(d: dict) -> Outcome:
         filecheck=d.get("filecheck"),
         numerics=NumericsResult.from_dict(d["numerics"]) if d.get("numerics") else None,
         verdict=Verdict.from_dict(d.get("verdict")),
+        estimate=Estimate.from_dict(d.get("estimate")),
     )
 
 

@@ -6,11 +6,13 @@ UNSUPPORTED, UNRESOLVED, plus NEW (no golden yet).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable, Iterator
 
 from packaging.version import Version
 
+from harness.pipeline import cost
 from harness.pipeline import golden
 from harness.pipeline import render
 from harness.pipeline import signature
@@ -231,7 +233,10 @@ def run(
     env = compiler.environment()
     jax_version = env["jax"]
     jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics)
-    requests = [j[4] for j in jobs if j[4] is not None]
+    requests = []
+    for case, _t, _p, _r, request in jobs:
+        if request is not None:  # a case with `price_at` is compiled a second time, at those shapes, right behind
+            requests += [request] + ([price_request(case, request)] if case.price_at else [])
     prefetch(compiler, targets, mode, requests, canary=canary)
     for t in targets if canary else ():
         check_canary(compiler, t)
@@ -243,14 +248,43 @@ def run(
                           description=case.description, yaml=case.yaml_text, file=case.file)
         else:
             comp = next(compiled)
+            priced = next(compiled) if case.price_at else None
             out = judge(case, comp, jax_version, goldens_root)
             out.source = request.rendered.source
+            price(out, target, priced, case)
             if numerics:
                 apply_numerics(out, case, comp)
         outcomes.append(out)
         if on_outcome:
             on_outcome(out)
     return outcomes
+
+
+def price_request(case: Case, request: CompileRequest) -> CompileRequest:
+    """The compilation of `case` at its production shapes (`price_at`), which its cost estimate is priced at."""
+    return dataclasses.replace(request, rendered=render.render(dataclasses.replace(case, shape=case.price_at)), inputs=None)
+
+
+def shape_text(shape) -> str:
+    return f"m={shape.m}, n={shape.n}, k={shape.k}" + (f", batch={shape.batch}" if shape.batch else "")
+
+
+def price(out: Outcome, target: Target, priced: Compilation | None = None, case: Case | None = None) -> None:
+    """Attach the roofline estimate of the compiled program (`out.estimate`) and, on a FAIL against a golden,
+    what the change costs (`out.verdict.cost`); at the case's `price_at` shapes when it states them and they compiled.
+    Pricing never changes an outcome: a program it cannot price stays unpriced."""
+    if out.signature is None or not out.hlo:
+        return
+    try:
+        hw = cost.hardware(target)
+        text, sig, where = out.hlo, out.signature, ""
+        if priced is not None and priced.ok and case is not None and case.price_at:
+            text, sig, where = priced.hlo, signature.extract(priced.hlo), shape_text(case.price_at)
+        out.estimate = cost.estimate(text, hw, where)
+        if out.verdict is not None and isinstance(out.expected, dict):
+            out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw))
+    except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):  # a parser gap must not stop the run
+        out.estimate = None
 
 
 def apply_numerics(out: Outcome, case: Case, comp: Compilation) -> None:

@@ -116,6 +116,32 @@ def extract(text: str) -> Signature:
     return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block)
 
 
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel ENTRY launches, with the types the cost model prices it by (harness/pipeline/cost.py)."""
+
+    label: str  # its line in `Signature.launches`
+    opcode: str
+    operand_types: tuple[str, ...]  # what it reads, as launched (e.g. "f8e4m3fn[4096,4096]{1,0}")
+    result_types: tuple[str, ...]  # what it writes (a cuBLAS workspace included)
+    gemm: Gemm | None = None
+    dot_types: tuple[str, ...] = ()  # a gemm's lhs and rhs types: the custom-call's first two operands, or the dot's
+    attrs: str = ""  # the raw attributes (a collective's replica_groups)
+
+
+def kernels(text: str) -> list[Kernel]:
+    """Every kernel ENTRY launches (as `extract` counts them), with its operand and result types."""
+    module, found, out = hlo.parse(text), [], []
+    _collect_kernels(module, module.entry, found, depth=0)
+    for instr, comp in found:
+        gemm, operands = _gemm(module, instr, comp), tuple(t for _, t in _operand_types(module, comp, instr))
+        dot = next(((i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS), (instr, comp))
+        dots = operands[:2] if instr.opcode == "custom-call" else tuple(t for _, t in _operand_types(module, dot[1], dot[0]))[:2]
+        label = f"gemm {gemm.target}" if gemm else _kernel_label(module, instr, comp)
+        out.append(Kernel(label, instr.opcode, operands, tuple(instr.result_types), gemm, dots if gemm else (), instr.attrs))
+    return out
+
+
 def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> str:
     """`gemm TARGET`, `fusion KIND [BACKEND] [pattern ops]`, `custom-call TARGET`, or the opcode."""
     gemm = _gemm(module, instr, comp)
