@@ -30,9 +30,11 @@ def register(sub) -> dict:
     pool.add_options(p)
     p.add_argument("--numerics", action="store_true",
                    help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
-    p.add_argument("--fail-on", choices=("any", "regression"), default="any",
+    p.add_argument("--fail-on", type=runner.fail_on_type(("any", "regression")), default="any",
                    help="exit 1 on any FAIL/XPASS/UNRESOLVED/NEW (default), or only on regressions: a FAIL whose verdict "
-                        "is a regression or mixed, or a case that no longer compiles (README: Verdicts)")
+                        "is a regression or mixed, or a case that no longer compiles (README: Verdicts); cost:1%% or "
+                        "cost:40us: only regressions whose estimated cost reaches that share of the golden's estimate "
+                        "or those microseconds per call (README: What a change costs)")
 
     p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
     selection.add_options(p)
@@ -125,8 +127,9 @@ def cmd_run(args) -> int:
         print(f"report: {write_report([res], html)}")
     except Exception as exc:  # the results are written; a report problem must not change the verdict
         print(f"fp8-check: warning: could not write the HTML report {html}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    if getattr(args, "fail_on", "any") == "regression":
-        return EXIT_FAIL if any(runner.is_regression(o) for o in outcomes) else EXIT_OK
+    fail_on = getattr(args, "fail_on", "any")
+    if fail_on != "any":
+        return EXIT_FAIL if any(runner.fails(o, fail_on) for o in outcomes) else EXIT_OK
     return EXIT_FAIL if any_failure(o.code for o in outcomes) else EXIT_OK
 
 

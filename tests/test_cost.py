@@ -231,3 +231,71 @@ def test_a_fail_classed_regression_shows_its_cost_on_the_terminal_and_in_the_res
     assert c["delta_us"] == pytest.approx(delta, abs=0.01) and c["delta_pct"] == pytest.approx(pct, abs=0.01)
     assert c["before_us"] == pytest.approx(baseline, abs=0.01)
     assert r["estimate"]["us"] == pytest.approx(c["after_us"], abs=0.01) and r["estimate"]["shape"] == f"m={m}, n={n}, k={k}"
+
+
+# ------------------------------------------------------------------ matrix and policy
+
+
+def _entry(version: str, profile: str, code: str = "PASS", verdict: Verdict | None = None):
+    from harness.outcome import Outcome, code as outcome_code
+    from harness.versions.matrix_document import VersionEntry
+
+    sig, est = priced(version, "bf16_dequant_llm", profile)
+    o = Outcome("bf16_dequant_llm", "h100", profile, "deviceless", version, outcome_code(code), signature=sig,
+                estimate=est, verdict=verdict)
+    return VersionEntry(version, outcomes=[o])
+
+
+def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
+    import io
+
+    from harness.versions import matrix_document as md
+    from harness.versions.matrix_view import print_report
+
+    # triton runs first, so the grid's cost order (cublas first) is not the run order
+    m = md.Matrix([_entry("0.6.2", "triton"), _entry("0.7.0", "triton"), _entry("0.7.1", "triton"),
+                   _entry("0.6.2", "cublas"), _entry("0.7.0", "cublas")])
+    m.versions = [md.VersionEntry(v, outcomes=[o for e in m.versions if e.jax == v for o in e.outcomes])
+                  for v in ("0.6.2", "0.7.0", "0.7.1")]
+    by = {(c.profile, c.after): c for c in m.changes()}
+    assert by[("cublas", "0.7.0")].verdict.cost.delta_us == pytest.approx(4.0, abs=1e-3)
+    assert by[("triton", "0.7.1")].cls == NEUTRAL and by[("triton", "0.7.1")].verdict.cost.delta_us == 0.0
+    doc = md.to_json(m)
+    assert {(c["profile"], c["to"]): c["cost"]["delta_us"] for c in doc["changes"]} == {
+        ("cublas", "0.7.0"): pytest.approx(4.0, abs=1e-3), ("triton", "0.7.1"): 0.0}
+    back = md.from_json(json.loads(json.dumps(doc)))
+    assert [c.verdict.cost.delta_us for c in back.changes()] == [c.verdict.cost.delta_us for c in m.changes()]
+    out = io.StringIO()
+    print_report(m, out, sort="cost")
+    grid = [x for x in out.getvalue().splitlines() if "│bf16_dequant_llm" in x]
+    assert "h100/cublas" in grid[0] and grid[0].rstrip("│ ").endswith("+4.0 µs")  # the costliest row first
+    assert "h100/triton" in grid[1] and grid[1].rstrip("│ ").endswith("+0.0 µs")
+    assert "estimated +4.0 µs" in out.getvalue()
+
+
+def test_fail_on_cost_fails_only_regressions_at_or_over_the_threshold():
+    from harness.outcome import Outcome, code as outcome_code
+    from harness.pipeline import runner
+
+    def fail(delta_us: float, before: float = 100.0, cls: str = REGRESSION, priced: bool = True):
+        v = Verdict(cls, (), CostDelta(before, before + delta_us, "H100 SXM", "golden") if priced else None)
+        return Outcome("c", "h100", "cublas", "deviceless", "0.12.0.1", outcome_code("FAIL"), verdict=v)
+
+    assert runner.fails(fail(1.0), "cost:1%") and not runner.fails(fail(0.99), "cost:1%")
+    assert runner.fails(fail(40), "cost:40us") and not runner.fails(fail(39.9), "cost:40us")
+    assert runner.fails(fail(0, priced=False), "cost:1%")  # a regression that could not be priced still fails
+    assert not runner.fails(fail(50, cls="improvement"), "cost:1%")
+    assert runner.fails(Outcome("c", "h100", "cublas", "deviceless", "0.12.0.1", outcome_code("UNRESOLVED")), "cost:5%")
+    assert not runner.fails(Outcome("c", "h100", "cublas", "deviceless", "0.12.0.1", outcome_code("NEW")), "cost:1%")
+    parse = runner.fail_on_type(("any", "regression"))
+    assert parse("cost:1%") == "cost:1%" and parse("cost:2.5 us") == "cost:2.5 us" and parse("regression") == "regression"
+    for bad in ("cost:1", "cost:%", "costs:1%", "never"):
+        with pytest.raises(Exception, match="allowed|expected a percentage"):
+            parse(bad)
+
+
+def test_run_rejects_a_malformed_cost_threshold_with_one_line(run_cli, workspace, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_cli("run", "--fail-on", "cost:lots", cwd=workspace)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --fail-on: cost threshold 'lots'" in err.splitlines()[-1]

@@ -400,3 +400,32 @@ def _pair(label: str, candidates: list[KernelCost]) -> KernelCost | None:
         return next((k for k in candidates if k.label.startswith("gemm ")), None)
     ops = set(_label_ops(label))
     return next((k for k in candidates if not k.label.startswith("gemm ") and set(_label_ops(k.label)) == ops), None)
+
+
+# ------------------------------------------------------------------ policy
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """`--fail-on cost:1%` (a share of the baseline's estimate) or `cost:40us` (microseconds per call)."""
+
+    value: float
+    unit: str  # "%" | "us"
+
+    def met_by(self, delta: CostDelta) -> bool:
+        if self.unit == "us":
+            return delta.delta_us >= self.value
+        if delta.pct is None:  # nothing to take a share of: any added cost counts
+            return delta.delta_us > 0
+        return delta.pct >= self.value
+
+    def __str__(self) -> str:
+        return f"{self.value:g}{' %' if self.unit == '%' else ' µs'}"
+
+
+def parse_threshold(text: str) -> Threshold:
+    """`1%`, `0.5 %`, `40us`, `40µs` -> Threshold (ValueError with what is allowed)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(%|us|µs)\s*", text)
+    if not m:
+        raise ValueError(f"cost threshold {text!r}: expected a percentage such as 1% or microseconds such as 40us")
+    return Threshold(float(m.group(1)), "%" if m.group(2) == "%" else "us")

@@ -155,6 +155,37 @@ def is_regression(out: Outcome) -> bool:
     return out.code is FAIL and (out.verdict is None or out.verdict.is_regression)
 
 
+def fails(out: Outcome, fail_on: str) -> bool:
+    """Whether `out` makes the exit code 1 under `--fail-on`: `any` (lit's failures), `regression` (`is_regression`)
+    or `cost:THRESHOLD` — a regression whose estimated cost reaches the threshold (`1%` of the golden's estimate,
+    `40us`), a regression that could not be priced, or a case that no longer compiles."""
+    if fail_on.startswith("cost:"):
+        if not is_regression(out):
+            return False
+        priced = out.verdict.cost if out.verdict is not None else None
+        return priced is None or cost.parse_threshold(fail_on[5:]).met_by(priced)
+    if fail_on == "regression":
+        return is_regression(out)
+    return out.code.is_failure
+
+
+def fail_on_type(allowed: tuple[str, ...]):
+    """An argparse `type` for `--fail-on`: one of `allowed`, or `cost:PCT%` / `cost:USus`."""
+    import argparse
+
+    def parse(text: str) -> str:
+        if text in allowed:
+            return text
+        if text.startswith("cost:"):
+            try:
+                cost.parse_threshold(text[5:])
+                return text
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {', '.join(allowed)}, cost:PCT% (e.g. cost:1%), cost:USus")
+    return parse
+
+
 def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Iterator[tuple[Case, Target, Profile]]:
     """Every (case, target, profile) to run: a case runs on the targets and profiles it lists."""
     for target in targets:

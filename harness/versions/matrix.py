@@ -198,8 +198,12 @@ def register(subparsers) -> dict:
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
     p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if harness.report.page exists)")
     p.add_argument("--no-html", action="store_true")
-    p.add_argument("--fail-on", choices=FAIL_ON, default="any", help="what makes the exit code 1 (default: any; regression: only a FAIL classified as a regression or mixed, "
-                        "or UNRESOLVED, on any version)")
+    p.add_argument("--fail-on", type=runner.fail_on_type(FAIL_ON), default="any",
+                   help="what makes the exit code 1 (default: any; regression: only a FAIL classified as a regression or mixed, "
+                        "or UNRESOLVED, on any version; cost:1%% or cost:40us: only such regressions whose estimated cost "
+                        "reaches that share of the golden's estimate or those microseconds per call)")
+    p.add_argument("--sort", choices=("case", "cost"), default="case",
+                   help="grid row order: as the cases ran (default), or by estimated cost, the costliest change first")
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
     p.add_argument("--jax-index", metavar="URL",
                    help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "
@@ -259,7 +263,7 @@ def cmd_matrix(args) -> int:
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     write(args.out, m)  # results_file paths stored relative to the matrix file
-    print_report(m)
+    print_report(m, sort=args.sort)
     print(f"\nmatrix: {args.out}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]

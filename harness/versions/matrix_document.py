@@ -24,6 +24,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from harness.outcome import CODES, UNSUPPORTED, Code, Outcome
+from harness.pipeline import cost
 from harness.pipeline import golden
 from harness.pipeline import results
 from harness.pipeline.golden import FieldDiff
@@ -136,7 +137,7 @@ class Matrix:
     def changes(self) -> list[Change]:
         out = []
         for row in self.rows():
-            prev_v, prev_sig = None, None
+            prev_v, prev_sig, prev_est = None, None, None
             for e in self.versions:
                 o = e.outcome(row)
                 if o is None or o.signature is None:
@@ -145,9 +146,22 @@ class Matrix:
                 if prev_sig is not None:
                     diffs = golden.compare(prev_sig, sig)
                     v = classify(prev_sig, sig)
+                    if prev_est is not None and o.estimate is not None:  # both compiled: priced exactly (cost.py)
+                        v = Verdict(v.cls, v.lines, cost.between(prev_est, o.estimate))
                     if diffs or v.lines:
                         out.append(Change(*row, prev_v, e.jax, diffs, v))
-                prev_v, prev_sig = e.jax, sig
+                prev_v, prev_sig, prev_est = e.jax, sig, o.estimate
+        return out
+
+    def row_costs(self) -> dict[Row, float]:
+        """Per row, the largest estimated cost (µs per call) of a change between versions or of a FAIL against its
+        golden; rows never priced are absent. `matrix --sort cost` orders the grid by it."""
+        out: dict[Row, float] = {}
+        priced = [((c.case, c.target, c.profile), c.verdict.cost) for c in self.changes() if c.verdict and c.verdict.cost]
+        priced += [((o.case, o.target, o.profile), o.verdict.cost) for e in self.versions for o in e.outcomes
+                   if o.verdict is not None and o.verdict.cost is not None]
+        for row, delta in priced:
+            out[row] = max(out.get(row, delta.delta_us), delta.delta_us)
         return out
 
     def regressions(self) -> list[Regression]:
@@ -171,10 +185,10 @@ class Matrix:
             if self.newest_ran() is None:
                 return EXIT_ENV
             return EXIT_FAIL if self.regressions() else EXIT_OK
-        if fail_on == "regression":
-            from harness.pipeline.runner import is_regression
+        if fail_on == "regression" or fail_on.startswith("cost:"):
+            from harness.pipeline.runner import fails
 
-            if any(is_regression(o) for e in self.versions for o in e.outcomes):
+            if any(fails(o, fail_on) for e in self.versions for o in e.outcomes):
                 return EXIT_FAIL
         elif any(o.is_failure for e in self.versions for o in e.outcomes):
             return EXIT_FAIL
@@ -216,7 +230,8 @@ def to_json(m: Matrix, base: Path | None = None) -> dict:
     doc["changes"] = [{"case": c.case, "target": c.target, "profile": c.profile, "from": c.before, "to": c.after,
                        "diffs": [d.to_json() for d in c.diffs], "class": c.cls,
                        "summary": c.verdict.summary() if c.verdict else "",
-                       "lines": [x.to_dict() for x in c.verdict.lines] if c.verdict else []} for c in m.changes()]
+                       "lines": [x.to_dict() for x in c.verdict.lines] if c.verdict else [],
+                       "cost": c.verdict.cost.to_dict() if c.verdict and c.verdict.cost else None} for c in m.changes()]
     doc["regressions"] = [{"case": r.case, "target": r.target, "profile": r.profile, "jax": r.jax,
                            "outcome": r.code.name, "reason": r.reason,
                            "previous": {"jax": r.previous[0], "outcome": r.previous[1].name} if r.previous else None}

@@ -27,18 +27,24 @@ LEGEND = ("  ".join(f"{c.symbol} {c.name}" for c in (PASS, FAIL, XFAIL, XPASS, U
           "environment is broken")
 
 
-def grid_table(m: Matrix):
-    """A rich Table: one row per case x target x profile, one column per version."""
+def grid_table(m: Matrix, sort: str = "case"):
+    """A rich Table: one row per case x target x profile, one column per version (`sort="cost"`: costliest
+    change first, with an "est. Δ" column)."""
     from rich.table import Table
     from rich.text import Text
 
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
+    costs = m.row_costs() if sort == "cost" else {}
     table = Table(title=f"fp8-check matrix ({m.mode or '?'})", show_lines=False, pad_edge=False)
     table.add_column("case", no_wrap=True)
     table.add_column("target/profile", no_wrap=True)
     for e in m.versions:
         table.add_column(e.jax, justify="center", no_wrap=True)
-    for row in m.rows():
+    rows = m.rows()
+    if sort == "cost":
+        table.add_column("est. Δ", justify="right", no_wrap=True)
+        rows = sorted(rows, key=lambda r: -costs.get(r, float("-inf")))  # stable: ties keep the run order
+    for row in rows:
         cells = []
         for e in m.versions:
             if e.status.not_run:
@@ -57,6 +63,8 @@ def grid_table(m: Matrix):
             if o.code is FAIL and o.verdict is not None:
                 text += VERDICT_MARKS.get(o.verdict.cls, "")
             cells.append(Text(text, style=style))
+        if sort == "cost":
+            cells.append(Text(f"{costs[row]:+.1f} µs" if row in costs else ""))
         table.add_row(row[0], f"{row[1]}/{row[2]}", *cells)
     return table
 
@@ -65,7 +73,7 @@ def summary_text(e: VersionEntry) -> str:
     return ", ".join(f"{n} {name}" for name, n in e.summary().items() if n)
 
 
-def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3) -> None:
+def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, sort: str = "case") -> None:
     from rich.console import Console
 
     stream = stream or sys.stdout
@@ -73,7 +81,7 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3) ->
     width = 40 + 18 + 7 * len(m.versions)
     console = Console(file=stream, force_terminal=tty, no_color=not tty, width=None if tty else max(100, width),
                       highlight=False, soft_wrap=not tty)
-    console.print(grid_table(m))
+    console.print(grid_table(m, sort))
     console.print(LEGEND, style="dim", soft_wrap=True)
     for e in m.versions:
         if e.status in (Status.INSTALL_FAILED, Status.BROKEN):
@@ -84,7 +92,8 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3) ->
                       "found: the later):", markup=False)
         for c in changes:
             console.print(f"  {c.target}/{c.profile} {c.case}: {c.before} -> {c.after}"
-                          + (f"  [{c.cls}] {c.verdict.summary()}" if c.verdict else ""), markup=False, soft_wrap=True)
+                          + (f"  [{c.cls}] {c.verdict.summary()}" if c.verdict else "")
+                          + (f"; {c.verdict.cost.text()}" if c.verdict and c.verdict.cost else ""), markup=False, soft_wrap=True)
             for d in c.diffs[:max_diffs]:
                 console.print(f"      {_short(str(d))}", markup=False, soft_wrap=True)
             if len(c.diffs) > max_diffs:
