@@ -299,3 +299,8 @@ def test_run_rejects_a_malformed_cost_threshold_with_one_line(run_cli, workspace
         run_cli("run", "--fail-on", "cost:lots", cwd=workspace)
     err = capsys.readouterr().err
     assert e.value.code == 2 and "argument --fail-on: cost threshold 'lots'" in err.splitlines()[-1]
+    # the HTML report (sortable est. column) and the issue body carry it too
+    page = (workspace / "report.html").read_text()
+    assert f'data-cost="{round(delta, 3)}">+{delta:.1f}<' in page and 'id="sort-cost"' in page
+    code, md, _ = run_cli("report", workspace / "r.json", "--markdown", "seed_relu_f32", cwd=workspace)
+    assert code == 0 and f"Cost: estimated +{delta:.1f} µs (+{pct:.1f} %) per call on H100 SXM at m={m}, n={n}, k={k}" in md

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from harness import verdict
+from harness.pipeline.cost import CostDelta, between
 from harness.outcome import Outcome
 from harness.pipeline.signature import FP8_TYPES, Signature
 
@@ -34,11 +35,14 @@ class CellChange:
     cls: str | None = None
     summary: str = ""
     lines: list[dict] = field(default_factory=list)
+    cost: CostDelta | None = None  # both versions priced (harness/pipeline/cost.py)
 
     def to_dict(self) -> dict:
         d = {"jax": self.jax, "kernels": self.kernels}
         if self.cls:
             d.update({"from": self.change_from, "class": self.cls, "summary": self.summary, "lines": self.lines})
+            if self.cost is not None:
+                d["cost"] = self.cost.to_dict()
         return d
 
 
@@ -62,7 +66,7 @@ def features(sig: Signature | dict | None) -> dict[str, bool] | None:
 def cell_changes(outcomes: list[Outcome]) -> list[CellChange]:
     """One entry per outcome of a row (given oldest version first)."""
     out: list[CellChange] = []
-    prev_sig, prev_v = None, None
+    prev_sig, prev_v, prev_est = None, None, None
     for o in outcomes:
         sig = o.signature.to_dict() if o.signature is not None else None
         c = CellChange(o.jax, sig.get("kernels") if sig else None, features(sig))
@@ -72,7 +76,9 @@ def cell_changes(outcomes: list[Outcome]) -> list[CellChange]:
                 if v.lines:
                     c.change_from, c.cls, c.summary = prev_v, v.cls, v.summary()
                     c.lines = [x.to_dict() for x in v.lines]
-            prev_sig, prev_v = sig, c.jax
+                    if prev_est is not None and o.estimate is not None:
+                        c.cost = between(prev_est, o.estimate)
+            prev_sig, prev_v, prev_est = sig, c.jax, o.estimate
         out.append(c)
     return out
 

@@ -188,6 +188,8 @@ def summary(it: Item, model: Model) -> str:
         lead = (f"Regression ({o.verdict.cls}) since jax {regressed_since(it, model)}: {worse}"
                 + (f" (better at the same time: {'; '.join(dict.fromkeys(x.why for x in o.verdict.improvements))})"
                    if o.verdict.improvements else "") + ". ")
+        if o.verdict.cost is not None:  # harness/pipeline/cost.py: a roofline estimate, not a measurement
+            lead += f"Cost: {o.verdict.cost.text()} (roofline estimate from the compiled HLO, not a measurement). "
     what = upstream_issue.what_changed(o.diffs, gemm) if older else None  # issue 12: class-aware
     if what:
         return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits `{gemm}`, but compared "

@@ -175,8 +175,10 @@ def _payload(model: Model, pre: dict[int, dict], level: int) -> tuple[dict, list
             "markdown": strings.add(md), "title": md.splitlines()[0][2:] if md else None,
             # the change against the previous version with a signature, and a FAIL's verdict against the golden:
             # lines are [path, before, after, class, why], texts as string indices
-            "change": {"from": ch.change_from, "class": ch.cls, "lines": _lines(strings, ch.lines)} if ch and ch.cls else None,
-            "verdict": {"class": o.verdict.cls, "lines": _lines(strings, [x.to_dict() for x in o.verdict.lines])}
+            "change": {"from": ch.change_from, "class": ch.cls, "lines": _lines(strings, ch.lines),
+                       "cost": ch.cost.text() if ch.cost else ""} if ch and ch.cls else None,
+            "verdict": {"class": o.verdict.cls, "lines": _lines(strings, [x.to_dict() for x in o.verdict.lines]),
+                        "cost": o.verdict.cost.text() if o.verdict.cost else ""}
             if o.verdict is not None else None,
             **texts,
         })
@@ -236,12 +238,15 @@ def _grid(model: Model, row_changes: dict | None = None) -> list[dict]:
             changed = any(c and c["change"] for c in out_cells)
             regressed = any(c and (c["change"] in ("regression", "mixed") or c["verdict"] in ("regression", "mixed"))
                             for c in out_cells)
+            costs = [ch.cost.delta_us for ch in row_changes.get(row, []) if ch.cost is not None]
+            costs += [c.outcome.verdict.cost.delta_us for c in cells if c and c.outcome.verdict and c.outcome.verdict.cost]
             svg = changes_mod.timeline_svg(f"{case} {row[1]}/{row[2]}", row_changes.get(row, [])) \
                 if len(model.versions) > 1 and any(x.kernels is not None for x in row_changes.get(row, [])) else ""
             grid.append({"case": case, "first": k == 0, "span": len(rows), "target": row[1], "profile": row[2],
                          "mode": row[3], "description": descriptions.get(case, ""),
                          "search": f"{case} {descriptions.get(case, '')} {row[1]} {row[2]} {row[3]}".lower(),
                          "changed": changed, "regressed": regressed, "timeline": Markup(svg),  # escaped by timeline_svg
+                         "cost": round(max(costs), 3) if costs else None,  # the row's costliest change (µs per call)
                          "cells": out_cells})
     return grid
 
