@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "harness.report.page",
     "harness.gpu.capture",
     "harness.gpu.fidelity",
+    "harness.gpu.calibrate",
     "harness.check",
     "harness.scaffold",
     "harness.upstream.reduce",

@@ -304,3 +304,31 @@ def test_run_rejects_a_malformed_cost_threshold_with_one_line(run_cli, workspace
     assert f'data-cost="{round(delta, 3)}">+{delta:.1f}<' in page and 'id="sort-cost"' in page
     code, md, _ = run_cli("report", workspace / "r.json", "--markdown", "seed_relu_f32", cwd=workspace)
     assert code == 0 and f"Cost: estimated +{delta:.1f} µs (+{pct:.1f} %) per call on H100 SXM at m={m}, n={n}, k={k}" in md
+
+
+# ------------------------------------------------------------------ calibration
+
+
+@pytest.mark.slow
+def test_calibrate_refuses_without_a_gpu_and_times_the_cpu_backend(run_cli, capsys):
+    from harness.targets import gpu_present
+
+    if not gpu_present():
+        code, out, err = run_cli("calibrate", "-k", "seed_plain_f32")
+        assert code == 3 and "needs an NVIDIA GPU" in err
+    # the machinery on JAX's CPU backend (the numbers calibrate nothing: the estimate is for H100)
+    code, out, err = run_cli("calibrate", "-k", "seed_plain_f32", "--backend", "cpu", "--repeats", "3")
+    assert code == 0, out + err
+    row = next(x for x in out.splitlines() if x.startswith("seed_plain_f32"))
+    _, profile, kernels, est, measured, ratio = row.split()
+    assert profile == "cublas" and int(kernels) >= 1 and float(est) > 0 and float(measured) > 0
+    assert float(ratio) == pytest.approx(float(measured) / float(est), rel=0.01)
+
+
+@pytest.mark.skipif(not __import__("harness.targets", fromlist=["x"]).gpu_present(),
+                    reason="calibration times compiled cases on an NVIDIA GPU; this machine has none")
+def test_the_8192_gemm_estimate_is_near_the_measured_time_on_a_gpu(run_cli):
+    code, out, err = run_cli("calibrate", "-k", "layout_llm_8192", "--profile", "cublas", "--repeats", "20")
+    assert code == 0, out + err
+    row = next(x for x in out.splitlines() if x.startswith("layout_llm_8192"))
+    assert 0.5 <= float(row.split()[-1]) <= 2.0, row  # measured / estimated within 2x: else fix the model
