@@ -6,8 +6,10 @@ CUDA plugin of each JAX version (tests/fixtures/hlo/record.py; see llm/cases.yam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -231,6 +233,11 @@ def test_a_fail_classed_regression_shows_its_cost_on_the_terminal_and_in_the_res
     assert c["delta_us"] == pytest.approx(delta, abs=0.01) and c["delta_pct"] == pytest.approx(pct, abs=0.01)
     assert c["before_us"] == pytest.approx(baseline, abs=0.01)
     assert r["estimate"]["us"] == pytest.approx(c["after_us"], abs=0.01) and r["estimate"]["shape"] == f"m={m}, n={n}, k={k}"
+    # the HTML report (sortable est. column) and the issue body carry it too
+    page = (workspace / "report.html").read_text()
+    assert f'data-cost="{round(delta, 3)}">+{delta:.1f}<' in page and 'id="sort-cost"' in page
+    code, md, _ = run_cli("report", workspace / "r.json", "--markdown", "seed_relu_f32", cwd=workspace)
+    assert code == 0 and f"Cost: estimated +{delta:.1f} µs (+{pct:.1f} %) per call on H100 SXM at m={m}, n={n}, k={k}" in md
 
 
 # ------------------------------------------------------------------ matrix and policy
@@ -299,11 +306,6 @@ def test_run_rejects_a_malformed_cost_threshold_with_one_line(run_cli, workspace
         run_cli("run", "--fail-on", "cost:lots", cwd=workspace)
     err = capsys.readouterr().err
     assert e.value.code == 2 and "argument --fail-on: cost threshold 'lots'" in err.splitlines()[-1]
-    # the HTML report (sortable est. column) and the issue body carry it too
-    page = (workspace / "report.html").read_text()
-    assert f'data-cost="{round(delta, 3)}">+{delta:.1f}<' in page and 'id="sort-cost"' in page
-    code, md, _ = run_cli("report", workspace / "r.json", "--markdown", "seed_relu_f32", cwd=workspace)
-    assert code == 0 and f"Cost: estimated +{delta:.1f} µs (+{pct:.1f} %) per call on H100 SXM at m={m}, n={n}, k={k}" in md
 
 
 # ------------------------------------------------------------------ calibration
@@ -332,3 +334,50 @@ def test_the_8192_gemm_estimate_is_near_the_measured_time_on_a_gpu(run_cli):
     assert code == 0, out + err
     row = next(x for x in out.splitlines() if x.startswith("layout_llm_8192"))
     assert 0.5 <= float(row.split()[-1]) <= 2.0, row  # measured / estimated within 2x: else fix the model
+
+
+# ------------------------------------------------------------------ the HTML grid, in a real browser
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_html_grid_sorts_by_estimated_cost(tmp_path):
+    from harness.pipeline.results import Results
+    from harness.report import page as report
+
+    from .test_report import CHROMIUM, CHROMIUM_ARGS, Watched
+
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} not found: apt-get install -y chromium (scripts/test.sh installs it)", pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    runs = []
+    for version in ("0.6.2", "0.7.0", "0.7.1"):
+        outs = [o for profile in ("triton", "cublas") if (LLM / f"jax-{version}" / f"bf16_dequant_llm.h100.{profile}.txt").exists()
+                for o in _entry(version, profile).outcomes]
+        unpriced = dataclasses.replace(outs[0], case="unpriced_case", estimate=None)
+        runs.append(Results({"jax": version, "mode": "deviceless"}, [unpriced] + outs))
+    path = tmp_path / "report.html"
+    report.write_report(runs, path)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        w = Watched(b, path.as_uri())
+        page = w.page
+
+        def order():
+            return page.eval_on_selector_all(
+                "#grid tbody tr", "rs => rs.map(r => r.dataset.case + ' ' + r.dataset.profile + ' ' + "
+                                  "r.querySelector('td.cost').textContent.trim())")
+
+        as_run = order()
+        assert as_run[0].startswith("unpriced_case") and "bf16_dequant_llm triton +0.0" in as_run
+        page.click("#sort-cost")
+        assert order()[:2] == ["bf16_dequant_llm cublas +4.0", "bf16_dequant_llm triton +0.0"]
+        assert order()[-1].startswith("unpriced_case")  # unpriced rows last
+        page.click("#sort-cost")
+        assert order()[:2] == ["bf16_dequant_llm triton +0.0", "bf16_dequant_llm cublas +4.0"]
+        page.click("#sort-cost")
+        assert order() == as_run
+        w.clean()
+        w.close()
+        b.close()
