@@ -381,3 +381,18 @@ def test_the_html_grid_sorts_by_estimated_cost(tmp_path):
         w.clean()
         w.close()
         b.close()
+
+
+def test_a_real_all_reduce_over_8_h100s_is_priced_over_nvlink():
+    # tensor-parallel bf16 matmul, k sharded over a 1x8x1 topology (deviceless; collective/record.py)
+    text = (LLM / "collective" / "tp8_allreduce.h100.txt").read_text()
+    est = cost.estimate(text, H100)
+    [ar] = [k for k in est.kernels if k.label == "all-reduce"]
+    # the arithmetic: each device holds a 4096 x 4096 f32 partial sum (64 MiB); a ring all-reduce sends
+    # 2 * 7/8 of it per device, at 450 GB/s (one direction of H100's 900 GB/s NVLink)
+    size = 4096 * 4096 * 4
+    assert ar.bound == "link" and ar.us == pytest.approx(2 * 7 / 8 * size / 450e9 * 1e6 + cost_table.LAUNCH_US)
+    # and the local gemm: 2 * 4096 * 4096 * 1024 FLOPs at the bf16 peak
+    [gemm] = [k for k in est.kernels if k.gemm]
+    assert gemm.gemm == (1, 4096, 4096, 1024) and gemm.dtypes[:2] == ("bf16", "bf16")
+    assert cost.group_size("replica_groups=mesh['axis_0'=2,'axis_1'=4] {'axis_1'}, to_apply=%add") == 4

@@ -206,13 +206,18 @@ def collective_us(kind: str, size: float, devices: int, link_bytes_per_s: float)
 
 
 def group_size(attrs: str) -> int:
-    """Devices per replica group: `replica_groups={{0,1},{2,3}}` or the iota form `[2,2]<=[4]`."""
+    """Devices per replica group: `replica_groups={{0,1},{2,3}}`, the iota form `[2,2]<=[4]`, or the mesh form
+    `mesh['axis_0'=8] {'axis_0'}` (the product of the named axes' sizes)."""
     m = re.search(r"replica_groups=\{\{([^}]*)\}", attrs)
     if m:
         return len([x for x in m.group(1).split(",") if x.strip()])
     m = re.search(r"replica_groups=\[([\d,]+)\]", attrs)
     if m:
         return int(m.group(1).split(",")[-1])
+    m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", attrs)
+    if m:
+        sizes = {k: int(v) for k, v in re.findall(r"'([^']+)'\s*=\s*(\d+)", m.group(1))}
+        return math.prod(sizes.get(a, 1) for a in re.findall(r"'([^']+)'", m.group(2))) or 1
     m = re.search(r"source_target_pairs=\{(.*?)\}\}", attrs)
     return 2 if m else 1
 
