@@ -127,6 +127,8 @@ class CaseItem(pytest.Item):
             self.user_properties.append(("kernels", out.signature.kernels))
         if out.verdict is not None:
             self.user_properties.append(("verdict", out.verdict.cls))
+            if out.verdict.cost is not None:
+                self.user_properties.append(("estimated_cost_us", round(out.verdict.cost.delta_us, 3)))
         if out.code is PASS:
             return
         if out.code is UNSUPPORTED:
@@ -147,6 +149,8 @@ class CaseItem(pytest.Item):
                 lines.append(f"    {d}" + (f"  [{why}]" if why else ""))
             if out.verdict is not None:
                 lines.append(f"    verdict: {out.verdict.cls} ({out.verdict.summary()})")
+                if out.verdict.cost is not None:
+                    lines.append(f"    cost: {out.verdict.cost.text()}")
             if out.reason:
                 lines.append(out.reason if out.code is not UNRESOLVED else out.reason.strip()[-3000:])
             return "\n".join(lines)
