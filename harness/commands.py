@@ -237,6 +237,12 @@ def cmd_show(args) -> int:
     import yaml
 
     print(yaml.safe_dump(signature.extract(comp.hlo).to_dict(), sort_keys=False))
+    from harness.pipeline import cost
+
+    est = cost.estimate(comp.hlo, cost.hardware(target))
+    print(f"# ---- estimated cost on {est.hardware} (roofline, README: What a change costs): {est.total_us:.1f} µs per call")
+    for k in est.kernels:
+        print(f"{k.us:10.1f} µs  {k.bound:<8} {k.label}")
     if args.repro:
         print(f"# repro written to {args.repro}: run it with `python {args.repro}`")
     return EXIT_OK

@@ -238,6 +238,12 @@ def test_a_fail_classed_regression_shows_its_cost_on_the_terminal_and_in_the_res
     assert f'data-cost="{round(delta, 3)}">+{delta:.1f}<' in page and 'id="sort-cost"' in page
     code, md, _ = run_cli("report", workspace / "r.json", "--markdown", "seed_relu_f32", cwd=workspace)
     assert code == 0 and f"Cost: estimated +{delta:.1f} µs (+{pct:.1f} %) per call on H100 SXM at m={m}, n={n}, k={k}" in md
+    # the policy: a cost threshold above this regression's share passes, one below it fails
+    for threshold, expected in ((f"cost:{pct + 1:.0f}%", 0), (f"cost:{pct - 1:.0f}%", 1), (f"cost:{delta - 1:.0f}us", 1),
+                                (f"cost:{delta + 1:.0f}us", 0)):
+        code, out, err = run_cli("run", "--mode", "deviceless", "--profile", "cublas", "--json", workspace / "r2.json",
+                                 "--fail-on", threshold, cwd=workspace)
+        assert code == expected, (threshold, out + err)
 
 
 # ------------------------------------------------------------------ matrix and policy

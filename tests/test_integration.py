@@ -209,6 +209,8 @@ def test_show_prints_everything_and_repro_runs_standalone(workspace, run_cli, tm
     assert code == 0
     for section in ("# ---- repro", "# ---- StableHLO", "# ---- optimized HLO", "# ---- signature"):
         assert section in out
+    # the estimate: one line per kernel (3 at these tiny shapes, each a bare launch)
+    assert "# ---- estimated cost on H100 SXM" in out and out.count(" µs  launch ") == 3
     assert "stablehlo.dot_general" in out or "dot_general" in out
     # the repro needs nothing but JAX: run it from an empty directory with a clean environment
     proc = subprocess.run([sys.executable, str(repro)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
