@@ -402,3 +402,11 @@ def test_a_real_all_reduce_over_8_h100s_is_priced_over_nvlink():
     [gemm] = [k for k in est.kernels if k.gemm]
     assert gemm.gemm == (1, 4096, 4096, 1024) and gemm.dtypes[:2] == ("bf16", "bf16")
     assert cost.group_size("replica_groups=mesh['axis_0'=2,'axis_1'=4] {'axis_1'}, to_apply=%add") == 4
+
+
+def test_a_cudnn_block_scaled_dot_is_priced_as_its_batched_fp4_gemm():
+    # jax 0.12.0.1, b200: scaled_matmul NVFP4 -> __cudnn$blockScaledDot on [1, 128, 256] x [1, 256, 256] (B, M/N, K)
+    text = (Path(__file__).parent / "fixtures" / "hlo" / "jax-0.12.0.1" / "block_sm_nvfp4_global.b200.cublas.txt").read_text()
+    [dot] = [k for k in cost.estimate(text, cost.hardware("b200")).kernels if k.gemm]
+    assert dot.gemm == (1, 128, 256, 256) and dot.dtypes[:2] == ("f4e2m1fn", "f4e2m1fn")
+    assert dot.flops == 2 * 128 * 256 * 256

@@ -157,6 +157,8 @@ def gemm_dims(dot_types: tuple[str, ...], dims: dict) -> tuple[int, int, int, in
     (_, lhs), (_, rhs) = (arrays(t)[0] if arrays(t) else ("?", ()) for t in dot_types[:2])
     if not lhs or not rhs:
         return None
+    if not any(dims.values()) and len(lhs) == len(rhs) == 3:  # cuDNN block-scaled dot: [B, M, K] x [B, N, K]
+        dims = {"lhs_contracting": [2], "rhs_contracting": [2], "lhs_batch": [0], "rhs_batch": [0]}
     lc, lb = dims.get("lhs_contracting") or [len(lhs) - 1], dims.get("lhs_batch") or []
     rc, rb = dims.get("rhs_contracting") or [0], dims.get("rhs_batch") or []
     pick = lambda shape, idx: math.prod(shape[i] for i in idx if i < len(shape))  # noqa: E731
@@ -222,9 +224,15 @@ def group_size(attrs: str) -> int:
     return 2 if m else 1
 
 
+def _is_workspace(k: sigmod.Kernel, type_text: str) -> bool:
+    """A custom-call's scratch buffer (cuBLAS/cuDNN: a trailing s8/u8 vector in its result tuple): no traffic."""
+    a = arrays(type_text)
+    return k.opcode == "custom-call" and len(k.result_types) > 1 and len(a) == 1 and a[0][0] in ("s8", "u8") \
+        and len(a[0][1]) == 1
+
+
 def price_kernel(k: sigmod.Kernel, hw: Hardware) -> KernelCost:
-    results = [t for t in k.result_types if not (k.opcode == "custom-call" and arrays(t) and arrays(t)[0][0] in ("s8", "u8")
-                                                 and len(arrays(t)[0][1]) == 1 and len(k.result_types) > 1)]
+    results = [t for t in k.result_types if not _is_workspace(k, t)]
     moved = sum(nbytes(t) for t in k.operand_types) + sum(nbytes(t) for t in results)
     base = k.opcode.removesuffix("-start").removesuffix("-done")
     if base in COLLECTIVES:
