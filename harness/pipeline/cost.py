@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from harness.pipeline import cost_table
 from harness.pipeline import signature as sigmod
@@ -320,8 +320,8 @@ class CostDelta:
 
     def short(self) -> str:
         """`+4.0 µs (+3.1 %)`."""
-        pct = f" ({self.pct:+.1f} %)" if self.pct is not None else ""
-        return f"{self.delta_us:+.1f} µs{pct}"
+        pct = f" ({round(self.pct, 1) + 0.0:+.1f} %)" if self.pct is not None else ""  # + 0.0: never "-0.0"
+        return f"{round(self.delta_us, 1) + 0.0:+.1f} µs{pct}"
 
     def text(self) -> str:
         """`estimated +41.0 µs (+18.0 %) per call on H100 SXM at these shapes`."""
