@@ -40,8 +40,7 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
     if out.compile_seconds:
         line += f" {out.compile_seconds:.2f}s" + (" (cached)" if out.cached else "")
     if out.code is FAIL and out.verdict is not None:
-        priced = f", estimated {out.verdict.cost.short()}" if out.verdict.cost is not None else ""
-        line += f"  [{out.verdict.cls}{priced}]"
+        line += f"  [{out.verdict.cls}]" + (f"  estimated {out.verdict.cost.short()}" if out.verdict.cost is not None else "")
     print(line, file=stream)
     if out.code is FAIL and out.verdict is not None and out.verdict.cost is not None:
         print(f"      cost: {out.verdict.cost.text()} ({out.verdict.cost.detail()})", file=stream)
