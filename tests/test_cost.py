@@ -410,3 +410,17 @@ def test_a_cudnn_block_scaled_dot_is_priced_as_its_batched_fp4_gemm():
     [dot] = [k for k in cost.estimate(text, cost.hardware("b200")).kernels if k.gemm]
     assert dot.gemm == (1, 128, 256, 256) and dot.dtypes[:2] == ("f4e2m1fn", "f4e2m1fn")
     assert dot.flops == 2 * 128 * 256 * 256
+
+
+def test_lean_records_keep_the_total_and_still_price_a_change():
+    # the matrix stores its per-version outcomes without texts: the estimate keeps only its total there
+    from harness.outcome import Outcome, code as outcome_code
+
+    _, before = priced("0.6.2", "bf16_dequant_llm", "cublas")
+    _, after = priced("0.7.0", "bf16_dequant_llm", "cublas")
+    lean = [results.outcome_from_json(json.loads(json.dumps(results.outcome_to_json(
+        Outcome("c", "h100", "cublas", "deviceless", v, outcome_code("PASS"), estimate=e), with_text=False))))
+        for v, e in (("0.6.2", before), ("0.7.0", after))]
+    assert [o.estimate.kernels for o in lean] == [(), ()]
+    assert cost.between(lean[0].estimate, lean[1].estimate).delta_us == pytest.approx(4.0, abs=1e-3)
+    assert Estimate.from_dict({"hardware": "H100 SXM"}) is None and Estimate.from_dict({"us": 1, "kernels": 3}) is None

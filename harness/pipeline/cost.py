@@ -271,13 +271,19 @@ class Estimate:
     kernels: tuple[KernelCost, ...]
     shape: str = ""  # where it was priced when not at the case's own shapes (`price_at`)
     notes: tuple[str, ...] = ()
+    stored_us: float | None = None  # the total read back from a lean record (no per-kernel list)
 
     @property
     def total_us(self) -> float:
+        if not self.kernels and self.stored_us is not None:
+            return self.stored_us
         return math.fsum(k.us for k in self.kernels)  # exact: independent of the schedule order
 
-    def to_dict(self) -> dict:
-        d = {"hardware": self.hardware, "us": round(self.total_us, 3), "kernels": [k.to_dict() for k in self.kernels]}
+    def to_dict(self, kernels: bool = True) -> dict:
+        """`kernels=False`: the lean record (the matrix's per-version outcomes), totals only."""
+        d = {"hardware": self.hardware, "us": round(self.total_us, 3)}
+        if kernels:
+            d["kernels"] = [k.to_dict() for k in self.kernels]
         if self.shape:
             d["shape"] = self.shape
         if self.notes:
@@ -286,10 +292,10 @@ class Estimate:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "Estimate | None":
-        if not isinstance(d, dict) or not isinstance(d.get("kernels"), list):
+        if not isinstance(d, dict) or not isinstance(d.get("kernels", []), list) or "us" not in d:
             return None
-        return cls(str(d.get("hardware", "")), tuple(KernelCost.from_dict(k) for k in d["kernels"]),
-                   str(d.get("shape", "")), tuple(d.get("notes") or ()))
+        return cls(str(d.get("hardware", "")), tuple(KernelCost.from_dict(k) for k in d.get("kernels", [])),
+                   str(d.get("shape", "")), tuple(d.get("notes") or ()), float(d["us"]))
 
 
 def estimate(hlo_text: str, hw: Hardware, shape: str = "") -> Estimate:
@@ -413,32 +419,3 @@ def _pair(label: str, candidates: list[KernelCost]) -> KernelCost | None:
         return next((k for k in candidates if k.label.startswith("gemm ")), None)
     ops = set(_label_ops(label))
     return next((k for k in candidates if not k.label.startswith("gemm ") and set(_label_ops(k.label)) == ops), None)
-
-
-# ------------------------------------------------------------------ policy
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """`--fail-on cost:1%` (a share of the baseline's estimate) or `cost:40us` (microseconds per call)."""
-
-    value: float
-    unit: str  # "%" | "us"
-
-    def met_by(self, delta: CostDelta) -> bool:
-        if self.unit == "us":
-            return delta.delta_us >= self.value
-        if delta.pct is None:  # nothing to take a share of: any added cost counts
-            return delta.delta_us > 0
-        return delta.pct >= self.value
-
-    def __str__(self) -> str:
-        return f"{self.value:g}{' %' if self.unit == '%' else ' µs'}"
-
-
-def parse_threshold(text: str) -> Threshold:
-    """`1%`, `0.5 %`, `40us`, `40µs` -> Threshold (ValueError with what is allowed)."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(%|us|µs)\s*", text)
-    if not m:
-        raise ValueError(f"cost threshold {text!r}: expected a percentage such as 1% or microseconds such as 40us")
-    return Threshold(float(m.group(1)), "%" if m.group(2) == "%" else "us")

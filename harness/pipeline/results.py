@@ -63,7 +63,7 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
     if o.verdict is not None:
         d["verdict"] = o.verdict.to_dict()
     if o.estimate is not None:
-        d["estimate"] = o.estimate.to_dict()
+        d["estimate"] = o.estimate.to_dict(kernels=with_text)  # lean records: the total only
     if with_text:
         d.update({"source": o.source, "yaml": o.yaml, "hlo": o.hlo, "stablehlo": o.stablehlo})
     return d

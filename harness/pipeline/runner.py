@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 from packaging.version import Version
 
 from harness.pipeline import cost
+from harness.pipeline import cost_policy
 from harness.pipeline import golden
 from harness.pipeline import render
 from harness.pipeline import signature
@@ -163,7 +164,7 @@ def fails(out: Outcome, fail_on: str) -> bool:
         if not is_regression(out):
             return False
         priced = out.verdict.cost if out.verdict is not None else None
-        return priced is None or cost.parse_threshold(fail_on[5:]).met_by(priced)
+        return priced is None or cost_policy.parse_threshold(fail_on[5:]).met_by(priced)
     if fail_on == "regression":
         return is_regression(out)
     return out.code.is_failure
@@ -178,7 +179,7 @@ def fail_on_type(allowed: tuple[str, ...]):
             return text
         if text.startswith("cost:"):
             try:
-                cost.parse_threshold(text[5:])
+                cost_policy.parse_threshold(text[5:])
                 return text
             except ValueError as exc:
                 raise argparse.ArgumentTypeError(str(exc)) from None
