@@ -97,12 +97,23 @@ class FusionReport:
 
         return gemm_summary(self.signature)
 
+    def layer_table(self) -> str:
+        """Per layer and pass: the engine and operand dtypes of its matmuls, then the coverage line."""
+        from harness.pipeline.coverage import coverage, layer_table
+
+        return "\n".join([*layer_table(self.signature), coverage(self.signature).line()])
+
     def where(self) -> str:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
 
     def to_dict(self, with_text: bool = False) -> dict:
         d = {"name": self.name, "target": self.target, "profile": self.profile, "mode": self.mode, "jax": self.jax,
-             "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict()}
+             "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict(annotations=True)}
+        from harness.pipeline.coverage import attributed, coverage
+
+        d["coverage"] = coverage(self.signature).to_dict()
+        if attributed(self.signature):
+            d["coverage"]["line"] = coverage(self.signature).line()
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
@@ -247,7 +258,7 @@ EXPECTATIONS = ("kernels", "gemms", "fp8_gemms", "epilogue", "damax", "fp8_outpu
 def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: int | None = None,
                  fp8_gemms: int | None = None, epilogue: str | None = None, damax: bool | None = None,
                  fp8_output: bool | None = None, no_upcast_dot: bool | None = None,
-                 signature: dict | None = None) -> list[FieldDiff]:
+                 signature: dict | None = None, layers: list | None = None) -> list[FieldDiff]:
     """The fields of `sig` that differ from the stated expectations (empty: as expected).
 
     - `kernels`, `gemms`, `fp8_gemms`: how many kernels / gemms / gemms on FP8 operands;
@@ -255,7 +266,9 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
       writes the abs-max of its output) and `fp8_output` (the gemm writes an FP8 type):
       checked on every FP8 gemm, and a difference when there is none;
     - `no_upcast_dot`: every gemm runs on FP8 operands and no `dot` is left outside a gemm;
-    - `signature`: a partial signature dict compared like a golden (only the fields it states).
+    - `signature`: a partial signature dict compared like a golden (only the fields it states);
+    - `layers`: layer rules, `{"layer": "*/Dense_[01]/*", "pass": "backward", "fp8": True}` dicts or
+      `"*/Dense_[01]/*@backward=fp8"` strings (harness/pipeline/layer_rules.py).
     """
     if isinstance(sig, dict):
         sig = Signature.from_dict(sig)
@@ -287,6 +300,12 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
             out.append(FieldDiff("unfused", "no dot outside a gemm", ", ".join(sig.unfused)))
     if signature:
         out += golden.compare(signature, sig.to_dict())
+    if layers:
+        from harness.pipeline import layer_rules
+
+        rules = [r if isinstance(r, layer_rules.LayerRule) else layer_rules.parse(r) if isinstance(r, str)
+                 else layer_rules.from_dicts([r])[0] for r in layers]
+        out += layer_rules.check(rules, sig)
     return out
 
 
@@ -305,7 +324,8 @@ def assert_fusion(fn: Callable | FusionReport, *args: Any, target: str | Target 
                   profile: str | Profile = "cublas", mode: str = "deviceless", name: str | None = None,
                   kernels: int | None = None, gemms: int | None = None, fp8_gemms: int | None = None,
                   epilogue: str | None = None, damax: bool | None = None, fp8_output: bool | None = None,
-                  no_upcast_dot: bool | None = None, signature: dict | None = None, **kwargs: Any) -> FusionReport:
+                  no_upcast_dot: bool | None = None, signature: dict | None = None, layers: list | None = None,
+                  **kwargs: Any) -> FusionReport:
     """Compile `fn(*args, **kwargs)` (or take a `FusionReport`) and check the expected fusion.
 
     Raises `FusionMismatch` (an AssertionError) listing each differing field as
@@ -317,7 +337,8 @@ def assert_fusion(fn: Callable | FusionReport, *args: Any, target: str | Target 
     else:
         report = fusion_signature(fn, *args, target=target, profile=profile, mode=mode, name=name, **kwargs)
     diffs = fusion_diffs(report.signature, kernels=kernels, gemms=gemms, fp8_gemms=fp8_gemms, epilogue=epilogue,
-                         damax=damax, fp8_output=fp8_output, no_upcast_dot=no_upcast_dot, signature=signature)
+                         damax=damax, fp8_output=fp8_output, no_upcast_dot=no_upcast_dot, signature=signature,
+                         layers=layers)
     if diffs:
         raise FusionMismatch(mismatch_message(report, diffs), diffs, report)
     return report
@@ -382,11 +403,13 @@ class BoundChecker:
     def assert_fusion(self, fn: Callable | FusionReport, *args: Any, kernels: int | None = None,
                       gemms: int | None = None, fp8_gemms: int | None = None, epilogue: str | None = None,
                       damax: bool | None = None, fp8_output: bool | None = None, no_upcast_dot: bool | None = None,
-                      signature: dict | None = None, name: str | None = None, **kwargs: Any) -> FusionReport:
+                      signature: dict | None = None, name: str | None = None, layers: list | None = None,
+                      **kwargs: Any) -> FusionReport:
         __tracebackhide__ = True
         report = fn if isinstance(fn, FusionReport) else self.signature(fn, *args, name=name, **kwargs)
         return assert_fusion(report, kernels=kernels, gemms=gemms, fp8_gemms=fp8_gemms, epilogue=epilogue,
-                             damax=damax, fp8_output=fp8_output, no_upcast_dot=no_upcast_dot, signature=signature)
+                             damax=damax, fp8_output=fp8_output, no_upcast_dot=no_upcast_dot, signature=signature,
+                             layers=layers)
 
     def check_golden(self, name: str, fn: Callable | FusionReport, *args: Any, **kwargs: Any) -> FusionReport:
         """Compare with (or, blessing, record) the golden `name`; raises FusionMismatch on a difference or a missing golden."""

@@ -157,6 +157,12 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                     continue
                 res.report = report.to_dict()
                 res.diffs = [str(d) for d in api.fusion_diffs(report.signature, **expect)]
+                big = large_constants(report.hlo)
+                if big:
+                    print(f"fp8-check check: warning: {label} on {t}/{p}: {len(big)} large array(s) are constants baked into "
+                          f"the program ({'; '.join(big[:3])}): XLA may fold them (and their FP8 scales) at compile time, "
+                          "which makes the fusion rosier than with real inputs; pass parameters and FP8 state as "
+                          "arguments (shapes only: jax.eval_shape(model.init, ...))", file=sys.stderr)
                 if goldens is not None:
                     if bless:
                         diff = api.check_golden(report, goldens, bless=True, name=label)
@@ -176,6 +182,28 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                     on_result(res, report)
     finally:
         checker.close()
+    return out
+
+
+def large_constants(hlo_text: str, min_elements: int = 4096) -> list[str]:
+    """`f32[1024,1024]` for each constant of the optimized HLO with at least `min_elements` elements."""
+    from harness.pipeline import hlo
+
+    try:
+        module = hlo.parse(hlo_text or "")
+    except ValueError:
+        return []
+    out = []
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            if instr.opcode != "constant" or hlo.rank_of(instr.type) == 0:
+                continue
+            dims = instr.type.split("[", 1)[1].split("]", 1)[0].split(",")
+            n = 1
+            for d in dims:
+                n *= int(d) if d.strip().isdigit() else 1
+            if n >= min_elements:
+                out.append(instr.type.split("{", 1)[0])
     return out
 
 
@@ -201,6 +229,13 @@ def _print_result(res: CheckResult, report, label: str) -> None:
         for i, g in enumerate(sig["gemms"]):
             print(f"    [{i}] " + yaml.safe_dump(g, default_flow_style=True, width=10_000, sort_keys=False).strip())
         print(f"  unfused: {', '.join(sig['unfused']) or '(none)'}")
+        from harness.pipeline.coverage import attributed, coverage, layer_table
+
+        if attributed(report.signature):
+            print("  layers:")
+            for row in layer_table(report.signature):
+                print(f"    {row}")
+        print(f"  {coverage(report.signature).line()}")
     sys.stdout.flush()
 
 
@@ -221,6 +256,10 @@ def register(subparsers) -> dict:
     p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                    help="expected fusion (repeat): kernels=N, gemms=N, fp8_gemms=N, epilogue=RELU, damax=true, "
                         "fp8_output=true, no_upcast_dot=true")
+    p.add_argument("--expect-layer", action="append", default=[], metavar="PATTERN[@PASS]=fp8|wide",
+                   help="every matmul of the layers matching the glob (against the layer path from the HLO metadata, "
+                        "e.g. '*/Dense_[01]/*'; PASS: forward, backward, backward-input, backward-weight) runs in "
+                        "FP8/FP4 (fp8) or wider (wide); repeat")
     p.add_argument("--golden", metavar="NAME", help="also compare with the golden NAME under --goldens (the run layout)")
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
     p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
@@ -246,6 +285,13 @@ def _cmd_check(args) -> int:
         raise CheckUsage("--bless records a golden: give its name with --golden NAME")
     specs = [parse_arg(a) for a in args.arg]
     expect = parse_expect(args.expect)
+    if args.expect_layer:
+        from harness.pipeline.layer_rules import LayerRuleError, parse as parse_layer
+
+        try:
+            expect["layers"] = [parse_layer(x) for x in args.expect_layer]
+        except LayerRuleError as exc:
+            raise CheckUsage(str(exc)) from None
     targets = _csv(args.target)
     for t in targets:
         try:

@@ -220,6 +220,10 @@ def classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict)
 
     if path in ("numerics", "filecheck"):
         return [line(REGRESSION, "wrong numbers" if path == "numerics" else "FileCheck patterns no longer match")]
+    if path.startswith("layers["):
+        from harness.pipeline.layer_rules import classify as classify_layer
+
+        return [line(*classify_layer(path, before, after))]
     if path == "kernels":
         return _kernels(before, after, line)
     if path == "launches":

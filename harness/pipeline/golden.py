@@ -50,6 +50,7 @@ class Golden:
     profile: str
     mode: str
     expect: list[Expectation] = field(default_factory=list)
+    layers: list[dict] = field(default_factory=list)  # layer rules for every version (harness/pipeline/layer_rules.py)
 
     def expected_for(self, jax_version: str) -> Expectation | None:
         for exp in self.expect:
@@ -68,6 +69,8 @@ class Golden:
                 for e in self.expect
             ],
         }
+        if self.layers:
+            doc["layers"] = self.layers
         return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100)
 
 
@@ -169,7 +172,15 @@ def load(path: Path) -> Golden | None:
     for key in ("case", "target", "profile", "mode"):
         if key not in doc:
             raise GoldenError(f"{path}: field '{key}': missing")
-    return Golden(doc["case"], doc["target"], doc["profile"], doc["mode"], expect)
+    layers = doc.get("layers") or []
+    if layers:
+        from harness.pipeline.layer_rules import LayerRuleError, from_dicts
+
+        try:
+            from_dicts(layers)
+        except LayerRuleError as exc:
+            raise GoldenError(f"{path}: field {exc}") from None
+    return Golden(doc["case"], doc["target"], doc["profile"], doc["mode"], expect, list(layers))
 
 
 def check_identity(g: Golden, path: Path, case: str, target: str, profile: str, mode: str) -> None:

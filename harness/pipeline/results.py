@@ -49,7 +49,7 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
     d = {
         "case": o.case, "target": o.target, "profile": o.profile, "mode": o.mode, "jax": o.jax,
         "outcome": o.code.name, "reason": o.reason,
-        "signature": o.signature.to_dict() if o.signature else None,
+        "signature": o.signature.to_dict(annotations=True) if o.signature else None,
         "expected": o.expected,
         "diffs": [x.to_json() for x in o.diffs],
         "known_issue": o.known_issue,

@@ -128,6 +128,8 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         return out
     out.expected = exp.signature
     out.diffs = golden.compare(exp.signature, sig.to_dict())
+    layer_diffs = _layer_diffs(g, sig)
+    out.diffs += layer_diffs
     if fc_problem:
         out.diffs.append(golden.FieldDiff("filecheck", "patterns match", fc_problem))
     matches = not out.diffs
@@ -145,7 +147,18 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
             out.verdict = classify(exp.signature, sig)
             if fc_problem:
                 out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
+            for d in layer_diffs:
+                out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
     return out
+
+
+def _layer_diffs(g: golden.Golden, sig) -> list:
+    """The golden's layer rules (`layers:`) checked against the signature's attributed matmuls."""
+    if not g.layers:
+        return []
+    from harness.pipeline import layer_rules
+
+    return layer_rules.check(layer_rules.from_dicts(g.layers), sig)
 
 
 def is_regression(out: Outcome) -> bool:

@@ -47,6 +47,12 @@ class Gemm:
     dims: dict[str, list[int]] = field(default_factory=dict)
     fused_ops: list[str] = field(default_factory=list)  # pattern ops inside a gemm fusion
     inputs: list[str] = field(default_factory=list)  # dtypes of a gemm fusion's array inputs (what it loads)
+    # Where it comes from (harness/pipeline/attribution.py): compared where a golden states them.
+    layer: str | None = None  # layer path from the HLO metadata, e.g. "Decoder/mlp/Dense_0"
+    pass_: str | None = None  # forward | backward | backward-input | backward-weight ("pass" in dicts)
+    # Annotations: in results and `check` JSON, never in goldens or signature comparisons.
+    source: str | None = field(default=None, compare=False)  # "model.py:42"
+    flops: int | None = field(default=None, compare=False)  # 2*batch*m*n*k
 
     @property
     def fp8(self) -> bool:
@@ -76,9 +82,14 @@ class Signature:
     unfused: list[str]  # pattern ops left in non-gemm kernels
     block_scaled: BlockScaling | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self, annotations: bool = False) -> dict:
+        """The comparable dict (goldens, diffs); `annotations=True` adds each gemm's source and FLOPs (results, JSON)."""
         d = asdict(self)
         for g in d["gemms"]:
+            if "pass_" in g:
+                g["pass"] = g.pop("pass_")
+            if not annotations:
+                g.pop("source", None), g.pop("flops", None)
             for key in [k for k, v in g.items() if v is None or v == [] or v == {}]:
                 del g[key]
         if d["block_scaled"] is None:
@@ -87,7 +98,7 @@ class Signature:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Signature":
-        gemms = [Gemm(**g) for g in d.get("gemms", [])]
+        gemms = [Gemm(**{("pass_" if k == "pass" else k): v for k, v in g.items()}) for g in d.get("gemms", [])]
         block = BlockScaling(**d["block_scaled"]) if d.get("block_scaled") else None
         return cls(d["kernels"], list(d.get("launches", [])), gemms, list(d.get("unfused", [])), block)
 
@@ -112,6 +123,7 @@ def extract(text: str) -> Signature:
         unfused.update(_ops_inside(module, instr))
         launches.append(_kernel_label(module, instr, comp))
     block = _block_scaling(module, kernels, gemms)
+    _attribute(text, module, kernels, gemms)
     gemms.sort(key=lambda g: (g.target, g.operand_dtypes, g.output, str(g.dims)))
     return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block)
 
@@ -140,6 +152,50 @@ def kernels(text: str) -> list[Kernel]:
         label = f"gemm {gemm.target}" if gemm else _kernel_label(module, instr, comp)
         out.append(Kernel(label, instr.opcode, operands, tuple(instr.result_types), gemm, dots if gemm else (), instr.attrs))
     return out
+
+
+def _attribute(text: str, module: hlo.Module, kernels: list, gemms: list[Gemm]) -> None:
+    """Each gemm's layer, pass, source line and FLOPs, from the metadata of its dot (or its kernel)."""
+    from harness.pipeline import attribution
+
+    table = attribution.stack_table(text)
+    items = []
+    found = [(instr, comp) for instr, comp in kernels if _gemm(module, instr, comp) is not None]
+    for (instr, comp), g in zip(found, gemms):
+        dot = instr
+        if instr.opcode == "fusion":
+            dots = [i for i, _ in _inner_instructions(module, instr) if i.opcode in _DOT_OPS]
+            dot = dots[0] if dots and dots[0].attr("metadata") else instr
+        att = attribution.attribute(dot.attr("metadata") or instr.attr("metadata"), table)
+        items.append((att, _sizes(module, instr, comp, g)))
+    for g, (att, sz) in zip(gemms, items):
+        g.flops = sz.flops if sz else None
+    for g, att in zip(gemms, attribution.pair_passes(items)):
+        g.layer, g.source = att.layer, att.source
+        g.pass_ = att.pass_ if att.layer else None
+
+
+def _shape(type_text: str) -> list[int]:
+    inside = type_text.strip().split("[", 1)[1].split("]", 1)[0] if "[" in type_text else ""
+    return [int(x) for x in inside.split(",") if x.strip().isdigit()]
+
+
+def _sizes(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, g: Gemm):
+    """batch, m, n, k of a gemm from its operand shapes and dot dimensions (None if they cannot be read)."""
+    from harness.pipeline import attribution
+
+    if instr.opcode == "fusion":
+        dots = [(i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS]
+        if not dots:
+            return None
+        instr, comp = dots[0]
+    types = _operand_types(module, comp, instr)
+    if len(types) < 2:
+        return None
+    d = g.dims
+    get = lambda *keys: next((d[k] for k in keys if k in d), [])  # noqa: E731
+    return attribution.sizes(_shape(types[0][1]), _shape(types[1][1]), get("lhs_contracting"), get("rhs_contracting"),
+                             get("lhs_batch"), get("rhs_batch"))
 
 
 def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> str:

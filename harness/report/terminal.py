@@ -58,9 +58,22 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
     if out.code not in (FAIL,) and out.code.name != "PASS" and out.reason:
         text = out.reason if verbose or out.code is not UNRESOLVED else out.reason.strip().splitlines()[0]
         print(f"      {text}", file=stream)
+    _print_coverage(out, stream, verbose)
     if out.numerics is not None and out.code is not FAIL:
         print(f"      {out.numerics.summary()}", file=stream)
     stream.flush()
+
+
+def _print_coverage(out: Outcome, stream: TextIO, verbose: bool) -> None:
+    """A model's coverage line (matmuls attributed to layers); with -v the per-layer table too."""
+    from harness.pipeline.coverage import attributed, coverage, layer_table
+
+    if not attributed(out.signature):
+        return
+    print(f"      {coverage(out.signature).line()}", file=stream)
+    if verbose:
+        for row in layer_table(out.signature):
+            print(f"        {row}", file=stream)
 
 
 def _classes(out: Outcome, path: str) -> str:

@@ -119,7 +119,8 @@ def apply(plan: RowPlan, root: Path) -> str:
     old_text = path.read_text() if path.exists() else ""
     tested = [v for run in plan.runs for v in run.versions]
     kept = [e for e in (old.expect if old else []) if _still_needed(e, tested)]
-    new = golden.Golden(case, target, profile, mode, plan.expectations(bounded=bool(kept)) + kept)
+    new = golden.Golden(case, target, profile, mode, plan.expectations(bounded=bool(kept)) + kept,
+                        list(old.layers) if old else [])
     new_text = new.to_yaml()
     if golden._same_expectations(old_text, new_text):
         return ""

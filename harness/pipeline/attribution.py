@@ -1,0 +1,288 @@
+"""Where a matmul comes from: HLO metadata -> layer path, pass and source line.
+
+JAX writes every HLO instruction's origin into its metadata: `op_name` is the
+name stack (`jit(train_step)/jvp(Decoder)/attn/q_proj/dot_general`, with
+`transpose(jvp(...))` for the backward pass), and the source position is either
+`source_file=... source_line=...` (older JAX) or a `stack_frame_id` into the
+module's stack-frame tables (`FileNames`, `FunctionNames`, `FileLocations`,
+`StackFrames`, newer JAX). This module turns that into an `Attribution`:
+
+- `layer`: the name stack with the function-boundary wrappers (`jit(...)`,
+  `pjit(...)`, `call_exported`, `remat`/`checkpoint`) dropped and the
+  transformation wrappers (`jvp(X)`, `transpose(X)`, `vmap(X)`, ...) unwrapped to
+  X, without the primitive at the end — so the same layer has the same path on
+  every JAX version and in both passes (`Decoder/attn/q_proj`);
+- `pass_`: `forward`, or `backward` where any component was under `transpose(...)`;
+  `pair_passes` refines backward matmuls to `backward-input` (the input
+  gradient: contracts the forward's output features) or `backward-weight`
+  (contracts the forward's rows) by their sizes against the same layer's
+  forward matmul, where the sizes tell them apart;
+- `source`: `file:line` of the innermost frame outside JAX, flax, optax and
+  fp8-check itself (the user's model code), else the innermost frame recorded.
+
+Pure: text in, dataclasses out. Used by `signature.extract` (one call per gemm)
+and meant for any other stage that needs to name an instruction's layer (e.g.
+collectives).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+
+FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT = "forward", "backward", "backward-input", "backward-weight"
+PASSES = (FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)
+
+# Name-stack components that are function boundaries, not layers: dropped with what they wrap.
+_DROP = re.compile(r"^(jit|pjit|xla_computation|core_call|closed_call|named_call|custom_jvp_call|custom_vjp_call|"
+                   r"custom_vjp_call_jaxpr|remat|checkpoint|rematted_computation|shard_map|call_exported|"
+                   r"while|cond|body|scan|pmap|xla_pmap)(\(.*\))?$")
+# Transformations that wrap a layer's name: `jvp(MLP)` -> MLP.
+_UNWRAP = re.compile(r"^(jvp|transpose|vmap|remat|checkpoint|pmap|xmap|custom_jvp|custom_vjp|named|batching|"
+                     r"linearize|partial_eval)\((.*)\)$")
+# Library code that is never "the user's line".
+_LIBRARY = re.compile(r"(site-packages|dist-packages)/(jax|jaxlib|flax|optax|qwix|chex|orbax|equinox)/|"
+                      r"/harness/(pipeline|api|export|check)\b|/harness/api\.py|^<frozen |^<string>$")
+_KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
+
+
+@dataclass(frozen=True)
+class Attribution:
+    layer: str | None = None  # "Decoder/attn/q_proj" (None: no layer in the name stack)
+    op: str | None = None  # the primitive that produced it: dot_general, transpose, ...
+    pass_: str = FORWARD  # one of PASSES
+    source: str | None = None  # "model.py:42"
+
+    @property
+    def path(self) -> str:
+        """layer/op: what layer patterns are matched against."""
+        return "/".join(p for p in (self.layer, self.op) if p)
+
+
+@dataclass
+class StackTable:
+    """The stack-frame tables some XLA versions print at the top of an HLO module."""
+
+    files: dict[int, str] = field(default_factory=dict)
+    functions: dict[int, str] = field(default_factory=dict)
+    locations: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id -> (file id, function id, line)
+    frames: dict[int, tuple[int, int]] = field(default_factory=dict)  # id -> (location id, parent frame id; 0 none)
+
+    def chain(self, frame_id: int) -> list[tuple[str, str, int]]:
+        """(file, function, line) from the innermost frame outwards."""
+        out, seen = [], set()
+        while frame_id in self.frames and frame_id not in seen and len(out) < 256:
+            seen.add(frame_id)
+            loc_id, parent = self.frames[frame_id]
+            file_id, fn_id, line = self.locations.get(loc_id, (0, 0, 0))
+            out.append((self.files.get(file_id, "?"), self.functions.get(fn_id, "?"), line))
+            frame_id = parent
+        return out
+
+
+_TABLES = {"FileNames": "files", "FunctionNames": "functions", "FileLocations": "locations", "StackFrames": "frames"}
+
+
+def stack_table(text: str) -> StackTable:
+    """Parse the tables between the `HloModule` line and the first computation (empty if absent)."""
+    table, section = StackTable(), None
+    for line in text.splitlines():
+        s = line.strip()
+        if s in _TABLES:
+            section = _TABLES[s]
+            continue
+        if not s:
+            section = None
+            continue
+        if section is None:
+            if s.endswith("{") and not s.startswith("HloModule"):
+                break  # the first computation: no tables past it
+            continue
+        m = re.match(r"(\d+)\s+(.*)$", s)
+        if not m:
+            continue
+        key, rest = int(m.group(1)), m.group(2)
+        if section in ("files", "functions"):
+            getattr(table, section)[key] = _unquote(rest)
+        else:
+            kv = dict((k, v) for k, v in _KV.findall(rest))
+            try:
+                if section == "locations":
+                    table.locations[key] = (int(kv.get("file_name_id", 0)), int(kv.get("function_name_id", 0)),
+                                            int(kv.get("line", 0)))
+                else:
+                    # printed 1-based; parent_frame_id is printed one above the id it names (0: no parent)
+                    table.frames[key] = (int(kv.get("file_location_id", 0)), int(kv.get("parent_frame_id", 0)) - 1)
+            except ValueError:
+                continue
+    return table
+
+
+def parse_metadata(raw: str | None) -> dict[str, str]:
+    """`{op_name="a/b" source_file="x.py" source_line=3}` -> {op_name: a/b, ...}."""
+    if not raw:
+        return {}
+    return {k: _unquote(v) for k, v in _KV.findall(raw.strip().strip("{}"))}
+
+
+def split_name_stack(op_name: str) -> list[str]:
+    """Split on `/` outside parentheses and brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in op_name:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "/" and depth <= 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in parts if p]
+
+
+def layer_of(op_name: str) -> tuple[str | None, str | None, bool]:
+    """(layer path, primitive, backward?) from a name stack."""
+    backward = False
+    names = []
+    for comp in split_name_stack(op_name):
+        comp = re.sub(r"\[.*\]$", "", comp.strip())  # old JAX: primitive parameters `transpose[permutation=(1, 0)]`
+        if "transpose(" in comp:
+            backward = True
+        while True:
+            m = _UNWRAP.match(comp)
+            if not m:
+                break
+            comp = m.group(2)
+        if not comp or _DROP.match(comp):
+            continue
+        names.append(comp)
+    if not names:
+        return None, None, backward
+    return ("/".join(names[:-1]) or None), names[-1], backward
+
+
+def attribute(metadata_raw: str | None, table: StackTable | None = None) -> Attribution:
+    """The attribution of one instruction from its raw `metadata={...}` text."""
+    md = parse_metadata(metadata_raw)
+    layer, op, backward = layer_of(md.get("op_name", ""))
+    return Attribution(layer, op, BACKWARD if backward else FORWARD, _source(md, table))
+
+
+def _source(md: dict[str, str], table: StackTable | None) -> str | None:
+    if md.get("source_file"):
+        line = md.get("source_line")
+        return short_path(md["source_file"]) + (f":{line}" if line else "")
+    if table is None or not md.get("stack_frame_id"):
+        return None
+    try:
+        frames = table.chain(int(md["stack_frame_id"]))
+    except ValueError:
+        return None
+    if not frames:
+        return None
+    user = [f for f in frames if not _LIBRARY.search(f[0])]
+    file, _fn, line = (user or frames)[0]
+    return f"{short_path(file)}:{line}"
+
+
+def short_path(path: str) -> str:
+    """A library file from its package down (`flax/linen/linear.py`); other paths as JAX recorded them."""
+    m = re.search(r"(?:site-packages|dist-packages)/(.*)$", path)
+    return m.group(1) if m else path
+
+
+# ------------------------------------------------------------------ passes, by sizes
+
+
+@dataclass(frozen=True)
+class MatmulSizes:
+    """The sizes of one matmul: batch, rows (m), columns (n) and contraction (k)."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.n * self.k
+
+
+def sizes(lhs_shape: list[int], rhs_shape: list[int], lhs_contracting: list[int], rhs_contracting: list[int],
+          lhs_batch: list[int], rhs_batch: list[int]) -> MatmulSizes | None:
+    if not lhs_contracting or not rhs_contracting:
+        return None
+    try:
+        prod = lambda dims, shape: _prod(shape[d] for d in dims)  # noqa: E731
+        batch = prod(lhs_batch, lhs_shape)
+        k = prod(lhs_contracting, lhs_shape)
+        m = prod([d for d in range(len(lhs_shape)) if d not in lhs_contracting and d not in lhs_batch], lhs_shape)
+        n = prod([d for d in range(len(rhs_shape)) if d not in rhs_contracting and d not in rhs_batch], rhs_shape)
+    except IndexError:
+        return None
+    return MatmulSizes(batch, m, n, k)
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
+def pair_passes(items: list[tuple[Attribution, MatmulSizes | None]]) -> list[Attribution]:
+    """Refine each backward matmul to backward-input or backward-weight against its layer's forward matmuls.
+
+    A forward y[m,n] = x[m,k] . w[k,n] has the input gradient dx = dy . w^T, which contracts n and
+    has m*k elements, and the weight gradient dw = x^T . dy, which contracts m and has k*n elements.
+    A backward matmul stays `backward` when no forward matmul of its layer tells them apart.
+    """
+    forward: dict[str | None, list[MatmulSizes]] = {}
+    for att, sz in items:
+        if att.pass_ == FORWARD and sz is not None and att.layer:
+            forward.setdefault(att.layer, []).append(sz)
+    out = []
+    for att, sz in items:
+        if att.pass_ != BACKWARD or sz is None or not att.layer:
+            out.append(att)
+            continue
+        found = set()
+        for f in forward.get(att.layer, []):
+            if sz.batch != f.batch:
+                continue
+            out_elems = {sz.m * sz.n}
+            if sz.k == f.n and out_elems == {f.m * f.k} and f.n != f.m:
+                found.add(BACKWARD_INPUT)
+            if sz.k == f.m and out_elems == {f.k * f.n} and f.n != f.m:
+                found.add(BACKWARD_WEIGHT)
+        out.append(Attribution(att.layer, att.op, found.pop(), att.source) if len(found) == 1 else att)
+    return out
+
+
+# ------------------------------------------------------------------ matching layer patterns
+
+
+def pass_matches(pattern: str, pass_: str | None) -> bool:
+    """`backward` matches every backward pass; otherwise a glob over the pass name (`*` matches all)."""
+    pattern = (pattern or "*").strip()
+    pass_ = pass_ or FORWARD
+    if pattern == BACKWARD:
+        return pass_.startswith(BACKWARD)
+    return fnmatch.fnmatchcase(pass_, pattern)
+
+
+def layer_matches(pattern: str, layer: str | None) -> bool:
+    """Glob over the layer path (`*` also crosses `/`); `*/Dense_2/*` matches the layer `MLP/Dense_2`."""
+    if not layer:
+        return False
+    return fnmatch.fnmatchcase(layer, pattern) or fnmatch.fnmatchcase(layer + "/", pattern)
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", text[1:-1])
+    return text
