@@ -117,6 +117,12 @@ def rank_of(type_text: str) -> int:
     return len(m.group(2).split(","))
 
 
+def shape_of(type_text: str) -> list[int]:
+    """`f32[64,128]{1,0}` -> [64, 128]; a scalar or a tuple -> []."""
+    m = _DTYPE.match(type_text.strip())
+    return [int(x) for x in m.group(2).split(",") if x.strip().isdigit()] if m else []
+
+
 def parse(text: str) -> Module:
     computations: dict[str, Computation] = {}
     current: Computation | None = None

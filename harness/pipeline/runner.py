@@ -128,7 +128,12 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         return out
     out.expected = exp.signature
     out.diffs = golden.compare(exp.signature, sig.to_dict())
-    layer_diffs = _layer_diffs(g, sig)
+    try:
+        layer_diffs = _layer_diffs(g, sig)
+    except ValueError as exc:  # a malformed rule in the golden's `layers:`
+        out.reason = f"{gpath}: field {exc}"
+        out.diffs = []
+        return out
     out.diffs += layer_diffs
     if fc_problem:
         out.diffs.append(golden.FieldDiff("filecheck", "patterns match", fc_problem))

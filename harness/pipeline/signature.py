@@ -155,47 +155,23 @@ def kernels(text: str) -> list[Kernel]:
 
 
 def _attribute(text: str, module: hlo.Module, kernels: list, gemms: list[Gemm]) -> None:
-    """Each gemm's layer, pass, source line and FLOPs, from the metadata of its dot (or its kernel)."""
+    """Each gemm's layer, pass, source line and FLOPs, from the metadata of its dot (harness/pipeline/attribution.py)."""
     from harness.pipeline import attribution
 
-    table = attribution.stack_table(text)
-    items = []
+    table, items = attribution.stack_table(text), []
     found = [(instr, comp) for instr, comp in kernels if _gemm(module, instr, comp) is not None]
     for (instr, comp), g in zip(found, gemms):
-        dot = instr
-        if instr.opcode == "fusion":
-            dots = [i for i, _ in _inner_instructions(module, instr) if i.opcode in _DOT_OPS]
-            dot = dots[0] if dots and dots[0].attr("metadata") else instr
+        dot, dot_comp = next(((i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS),
+                             (instr, comp)) if instr.opcode == "fusion" else (instr, comp)
         att = attribution.attribute(dot.attr("metadata") or instr.attr("metadata"), table)
-        items.append((att, _sizes(module, instr, comp, g)))
-    for g, (att, sz) in zip(gemms, items):
+        shapes = [hlo.shape_of(t) for _, t in _operand_types(module, dot_comp, dot)[:2]]
+        d = {k.replace("_dimensions", "").replace("_dims", ""): v for k, v in g.dims.items()}
+        sz = attribution.sizes(*shapes, *(d.get(k, []) for k in ("lhs_contracting", "rhs_contracting", "lhs_batch",
+                                                                   "rhs_batch"))) if len(shapes) == 2 else None
         g.flops = sz.flops if sz else None
+        items.append((att, sz))
     for g, att in zip(gemms, attribution.pair_passes(items)):
-        g.layer, g.source = att.layer, att.source
-        g.pass_ = att.pass_ if att.layer else None
-
-
-def _shape(type_text: str) -> list[int]:
-    inside = type_text.strip().split("[", 1)[1].split("]", 1)[0] if "[" in type_text else ""
-    return [int(x) for x in inside.split(",") if x.strip().isdigit()]
-
-
-def _sizes(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, g: Gemm):
-    """batch, m, n, k of a gemm from its operand shapes and dot dimensions (None if they cannot be read)."""
-    from harness.pipeline import attribution
-
-    if instr.opcode == "fusion":
-        dots = [(i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS]
-        if not dots:
-            return None
-        instr, comp = dots[0]
-    types = _operand_types(module, comp, instr)
-    if len(types) < 2:
-        return None
-    d = g.dims
-    get = lambda *keys: next((d[k] for k in keys if k in d), [])  # noqa: E731
-    return attribution.sizes(_shape(types[0][1]), _shape(types[1][1]), get("lhs_contracting"), get("rhs_contracting"),
-                             get("lhs_batch"), get("rhs_batch"))
+        g.layer, g.source, g.pass_ = att.layer, att.source, (att.pass_ if att.layer else None)
 
 
 def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> str:

@@ -41,6 +41,7 @@ from harness.pipeline import runner
 from harness.pipeline import signature
 from harness.pipeline.signature import Signature
 from harness.pipeline.compile import Compiler, WorkerError
+from harness.versions import envs
 from harness.versions.envs import InstallError, Manager
 from harness.versions.releases import VersionError, between, parse_version
 from harness import selection
@@ -235,6 +236,7 @@ def register(subparsers) -> dict:
     p.add_argument("--upstream-dir", type=Path, default=Path("reports/upstream"),
                    help="with --explain: where the explanation JSON goes (default reports/upstream)")
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
+    envs.add_with_options(p)
     p.set_defaults(mode="deviceless")
     return {"bisect": cmd_bisect}
 
@@ -263,7 +265,12 @@ def _cmd_bisect(args) -> int:
     if profile.name not in case.profiles or (case.targets and target.name not in case.targets):
         raise selection.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
     selection.check_spec_files(args.target, mode)
-    manager = Manager(args.cache) if args.cache else Manager()
+    try:
+        extras = envs.extras_from_args(args)
+    except ValueError as exc:
+        print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
+        return Verdict.ABORT.exit_code
+    manager = Manager(args.cache, extras=extras)
     tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
     where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"
     if args.test:

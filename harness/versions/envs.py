@@ -8,6 +8,9 @@ Layout, under `cache_dir()/envs` ($FP8_CHECK_CACHE, else $XDG_CACHE_HOME/fp8-che
 else ~/.cache/fp8-check):
 
     jax-0.8.0-py3.12/                  a complete environment (has fp8-check-env.json)
+    jax-0.8.0-py3.12-with-1a2b3c4d/    the same plus extra requirements (`matrix --with flax`): the
+                                       suffix hashes the sorted requirements, so each set is its own
+                                       environment; uv resolves them together with that jax version
     .jax-0.8.0-py3.12.lock             held while that environment is being built
     .building-jax-0.8.0-py3.12-<pid>/  an environment being built
 
@@ -23,6 +26,7 @@ was built before fast and cheap on disk.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -130,13 +134,63 @@ def _read_marker(path: Path) -> dict | None:
     return info if isinstance(info, dict) else None
 
 
+def read_requirements(path: Path) -> list[str]:
+    """The requirements of a requirements file: one a line, `#` comments and blank lines skipped; no pip options."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--with-requirements {path}: cannot read it: {exc}") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-"):
+            raise ValueError(f"--with-requirements {path}:{n}: options ({line.split()[0]}) are not supported; one requirement a line")
+        out.append(check_requirement(line, f"--with-requirements {path}:{n}"))
+    return out
+
+
+def check_requirement(text: str, where: str = "--with") -> str:
+    """A PEP 508 requirement (`flax`, `flax>=0.10`, `optax==0.2.4`), or ValueError naming it."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = text.strip()
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{where} {text!r}: not a requirement: {exc}") from None
+    if req.name.lower().replace("_", "-") in ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt"):
+        raise ValueError(f"{where} {text!r}: jax itself is chosen per version (--jax / --jax-range)")
+    return str(req)
+
+
+def _satisfied(requirements: list[str]) -> bool:
+    """Whether this process's environment already has every requirement (then it can serve as that version's env)."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    for text in requirements:
+        req = Requirement(text)
+        try:
+            installed = md.version(req.name)
+        except md.PackageNotFoundError:
+            return False
+        if req.specifier and not req.specifier.contains(installed, prereleases=True):
+            return False
+    return True
+
+
 class Manager:
     """Makes and finds the per-version environments under `root`."""
 
     def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
-                 index_url: str | None = None):
+                 index_url: str | None = None, extras: list[str] | None = None):
         from harness.versions.releases import jax_index
 
+        # Extra requirements installed with jax in every environment (`--with`), resolved by uv per version.
+        self.extras = sorted({check_requirement(r) for r in (extras or [])})
         self.root = Path(root) if root else envs_root()
         # An extra index for JAX builds that are not released (nightlies): uv looks there first
         # (jax, jaxlib and the plugins come from it when it has them) and allows pre-releases.
@@ -152,7 +206,10 @@ class Manager:
         return self._tag
 
     def name(self, version: str) -> str:
-        return f"jax-{parse_version(version)}-{self.tag}"
+        base = f"jax-{parse_version(version)}-{self.tag}"
+        if not self.extras:
+            return base
+        return base + "-with-" + hashlib.sha256("\n".join(self.extras).encode()).hexdigest()[:8]
 
     def path_for(self, version: str) -> Path:
         return self.root / self.name(version)
@@ -175,7 +232,7 @@ class Manager:
         """The environment for `version`: the cached one, or a new one built now (raises InstallError)."""
         start = time.perf_counter()
         own = own_jax() if self.reuse_self else {}
-        if own and own["jax"] == str(parse_version(version)):
+        if own and own["jax"] == str(parse_version(version)) and _satisfied(self.extras):
             # The version fp8-check itself runs with: its own (locked) environment is that version's environment.
             return Env(version, Path(sys.prefix), False, time.perf_counter() - start,
                        {**own, "own_environment": True}, Path(sys.executable))
@@ -210,7 +267,8 @@ class Manager:
         uv = _uv()
         steps = [
             [uv, "venv", "--quiet", "--relocatable", "--no-project", "--python", self.python, str(tmp)],
-            [uv, "pip", "install", "--python", str(tmp / "bin" / "python"), REQUIREMENT.format(version=version)],
+            [uv, "pip", "install", "--python", str(tmp / "bin" / "python"), REQUIREMENT.format(version=version),
+             *self.extras],
         ]
         if self.index_url:
             steps[1][3:3] = ["--extra-index-url", self.index_url, "--prerelease", "allow"]
@@ -222,7 +280,8 @@ class Manager:
             output.append(proc.stdout + proc.stderr)
             if proc.returncode != 0:
                 text = (proc.stderr or proc.stdout).strip()
-                raise InstallError(version, f"uv could not install {REQUIREMENT.format(version=version)}: "
+                wanted = " ".join([REQUIREMENT.format(version=version), *self.extras])
+                raise InstallError(version, f"uv could not install {wanted}: "
                                    f"{_last_lines(text)}", "\n".join(output))
         probe = subprocess.run([str(tmp / "bin" / "python"), "-c", _PROBE], capture_output=True, text=True, timeout=120)
         if probe.returncode != 0:
@@ -232,6 +291,9 @@ class Manager:
             raise InstallError(version, f"asked for jax {version}, got {info.get('jax')}")
         if self.index_url:
             info["index_url"] = self.index_url
+        if self.extras:
+            info["with"] = self.extras
+            info["with_installed"] = _installed(tmp / "bin" / "python", self.extras)
         info.update({"requirement": REQUIREMENT.format(version=version), "base_python": self.python,
                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "platform": platform.platform(),
                      "installer": " ".join(output).strip().splitlines()[-1:]})
@@ -246,6 +308,38 @@ class Manager:
             shutil.rmtree(doomed, ignore_errors=True)
             return True
         return False
+
+
+def add_with_options(p) -> None:
+    """`--with REQ` (repeatable) and `--with-requirements FILE`: extra packages in every per-version environment."""
+    p.add_argument("--with", dest="with_", action="append", default=[], metavar="REQUIREMENT",
+                   help="also install REQUIREMENT (PEP 508, e.g. flax or 'optax>=0.2') in every per-version environment, "
+                        "resolved by uv together with that JAX version, so each version gets a compatible flax; repeat "
+                        "for more. Environments are cached per set of requirements")
+    p.add_argument("--with-requirements", type=Path, metavar="FILE",
+                   help="a requirements file (one requirement a line, # comments) added like --with")
+
+
+def extras_from_args(args) -> list[str]:
+    extras = [check_requirement(r) for r in getattr(args, "with_", []) or []]
+    if getattr(args, "with_requirements", None):
+        extras += read_requirements(args.with_requirements)
+    return extras
+
+
+def _installed(python: Path, requirements: list[str]) -> dict:
+    """name -> installed version of each extra requirement in the environment of `python`."""
+    from packaging.requirements import Requirement
+
+    names = [Requirement(r).name for r in requirements]
+    code = ("import importlib.metadata as m, json, sys\n"
+            "def v(d):\n    try:\n        return m.version(d)\n    except m.PackageNotFoundError:\n        return None\n"
+            "print(json.dumps({d: v(d) for d in sys.argv[1:]}))")
+    out = subprocess.run([str(python), "-c", code, *names], capture_output=True, text=True, timeout=120)
+    try:
+        return json.loads(out.stdout)
+    except ValueError:
+        return {}
 
 
 def _last_lines(text: str, n: int = 6) -> str:

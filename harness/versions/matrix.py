@@ -43,6 +43,7 @@ from harness.pipeline import pool as pool_mod
 from harness.pipeline.cache import CompileCache
 from harness.pipeline.compile import WorkerError
 from harness.pipeline.pool import CompilerPool
+from harness.versions import envs
 from harness.versions.envs import Env, InstallError, Manager
 from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
@@ -208,6 +209,7 @@ def register(subparsers) -> dict:
     p.add_argument("--jax-index", metavar="URL",
                    help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "
                         "pre-release versions are allowed, and --jax nightly picks the newest build on it")
+    envs.add_with_options(p)
     pool_mod.add_options(p, "compile workers in all, split over the --jobs versions running at once")
     p.set_defaults(mode="deviceless")  # across versions, deviceless unless asked (--mode device on a GPU host)
     return {"matrix": cmd_matrix}
@@ -248,9 +250,10 @@ def cmd_matrix(args) -> int:
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
-            manager = Manager(args.cache, index_url=args.jax_index)
+            manager = Manager(args.cache, index_url=args.jax_index, extras=envs.extras_from_args(args))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
-                  f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}", flush=True)
+                  f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"
+                  + (f"; with {', '.join(manager.extras)}" if manager.extras else ""), flush=True)
             if args.jobs < 1 or (args.workers is not None and args.workers < 1):
                 raise ValueError("--jobs and -j/--workers must be at least 1")
             workers = max(1, (args.workers or pool_mod.default_jobs()) // args.jobs)
