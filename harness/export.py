@@ -62,7 +62,9 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
         for i, x in zip(traced, xs):
             full[i] = x
         a, k = jax.tree_util.tree_unflatten(treedef, full)
-        return fn(*a, **k)
+        # the outputs as a flat list: a train step returns optimizer states (optax NamedTuples),
+        # which jax.export cannot serialize as a pytree; the compiled program is the same
+        return jax.tree_util.tree_leaves(fn(*a, **k))
 
     exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)
     return bytes(exported.serialize())

@@ -237,7 +237,7 @@ def _args(path, line, cid, value):
         shape = item["shape"]
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
             raise CaseError(path, line, cid, f"{fld}.shape", f"expected a list of positive integers, got {shape!r}")
-        dtype = _choice(path, line, cid, f"{fld}.dtype", item["dtype"], DATA_DTYPES + SCALE_DTYPES)
+        dtype = _choice(path, line, cid, f"{fld}.dtype", item["dtype"], DATA_DTYPES + SCALE_DTYPES + ("int32",))
         out.append((name, tuple(shape), dtype))
     return tuple(out)
 

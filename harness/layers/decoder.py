@@ -1,0 +1,305 @@
+"""A transformer decoder block in flax, forward and as a full train step, with four FP8 recipes.
+
+The block is what users train: RMSNorm -> attention (q/k/v/o projections, causal softmax
+attention over 8 heads of 128) -> residual -> RMSNorm -> gated MLP (gate/up/down, 1024 -> 4096
+-> 1024) -> residual, hidden size 1024, batch 2 x 128 tokens. The train step is
+`jax.value_and_grad` of an MSE loss plus an `optax.adamw` update, returning the new
+parameters, the new FP8 state and the optimizer state — as a flax FP8 training loop does.
+
+Recipes (the projections and the MLP; attention's own two matmuls stay bf16 in every recipe):
+
+- `direct`: q/k/v/o as `nn.Dense(dot_general_cls=fp8_ops.Fp8DirectDotGeneralOp)`, the MLP
+  through `fp8_ops.Fp8Einsum` (FP8 dot_general, delayed scaling with amax histories);
+- `qdq`: every projection with the deprecated `fp8_ops.Fp8DotGeneralOp` (quantize-dequantize
+  around a wide dot; XLA must rewrite it into an FP8 gemm);
+- `e5m2`: a hand-written current-scaling recipe, `CurrentScalingFp8`: E4M3 activations and
+  weights forward, gradients quantized to E5M2 for both backward matmuls (`jax.custom_vjp`);
+- `qwix`: `qwix.quantize_model` with a `QtRule` (E4M3 weights and activations, E5M2 gradients)
+  on the projections — needs the `qwix` package (`requires: [flax, qwix]`).
+
+Case functions take flat arrays (every leaf of the variables, the optimizer state and the
+batch, in `jax.tree_util` order; `leaf_specs(name)` lists them, and the YAML case states the
+same list): nothing is initialised, nothing is a compile-time constant. The function
+rebuilds the trees from the shapes `jax.eval_shape` gives, and says so when the installed
+flax/optax build a different structure than the case lists.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+from flax.linen import fp8_ops
+
+BATCH, SEQ, HIDDEN, HEADS, FFN = 2, 128, 1024, 8, 4096
+E4M3_MAX, E5M2_MAX = 448.0, 57344.0
+
+# ------------------------------------------------------------------ the E5M2-gradient recipe
+
+
+def _quantize(x, dtype, fmax):
+    """Current (per-tensor) scaling: x / scale in FP8, and the scale."""
+    amax = jnp.max(jnp.abs(x)).astype(jnp.float32)
+    scale = jnp.maximum(amax, 1e-12) / fmax
+    q = jnp.clip(x.astype(jnp.float32) / scale, -fmax, fmax).astype(dtype)
+    return q, scale
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _fp8_dot(lhs, rhs, dimension_numbers):
+    out, _ = _fp8_dot_fwd(lhs, rhs, dimension_numbers)
+    return out
+
+
+def _fp8_dot_fwd(lhs, rhs, dimension_numbers):
+    lq, ls = _quantize(lhs, jnp.float8_e4m3fn, E4M3_MAX)
+    rq, rs = _quantize(rhs, jnp.float8_e4m3fn, E4M3_MAX)
+    out = jax.lax.dot_general(lq, rq, dimension_numbers, preferred_element_type=jnp.float32) * (ls * rs)
+    return out.astype(lhs.dtype), (lq, ls, rq, rs)
+
+
+def _fp8_dot_bwd(dimension_numbers, res, g):
+    """2-D x [m, k] . w [k, n] (the projections of this block): dx = g . w^T, dw = x^T . g with g in E5M2."""
+    lq, ls, rq, rs = res
+    ((lc,), (rc,)), _ = dimension_numbers
+    gq, gs = _quantize(g, jnp.float8_e5m2, E5M2_MAX)
+    rows = tuple(range(g.ndim - 1))
+    dx = jax.lax.dot_general(gq, rq, (((g.ndim - 1,), (1 - rc,)), ((), ())), preferred_element_type=jnp.float32)
+    dw = jax.lax.dot_general(lq, gq, ((rows, rows), ((), ())), preferred_element_type=jnp.float32)
+    if rc == 1:
+        dw = dw.T
+    return (dx * (gs * rs)).astype(jnp.bfloat16), (dw * (ls * gs)).astype(jnp.bfloat16)
+
+
+_fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
+
+
+class CurrentScalingFp8(nn.Module):
+    """A `dot_general_cls` for nn.Dense: E4M3 x E4M3 forward, E5M2 gradients backward, per-tensor current scaling."""
+
+    @nn.compact
+    def __call__(self, lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+        return _fp8_dot(lhs, rhs.astype(lhs.dtype), dimension_numbers)
+
+
+# ------------------------------------------------------------------ the block
+
+
+class Fp8EinsumDense(nn.Module):
+    """A projection through flax's Fp8Einsum (the kernel is this module's parameter)."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x):
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (x.shape[-1], self.features), jnp.float32)
+        return fp8_ops.Fp8Einsum(name="einsum")("btd,df->btf", x, kernel.astype(x.dtype))
+
+
+def _projection(recipe: str, features: int, name: str, mlp: bool = False):
+    if recipe == "direct" and mlp:
+        return Fp8EinsumDense(features, name=name)
+    op = {"direct": fp8_ops.Fp8DirectDotGeneralOp, "qdq": fp8_ops.Fp8DotGeneralOp,
+          "e5m2": CurrentScalingFp8}.get(recipe)
+    kwargs = {"dot_general_cls": op} if op is not None else {}
+    return nn.Dense(features, use_bias=False, dtype=jnp.bfloat16, name=name, **kwargs)
+
+
+class Attention(nn.Module):
+    recipe: str
+
+    @nn.compact
+    def __call__(self, x):
+        b, t, _ = x.shape
+        head = HIDDEN // HEADS
+        q, k, v = (_projection(self.recipe, HIDDEN, n)(x).reshape(b, t, HEADS, head) for n in ("q_proj", "k_proj", "v_proj"))
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.float32(head)).astype(q.dtype)
+        mask = jnp.tril(jnp.ones((t, t), bool))
+        probs = jax.nn.softmax(jnp.where(mask, scores.astype(jnp.float32), -1e30), axis=-1).astype(v.dtype)
+        out = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, t, HIDDEN)
+        return _projection(self.recipe, HIDDEN, "o_proj")(out)
+
+
+class Mlp(nn.Module):
+    recipe: str
+
+    @nn.compact
+    def __call__(self, x):
+        gate = _projection(self.recipe, FFN, "gate", mlp=True)(x)
+        up = _projection(self.recipe, FFN, "up", mlp=True)(x)
+        return _projection(self.recipe, HIDDEN, "down", mlp=True)(nn.silu(gate) * up)
+
+
+class DecoderBlock(nn.Module):
+    recipe: str = "direct"  # direct | qdq | e5m2 | none (the model qwix quantizes)
+
+    @nn.compact
+    def __call__(self, x):
+        x = x + Attention(self.recipe, name="attn")(nn.RMSNorm(dtype=jnp.bfloat16, name="attn_norm")(x))
+        return x + Mlp(self.recipe, name="mlp")(nn.RMSNorm(dtype=jnp.bfloat16, name="mlp_norm")(x))
+
+
+def model(recipe: str):
+    if recipe != "qwix":
+        return DecoderBlock(recipe)
+    import qwix
+
+    rule = qwix.QtRule(module_path=r".*(q_proj|k_proj|v_proj|o_proj|gate|up|down).*",
+                       weight_qtype=jnp.float8_e4m3fn, act_qtype=jnp.float8_e4m3fn, bwd_qtype=jnp.float8_e5m2)
+    return qwix.quantize_model(DecoderBlock("none"), qwix.QtProvider([rule]))
+
+
+def optimizer():
+    import optax
+
+    return optax.adamw(1e-4)
+
+
+# ------------------------------------------------------------------ the functions, on flat leaves
+
+
+def _batch():
+    return jax.ShapeDtypeStruct((BATCH, SEQ, HIDDEN), jnp.bfloat16)
+
+
+def _structure(kind: str, recipe: str):
+    """The shapes (no values) of what the function takes: (variables, x) or (variables, opt_state, x, target)."""
+    m = model(recipe)
+    variables = jax.eval_shape(lambda: m.init(jax.random.PRNGKey(0), jnp.zeros((BATCH, SEQ, HIDDEN), jnp.bfloat16)))
+    if kind == "forward":
+        return m, (variables, _batch())
+    opt_state = jax.eval_shape(optimizer().init, variables["params"])
+    return m, (variables, opt_state, _batch(), _batch())
+
+
+def leaf_specs(kind: str, recipe: str) -> list[tuple[str, tuple[int, ...], str]]:
+    """(name, shape, dtype) of every argument of the `kind` (forward | train) function of `recipe`, in order."""
+    import re
+
+    _, tree = _structure(kind, recipe)
+    tops = ("variables", "x") if kind == "forward" else ("variables", "opt", "x", "target")
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    out = []
+    for path, leaf in flat:
+        keys = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
+        keys[0] = tops[int(keys[0])]
+        name = re.sub(r"\W+", "_", "_".join(keys)).strip("_")
+        out.append((name, tuple(leaf.shape), jnp.dtype(leaf.dtype).name))
+    return out
+
+
+def _unflatten(kind: str, recipe: str, leaves):
+    m, tree = _structure(kind, recipe)
+    want, treedef = jax.tree_util.tree_flatten(tree)
+    if len(want) != len(leaves) or any(tuple(w.shape) != tuple(a.shape) for w, a in zip(want, leaves)):
+        raise ValueError(f"decoder {kind}/{recipe}: the installed flax/optax build {len(want)} leaves "
+                         f"({[tuple(w.shape) for w in want][:6]}...), the case passes {len(leaves)}; "
+                         "regenerate the case's args with harness.layers.decoder.leaf_specs")
+    return m, jax.tree_util.tree_unflatten(treedef, list(leaves))
+
+
+def _forward(recipe: str, *leaves):
+    m, (variables, x) = _unflatten("forward", recipe, leaves)
+    return m.apply(variables, x)
+
+
+def _train_step(recipe: str, *leaves):
+    import optax
+
+    m, (variables, opt_state, x, target) = _unflatten("train", recipe, leaves)
+    params = variables["params"]
+    state = {k: v for k, v in variables.items() if k != "params"}  # flax FP8 meta: scales, amax histories
+
+    def loss_fn(params, state):
+        out = m.apply({"params": params, **state}, x)
+        return jnp.mean((out.astype(jnp.float32) - target.astype(jnp.float32)) ** 2)
+
+    loss, (grads, new_state) = jax.value_and_grad(loss_fn, argnums=(0, 1))(params, state)
+    updates, opt_state = optimizer().update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    # flax's FP8 ops return the updated scales and amax histories as the gradient of their state
+    return {"params": params, **new_state}, opt_state, loss
+
+
+def forward_direct(*leaves):
+    """Decoder block forward, Fp8DirectDotGeneralOp projections and an Fp8Einsum MLP."""
+    return _forward("direct", *leaves)
+
+
+def forward_qdq(*leaves):
+    """Decoder block forward, deprecated Fp8DotGeneralOp (quantize-dequantize) everywhere."""
+    return _forward("qdq", *leaves)
+
+
+def forward_e5m2(*leaves):
+    """Decoder block forward, current-scaling E4M3 recipe (E5M2 gradients)."""
+    return _forward("e5m2", *leaves)
+
+
+def forward_qwix(*leaves):
+    """Decoder block forward, quantized by qwix (QtRule: E4M3 weights and activations)."""
+    return _forward("qwix", *leaves)
+
+
+def train_step_direct(*leaves):
+    """Decoder block train step (value_and_grad + optax.adamw), Fp8DirectDotGeneralOp + Fp8Einsum."""
+    return _train_step("direct", *leaves)
+
+
+def train_step_qdq(*leaves):
+    """Decoder block train step, deprecated Fp8DotGeneralOp."""
+    return _train_step("qdq", *leaves)
+
+
+def train_step_e5m2(*leaves):
+    """Decoder block train step, current-scaling E4M3 forward and E5M2 gradients."""
+    return _train_step("e5m2", *leaves)
+
+
+def train_step_qwix(*leaves):
+    """Decoder block train step, qwix QT (E4M3 forward, E5M2 gradients)."""
+    return _train_step("qwix", *leaves)
+
+
+# ------------------------------------------------------------------ the case file (cases/models.yaml)
+
+CASES = (
+    ("direct", "Fp8DirectDotGeneralOp q/k/v/o projections and an Fp8Einsum MLP"),
+    ("qdq", "the deprecated Fp8DotGeneralOp (quantize-dequantize) on every projection"),
+    ("e5m2", "a current-scaling recipe (jax.custom_vjp): E4M3 forward, gradients quantized to E5M2"),
+    ("qwix", "qwix.quantize_model with a QtRule: E4M3 weights and activations, E5M2 gradients"),
+)
+
+
+def case_yaml() -> str:
+    """cases/models.yaml as generated from the installed flax/optax (`python -m harness.layers.decoder`)."""
+    import yaml
+
+    cases = []
+    for recipe, what in CASES:
+        for kind in ("forward", "train"):
+            requires = ["flax"] + (["qwix"] if recipe == "qwix" else []) + (["optax"] if kind == "train" else [])
+            case = {
+                "id": f"decoder_{recipe}_{'fwd' if kind == 'forward' else 'train'}",
+                "description": (f"flax decoder block (hidden {HIDDEN}, {HEADS} heads, MLP {FFN}, RMSNorm; batch {BATCH} x "
+                                f"{SEQ} tokens), {what}: " + ("forward" if kind == "forward" else
+                                                             "train step: value_and_grad + optax.adamw update")),
+                "callable": f"harness.layers.decoder:{'forward' if kind == 'forward' else 'train_step'}_{recipe}",
+                "requires": requires,
+                "profiles": ["cublas", "triton"] if (recipe, kind) == ("direct", "forward") else ["cublas"],
+                "args": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in leaf_specs(kind, recipe)],
+            }
+            cases.append(case)
+    head = ("# Generated by `python -m harness.layers.decoder > cases/models.yaml` (tests/test_models.py checks that the\n"
+            "# args still match what the installed flax/optax build). A transformer decoder block as users train it:\n"
+            "# every parameter, FP8 scale/amax history and optimizer state is an input (nothing initialised, nothing\n"
+            "# a constant), compiled as a forward pass and as a full train step, with four FP8 recipes.\n")
+    return head + yaml.safe_dump({"defaults": {"kind": "python", "targets": ["h100"]}, "cases": cases},
+                                 sort_keys=False, width=120, default_flow_style=None)
+
+
+if __name__ == "__main__":
+    import os
+
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    print(case_yaml(), end="")
