@@ -13,7 +13,7 @@ A rule names a layer glob (matched against the layer path, `*` crossing `/`; see
 
 as `fp8-check check --expect-layer '*/Dense_[01]/*=fp8'` (`PATTERN[@PASS]=fp8|wide`), or as
 `assert_fusion(..., layers=[...])`. Each matmul that breaks a rule is one `FieldDiff` at
-`layers[PATTERN@PASS]`; a rule that matches no matmul is one too. Verdicts: a layer that
+`layers[PATTERN@PASS].gemms[i]`; a rule that matches no matmul is one at `layers[PATTERN@PASS]`. Verdicts: a layer that
 should be FP8 and is not is a regression; one that should stay wide and is FP8 an improvement.
 """
 
@@ -101,7 +101,7 @@ def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
         for g in matched:
             if g.fp8 != rule.fp8:
                 found = f"{engine(g)} {'x'.join(g.operand_dtypes)} at {g.layer} ({g.pass_})"
-                out.append(FieldDiff(path, LOW if rule.fp8 else WIDE, found))
+                out.append(FieldDiff(f"{path}.gemms[{sig.gemms.index(g)}]", LOW if rule.fp8 else WIDE, found))
     return out
 
 
@@ -109,7 +109,7 @@ def classify(path: str, before, after) -> tuple[str, str]:
     """(class, why) of one layer-rule diff, in the vocabulary of harness.verdict_rules."""
     text = str(after)
     if text.startswith("no matmul matches"):
-        return "neutral", f"{path}: the pattern matches no matmul"
+        return "neutral", "the pattern matches no matmul"
     if before == LOW:
         return "regression", f"a layer fell back from FP8/FP4 to a wider type ({text})"
     return "improvement", f"a layer now runs in FP8/FP4 ({text})"

@@ -22,6 +22,11 @@ def gemm_summary(sig: Signature | None) -> str:
         if g.amax:
             text += " +amax"
         parts.append(text)
+    if len(parts) > 4:  # a model: identical gemms once, counted
+        counts: dict[str, int] = {}
+        for text in parts:
+            counts[text] = counts.get(text, 0) + 1
+        parts = [(f"{n}x " if n > 1 else "") + text for text, n in counts.items()]
     return f"{sig.kernels} kernel{'s' if sig.kernels != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
 
 
