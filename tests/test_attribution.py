@@ -225,3 +225,9 @@ def test_large_constants_are_found():
             "  ROOT %n = f32[128,64]{1,0} negate(%c)\n}\n")
     assert large_constants(text) == ["f32[128,64]"]
     assert large_constants(text, min_elements=10_000) == []
+    from harness.check import baked_in
+
+    shlo = '%0 = stablehlo.constant dense<"0x0000803F0000803F"> : tensor<128x64xf32>\n%k = stablehlo.constant dense<0> : tensor<2xui32>'
+    assert baked_in("", shlo) == ["1 large array(s) are constants baked into the program (f32[128,64])"]
+    assert "random numbers" in baked_in("", "%1 = call @_threefry_split(%0)")[0]
+    assert baked_in(text.replace("128,64", "2,2"), "") == []

@@ -124,7 +124,8 @@ def extract(text: str) -> Signature:
         launches.append(_kernel_label(module, instr, comp))
     block = _block_scaling(module, kernels, gemms)
     _attribute(text, module, kernels, gemms)
-    gemms.sort(key=lambda g: (g.target, g.operand_dtypes, g.output, str(g.dims)))
+    # (layer, pass) only break ties, so a model's gemms keep one order across versions; patterns have none
+    gemms.sort(key=lambda g: (g.target, g.operand_dtypes, g.output, str(g.dims), g.layer or "", g.pass_ or ""))
     return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block)
 
 
