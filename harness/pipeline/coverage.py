@@ -106,6 +106,13 @@ def layer_rows(sig: Signature) -> list[LayerRow]:
     return sorted(rows, key=lambda r: (r.layer, order.get(r.pass_, 9), r.engine, r.dtypes))
 
 
+def layers_text(sig: Signature | None) -> str:
+    """The per-layer table and the coverage line, for reports and issue bodies ('' for a bare pattern)."""
+    if not attributed(sig):
+        return ""
+    return "\n".join([*layer_table(sig), "", coverage(sig).line()])
+
+
 def layer_table(sig: Signature) -> list[str]:
     """The per-layer table as aligned text lines (header first); [] when no matmul carries a layer."""
     if not attributed(sig):

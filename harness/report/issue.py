@@ -246,6 +246,14 @@ def hlo_section(it: Item, model: Model) -> list[str]:
     return parts
 
 
+def layers_section(it: Item, model: Model) -> list[str]:
+    """Which layers run in FP8 (layer path and pass from the HLO metadata), and the coverage."""
+    from harness.pipeline.coverage import layers_text
+
+    text = layers_text(it.outcome.signature)
+    return ["### FP8 by layer", "", fence(text), ""] if text else []
+
+
 def diff_table(it: Item, model: Model) -> list[str]:
     diffs = it.outcome.diffs
     if not diffs:
@@ -270,7 +278,7 @@ def environment_section(it: Item, model: Model) -> list[str]:
             "`python -c \"import jax; jax.print_environment_info()\"` prints the same for a local install.", ""]
 
 
-SECTIONS = (reproducer_section, error_section, hlo_section, diff_table, versions_section, upstream_section,
+SECTIONS = (reproducer_section, error_section, hlo_section, diff_table, layers_section, versions_section, upstream_section,
             environment_section)
 
 

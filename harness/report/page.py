@@ -32,6 +32,7 @@ from harness.outcome import CODES, PASS
 from harness.pipeline.golden import atomic_write
 from harness.pipeline.results import Results
 from harness.report import changes as changes_mod
+from harness.pipeline.coverage import layers_text
 from harness.report.diffs import hlo_diff, show, signature_rows
 from harness.report.hlo_text import normalize_hlo
 from harness.report.issue import issue_markdown, markdown_for
@@ -172,6 +173,7 @@ def _payload(model: Model, pre: dict[int, dict], level: int) -> tuple[dict, list
             "known_issue": ki, "env": env_index[ekey],
             "baseline": {"i": it.baseline.idx, "jax": it.baseline.jax, "outcome": it.baseline.code.name} if it.baseline else None,
             "diff": strings.add(diff) if diff else None, "diff_note": strings.one(p["diff_note"]),
+            "layers": strings.add(layers_text(o.signature)) if layers_text(o.signature) else None,
             "markdown": strings.add(md), "title": md.splitlines()[0][2:] if md else None,
             # the change against the previous version with a signature, and a FAIL's verdict against the golden:
             # lines are [path, before, after, class, why], texts as string indices
