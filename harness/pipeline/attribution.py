@@ -43,7 +43,7 @@ _UNWRAP = re.compile(r"^(jvp|transpose|vmap|remat|checkpoint|pmap|xmap|custom_jv
                      r"linearize|partial_eval)\((.*)\)$")
 # Library code that is never "the user's line".
 _LIBRARY = re.compile(r"(site-packages|dist-packages)/(jax|jaxlib|flax|optax|qwix|chex|orbax|equinox)/|"
-                      r"/harness/(pipeline|api|export|check)\b|/harness/api\.py|^<frozen |^<string>$")
+                      r"/harness/(pipeline/|api\.py|export\.py|check\.py)|^<frozen |^<string>$")
 _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
 
 
