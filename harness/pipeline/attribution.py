@@ -262,6 +262,20 @@ def pair_passes(items: list[tuple[Attribution, MatmulSizes | None]]) -> list[Att
     return out
 
 
+def annotate(text: str, gemms: list, items: list[tuple[str | None, list[list[int]]]]) -> None:
+    """Set `layer`, `pass_`, `source` and `flops` on each gemm (a `signature.Gemm`, with its `dims`) from
+    (raw metadata, [lhs shape, rhs shape]) of its dot, in the same order."""
+    table, found = stack_table(text), []
+    for g, (metadata, shapes) in zip(gemms, items):
+        d = {k.replace("_dimensions", "").replace("_dims", ""): v for k, v in g.dims.items()}
+        sz = sizes(*shapes, *(d.get(k, []) for k in ("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch"))) \
+            if len(shapes) == 2 else None
+        g.flops = sz.flops if sz else None
+        found.append((attribute(metadata, table), sz))
+    for g, att in zip(gemms, pair_passes(found)):
+        g.layer, g.source, g.pass_ = att.layer, att.source, (att.pass_ if att.layer else None)
+
+
 # ------------------------------------------------------------------ matching layer patterns
 
 

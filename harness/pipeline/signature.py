@@ -47,11 +47,10 @@ class Gemm:
     dims: dict[str, list[int]] = field(default_factory=dict)
     fused_ops: list[str] = field(default_factory=list)  # pattern ops inside a gemm fusion
     inputs: list[str] = field(default_factory=list)  # dtypes of a gemm fusion's array inputs (what it loads)
-    # Where it comes from (harness/pipeline/attribution.py): compared where a golden states them.
+    # Where it comes from (attribution.py); layer and pass compared where a golden states them.
     layer: str | None = None  # layer path from the HLO metadata, e.g. "Decoder/mlp/Dense_0"
     pass_: str | None = None  # forward | backward | backward-input | backward-weight ("pass" in dicts)
-    # Annotations: in results and `check` JSON, never in goldens or signature comparisons.
-    source: str | None = field(default=None, compare=False)  # "model.py:42"
+    source: str | None = field(default=None, compare=False)  # "model.py:42": annotations, never in goldens
     flops: int | None = field(default=None, compare=False)  # 2*batch*m*n*k
 
     @property
@@ -86,11 +85,9 @@ class Signature:
         """The comparable dict (goldens, diffs); `annotations=True` adds each gemm's source and FLOPs (results, JSON)."""
         d = asdict(self)
         for g in d["gemms"]:
-            if "pass_" in g:
-                g["pass"] = g.pop("pass_")
-            if not annotations:
-                g.pop("source", None), g.pop("flops", None)
-            for key in [k for k, v in g.items() if v is None or v == [] or v == {}]:
+            g["pass"] = g.pop("pass_")
+            for key in [k for k, v in g.items() if v is None or v == [] or v == {}
+                        or (not annotations and k in ("source", "flops"))]:
                 del g[key]
         if d["block_scaled"] is None:
             del d["block_scaled"]
@@ -156,23 +153,15 @@ def kernels(text: str) -> list[Kernel]:
 
 
 def _attribute(text: str, module: hlo.Module, kernels: list, gemms: list[Gemm]) -> None:
-    """Each gemm's layer, pass, source line and FLOPs, from the metadata of its dot (harness/pipeline/attribution.py)."""
+    """Each gemm's layer, pass, source line and FLOPs from its dot's metadata (harness/pipeline/attribution.py)."""
     from harness.pipeline import attribution
 
-    table, items = attribution.stack_table(text), []
-    found = [(instr, comp) for instr, comp in kernels if _gemm(module, instr, comp) is not None]
-    for (instr, comp), g in zip(found, gemms):
-        dot, dot_comp = next(((i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS),
-                             (instr, comp)) if instr.opcode == "fusion" else (instr, comp)
-        att = attribution.attribute(dot.attr("metadata") or instr.attr("metadata"), table)
-        shapes = [hlo.shape_of(t) for _, t in _operand_types(module, dot_comp, dot)[:2]]
-        d = {k.replace("_dimensions", "").replace("_dims", ""): v for k, v in g.dims.items()}
-        sz = attribution.sizes(*shapes, *(d.get(k, []) for k in ("lhs_contracting", "rhs_contracting", "lhs_batch",
-                                                                   "rhs_batch"))) if len(shapes) == 2 else None
-        g.flops = sz.flops if sz else None
-        items.append((att, sz))
-    for g, att in zip(gemms, attribution.pair_passes(items)):
-        g.layer, g.source, g.pass_ = att.layer, att.source, (att.pass_ if att.layer else None)
+    found = [(k, c) for k, c in kernels if _gemm(module, k, c) is not None]
+    dots = [next(((i, ic) for i, ic in _inner_instructions(module, k) if i.opcode in _DOT_OPS), (k, c))
+            if k.opcode == "fusion" else (k, c) for k, c in found]
+    attribution.annotate(text, gemms, [(d.attr("metadata") or k.attr("metadata"),
+                                        [hlo.shape_of(t) for _, t in _operand_types(module, dc, d)[:2]])
+                                       for (k, _), (d, dc) in zip(found, dots)])
 
 
 def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> str:
