@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from harness.pipeline import hlo
+from harness.pipeline.collectives import Collective
+from harness.pipeline.collectives import extract as extract_collectives
 
 # Ops that launch no kernel of their own.
 _NO_KERNEL = {
@@ -75,9 +77,13 @@ class Signature:
     gemms: list[Gemm]
     unfused: list[str]  # pattern ops left in non-gemm kernels
     block_scaled: BlockScaling | None = None
+    collectives: list[Collective] = field(default_factory=list)  # sharded compiles only (pipeline/collectives.py)
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["collectives"] = [c.to_dict() for c in self.collectives]
+        if not d["collectives"]:
+            del d["collectives"]
         for g in d["gemms"]:
             for key in [k for k, v in g.items() if v is None or v == [] or v == {}]:
                 del g[key]
@@ -89,7 +95,8 @@ class Signature:
     def from_dict(cls, d: dict) -> "Signature":
         gemms = [Gemm(**g) for g in d.get("gemms", [])]
         block = BlockScaling(**d["block_scaled"]) if d.get("block_scaled") else None
-        return cls(d["kernels"], list(d.get("launches", [])), gemms, list(d.get("unfused", [])), block)
+        collectives = [Collective.from_dict(c) for c in d.get("collectives", [])]
+        return cls(d["kernels"], list(d.get("launches", [])), gemms, list(d.get("unfused", [])), block, collectives)
 
     @property
     def fp8_gemms(self) -> int:
@@ -113,7 +120,7 @@ def extract(text: str) -> Signature:
         launches.append(_kernel_label(module, instr, comp))
     block = _block_scaling(module, kernels, gemms)
     gemms.sort(key=lambda g: (g.target, g.operand_dtypes, g.output, str(g.dims)))
-    return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block)
+    return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block, extract_collectives(module))
 
 
 @dataclass(frozen=True)
