@@ -201,6 +201,10 @@ def _print_result(res: CheckResult, report, label: str) -> None:
         for i, g in enumerate(sig["gemms"]):
             print(f"    [{i}] " + yaml.safe_dump(g, default_flow_style=True, width=10_000, sort_keys=False).strip())
         print(f"  unfused: {', '.join(sig['unfused']) or '(none)'}")
+        if report.signature.collectives:
+            print(f"  collectives: {len(report.signature.collectives)}")
+            for c in report.signature.collectives:
+                print(f"    {c.text()}")
     sys.stdout.flush()
 
 

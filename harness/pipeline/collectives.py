@@ -67,6 +67,16 @@ class Collective:
         return f"{self.op} {self.shape} {size_text(self.bytes)} {self.groups}{loop}{where}"
 
 
+def summary(collectives: list[Collective]) -> str:
+    """`all-gather f8e4m3fn 1.0 MiB, 8x collective-permute bf16 512.0 KiB (windowed-einsum)`: one entry per kind."""
+    counts: dict[tuple, int] = {}
+    for c in collectives:
+        key = (c.op, c.dtype, c.bytes, c.loop)
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{f'{n}x ' if n > 1 else ''}{op} {dtype} {size_text(size)}{f' ({loop})' if loop else ''}"
+                     for (op, dtype, size, loop), n in counts.items())
+
+
 def size_text(n: int) -> str:
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
@@ -153,7 +163,7 @@ def layer_of(op_name: str) -> str:
             if not m:
                 break
             inner = m.group(2) if m.group(1) in _TRANSFORMS else ""
-        if inner and "->" not in inner and i < len(parts) - 1:  # the last part is the primitive
+        if inner and "->" not in inner and inner != "call_exported" and i < len(parts) - 1:  # the last part: the primitive
             out.append(inner)
     return "/".join(out)
 

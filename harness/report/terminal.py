@@ -22,6 +22,10 @@ def gemm_summary(sig: Signature | None) -> str:
         if g.amax:
             text += " +amax"
         parts.append(text)
+    if sig.collectives:  # a sharded compile (harness/pipeline/collectives.py)
+        from harness.pipeline.collectives import summary
+
+        parts.append("collectives: " + summary(sig.collectives))
     return f"{sig.kernels} kernel{'s' if sig.kernels != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
 
 
