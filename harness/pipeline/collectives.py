@@ -10,7 +10,7 @@ all-reduce, all-to-all and collective-permute — synchronous, `*-start`/`*-done
   of the same weight moves half the bytes of a bf16 one);
 - `groups`: the replica groups, summarised as `GROUPSxDEVICES` (`1x8`: one group of all 8
   devices; `2x4`), or `N pairs` for a collective-permute;
-- `asynchronous`: scheduled as a start/done pair (overlapping compute);
+- `asynchronous`: a start/done pair (or an async wrapper) not marked `is_sync`: it can overlap compute;
 - `layer`: the named scopes around the op that made it (`metadata op_name` without the
   jit/transform wrappers and the primitive), '' when the function names none;
 - `loop`: `windowed-einsum` when it sits in a while loop whose body also runs a gemm (XLA's
@@ -183,6 +183,14 @@ def _split_path(op_name: str, sep: str = "/") -> list[str]:
     return out
 
 
+def _is_sync(instr: hlo.Instruction | None) -> bool:
+    """XLA marks a collective it scheduled as a start/done pair but runs synchronously with `is_sync: true`."""
+    if instr is None:
+        return False
+    cfg = instr.backend_config
+    return bool((cfg.get("collective_backend_config") or cfg).get("is_sync"))
+
+
 def _op_name(instr: hlo.Instruction) -> str:
     meta = instr.attr("metadata") or ""
     m = re.search(r'op_name="((?:[^"\\]|\\.)*)"', meta)
@@ -236,7 +244,8 @@ def extract(module: hlo.Module) -> list[Collective]:
             in_loop = comp.name in loop_bodies or (caller is not None and _in(module, caller, loop_bodies))
             out.append(Collective(
                 op=op, dtype=hlo.dtype_of(main), shape=_shape_text(main), bytes=max(read, wrote),
-                groups=groups_of(instr), asynchronous=start or caller is not None,
+                groups=groups_of(instr),
+                asynchronous=(start or caller is not None) and not (_is_sync(instr) or _is_sync(caller)),
                 layer=layer_of(_op_name(instr) or (_op_name(caller) if caller is not None else "")),
                 loop="windowed-einsum" if in_loop else "",
             ))

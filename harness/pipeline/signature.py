@@ -20,6 +20,9 @@ _NO_KERNEL = {
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
     "partition-id", "replica-id", "add-dependency", "opt-barrier", "domain",
 }
+# A collective's `*-done` only waits for its `*-start`: one launch, labelled without `-start` (collectives.py).
+_COLLECTIVE_DONE = {op + "-done" for op in ("all-gather", "all-reduce", "collective-permute", "all-to-all",
+                                            "reduce-scatter")}
 # Wrappers whose called computations hold the real kernels (command buffers, async).
 _WRAPPERS = {"call", "async-start", "async-update", "async-done", "while", "conditional"}
 # The ops of an FP8 matmul pattern worth naming when they stay outside a gemm.
@@ -160,6 +163,8 @@ def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computat
         label = f"fusion {instr.fusion_kind or '?'}" + (f" {backend}" if backend else "")
     elif instr.opcode == "custom-call":
         label = f"custom-call {instr.custom_call_target}"
+    elif instr.opcode.endswith("-start") and instr.opcode[:-6] + "-done" in _COLLECTIVE_DONE:
+        label = instr.opcode[:-6]
     else:
         label = instr.opcode
     return label + (f" [{', '.join(ops)}]" if ops else "")
@@ -256,7 +261,7 @@ def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> Bloc
 
 def _collect_kernels(module: hlo.Module, comp: hlo.Computation, out: list, depth: int) -> None:
     for instr in comp.instructions:
-        if instr.opcode in _NO_KERNEL:
+        if instr.opcode in _NO_KERNEL or instr.opcode in _COLLECTIVE_DONE:
             continue
         if instr.opcode in _WRAPPERS and depth < 8:
             for name in instr.called:
