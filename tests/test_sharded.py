@@ -266,3 +266,43 @@ def test_a_start_done_pair_is_one_launch_and_is_sync_is_not_asynchronous():
     sync = START_DONE.replace("dimensions={0},", 'dimensions={0}, backend_config={"collective_backend_config":{"is_sync":true}},')
     (c,) = extract(sync).collectives
     assert c.asynchronous is False
+
+
+WINDOWED = """\
+HloModule m
+
+%body (p: (bf16[64,128], bf16[128,64], u32[])) -> (bf16[64,128], bf16[128,64], u32[]) {
+  %p = (bf16[64,128]{1,0}, bf16[128,64]{1,0}, u32[]) parameter(0)
+  %x = bf16[64,128]{1,0} get-tuple-element(%p), index=0
+  %w = bf16[128,64]{1,0} get-tuple-element(%p), index=1
+  %i = u32[] get-tuple-element(%p), index=2
+  %cps = (bf16[64,128]{1,0}, bf16[64,128]{1,0}) collective-permute-start(%x), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}, metadata={op_name="jit(f)/ag_matmul/dot_general"}
+  %g = (bf16[64,64]{1,0}, s8[1024]{0}) custom-call(%x, %w), custom_call_target="__cublas$gemm"
+  %cpd = bf16[64,128]{1,0} collective-permute-done(%cps)
+  ROOT %t = (bf16[64,128]{1,0}, bf16[128,64]{1,0}, u32[]) tuple(%cpd, %w, %i)
+}
+
+%cond (p: (bf16[64,128], bf16[128,64], u32[])) -> pred[] {
+  %p = (bf16[64,128]{1,0}, bf16[128,64]{1,0}, u32[]) parameter(0)
+  ROOT %c = pred[] constant(false)
+}
+
+ENTRY %main (a: bf16[64,128], b: bf16[128,64]) -> (bf16[64,128], bf16[128,64], u32[]) {
+  %a = bf16[64,128]{1,0} parameter(0)
+  %b = bf16[128,64]{1,0} parameter(1)
+  %z = u32[] constant(0)
+  %t = (bf16[64,128]{1,0}, bf16[128,64]{1,0}, u32[]) tuple(%a, %b, %z)
+  ROOT %loop = (bf16[64,128]{1,0}, bf16[128,64]{1,0}, u32[]) while(%t), condition=%cond, body=%body
+}
+"""
+
+
+def test_a_collective_in_a_loop_with_a_gemm_is_a_windowed_einsum():
+    sig = extract(WINDOWED)
+    (c,) = sig.collectives
+    assert (c.op, c.groups, c.loop, c.layer) == ("collective-permute", "4 pairs", "windowed-einsum", "ag_matmul")
+    assert c.bytes == 64 * 128 * 2
+    assert [g.target for g in sig.gemms] == ["__cublas$gemm"]
+    # the same collective outside any loop
+    (plain,) = [x for x in extract(SYNC).collectives if x.op == "collective-permute"]
+    assert plain.loop == ""
