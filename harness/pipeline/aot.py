@@ -6,7 +6,9 @@ repro compiles exactly the way fp8-check does.
 
 Deviceless compilation ("deviceless"): JAX's compile-only topology API builds a
 device from a GpuTargetConfig text proto, and XLA compiles for it on a machine
-without a GPU. `prepare_environment` must run before `import jax`.
+without a GPU. `prepare_environment` must run before `import jax`. A multi-device target
+(`h100x8`) states its topology in its config text (`topology_of`); its compile-only devices
+then form the mesh a sharded case asks for (`make_mesh`, `shardings`).
 """
 
 import glob

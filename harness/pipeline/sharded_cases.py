@@ -9,6 +9,7 @@ A `kind: python` case becomes sharded with
       - {name: w, shape: [512, 1024], dtype: bfloat16, sharding: [null, tp]}
       - {name: s, shape: [], dtype: float32}                 # no sharding: replicated
     out_shardings: [[fsdp, tp]]                  # optional: one spec for every output, or one per output
+    xla_options: {xla_gpu_threshold_for_windowed_einsum_mib: 0}   # optional, any python case: XLA flags
 
 A spec has one entry per leading dimension: an axis name, a list of axis names (that
 dimension split over several axes), or null (not split). The compile worker builds the
