@@ -236,7 +236,7 @@ def _args(path, line, cid, value):
     for i, item in enumerate(value):
         fld = f"args[{i}]"
         if not isinstance(item, dict) or not {"name", "shape", "dtype"} <= set(item) <= {"name", "shape", "dtype", "sharding"}:
-            raise CaseError(path, line, cid, fld, f"expected a mapping with name, shape, dtype (and optional sharding); got {item!r}")
+            raise CaseError(path, line, cid, fld, f"expected a mapping with exactly name, shape, dtype (and optionally sharding); got {item!r}")
         name = _str(path, line, cid, f"{fld}.name", item["name"])
         if not name.isidentifier():
             raise CaseError(path, line, cid, f"{fld}.name", f"not a Python identifier: {name!r}")
