@@ -306,3 +306,27 @@ def test_a_collective_in_a_loop_with_a_gemm_is_a_windowed_einsum():
     # the same collective outside any loop
     (plain,) = [x for x in extract(SYNC).collectives if x.op == "collective-permute"]
     assert plain.loop == ""
+
+
+def test_replica_groups_as_device_ids():
+    assert collectives.device_groups("replica_groups=[2,4]<=[4,2]T(1,0), x=1") == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert collectives.device_groups("replica_groups=mesh['fsdp'=4,'tp'=2] {'fsdp'}") == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert collectives.device_groups("replica_groups=mesh['fsdp'=4,'tp'=2] {'tp'}") == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert collectives.device_groups("replica_groups={{0,1},{2,3}}") == [[0, 1], [2, 3]]
+    assert collectives.device_groups("replica_groups={}") is None
+
+
+def test_a_group_across_hosts_is_priced_over_the_network():
+    """h100x2x4: a collective among GPUs of one host runs over NVLink, one across the two hosts over the NICs."""
+    from harness.pipeline import cost
+
+    one_host, two_hosts = cost.hardware("h100x8"), cost.hardware("h100x2x4")
+    assert (one_host.per_host, two_hosts.per_host) == (0, 4) and two_hosts.network < two_hosts.link
+    within = "replica_groups={{0,1,2,3},{4,5,6,7}}"
+    across = "replica_groups=[2,4]<=[4,2]T(1,0)"  # {0,2,4,6}: GPUs 0 and 2 on host 0, 4 and 6 on host 1
+    assert cost.link_for(within, two_hosts) == two_hosts.link == one_host.link
+    assert cost.link_for(across, two_hosts) == two_hosts.network and cost.link_for(across, one_host) == one_host.link
+    assert cost.group_size(across) == 4 and cost.group_size("source_target_pairs={{0,1},{1,2}}") == 2
+    module = hlo.parse(SYNC)
+    rs = next(i for i in module.entry.instructions if i.opcode == "reduce-scatter")
+    assert collectives.groups_of(rs) == "2x4"

@@ -119,8 +119,7 @@ class Case:
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
     requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
     price_at: Shape | None = None  # production shapes the cost estimate is priced at (compiled a second time)
-    # sharded (kind: python; harness/pipeline/sharded_cases.py): mesh, a spec per arg, output specs, XLA flags
-    mesh: tuple[tuple[str, int], ...] = ()
+    mesh: tuple[tuple[str, int], ...] = ()  # sharded (kind: python; see pipeline/sharded_cases.py): mesh, specs, XLA flags
     shardings: tuple[tuple, ...] = ()
     out_shardings: tuple[tuple, ...] | None = None
     xla_options: tuple[tuple[str, object], ...] = ()
@@ -253,8 +252,7 @@ PATTERN_KEYS = (
     "input_scales", "scale_dtype", "output_scale", "clamp", "out_dtype", "epilogue",
     "bias_dtype", "amax", "requantize", "profiles", "targets", "known_issues", "filecheck", "price_at",
 )
-PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck",
-               "mesh", "out_shardings", "xla_options")
+PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options")
 
 
 def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:

@@ -22,6 +22,8 @@ signatures is a separate stage (issue #23); when it lands, this should use it.
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from dataclasses import asdict, dataclass
 
@@ -112,34 +114,54 @@ def _shape_text(type_text: str) -> str:
     return type_text.split("{", 1)[0].strip()
 
 
-def groups_of(instr: hlo.Instruction) -> str:
-    """The replica groups summarised as GROUPSxDEVICES (or `N pairs`), from any of XLA's printed forms."""
-    pairs = instr.attr("source_target_pairs")
-    if pairs is not None:
-        return f"{len(re.findall(r'\{\s*\d+\s*,\s*\d+\s*\}', pairs))} pairs"
-    at = re.search(r"(?:^|[\s,])replica_groups=", instr.attrs)
+def device_groups(attrs: str) -> list[list[int]] | None:
+    """The device ids of each replica group (`source_target_pairs`: each pair), from any of XLA's printed forms:
+    `{{0,1},{2,3}}`, the iota form `[2,4]<=[4,2]T(1,0)`, the mesh form `mesh['a'=2,'b'=4] {'b'}` (ids in mesh
+    order). None: no groups stated (`{}`: all devices) or a form this does not read."""
+    at = re.search(r"(?:^|[\s,])(replica_groups|source_target_pairs)=", attrs)
     if at is None:
-        return "all"
-    rest = instr.attrs[at.end():]
-    m = re.match(r"\[(\d+),(\d+)\]<=", rest)  # iota form: [groups,size]<=[...]
+        return None
+    rest = attrs[at.end():]
+    m = re.match(r"\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", rest)
     if m:
-        return f"{m.group(1)}x{m.group(2)}"
-    m = re.match(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}", rest)  # mesh['a'=2,'b'=4] {'b'}: groups over the listed axes
+        groups, size = int(m.group(1)), int(m.group(2))
+        dims = [int(d) for d in m.group(3).split(",")]
+        perm = [int(x) for x in m.group(4).split(",")] if m.group(4) else list(range(len(dims)))
+        ids = _iota(dims, perm)
+        return [ids[i * size:(i + 1) * size] for i in range(groups)] if len(ids) == groups * size else None
+    m = re.match(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}", rest)
     if m:
-        sizes = {k: int(v) for k, v in re.findall(r"'(\w+)'\s*=\s*(\d+)", m.group(1))}
-        size = 1
-        for axis in re.findall(r"'(\w+)'", m.group(2)):
-            size *= sizes.get(axis, 1)
-        total = 1
-        for v in sizes.values():
-            total *= v
-        return f"{total // size}x{size}"
+        axes = [(k, int(v)) for k, v in re.findall(r"'(\w+)'\s*=\s*(\d+)", m.group(1))]
+        listed = set(re.findall(r"'(\w+)'", m.group(2)))
+        names = [k for k, _ in axes]
+        # group by the coordinates of the axes not listed; mesh order is row-major over the axes
+        perm = [i for i, k in enumerate(names) if k not in listed] + [i for i, k in enumerate(names) if k in listed]
+        size = math.prod(v for k, v in axes if k in listed)
+        ids = _iota([v for _, v in axes], perm)
+        return [ids[i:i + size] for i in range(0, len(ids), size)] if size else None
     if not rest.startswith("{"):
-        return "?"
-    groups = [g for g in re.findall(r"\{([\d,\s]*)\}", rest[: hlo.match_bracket(rest, 0) + 1]) if g.strip()]
-    if not groups:
+        return None
+    groups = [[int(x) for x in g.split(",") if x.strip()]
+              for g in re.findall(r"\{([\d,\s]*)\}", rest[: hlo.match_bracket(rest, 0) + 1])]
+    groups = [g for g in groups if g]
+    return groups or None
+
+
+def _iota(dims: list[int], perm: list[int]) -> list[int]:
+    """iota(prod(dims)) reshaped to `dims`, transposed by `perm`, flattened (XLA's iota replica groups)."""
+    strides = [math.prod(dims[i + 1:]) for i in range(len(dims))]
+    return [sum(c * strides[p] for c, p in zip(coords, perm))
+            for coords in itertools.product(*(range(dims[p]) for p in perm))]
+
+
+def groups_of(instr: hlo.Instruction) -> str:
+    """The replica groups summarised as GROUPSxDEVICES (or `N pairs`)."""
+    groups = device_groups(instr.attrs)
+    if instr.attr("source_target_pairs") is not None:
+        return f"{len(groups or [])} pairs"
+    if instr.attr("replica_groups") is None or groups is None:
         return "all"
-    return f"{len(groups)}x{len(groups[0].split(','))}"
+    return f"{len(groups)}x{len(groups[0])}"
 
 
 def layer_of(op_name: str) -> str:
