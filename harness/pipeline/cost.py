@@ -384,7 +384,25 @@ def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: H
         own = batch * (m * kk * DTYPE_BYTES.get(k.dtypes[0], 4) + kk * n * DTYPE_BYTES.get(k.dtypes[1], 4)
                        + m * n * DTYPE_BYTES.get(k.dtypes[2], 4))
         base[at] = price_gemm(batch, m, n, kk, a, b, out, hw, max(0.0, k.bytes - own), k.label)
+    _reprice_collectives(expected, sig, base, hw)
     return CostDelta(math.fsum(k.us for k in base), est.total_us, est.hardware, "golden", est.shape)
+
+
+def _reprice_collectives(expected: dict, sig: sigmod.Signature, base: list[KernelCost], hw: Hardware) -> None:
+    """A collective the golden states with other bytes (an FP8 all-gather where bf16 is found): its link time
+    scaled by the bytes the golden says it moves (the time over the link is proportional to them)."""
+    used: set[int] = set()
+    for i, ec in enumerate(expected.get("collectives") or []):
+        if not isinstance(ec, dict) or i >= len(sig.collectives) or ec.get("op") != sig.collectives[i].op:
+            continue
+        want, have = ec.get("bytes"), sig.collectives[i].bytes
+        at = next((j for j, k in enumerate(base) if j not in used and k.label == sig.collectives[i].op), None)
+        if at is None or not isinstance(want, (int, float)) or not have or want == have:
+            continue
+        used.add(at)
+        k = base[at]
+        link_us = max(0.0, k.us - hw.launch_us) * want / have
+        base[at] = KernelCost(k.label, link_us + hw.launch_us, k.flops, k.bytes * want / have, k.bound, k.gemm, k.dtypes)
 
 
 def _baseline_kernels(expected: dict, est: Estimate) -> list[KernelCost]:
