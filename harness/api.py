@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.export import export_callable
+from harness.export import export_callable, sharding_of
 from harness.pipeline import golden
 from harness.pipeline.golden import FieldDiff
 from harness.pipeline.signature import FP8_TYPES, Signature, extract
@@ -184,11 +184,20 @@ class Checker:
         p = _profile(profile)
         if self.mode == "deviceless" and not p.deviceless:
             raise ValueError(f"profile '{p.name}' autotunes and needs a real GPU; use 'cublas' or 'triton' deviceless")
+        sharding = sharding_of(args, kwargs)
+        if sharding is not None:
+            devices = 1
+            for _, size in sharding["mesh"]:
+                devices *= size
+            if devices != t.devices:
+                raise ValueError(f"target: the inputs are sharded over a mesh of {devices} devices "
+                                 f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
+                                 f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
         data = export_callable(fn, args, kwargs)
         with self._lock:
             env = self.environment()
             self._check_canary(t)
-            comp = self.compiler.compile_exported(name or _name_of(fn), data, t, p)
+            comp = self.compiler.compile_exported(name or _name_of(fn), data, t, p, sharding=sharding)
         label = name or _name_of(fn)
         if not comp.ok:
             raise RuntimeError(f"{label} did not compile for {t.name}/{p.name} ({self.mode}): {comp.error}")

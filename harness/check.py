@@ -260,6 +260,10 @@ def _print_result(res: CheckResult, report, label: str) -> None:
             for row in layer_table(report.signature):
                 print(f"    {row}")
         print(f"  {coverage(report.signature).line()}")
+        if report.signature.collectives:
+            print(f"  collectives: {len(report.signature.collectives)}")
+            for c in report.signature.collectives:
+                print(f"    {c.text()}")
     sys.stdout.flush()
 
 

@@ -52,7 +52,10 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
 
     leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
     traced = [i for i, leaf in enumerate(leaves) if _is_array(leaf)]
-    specs = [jax.ShapeDtypeStruct(tuple(leaves[i].shape), leaves[i].dtype) for i in traced]
+    # A NamedSharding (over an AbstractMesh: no devices here) is kept: the export is then sharded, and the
+    # worker compiles it over the target's devices (`sharding_of` says how).
+    specs = [jax.ShapeDtypeStruct(tuple(leaves[i].shape), leaves[i].dtype,
+                                  **({"sharding": leaves[i].sharding} if _named(leaves[i]) else {})) for i in traced]
     # Non-array leaves (Python bools, numbers, strings: `training=False`, `mode="fp8"`) are static,
     # baked into the traced function as with functools.partial; only the arrays become inputs.
     static = [None if i in set(traced) else leaf for i, leaf in enumerate(leaves)]
@@ -68,3 +71,34 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
 
     exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)
     return bytes(exported.serialize())
+
+
+def _named(leaf: Any) -> bool:
+    sharding = getattr(leaf, "sharding", None)
+    return type(sharding).__name__ == "NamedSharding"
+
+
+def sharding_of(args: tuple, kwargs: dict) -> dict | None:
+    """The mesh and per-input partition specs of the traced inputs (None when none carries a NamedSharding).
+
+    `{"mesh": [[axis, size], ...], "in_specs": [[entry, ...], ...]}`, as JSON: an entry is an axis name,
+    a list of axis names, or None; an input without a NamedSharding is replicated ([]). Raises
+    ValueError when the inputs name different meshes.
+    """
+    import jax
+
+    leaves = [leaf for leaf in jax.tree_util.tree_leaves((tuple(args), dict(kwargs))) if _is_array(leaf)]
+    named = [leaf.sharding for leaf in leaves if _named(leaf)]
+    if not named:
+        return None
+    meshes = {tuple(dict(s.mesh.shape).items()) for s in named}
+    if len(meshes) > 1:
+        raise ValueError(f"the inputs' shardings use different meshes: {sorted(meshes)}")
+    mesh = [[name, int(size)] for name, size in meshes.pop()]
+
+    def spec(leaf: Any) -> list:
+        if not _named(leaf):
+            return []
+        return [list(e) if isinstance(e, tuple) else e for e in leaf.sharding.spec]
+
+    return {"mesh": mesh, "in_specs": [spec(leaf) for leaf in leaves]}

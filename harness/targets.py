@@ -56,6 +56,15 @@ class Target:
     # Write the version fields as for this JAX version instead of the installed one (tests
     # use it to show what an ignored field does; None: the installed version, always in runs).
     write_for_jax: str | None = None
+    # Slices x hosts x GPUs per host (JAX's topology string); multi-device targets (`h100x8`, `h100x2x4`)
+    # state it in one comment line of `config_text` too (harness/pipeline/aot.py reads it from there).
+    topology: str = "1x1x1"
+
+    @property
+    def devices(self) -> int:
+        from harness.pipeline.aot import device_count
+
+        return device_count(self.topology)
 
     @property
     def fp8_capable(self) -> bool:
@@ -102,18 +111,54 @@ PROFILES: dict[str, Profile] = {
 
 
 def target_names() -> tuple[str, ...]:
+    """The shipped GPU specs (one GPU each)."""
     return tuple(sorted(p.stem for p in TARGET_DIR.glob("*.txtpb")))
+
+
+# Multi-device targets: a shipped GPU spec and a topology. `<gpu>x<N>` is one host with N GPUs,
+# `<gpu>x<H>x<N>` H hosts with N GPUs each; these are the ones the case library and goldens use.
+MULTI_DEVICE_TARGETS = ("h100x8", "h100x2x4", "b200x4")
+_MULTI = re.compile(r"^([a-z][a-z0-9]*?\d)x(\d+)(?:x(\d+))?$")
+
+
+def all_target_names() -> tuple[str, ...]:
+    """What `--target` and a case's `targets:` accept by name: the GPU specs and the multi-device targets."""
+    return target_names() + MULTI_DEVICE_TARGETS
+
+
+def _multi_device(name: str) -> Target | None:
+    """`h100x8` / `h100x2x4`: the GPU spec `h100` on a topology of 1 host x 8 / 2 hosts x 4 GPUs."""
+    from dataclasses import replace
+
+    from harness.pipeline.aot import TOPOLOGY_LINE
+
+    m = _MULTI.fullmatch(name)
+    if not m or not (TARGET_DIR / f"{m.group(1)}.txtpb").is_file():
+        return None
+    hosts, per_host = (int(m.group(2)), int(m.group(3))) if m.group(3) else (1, int(m.group(2)))
+    if not 1 <= hosts <= 64 or not 1 <= per_host <= 64 or hosts * per_host < 2:
+        return None
+    base = load_target(m.group(1))
+    topology = f"1x{hosts}x{per_host}"
+    where = f"{hosts} hosts x {per_host} GPUs" if hosts > 1 else f"{per_host} GPUs"
+    return replace(base, name=name, topology=topology, description=f"{where}, each {base.description}",
+                   config_text=f"{TOPOLOGY_LINE} {topology}\n{base.config_text}")
 
 
 @cache
 def load_target(name: str) -> Target:
-    """A shipped target by name, or a GpuTargetConfig text proto given by path (`*.txtpb`)."""
+    """A shipped target by name (a GPU spec, or a multi-device target such as `h100x8`), or a
+    GpuTargetConfig text proto given by path (`*.txtpb`)."""
+    multi = None if name.endswith(".txtpb") else _multi_device(name)
+    if multi is not None:
+        return multi
     path = TARGET_DIR / f"{name}.txtpb"
     if name.endswith(".txtpb"):
         path = Path(name)
         name = path.stem
     if not path.is_file():
-        raise KeyError(f"unknown target '{name}'; allowed: {', '.join(target_names())}, or a path to a *.txtpb spec")
+        raise KeyError(f"unknown target '{name}'; allowed: {', '.join(target_names())}, a multi-device target "
+                       f"GPUxN or GPUxHOSTSxN ({', '.join(MULTI_DEVICE_TARGETS)}), or a path to a *.txtpb spec")
     try:
         return parse_target(name, path.read_text(), where=str(path))
     except ValueError as exc:

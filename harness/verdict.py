@@ -29,6 +29,7 @@ The rules, each grounded in what costs time on the GPU (README "Verdicts"):
 | `gemms[i].fused_ops` | a pattern op no longer inside the gemm fusion | an op fused in |
 | `gemms[i].inputs` | the gemm fusion loads fewer FP8 arrays (dequantized outside) | more |
 | `numerics`, `filecheck` | always (wrong numbers, violated pattern) | — |
+| `collectives…` (sharded) | see harness/collective_rules.py: an FP8 collective moving a wider type, more bytes | the reverse |
 
 Neutral: a renamed target within one family (`__triton_gemm` ->
 `__triton_nested_gemm_fusion`, `__cublas$gemm` -> `__cublas$lt$matmul`), `dims`,
@@ -44,6 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from harness.collective_rules import collective_field, is_collective_path
 from harness.pipeline.cost import CostDelta
 from harness.pipeline.signature import Signature
 from harness.verdict_rules import (CLASSES, IMPROVEMENT, LINE_CLASSES, MISSING, MIXED, NEUTRAL, REGRESSION,  # noqa: F401
@@ -230,6 +232,8 @@ def classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict)
         return [line(c, w) for c, w in _launches(_list(before), _list(after))]
     if path == "unfused":
         return [line(c, w) for c, w in _unfused(_list(before), _list(after))]
+    if is_collective_path(path):
+        return [line(c, w) for c, w in collective_field(path, before, after)]
     m = _GEMM_FIELD.match(path)
     if m:
         i, key, sub = int(m.group(1)), m.group(2), m.group(3)

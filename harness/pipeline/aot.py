@@ -6,7 +6,9 @@ repro compiles exactly the way fp8-check does.
 
 Deviceless compilation ("deviceless"): JAX's compile-only topology API builds a
 device from a GpuTargetConfig text proto, and XLA compiles for it on a machine
-without a GPU. `prepare_environment` must run before `import jax`.
+without a GPU. `prepare_environment` must run before `import jax`. A multi-device target
+(`h100x8`) states its topology in its config text (`topology_of`); its compile-only devices
+then form the mesh a sharded case asks for (`make_mesh`, `shardings`).
 """
 
 import glob
@@ -29,38 +31,121 @@ def prepare_environment(mode, dump_dir):
     os.environ["XLA_FLAGS"] = (flags + " --xla_dump_to=" + dump_dir + " --xla_dump_hlo_as_text").strip()
 
 
+# A multi-device target (harness/targets.py: `h100x8`, `h100x2x4`) states its topology in one
+# comment line of its GpuTargetConfig text, which the text-proto parser ignores:
+#   # fp8-check topology: 1x1x8      (slices x hosts x devices per host)
+TOPOLOGY_LINE = "# fp8-check topology:"
+
+
+def topology_of(target_config):
+    """The topology a target config states ('1x1x1' when it states none)."""
+    for line in (target_config or "").splitlines():
+        if line.startswith(TOPOLOGY_LINE):
+            return line[len(TOPOLOGY_LINE):].strip() or "1x1x1"
+    return "1x1x1"
+
+
+def device_count(topology):
+    count = 1
+    for part in topology.split("x"):
+        count *= int(part)
+    return count
+
+
 def compile_device(mode, target_config):
-    """The device to compile for: a compile-only device built from `target_config`, or the local GPU."""
+    """What to compile for: one device (a compile-only device built from `target_config`, or the local
+    GPU), or, for a multi-device topology, a tuple of them."""
     import jax
 
+    topology = topology_of(target_config)
+    count = device_count(topology)
     if mode == "device":
-        return jax.devices("gpu")[0]
+        gpus = jax.devices("gpu")
+        if len(gpus) < count:
+            raise RuntimeError("the target's topology %s needs %d GPUs; this machine has %d" % (topology, count, len(gpus)))
+        return gpus[0] if count == 1 else tuple(gpus[:count])
     from jax.experimental import topologies
 
-    topology = topologies.get_topology_desc(platform="cuda", target_config=target_config, topology="1x1x1")
-    return topology.devices[0]
+    topo = topologies.get_topology_desc(platform="cuda", target_config=target_config, topology=topology)
+    return topo.devices[0] if count == 1 else tuple(topo.devices)
 
 
-def compile_for(fn, args, device, compiler_options, dump_dir):
-    """Lower and compile `fn` for `device`.
+def make_mesh(devices, mesh):
+    """A jax.sharding.Mesh of `devices` shaped by `mesh` ([(axis, size), ...])."""
+    import numpy as np
+    from jax.sharding import Mesh
 
-    `args` is a list of (name, shape, dtype-name). Returns a dict with the
-    StableHLO, the optimized HLO text, the compile time in seconds and the
+    devices = list(devices) if isinstance(devices, (list, tuple)) else [devices]
+    names = tuple(name for name, _ in mesh)
+    sizes = tuple(int(size) for _, size in mesh)
+    count = 1
+    for size in sizes:
+        count *= size
+    if count != len(devices):
+        raise ValueError("the mesh %s has %d devices; the target has %d" % (dict(mesh), count, len(devices)))
+    return Mesh(np.array(devices, dtype=object).reshape(sizes), names)
+
+
+def shardings(concrete, specs):
+    """NamedShardings over the mesh `concrete`, one per spec: a list whose items are an axis name, a list of
+    axis names, or None (one per dimension; [] replicates)."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    def one(spec):
+        parts = [tuple(p) if isinstance(p, (list, tuple)) else p for p in (spec or [])]
+        return NamedSharding(concrete, PartitionSpec(*parts))
+
+    return [one(spec) for spec in specs]
+
+
+def mesh_context(concrete):
+    """Make `concrete` the context mesh while tracing (with_sharding_constraint with bare PartitionSpecs)."""
+    import contextlib
+
+    import jax
+
+    setter = getattr(jax, "set_mesh", None) or getattr(jax.sharding, "use_mesh", None)
+    if setter is not None:
+        return setter(concrete)
+    return concrete if hasattr(concrete, "__enter__") else contextlib.nullcontext()
+
+
+def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_specs=None):
+    """Lower and compile `fn` for `device` (one device, or a tuple of them for a multi-device target).
+
+    `args` is a list of (name, shape, dtype-name) or, for a sharded case, (name, shape, dtype-name,
+    partition spec) over `mesh` ([(axis, size), ...]); `out_specs`, optional, the outputs' partition
+    specs (one spec: every output). Without a mesh everything sits on the first device.
+    Returns a dict with the StableHLO, the optimized HLO text, the compile time in seconds and the
     compiled executable.
     """
     import jax
     import jax.numpy as jnp
     from jax.sharding import SingleDeviceSharding
 
-    sharding = SingleDeviceSharding(device)
-    specs = [jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype), sharding=sharding) for _, shape, dtype in args]
+    import contextlib
+
+    first = device[0] if isinstance(device, (list, tuple)) else device
+    jit_options = {}
+    context = contextlib.nullcontext()
+    if mesh:
+        concrete = make_mesh(device, mesh)
+        context = mesh_context(concrete)
+        in_shardings = shardings(concrete, [a[3] if len(a) > 3 else [] for a in args])
+        if out_specs is not None:
+            outs = shardings(concrete, out_specs)
+            jit_options["out_shardings"] = outs[0] if len(outs) == 1 else tuple(outs)
+    else:
+        in_shardings = [SingleDeviceSharding(first)] * len(args)
+    specs = [jax.ShapeDtypeStruct(tuple(a[1]), jnp.dtype(a[2]), sharding=s) for a, s in zip(args, in_shardings)]
     for entry in glob.glob(os.path.join(dump_dir, "*")):
         if os.path.isdir(entry):
             shutil.rmtree(entry, ignore_errors=True)
         else:
             os.remove(entry)
     start = time.perf_counter()
-    lowered = jax.jit(fn).lower(*specs)
+    with context:
+        lowered = jax.jit(fn, **jit_options).lower(*specs)
     try:
         compiled = lowered.compile(compiler_options=dict(compiler_options))
     except ValueError as exc:

@@ -120,6 +120,7 @@ SCALED_DOT_TRITON_FLAG = "xla_gpu_experimental_scaled_dot_with_triton"
 
 def case_options(case: Any) -> dict | None:
     """XLA flags a case sets on top of its profile (only where the installed XLA has them)."""
-    if getattr(case, "scaled_dot_triton", None) is None:
-        return None
-    return {SCALED_DOT_TRITON_FLAG: case.scaled_dot_triton}
+    options = dict(getattr(case, "xla_options", None) or ())  # a sharded case's flags (sharded_cases.py)
+    if getattr(case, "scaled_dot_triton", None) is not None:
+        options[SCALED_DOT_TRITON_FLAG] = case.scaled_dot_triton
+    return options or None

@@ -17,6 +17,7 @@ import yaml
 
 from harness.pipeline import safe_yaml
 from harness.pipeline.block_cases import BLOCK_KEYS, DATA_DTYPES, FP8_DTYPES, SCALE_DTYPES, Block, validate_block
+from harness.pipeline.sharded_cases import validate_sharded
 
 DEQUANT_DTYPES = ("float32", "bfloat16", "float16")
 OUT_DTYPES = ("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32")
@@ -118,6 +119,10 @@ class Case:
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
     requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
     price_at: Shape | None = None  # production shapes the cost estimate is priced at (compiled a second time)
+    mesh: tuple[tuple[str, int], ...] = ()  # sharded (kind: python; see pipeline/sharded_cases.py): mesh, specs, XLA flags
+    shardings: tuple[tuple, ...] = ()
+    out_shardings: tuple[tuple, ...] | None = None
+    xla_options: tuple[tuple[str, object], ...] = ()
     yaml_text: str = ""
 
     @property
@@ -212,9 +217,9 @@ def _known_issues(path, line, cid, value) -> tuple[KnownIssue, ...]:
             raise CaseError(path, line_i, cid, f"{fld}.jax", f"not a version range like '>=0.4.32,<0.4.34': {spec!r}") from None
         targets = ()
         if "targets" in item:
-            from harness.targets import target_names
+            from harness.targets import all_target_names
 
-            targets = _list_of_choices(path, line_i, cid, f"{fld}.targets", item["targets"], target_names())
+            targets = _list_of_choices(path, line_i, cid, f"{fld}.targets", item["targets"], all_target_names())
         profiles = ()
         if "profiles" in item:
             profiles = _list_of_choices(path, line_i, cid, f"{fld}.profiles", item["profiles"], PROFILES)
@@ -229,8 +234,8 @@ def _args(path, line, cid, value):
     out = []
     for i, item in enumerate(value):
         fld = f"args[{i}]"
-        if not isinstance(item, dict) or set(item) != {"name", "shape", "dtype"}:
-            raise CaseError(path, line, cid, fld, f"expected a mapping with exactly name, shape, dtype; got {item!r}")
+        if not isinstance(item, dict) or not {"name", "shape", "dtype"} <= set(item) <= {"name", "shape", "dtype", "sharding"}:
+            raise CaseError(path, line, cid, fld, f"expected a mapping with exactly name, shape, dtype (and optionally sharding); got {item!r}")
         name = _str(path, line, cid, f"{fld}.name", item["name"])
         if not name.isidentifier():
             raise CaseError(path, line, cid, f"{fld}.name", f"not a Python identifier: {name!r}")
@@ -247,7 +252,7 @@ PATTERN_KEYS = (
     "input_scales", "scale_dtype", "output_scale", "clamp", "out_dtype", "epilogue",
     "bias_dtype", "amax", "requantize", "profiles", "targets", "known_issues", "filecheck", "price_at",
 )
-PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck")
+PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options")
 
 
 def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
@@ -278,9 +283,9 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     if "profiles" in merged:
         kw["profiles"] = _list_of_choices(path, line, cid, "profiles", merged["profiles"], PROFILES)
     if "targets" in merged:
-        from harness.targets import target_names
+        from harness.targets import all_target_names
 
-        kw["targets"] = _list_of_choices(path, line, cid, "targets", merged["targets"], target_names())
+        kw["targets"] = _list_of_choices(path, line, cid, "targets", merged["targets"], all_target_names())
     if "known_issues" in merged:
         kw["known_issues"] = _known_issues(path, line, cid, merged["known_issues"])
     if "filecheck" in merged:
@@ -312,6 +317,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
                 raise CaseError(path, line, cid, "requires",
                                 f"expected a list of optional top-level modules such as [flax], got {value!r}")
             kw["requires"] = tuple(dict.fromkeys(value))
+        kw.update(validate_sharded(path, line, cid, merged, merged["args"], kw["args"], kw.get("targets", ()), CaseError))
         return Case(**kw)
     if kind == "block_scaled":
         return Case(**validate_block(path, line, cid, merged, raw, kw, (_choice, _bool, _pos_int, _shape, CaseError)))

@@ -225,8 +225,10 @@ class Compiler:
             out.error = f"worker crashed: {exc}"
             return out
 
-    def compile_exported(self, name: str, exported: bytes, target: Target, profile: Profile) -> Compilation:
-        """Compile a callable serialized with `jax.export` (`Exported.serialize()`) by the caller (harness.api)."""
+    def compile_exported(self, name: str, exported: bytes, target: Target, profile: Profile,
+                         sharding: dict | None = None) -> Compilation:
+        """Compile a callable serialized with `jax.export` (`Exported.serialize()`) by the caller (harness.api);
+        `sharding` (harness.export.sharding_of): its mesh and input partition specs, for a multi-device target."""
         import base64
 
         out = Compilation(name, target.name, profile.name, self.mode)
@@ -237,6 +239,8 @@ class Compiler:
             "target_versions": target.versions_dict(),
             "compiler_options": profile.compiler_options,
         }
+        if sharding:
+            request["sharding"] = sharding
         try:
             return _answer(out, self.worker.request(request))
         except WorkerError as exc:

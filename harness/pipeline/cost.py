@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from harness.pipeline import cost_table
 from harness.pipeline import signature as sigmod
+from harness.pipeline.collectives import device_groups
 from harness.pipeline.cost_table import DTYPE_BYTES, DTYPE_CLASS, LAUNCH_US, Part
 
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
@@ -58,6 +59,8 @@ class Hardware:
     launch_us: float = LAUNCH_US
     notes: tuple[str, ...] = ()
     part: Part | None = None
+    per_host: int = 0  # a multi-host target (h100x2x4): GPUs per host; a group across hosts runs over `network`
+    network: float = 0.0  # bytes/s one way per GPU between hosts
 
     def peak_for(self, cls: str) -> float:
         """FLOP/s for a gemm of class `cls`: its tensor-core peak, else the next wider class the part has."""
@@ -94,7 +97,10 @@ def hardware(target) -> Hardware:
     fp32 = cores * fpus * 2 * clock * 1e9 if cores and fpus and clock else part.peak.get("tf32", 1e13) / 8
     if not (cores and fpus and clock):
         notes.append("the spec lacks core_count / fpus_per_core / clock_rate_ghz: FP32 rate guessed as TF32 / 8")
-    return Hardware(part.name, hbm, fp32, dict(part.peak), part.nvlink / 2, LAUNCH_US, tuple(notes), part)
+    hosts = [int(x) for x in getattr(target, "topology", "1x1x1").split("x")]
+    per_host = hosts[2] if hosts[0] * hosts[1] > 1 else 0
+    return Hardware(part.name, hbm, fp32, dict(part.peak), part.nvlink / 2, LAUNCH_US, tuple(notes), part,
+                    per_host, cost_table.NETWORK_PER_GPU / 2 if per_host else 0.0)
 
 
 # ------------------------------------------------------------------ arrays
@@ -208,20 +214,20 @@ def collective_us(kind: str, size: float, devices: int, link_bytes_per_s: float)
 
 
 def group_size(attrs: str) -> int:
-    """Devices per replica group: `replica_groups={{0,1},{2,3}}`, the iota form `[2,2]<=[4]`, or the mesh form
-    `mesh['axis_0'=8] {'axis_0'}` (the product of the named axes' sizes)."""
-    m = re.search(r"replica_groups=\{\{([^}]*)\}", attrs)
-    if m:
-        return len([x for x in m.group(1).split(",") if x.strip()])
-    m = re.search(r"replica_groups=\[([\d,]+)\]", attrs)
-    if m:
-        return int(m.group(1).split(",")[-1])
-    m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", attrs)
-    if m:
-        sizes = {k: int(v) for k, v in re.findall(r"'([^']+)'\s*=\s*(\d+)", m.group(1))}
-        return math.prod(sizes.get(a, 1) for a in re.findall(r"'([^']+)'", m.group(2))) or 1
-    m = re.search(r"source_target_pairs=\{(.*?)\}\}", attrs)
-    return 2 if m else 1
+    """Devices per replica group (`replica_groups` in any printed form, read by harness/pipeline/collectives.py);
+    2 for a collective-permute's pairs; 1 when no groups are stated."""
+    groups = device_groups(attrs)
+    return len(groups[0]) if groups else 1
+
+
+def link_for(attrs: str, hw: Hardware) -> float:
+    """The bandwidth a collective runs over: NVLink, or on a multi-host target the network when a group (or
+    a permute's pair) spans hosts (no groups stated: all devices, so across hosts)."""
+    if not hw.per_host:
+        return hw.link
+    groups = device_groups(attrs)
+    spans = groups is None or any(len({d // hw.per_host for d in g}) > 1 for g in groups)
+    return hw.network if spans else hw.link
 
 
 def _is_workspace(k: sigmod.Kernel, type_text: str) -> bool:
@@ -239,7 +245,7 @@ def price_kernel(k: sigmod.Kernel, hw: Hardware) -> KernelCost:
         if k.opcode.endswith("-done"):
             return KernelCost(k.label, 0.0, 0.0, 0.0, "wait")
         size = sum(nbytes(t) for t in (results if base == "all-gather" else k.operand_types))
-        us = collective_us(base, size, group_size(k.attrs), hw.link)
+        us = collective_us(base, size, group_size(k.attrs), link_for(k.attrs, hw))
         return KernelCost(k.label, us + hw.launch_us, 0.0, moved, "link" if us > hw.launch_us else "launch")
     if k.gemm is not None:
         dims = gemm_dims(k.dot_types, k.gemm.dims)
@@ -378,7 +384,25 @@ def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: H
         own = batch * (m * kk * DTYPE_BYTES.get(k.dtypes[0], 4) + kk * n * DTYPE_BYTES.get(k.dtypes[1], 4)
                        + m * n * DTYPE_BYTES.get(k.dtypes[2], 4))
         base[at] = price_gemm(batch, m, n, kk, a, b, out, hw, max(0.0, k.bytes - own), k.label)
+    _reprice_collectives(expected, sig, base, hw)
     return CostDelta(math.fsum(k.us for k in base), est.total_us, est.hardware, "golden", est.shape)
+
+
+def _reprice_collectives(expected: dict, sig: sigmod.Signature, base: list[KernelCost], hw: Hardware) -> None:
+    """A collective the golden states with other bytes (an FP8 all-gather where bf16 is found): its link time
+    scaled by the bytes the golden says it moves (the time over the link is proportional to them)."""
+    used: set[int] = set()
+    for i, ec in enumerate(expected.get("collectives") or []):
+        if not isinstance(ec, dict) or i >= len(sig.collectives) or ec.get("op") != sig.collectives[i].op:
+            continue
+        want, have = ec.get("bytes"), sig.collectives[i].bytes
+        at = next((j for j, k in enumerate(base) if j not in used and k.label == sig.collectives[i].op), None)
+        if at is None or not isinstance(want, (int, float)) or not have or want == have:
+            continue
+        used.add(at)
+        k = base[at]
+        link_us = max(0.0, k.us - hw.launch_us) * want / have
+        base[at] = KernelCost(k.label, link_us + hw.launch_us, k.flops, k.bytes * want / have, k.bound, k.gemm, k.dtypes)
 
 
 def _baseline_kernels(expected: dict, est: Estimate) -> list[KernelCost]:

@@ -94,6 +94,12 @@ PARTS = (
 )
 
 
+# Between hosts (multi-host targets such as h100x2x4): one 400 Gb/s NIC per GPU, both directions together
+# here as for NVLink. Source: NVIDIA DGX H100 and DGX B200 datasheets, "8x single-port NVIDIA ConnectX-7 VPI,
+# up to 400 Gb/s InfiniBand/Ethernet" for 8 GPUs.
+NETWORK_PER_GPU = 2 * 400e9 / 8
+
+
 def part_for(description: str, name: str, compute_capability: tuple[int, int]) -> tuple[Part, str]:
     """The table's part for a target, and a note when it was only guessed from the compute capability."""
     text = f"{description} {name}".lower()

@@ -140,7 +140,7 @@ def parse(text: str) -> Module:
             if m and (stripped.startswith("%") or stripped.startswith("ENTRY") or "(" in stripped):
                 current = Computation(m.group(2), bool(m.group(1)))
             continue
-        if stripped == "}":
+        if stripped == "}" or stripped.startswith("},"):  # `}, execution_thread="parallel"` closes one too
             computations[current.name] = current
             if current.entry:
                 entry = current

@@ -183,8 +183,15 @@ def render(case: Case) -> Rendered:
     if case.kind == "python":
         module, function = case.callable.split(":")
         module_path = _module_file(module)
+        if case.mesh:
+            from harness.pipeline.sharded_cases import jsonable
+
+            specs = case.shardings or ((),) * len(args)
+            args = [(a, jsonable(spec)) for a, spec in zip(args, specs)]
         source = _ENV.get_template("python.py.j2").render(
             case=case, docstring=_docstring(case), module=module, function=function, args=args,
+            mesh=[list(axis) for axis in case.mesh],
+            out_specs=[jsonable(s) for s in case.out_shardings] if case.out_shardings is not None else None,
             module_path=_relative(module_path) if module_path else None,
             module_source=module_path.read_text().rstrip() if module_path else None,
         )

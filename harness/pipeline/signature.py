@@ -12,12 +12,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from harness.pipeline import hlo
+from harness.pipeline.collectives import Collective
+from harness.pipeline.collectives import extract as extract_collectives
 
 # Ops that launch no kernel of their own.
 _NO_KERNEL = {
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
     "partition-id", "replica-id", "add-dependency", "opt-barrier", "domain",
 }
+# A collective's `*-done` only waits for its `*-start`: one launch, labelled without `-start` (collectives.py).
+_COLLECTIVE_DONE = {op + "-done" for op in ("all-gather", "all-reduce", "collective-permute", "all-to-all",
+                                            "reduce-scatter")}
 # Wrappers whose called computations hold the real kernels (command buffers, async).
 _WRAPPERS = {"call", "async-start", "async-update", "async-done", "while", "conditional"}
 # The ops of an FP8 matmul pattern worth naming when they stay outside a gemm.
@@ -80,10 +85,14 @@ class Signature:
     gemms: list[Gemm]
     unfused: list[str]  # pattern ops left in non-gemm kernels
     block_scaled: BlockScaling | None = None
+    collectives: list[Collective] = field(default_factory=list)  # sharded compiles only (pipeline/collectives.py)
 
     def to_dict(self, annotations: bool = False) -> dict:
         """The comparable dict (goldens, diffs); `annotations=True` adds each gemm's source and FLOPs (results, JSON)."""
         d = asdict(self)
+        d["collectives"] = [c.to_dict() for c in self.collectives]
+        if not d["collectives"]:
+            del d["collectives"]
         for g in d["gemms"]:
             g["pass"] = g.pop("pass_")
             for key in [k for k, v in g.items() if v is None or v == [] or v == {}
@@ -97,7 +106,8 @@ class Signature:
     def from_dict(cls, d: dict) -> "Signature":
         gemms = [Gemm(**{("pass_" if k == "pass" else k): v for k, v in g.items()}) for g in d.get("gemms", [])]
         block = BlockScaling(**d["block_scaled"]) if d.get("block_scaled") else None
-        return cls(d["kernels"], list(d.get("launches", [])), gemms, list(d.get("unfused", [])), block)
+        collectives = [Collective.from_dict(c) for c in d.get("collectives", [])]
+        return cls(d["kernels"], list(d.get("launches", [])), gemms, list(d.get("unfused", [])), block, collectives)
 
     @property
     def fp8_gemms(self) -> int:
@@ -123,7 +133,7 @@ def extract(text: str) -> Signature:
     _attribute(text, module, kernels, gemms)
     # (layer, pass) only break ties, so a model's gemms keep one order across versions; patterns have none
     gemms.sort(key=lambda g: (g.target, g.operand_dtypes, g.output, str(g.dims), g.layer or "", g.pass_ or ""))
-    return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block)
+    return Signature(len(kernels), sorted(launches), gemms, sorted(unfused), block, extract_collectives(module))
 
 
 @dataclass(frozen=True)
@@ -175,6 +185,8 @@ def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computat
         label = f"fusion {instr.fusion_kind or '?'}" + (f" {backend}" if backend else "")
     elif instr.opcode == "custom-call":
         label = f"custom-call {instr.custom_call_target}"
+    elif instr.opcode.endswith("-start") and instr.opcode[:-6] + "-done" in _COLLECTIVE_DONE:
+        label = instr.opcode[:-6]
     else:
         label = instr.opcode
     return label + (f" [{', '.join(ops)}]" if ops else "")
@@ -271,7 +283,7 @@ def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> Bloc
 
 def _collect_kernels(module: hlo.Module, comp: hlo.Computation, out: list, depth: int) -> None:
     for instr in comp.instructions:
-        if instr.opcode in _NO_KERNEL:
+        if instr.opcode in _NO_KERNEL or instr.opcode in _COLLECTIVE_DONE:
             continue
         if instr.opcode in _WRAPPERS and depth < 8:
             for name in instr.called:

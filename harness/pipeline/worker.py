@@ -378,7 +378,8 @@ def serve(mode, dump_dir, proto, devices):
                 if missing:
                     raise UnsupportedFlag("this XLA (jax %s) has no flag %s" % (_jax_version(), ", ".join(missing)))
                 options.update(request.get("optional_options") or {})
-                result = aot.compile_for(module.FN, module.ARGS, devices[key], options, dump_dir)
+                result = aot.compile_for(module.FN, module.ARGS, devices[key], options, dump_dir,
+                                         mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
                 reply = {
                     "ok": True,
                     "hlo": result["hlo"],
@@ -405,7 +406,12 @@ def serve(mode, dump_dir, proto, devices):
                     devices[key] = aot.compile_device(mode, key)
                 exported = export.deserialize(bytearray(base64.b64decode(request["exported"])))
                 args = [("arg%d" % i, tuple(a.shape), str(a.dtype)) for i, a in enumerate(exported.in_avals)]
-                result = aot.compile_for(exported.call, args, devices[key], request["compiler_options"], dump_dir)
+                sharded = request.get("sharding")  # {mesh: [[axis, size]...], in_specs: [...]} (harness.export)
+                if sharded:
+                    args = [a + (spec,) for a, spec in zip(args, sharded["in_specs"])]
+                result = aot.compile_for(exported.call, args, devices[key], request["compiler_options"], dump_dir,
+                                         mesh=sharded["mesh"] if sharded else None,
+                                         out_specs=sharded.get("out_specs") if sharded else None)
                 reply = {"ok": True, "hlo": result["hlo"], "stablehlo": exported.mlir_module(),
                          "seconds": result["seconds"]}
 

@@ -278,8 +278,21 @@ def environment_section(it: Item, model: Model) -> list[str]:
             "`python -c \"import jax; jax.print_environment_info()\"` prints the same for a local install.", ""]
 
 
-SECTIONS = (reproducer_section, error_section, hlo_section, diff_table, layers_section, versions_section, upstream_section,
-            environment_section)
+def collectives_section(it: Item, model: Model) -> list[str]:
+    """A sharded compile: each collective with the dtype it moves and its bytes per device, next to the gemms."""
+    sig = it.outcome.signature
+    if sig is None or not sig.collectives:
+        return []
+    rows = [f"| {c.op}{' (' + c.loop + ')' if c.loop else ''} | {c.dtype} | {c.shape} | {c.bytes} | {c.groups} | "
+            f"{md_cell(c.layer or '-')} |" for c in sig.collectives]
+    gemms = "; ".join(f"`{g.target}` {'x'.join(g.operand_dtypes)}->{g.output}" for g in sig.gemms) or "none"
+    return (["### Collectives (sharded compile)", "", f"Gemms: {gemms}", "",
+             "| collective | dtype | shape per device | bytes per device | groups | layer |", "|---|---|---|---|---|---|"]
+            + rows[:40] + [""])
+
+
+SECTIONS = (reproducer_section, error_section, hlo_section, collectives_section, diff_table, layers_section,
+            versions_section, upstream_section, environment_section)
 
 
 def issue_markdown(it: Item, model: Model) -> str:

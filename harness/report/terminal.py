@@ -27,6 +27,10 @@ def gemm_summary(sig: Signature | None) -> str:
         for text in parts:
             counts[text] = counts.get(text, 0) + 1
         parts = [(f"{n}x " if n > 1 else "") + text for text, n in counts.items()]
+    if sig.collectives:  # a sharded compile (harness/pipeline/collectives.py)
+        from harness.pipeline.collectives import summary
+
+        parts.append("collectives: " + summary(sig.collectives))
     return f"{sig.kernels} kernel{'s' if sig.kernels != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
 
 

@@ -1,0 +1,89 @@
+"""Verdict rules for the `collectives` of a sharded signature (see harness/pipeline/collectives.py).
+
+Each differing collective field (before -> after) gets `(class, why)` pairs; every field
+has a rule or an explicit neutral reason. Pure: no I/O, no JAX.
+
+| field | regression | improvement |
+|---|---|---|
+| `collectives`, `collectives[i]` | a collective more | a collective fewer |
+| `collectives[i].dtype` | an FP8 collective now moves a wider type; any wider type | FP8 again / narrower |
+| `collectives[i].bytes` | more bytes per device | fewer |
+| `collectives[i].asynchronous` | async -> sync (no overlap with compute) | sync -> async |
+| `collectives[i].loop` | a windowed-einsum (collective matmul) loop gone | one appeared |
+| `collectives[i].op`, `.shape`, `.groups`, `.layer` | neutral: the kind, shape and groups are priced by `bytes`; the layer is metadata |
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from harness.verdict_rules import IMPROVEMENT, MISSING, NEUTRAL, REGRESSION, _is_fp8
+
+_FIELD = re.compile(r"^collectives(?:\[(\d+)\])?(?:\.(\w+))?$")
+_BITS = {"f4e2m1fn": 4, "s8": 8, "u8": 8, "pred": 8, "bf16": 16, "f16": 16, "s16": 16, "f32": 32, "s32": 32,
+         "u32": 32, "f64": 64, "s64": 64}
+NEUTRAL_WHY = {
+    "op": "collective kind changed (its cost is judged by bytes)",
+    "shape": "shape changed (its cost is judged by bytes)",
+    "groups": "replica groups changed (which devices talk; the volume is judged by bytes)",
+    "layer": "layer attribution changed (metadata only)",
+}
+
+
+def is_collective_path(path: str) -> bool:
+    return _FIELD.match(path) is not None
+
+
+def _bits(dtype: Any) -> int | None:
+    return 8 if _is_fp8(dtype) else _BITS.get(str(dtype))
+
+
+def _label(c: Any) -> str:
+    if isinstance(c, dict):
+        return f"{c.get('op', '?')} {c.get('shape', c.get('dtype', '?'))}"
+    return str(c)
+
+
+def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]]:
+    m = _FIELD.match(path)
+    key = m.group(2) if m else None
+    if key is None:  # a whole collective (or the whole list) appeared or went
+        b = before if isinstance(before, list) else [] if before is MISSING else [before]
+        a = after if isinstance(after, list) else [] if after is MISSING else [after]
+        if len(a) > len(b):
+            return [(REGRESSION, f"more collectives: {', '.join(_label(c) for c in a[len(b):]) or len(a) - len(b)}")]
+        if len(a) < len(b):
+            return [(IMPROVEMENT, f"fewer collectives: {', '.join(_label(c) for c in b[len(a):]) or len(b) - len(a)}")]
+        return [(NEUTRAL, "collectives changed")]
+    if key == "dtype":
+        bb, ba = _bits(before), _bits(after)
+        if _is_fp8(before) and not _is_fp8(after) and (ba or 0) > 8:
+            ratio = f" (bytes x{ba // 8})" if ba else ""
+            return [(REGRESSION, f"FP8 collective now moves {after} instead of {before}{ratio}")]
+        if _is_fp8(after) and not _is_fp8(before) and (bb or 0) > 8:
+            return [(IMPROVEMENT, f"collective moves FP8 again ({before} -> {after})")]
+        if bb and ba and ba != bb:
+            return [(REGRESSION, f"collective moves a wider type ({before} -> {after})") if ba > bb else
+                    (IMPROVEMENT, f"collective moves a narrower type ({before} -> {after})")]
+        return [(NEUTRAL, f"collective dtype {before} -> {after} (same width)")]
+    if key == "bytes":
+        if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after:
+            if after > before:
+                return [(REGRESSION, f"collective moves more bytes per device ({before} -> {after})")]
+            return [(IMPROVEMENT, f"collective moves fewer bytes per device ({before} -> {after})")]
+        return [(NEUTRAL, "collective bytes not comparable")]
+    if key == "asynchronous":
+        if before is True and after is not True:
+            return [(REGRESSION, "collective no longer asynchronous (cannot overlap compute)")]
+        if after is True and before is not True:
+            return [(IMPROVEMENT, "collective now asynchronous (overlaps compute)")]
+        return [(NEUTRAL, "asynchronous unchanged")]
+    if key == "loop":
+        before, after = ("" if x is MISSING else x for x in (before, after))
+        if before and not after:
+            return [(REGRESSION, f"{before} loop gone: the collective no longer overlaps the gemm steps")]
+        if after and not before:
+            return [(IMPROVEMENT, f"collective now in a {after} loop (overlaps the gemm steps)")]
+        return [(NEUTRAL, f"loop {before} -> {after}")]
+    return [(NEUTRAL, NEUTRAL_WHY.get(key or "", f"collectives field {key} changed (no cost rule)"))]
