@@ -133,8 +133,8 @@ class Checker:
     `fusion_signature` and `assert_fusion` use a shared `Checker` per mode, closed at exit.
     """
 
-    def __init__(self, mode: str = "deviceless", python: str | None = None):
-        from harness.pipeline.compile import Compiler
+    def __init__(self, mode: str = "deviceless", python: str | None = None, timeout: float | None = None):
+        from harness.pipeline.compile import DEFAULT_TIMEOUT, Compiler
 
         if mode not in MODES:
             raise ValueError(f"mode: unknown mode '{mode}'; allowed: {', '.join(MODES)}")
@@ -144,7 +144,7 @@ class Checker:
 
             if not gpu_present():
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
-        self.compiler = Compiler(self.mode, python=python)
+        self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
         self._canary: dict[str, str | None] = {}
         self._lock = threading.Lock()
 

@@ -73,7 +73,12 @@ def parse_arg(text: str) -> ArgSpec:
         np.dtype(getattr(ml_dtypes, dtype, dtype))
     except TypeError:
         raise CheckUsage(f"--arg {name}: unknown dtype '{dtype}' (e.g. float32, bfloat16, float8_e4m3fn, float8_e5m2, int32)") from None
-    shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+    try:
+        shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+    except ValueError:  # more digits than Python converts (4300)
+        raise CheckUsage(f"--arg {name}: dimension too large in {dims[:40]!r}...") from None
+    if any(d > 2**62 for d in shape):
+        raise CheckUsage(f"--arg {name}: dimension too large: {max(shape)}")
     return ArgSpec(name, dtype, shape)
 
 
@@ -110,6 +115,9 @@ def resolve(spec: str, option: str):
         obj = importlib.import_module(module)
     except ImportError as exc:
         raise CheckUsage(f"{option} {spec!r}: cannot import '{module}' from the current directory or PYTHONPATH: {exc}") from None
+    except Exception as exc:  # the module itself fails (a SyntaxError, an exception at import time)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckUsage(f"{option} {spec!r}: importing '{module}' failed: {type(exc).__name__}: {first}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise CheckUsage(f"{option} {spec!r}: module '{module}' has no attribute '{attr}'")
@@ -124,7 +132,11 @@ def build_args(arg_specs: list[ArgSpec], factory) -> tuple[tuple, dict]:
     import jax.numpy as jnp
 
     if factory is not None:
-        made = factory()
+        try:
+            made = factory()
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise CheckUsage(f"--args: the factory raised {type(exc).__name__}: {first}") from None
         if isinstance(made, dict):
             return (), made
         if isinstance(made, (tuple, list)):
@@ -134,11 +146,12 @@ def build_args(arg_specs: list[ArgSpec], factory) -> tuple[tuple, dict]:
 
 
 def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], profiles: list[str], mode: str,
-              expect: dict, goldens: Path | None, bless: bool, on_result=None) -> list[CheckResult]:
+              expect: dict, goldens: Path | None, bless: bool, on_result=None,
+              timeout: float | None = None) -> list[CheckResult]:
     from harness import api
 
     out = []
-    checker = api.Checker(mode)
+    checker = api.Checker(mode, timeout=timeout)
     try:
         for t in targets:
             for p in profiles:
@@ -292,19 +305,41 @@ def register(subparsers) -> dict:
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
     p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the results as JSON to FILE ('-' or no FILE: stdout only)")
+    from harness.selection import add_timeout
+
+    add_timeout(p)
     return {"check": cmd_check}
 
 
 def cmd_check(args) -> int:
+    """Validate the options here, then run the user's code in a child process (harness.check_process)."""
+    try:
+        _validate(args)
+    except CheckUsage as exc:
+        print(f"fp8-check check: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from harness import check_process
+
+    return check_process.run(args)
+
+
+def cmd_check_here(args) -> int:
+    """The check itself, in this process: the child process of `cmd_check` runs it."""
+    from harness.pipeline.outputs import WriteError
+
     try:
         return _cmd_check(args)
     except CheckUsage as exc:
         print(f"fp8-check check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except WriteError as exc:
+        print(f"fp8-check check: {exc.strerror}", file=sys.stderr)
+        return EXIT_ENV
 
 
-def _cmd_check(args) -> int:
-    from harness.pipeline import golden
+def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
+    """Everything about the options that needs none of the user's code; CheckUsage when one is bad."""
+    from harness.pipeline import outputs
     from harness.targets import PROFILES, load_target, resolve_mode
 
     if args.arg and args.factory:
@@ -336,19 +371,37 @@ def _cmd_check(args) -> int:
         bad = [p for p in profiles if not PROFILES[p].deviceless]
         if bad:
             raise CheckUsage(f"--profile {bad[0]}: autotunes and needs a real GPU (--mode device)")
+    for spec in [args.function] + ([args.factory] if args.factory else []):
+        module, sep, attr = spec.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z_][\w.]*", module) or not re.fullmatch(r"[A-Za-z_][\w.]*", attr):
+            raise CheckUsage(f"{'--args' if spec is args.factory else 'check'} {spec!r}: expected module:function "
+                             "(e.g. mymodel:forward)")
+    if args.golden and not re.fullmatch(r"[A-Za-z0-9_.-]+", args.golden):
+        raise CheckUsage(f"--golden {args.golden!r}: use letters, digits, '_', '.', '-'")
+    if args.json and args.json != "-":
+        try:
+            outputs.check_file(args.json, "--json")
+        except outputs.OutputError as exc:
+            raise CheckUsage(str(exc)) from None
+    return specs, expect, targets, profiles, mode
+
+
+def _cmd_check(args) -> int:
+    from harness.pipeline import golden
+
+    specs, expect, targets, profiles, mode = _validate(args)
     fn = resolve(args.function, "check")
     factory = resolve(args.factory, "--args") if args.factory else None
     call_args, call_kwargs = build_args(specs, factory)
     label = args.golden or args.function.replace(":", ".")
-    if args.golden and not re.fullmatch(r"[A-Za-z0-9_.-]+", args.golden):
-        raise CheckUsage(f"--golden {args.golden!r}: use letters, digits, '_', '.', '-'")
     quiet = args.json == "-"
     from harness import api
 
     try:
         results = run_check(fn, label, call_args, call_kwargs, targets, profiles, mode, expect,
                             args.goldens if args.golden else None, args.bless,
-                            on_result=None if quiet else (lambda r, rep: _print_result(r, rep, label)))
+                            on_result=None if quiet else (lambda r, rep: _print_result(r, rep, label)),
+                            timeout=getattr(args, "timeout", None))
     except api.EnvironmentProblem as exc:
         print(f"fp8-check check: broken environment: {exc}", file=sys.stderr)
         return EXIT_ENV

@@ -13,7 +13,8 @@ import sys
 
 from harness.pipeline.cases import CaseError
 from harness.pipeline.golden import GoldenError
-from harness.pipeline.outputs import OutputError
+from harness.pipeline.names import UnsafeName
+from harness.pipeline.outputs import OutputError, WriteError
 from harness.pipeline.results import ResultsError
 from harness.pipeline.runner import CanaryError
 from harness.selection import EXIT_ENV, EXIT_USAGE, BrokenEnvironment, UsageError
@@ -78,9 +79,12 @@ def _dispatch(handlers, args) -> int:
     except Terminated as exc:
         print(f"fp8-check: stopped by signal {exc.signum}", file=sys.stderr)
         return 128 + exc.signum
-    except (CaseError, GoldenError, ResultsError, UsageError, OutputError) as exc:
+    except (CaseError, GoldenError, ResultsError, UsageError, OutputError, UnsafeName) as exc:
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except WriteError as exc:  # a full disk after the checks passed: what was printed above is the record
+        print(f"fp8-check: {exc.strerror}", file=sys.stderr)
+        return EXIT_ENV
     except CanaryError as exc:
         print(f"fp8-check: {exc}", file=sys.stderr)
         return EXIT_ENV

@@ -100,7 +100,7 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
     try:
         env = compiler.environment()
         for t in [t for t in check_targets if not _shipped(t)] if mode_name == "deviceless" else ():
-            _check_target_spec(compiler, t)
+            check_target_spec(compiler, t)
     except WorkerError as exc:
         compiler.close()
         raise BrokenEnvironment(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
@@ -130,7 +130,8 @@ def _shipped(target: Target) -> bool:
         return False
 
 
-def _check_target_spec(compiler: Compiler | CompilerPool, target: Target) -> None:
+def check_target_spec(compiler: Compiler | CompilerPool, target: Target) -> None:
+    """UsageError naming the field when the installed XLA cannot parse `target`'s spec (the worker builds its device)."""
     reply = compiler.prepare(target)
     if reply.get("ok"):
         return

@@ -25,6 +25,7 @@ def cmd_check(args) -> int:
     from harness.pipeline.compile import Compiler, WorkerError
     from harness.selection import BrokenEnvironment as broken_environment
     from harness.selection import UsageError as usage_error
+    from harness.selection import _shipped, check_target_spec
     from harness.targets import TargetSpecError, load_target, target_names
 
     names = [args.spec] if args.spec else list(target_names())
@@ -45,6 +46,9 @@ def cmd_check(args) -> int:
         except WorkerError as exc:
             raise broken_environment(f"cannot start the compile worker: {exc}") from None
         jax_version = env["jax"]
+        for t in targets:  # a spec XLA cannot parse is bad input (exit 2), named by its field, before any canary
+            if not _shipped(t):
+                check_target_spec(compiler, t)
         print(f"fp8-check target check: jax {jax_version} (cuDNN read from {_field(jax_version)})")
         for t in targets:
             e = environment_entry(t, jax_version)

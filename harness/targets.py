@@ -144,25 +144,43 @@ def _multi_device(name: str) -> Target | None:
     return replace(base, name=name, topology=topology, description=f"{where}, each {base.description}",
                    config_text=f"{TOPOLOGY_LINE} {topology}\n{base.config_text}")
 
+MAX_SPEC_BYTES = 256 * 1024  # a GpuTargetConfig is a few KiB
+
 
 @cache
 def load_target(name: str) -> Target:
     """A shipped target by name (a GPU spec, or a multi-device target such as `h100x8`), or a
-    GpuTargetConfig text proto given by path (`*.txtpb`)."""
+    GpuTargetConfig text proto given by path (`*.txtpb`).
+
+    A spec file is named by its file name without `.txtpb`, which must be a safe path part (it names
+    the goldens' folder). A user's spec named like a shipped target (`./h100.txtpb`) but differing
+    from it is refused: it would be judged against, and blessed into, that target's goldens.
+    """
+    from harness.pipeline import names, safe_yaml
+
     multi = None if name.endswith(".txtpb") else _multi_device(name)
     if multi is not None:
         return multi
-    path = TARGET_DIR / f"{name}.txtpb"
+    shipped = TARGET_DIR / f"{name}.txtpb"
+    path = Path(name) if name.endswith(".txtpb") else shipped
     if name.endswith(".txtpb"):
-        path = Path(name)
         name = path.stem
-    if not path.is_file():
+    elif name not in target_names():
         raise KeyError(f"unknown target '{name}'; allowed: {', '.join(target_names())}, a multi-device target "
                        f"GPUxN or GPUxHOSTSxN ({', '.join(MULTI_DEVICE_TARGETS)}), or a path to a *.txtpb spec")
+    if not path.is_file():
+        raise KeyError(f"{path}: no such target spec file")
     try:
-        return parse_target(name, path.read_text(), where=str(path))
-    except ValueError as exc:
+        names.check("target", name)
+        text = safe_yaml.read_text(path, MAX_SPEC_BYTES)
+        target = parse_target(name, text, where=str(path))
+    except (ValueError, safe_yaml.ReadError) as exc:
         raise KeyError(f"{path}: {exc}") from None
+    if path != shipped and name in all_target_names() and target.config_text != load_target(name).config_text:
+        raise KeyError(f"{path}: named like the shipped target '{name}' but a different spec: its results would be "
+                       f"judged against (and blessed into) the shipped {name} goldens; rename the file "
+                       f"(e.g. {name}-mine.txtpb)")
+    return target
 
 
 # Shipped specs state their versions in a header, once:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import getpass
 import platform
-import re
 import struct
 import time
 from pathlib import Path
@@ -293,9 +292,11 @@ def _user() -> str:
 
 
 def write_spec(name: str, text: str, directory: Path = TARGET_DIR, force: bool = False) -> Path:
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name) or name.endswith(".txtpb"):
-        raise ValueError(f"target name '{name}': use letters, digits, '_', '.', '-' (no .txtpb suffix)")
-    path = Path(directory) / f"{name}.txtpb"
+    from harness.pipeline import names
+
+    if name.endswith(".txtpb"):
+        raise ValueError(f"target name '{name}': give the name without the .txtpb suffix")
+    path = Path(directory) / f"{names.check('target', name)}.txtpb"
     if path.exists() and not force:
         raise FileExistsError(f"{path} exists; pass --force to replace it")
     parse_target(name, text)  # must read back as a Target

@@ -9,19 +9,36 @@ import sys
 import tempfile
 
 
-def run_filecheck(patterns: str, text: str) -> str | None:
-    """None when `text` matches the CHECK lines in `patterns`; otherwise FileCheck's first error line."""
+TIMEOUT = 60.0  # seconds FileCheck may take on one HLO text (a pattern can backtrack for ever)
+
+
+def run_filecheck(patterns: str, text: str, timeout: float = TIMEOUT) -> str | None:
+    """None when `text` matches the CHECK lines in `patterns`; otherwise FileCheck's first error line.
+
+    FileCheck running past `timeout`, or failing to start, is that line too (the case's FileCheck
+    fails; the run goes on), never an exception.
+    """
     exe = shutil.which("filecheck") or os.path.join(os.path.dirname(sys.executable), "filecheck")
     if not os.path.exists(exe):
         return "FileCheck patterns given, but the 'filecheck' package is not installed"
-    with tempfile.NamedTemporaryFile("w", suffix=".check", delete=False) as f:
-        f.write(patterns)
-        check_file = f.name
+    check_file = None
     try:
-        proc = subprocess.run([exe, check_file], input=text, capture_output=True, text=True, timeout=60)
+        with tempfile.NamedTemporaryFile("w", suffix=".check", delete=False) as f:
+            check_file = f.name
+            f.write(patterns)
+        proc = subprocess.run([exe, check_file], input=text, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"FileCheck did not finish within {timeout:g} s (a pattern that backtracks?)"
+    except OSError as exc:
+        return f"FileCheck could not run: {exc.strerror or exc}"
     finally:
-        os.unlink(check_file)
+        if check_file:
+            try:
+                os.unlink(check_file)
+            except OSError:
+                pass
     if proc.returncode == 0:
         return None
-    lines = [l for l in (proc.stderr or proc.stdout).splitlines() if "error" in l.lower()]
-    return (lines[0] if lines else (proc.stderr or proc.stdout).strip().splitlines()[0]).strip()
+    output = (proc.stderr or proc.stdout or "").strip()
+    lines = [l for l in output.splitlines() if "error" in l.lower()]
+    return (lines[0] if lines else (output.splitlines() or [f"FileCheck exited with status {proc.returncode}"])[0]).strip()

@@ -139,7 +139,11 @@ def _show(value: Any) -> str:
 
 
 def path_for(root: Path, case: str, target: str, profile: str, mode: str) -> Path:
-    return Path(root) / target / profile / mode / f"{case}.yaml"
+    """`root/<target>/<profile>/<mode>/<case>.yaml`; every name is checked (names.UnsafeName): never outside `root`."""
+    from harness.pipeline import names
+
+    names.check("case", case)
+    return names.inside(root, ("target", target), ("profile", profile), ("mode", mode)) / f"{case}.yaml"
 
 
 def load(path: Path) -> Golden | None:
@@ -236,22 +240,52 @@ def _normal(value: Any) -> Any:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write `text` to `path` so that readers see the old file or the new one, never half of either."""
+    from harness.pipeline.outputs import WriteError
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
             os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; keep the usual permissions
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as exc:  # also a kill (SIGTERM/Ctrl-C) mid-write: no hidden .tmp file stays behind
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise WriteError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
         raise
+    _remove_leftovers(path)
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Temporary files of earlier writes of `path` whose process is gone (killed with SIGKILL mid-write)."""
+    import glob
+
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def _umask() -> int:

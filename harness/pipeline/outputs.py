@@ -15,6 +15,12 @@ class OutputError(ValueError):
     """An output path that cannot be written (bad input: exit 2)."""
 
 
+class WriteError(OSError):
+    """Writing an output failed after the checks passed (a full disk, a quota): a broken environment, exit 3.
+
+    One line naming the file; nothing half-written is left (`golden.atomic_write`)."""
+
+
 def _nearest_existing(path: Path) -> Path:
     path = Path(os.path.abspath(path))
     while not path.exists() and not path.is_symlink():

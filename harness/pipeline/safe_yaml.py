@@ -33,7 +33,8 @@ def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
     except OSError as exc:
         raise ReadError(f"cannot read: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
-        raise ReadError(f"larger than the {max_bytes // (1024 * 1024)} MiB limit for one file")
+        limit = f"{max_bytes // 2**20} MiB" if max_bytes >= 2**20 else f"{max_bytes // 1024} KiB"
+        raise ReadError(f"larger than the {limit} limit for one file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

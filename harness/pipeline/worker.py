@@ -328,17 +328,24 @@ def main():
     # that anything JAX, XLA or a case prints cannot corrupt the protocol.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
+    # Requests come on a private copy of stdin; fd 0 is /dev/null, so that input() or a leftover
+    # breakpoint() in a case fails at once (EOF) instead of waiting on the request pipe until --timeout.
+    requests = os.fdopen(os.dup(0), "r")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)
     devices = {}
     try:
-        serve(mode, dump_dir, proto, devices)
+        serve(mode, dump_dir, proto, devices, requests)
     finally:
         import shutil
 
         shutil.rmtree(dump_dir, ignore_errors=True)
 
 
-def serve(mode, dump_dir, proto, devices):
-    for line in sys.stdin:
+def serve(mode, dump_dir, proto, devices, requests=None):
+    for line in requests or sys.stdin:
         request = json.loads(line)
         try:
             if request["op"] == "environment":

@@ -149,7 +149,10 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
 
 
 def path_for(directory: Path, case: str, target: str, profile: str) -> Path:
-    return Path(directory) / f"{case}.{target}.{profile}.json"
+    from harness.pipeline import names
+
+    return Path(directory) / (f"{names.check('case', case)}.{names.check('target', target)}."
+                              f"{names.check('profile', profile)}.json")
 
 
 def save(exp: Explanation, directory: Path = DEFAULT_DIR) -> Path:

@@ -305,6 +305,7 @@ def run_repro(script: str, python: str, dump_root: Path, version: str, pass_dump
     env["TMPDIR"] = str(dump_root)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     proc = subprocess.run([python, "-I", str(path)], capture_output=True, text=True, env=env, cwd=str(dump_root),
+                          stdin=subprocess.DEVNULL,
                           timeout=timeout)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])

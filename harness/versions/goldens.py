@@ -32,7 +32,7 @@ from packaging.version import Version
 
 from harness import verdict
 from harness.outcome import UNRESOLVED, UNSUPPORTED, Outcome
-from harness.pipeline import golden
+from harness.pipeline import golden, names
 from harness.versions.matrix_document import MatrixError, Status, load_matrix
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
@@ -85,6 +85,10 @@ def load_rows(paths: list[Path]) -> dict[Row, list[tuple[str, Outcome]]]:
                 continue
             for o in entry.outcomes:
                 key = (o.case, o.target, o.profile, o.mode or m.mode or "deviceless")
+                try:  # every name becomes a path part: all are checked before any golden is written
+                    golden.path_for(Path("goldens"), *key)
+                except names.UnsafeName as exc:
+                    raise MatrixError(f"{path}: {exc}") from None
                 rows.setdefault(key, {})[o.jax or entry.jax] = o
     return {k: sorted(v.items(), key=lambda kv: Version(kv[0])) for k, v in rows.items()}
 

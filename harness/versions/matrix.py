@@ -23,7 +23,8 @@ and a case x version grid on the terminal.
 Exit code (`--fail-on`): `any` (default) 1 if any version has a bad outcome
 (FAIL, XPASS, UNRESOLVED, NEW), else 3 if a version could not be installed or is
 broken, else 0; `newest`: only the newest version that ran counts (the nightly's
-rule: "a case regressed on the newest version"); `never`: 0.
+rule: "a case regressed on the newest version"), and 3 when the newest version asked for
+could not be installed or is broken (a broken release never passes); `never`: 0.
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from harness import selection
-from harness.pipeline import golden
+from harness.pipeline import golden, names
 from harness.pipeline import results
 from harness.pipeline import runner
 from harness.pipeline.cases import CaseError
 from harness.pipeline import pool as pool_mod
 from harness.pipeline.cache import CompileCache
 from harness.pipeline.compile import WorkerError
+from harness.pipeline.outputs import WriteError
 from harness.pipeline.pool import CompilerPool
 from harness.versions import envs
 from harness.versions.envs import Env, InstallError, Manager
@@ -108,11 +110,15 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
                                "target_versions": {t.name: environment_entry(t, env_info["jax"]) for t in targets}},
                               outcomes, target_specs={t.name: t.config_text for t in targets})
-        path = Path(out_dir) / f"results-jax-{version}.json"
-        results.write(path, res)
+        path = Path(out_dir) / f"results-jax-{names.check('jax version', version)}.json"
+        try:
+            results.write(path, res)
+        except WriteError as exc:  # a full disk: the outcomes still go into the matrix (without their texts)
+            entry.error, path = exc.strerror, None
+            print(f"fp8-check: warning: jax {version}: {exc.strerror}", file=sys.stderr)
         # the matrix keeps the lean outcomes; the texts stay in the per-version results file
         lean = [dataclasses.replace(o, hlo=None, stablehlo=None, source="", yaml="") for o in outcomes]
-        entry.environment, entry.results_file, entry.outcomes = env_info, str(path), lean
+        entry.environment, entry.results_file, entry.outcomes = env_info, str(path) if path else None, lean
         return entry
     finally:
         if isinstance(compiler, CompilerPool):
@@ -271,6 +277,10 @@ def cmd_matrix(args) -> int:
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         html = args.html or args.out.with_suffix(".html")
-        if files and write_html(files, html):
-            print(f"report: {html}")
+        try:
+            if files and write_html(files, html):
+                print(f"report: {html}")
+        except Exception as exc:  # the matrix is written; a report problem must not change the verdict
+            print(f"fp8-check: warning: could not write the HTML report {html}: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
     return m.exit_code(args.fail_on)

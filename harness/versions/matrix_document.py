@@ -184,7 +184,10 @@ class Matrix:
         if fail_on == "newest":
             if self.newest_ran() is None:
                 return EXIT_ENV
-            return EXIT_FAIL if self.regressions() else EXIT_OK
+            if self.regressions():
+                return EXIT_FAIL
+            # the newest version asked for could not be installed (or is broken): a broken release must not pass
+            return EXIT_ENV if self.versions and self.versions[-1].status.not_run else EXIT_OK
         if fail_on == "regression" or fail_on.startswith("cost:"):
             from harness.pipeline.runner import fails
 
@@ -321,7 +324,17 @@ def merge(paths: list[str]) -> Matrix:
                 info.setdefault(k, getattr(m, k))
         else:
             raise MatrixError(f"{f}: neither a matrix nor a results file (schema {schema or None!r})")
-    return Matrix(list(by_version.values()), merged_from=files, **info)
+    return Matrix(sorted(by_version.values(), key=_version_order), merged_from=files, **info)
+
+
+def _version_order(e: VersionEntry) -> tuple:
+    """Oldest first, so that `--fail-on newest` judges the newest version (file names sort 0.10 before 0.6)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(str(e.jax)), "")
+    except InvalidVersion:
+        return (1, Version("0"), str(e.jax))
 
 
 def _relative(path: Path, base: Path) -> str:
