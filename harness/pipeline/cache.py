@@ -23,7 +23,9 @@ What is cached (`cacheable`), and why that is sound:
 - never a source that imports a module from outside the standard library and the
   installed distributions (the checkout, PYTHONPATH, an editable install), or that
   imports dynamically (`__import__`, `importlib`, `exec`, relative imports): its
-  behaviour depends on code the key does not cover;
+  behaviour depends on code the key does not cover. Except a python case's own project
+  modules, when the key holds their texts: every project file importing it runs, found
+  statically (`harness.pipeline.user_modules`; `source:<digest>` in the key);
 - device mode only where the profile turns autotuning off
   (`xla_gpu_autotune_level: 0`): with autotuning, XLA picks kernels by timing
   them on the GPU, so the same inputs can give a different program; the key then
@@ -158,7 +160,8 @@ def cacheable(mode: str, compiler_options: dict, imports: dict, dynamic: str | N
         return dynamic
     if mode == "device" and compiler_options.get("xla_gpu_autotune_level") != 0:
         return "device mode with autotuning: XLA picks kernels by timing them"
-    local = sorted(n for n, how in imports.items() if not (how == "stdlib" or how == "missing" or how.startswith("dist:")))
+    local = sorted(n for n, how in imports.items()
+                   if not (how == "stdlib" or how == "missing" or how.startswith(("dist:", "source:"))))
     if local:
         return f"it imports {', '.join(local)} from outside the installed distributions"
     return None

@@ -151,7 +151,7 @@ class CompilerPool:
             return _Key(None, "the cache is off", {})
         names, dynamic = imported_modules(r.rendered.source)
         self._resolve(names)
-        imports = {n: self._imports[n] for n in sorted(names)}
+        imports = {n: _covered(self._imports[n], r.rendered) for n in sorted(names)}
         why_not = cacheable(self.mode, r.profile.compiler_options, imports, dynamic, r.inputs is not None)
         if why_not:
             return _Key(None, why_not, imports)
@@ -311,3 +311,11 @@ class CompilerPool:
         self._drop_prefetched()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.kill()
+
+
+def _covered(how: str, rendered: Rendered) -> str:
+    """A project module a python case imports, whose files the key holds (`source:` + their digest), or `how`."""
+    modules = rendered.modules
+    if how.startswith("local:") and modules.complete and modules.covers(how[len("local:"):]):
+        return "source:" + modules.digest()
+    return how

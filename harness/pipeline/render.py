@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 
 from harness.pipeline.cases import FP8_MAX, Case
+from harness.pipeline.user_modules import Closure, closure
 from harness.targets import Profile, Target
 
 def py_literal(value) -> str:
@@ -64,6 +65,8 @@ class Rendered:
     case_id: str
     source: str
     requires: tuple[str, ...] = ()  # optional dependencies (modules) the case declares: missing -> UNSUPPORTED
+    # A python case's project modules (found by path, imported by the worker): the compile cache's key, the repro
+    modules: Closure = Closure()
 
 
 def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
@@ -131,48 +134,6 @@ def _render_block(case: Case, args) -> str:
     )
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def _module_file(module: str) -> Path | None:
-    """The source file of `module` when it lies in this checkout or the run's directory (inlined so repros
-    stand alone).
-
-    Found by path, without importing anything in this process: a case's module is only ever
-    imported by the compile worker. Other modules (PYTHONPATH, installed packages) are imported
-    by the rendered source; one that cannot be imported makes the case UNRESOLVED (UNSUPPORTED
-    when it is a dependency the case lists in `requires`).
-    """
-    parts = module.split(".")
-    if not all(p.isidentifier() for p in parts):
-        return None
-    for root in _source_roots():
-        base = root.joinpath(*parts)
-        for path in (base.with_suffix(".py"), base / "__init__.py"):
-            # every package on the way must be a regular package under the same root
-            if path.is_file() and all((root.joinpath(*parts[:i]) / "__init__.py").is_file() for i in range(1, len(parts))):
-                path = path.resolve()
-                if any(part in ("site-packages", "dist-packages") for part in path.parts):
-                    return None  # an installed package (also fp8-check itself, installed from a wheel)
-                return path
-    return None
-
-
-def _source_roots() -> list[Path]:
-    """Where inlined modules may come from: this checkout (when it is one) and the current directory (the user's project)."""
-    roots = [Path.cwd().resolve()]
-    if (REPO_ROOT / "pyproject.toml").is_file():
-        roots.insert(0, REPO_ROOT)
-    return roots
-
-
-def _relative(path: Path) -> Path:
-    for root in _source_roots():
-        if root in path.parents:
-            return path.relative_to(root)
-    return path
-
-
 def _docstring(case: Case) -> str:
     head = f"fp8-check case {case.id}" + (f": {case.description}" if case.description else "")
     return f"{head}\n\nRendered from {case.file}. fp8-check compiles exactly this source.\n"
@@ -180,9 +141,8 @@ def _docstring(case: Case) -> str:
 
 def render(case: Case) -> Rendered:
     args = arg_specs(case)
-    if case.kind == "python":
+    if case.kind == "python":  # the module is imported, never pasted (harness.pipeline.user_modules)
         module, function = case.callable.split(":")
-        module_path = _module_file(module)
         if case.mesh:
             from harness.pipeline.sharded_cases import jsonable
 
@@ -192,10 +152,8 @@ def render(case: Case) -> Rendered:
             case=case, docstring=_docstring(case), module=module, function=function, args=args,
             mesh=[list(axis) for axis in case.mesh],
             out_specs=[jsonable(s) for s in case.out_shardings] if case.out_shardings is not None else None,
-            module_path=_relative(module_path) if module_path else None,
-            module_source=module_path.read_text().rstrip() if module_path else None,
         )
-        return Rendered(case.id, source, case.requires)
+        return Rendered(case.id, source, case.requires, closure(module))
     if case.kind == "block_scaled":
         return Rendered(case.id, _render_block(case, args), case.requires)
     batched = case.shape.batch is not None
@@ -221,14 +179,24 @@ def repro(case: Case, target: Target, profile: Profile, jax_version: str, render
     """A standalone script: `python repro.py` compiles the case for `target` and prints the optimized HLO."""
     from harness.pipeline.block_cases import case_options
 
-    return repro_script((rendered or render(case)).source, target, profile, jax_version, case_options(case))
+    rendered = rendered or render(case)
+    return repro_script(rendered.source, target, profile, jax_version, case_options(case), rendered.modules)
 
 
 def repro_script(case_source: str, target: Target, profile: Profile, jax_version: str,
-                 optional_options: dict | None = None) -> str:
-    """The standalone repro around an already rendered case function (as stored in a results file)."""
+                 optional_options: dict | None = None, modules: Closure = Closure()) -> str:
+    """The standalone repro around an already rendered case function (as stored in a results file).
+
+    A python case's project modules are embedded (`modules`) and installed as real modules before the case
+    imports them; a module not embedded (a repro rendered from a results file) is named in the header."""
+    import re
+
     aot_source = (Path(__file__).parent / "aot.py").read_text()
+    embedded = {f.name: (f.relpath, f.package, f.text) for f in modules.files}
+    imported = re.findall(r"importlib\.import_module\('([A-Za-z0-9_.]+)'\)", case_source)
+    needs = [m for m in imported if m not in embedded]
     return _ENV.get_template("repro.py.j2").render(
+        modules=embedded, needs=needs, incomplete=modules.why,
         optional_options=optional_options or {},
         case_source=case_source,
         aot_source=aot_source,

@@ -436,7 +436,10 @@ def serve(mode, dump_dir, proto, devices, requests=None):
             else:
                 reply = {"ok": False, "error": "unknown op %r" % request["op"]}
         except Exception as exc:  # reported as UNRESOLVED with the error text
-            reply = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc), "traceback": traceback.format_exc()}
+            text = "%s: %s" % (type(exc).__name__, exc)
+            if isinstance(exc, EOFError) or type(exc).__name__ == "BdbQuit":
+                text += " (input() or breakpoint() in the case: the compile worker has no terminal, its stdin is closed)"
+            reply = {"ok": False, "error": text, "traceback": traceback.format_exc()}
         proto.write(json.dumps(reply) + "\n")
 
 
