@@ -128,6 +128,8 @@ def register(subparsers) -> dict:
 
 
 def cmd_init(args) -> int:
+    from harness.pipeline.golden import atomic_write
+
     root = Path(args.directory)
     if root.exists() and not root.is_dir():
         print(f"fp8-check init: error: {root} is not a directory", file=sys.stderr)
@@ -138,8 +140,13 @@ def cmd_init(args) -> int:
         if path.exists() and not args.force:
             kept.append(rel)
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, text)
+        except OSError as exc:  # a read-only directory, `cases` is a file, a full disk: one line, nothing half-written
+            print(f"fp8-check init: error: cannot write {path}: {exc.strerror or exc}"
+                  + (f" ({path.parent} exists and is not a directory)" if _blocked(path) else ""), file=sys.stderr)
+            return 2
         wrote.append(rel)
     for rel in wrote:
         print(f"wrote {root / rel}")
@@ -149,3 +156,8 @@ def cmd_init(args) -> int:
     if args.uses == DEFAULT_USES:
         print(f"      edit .github/workflows/fp8-check.yml: replace OWNER in '{DEFAULT_USES}'")
     return 0
+
+
+def _blocked(path: Path) -> bool:
+    """A folder on the way to `path` exists as a file."""
+    return any(p.exists() and not p.is_dir() for p in path.parents)

@@ -195,11 +195,16 @@ def default_root() -> Path:
 
 
 def default_max_bytes() -> int:
-    text = os.environ.get("FP8_CHECK_CACHE_MAX_MB", "")
+    """The bound from $FP8_CHECK_CACHE_MAX_MB; ValueError (bad input, one line) when it is not a finite number."""
+    import math
+
+    text = os.environ.get("FP8_CHECK_CACHE_MAX_MB", "").strip()
     try:
         mb = float(text) if text else DEFAULT_MAX_MB
     except ValueError:
-        mb = DEFAULT_MAX_MB
+        mb = math.nan
+    if not math.isfinite(mb) or mb > 2**40:
+        raise ValueError(f"$FP8_CHECK_CACHE_MAX_MB: expected a size in MB (e.g. {DEFAULT_MAX_MB}), got {text[:40]!r}")
     return int(max(mb, 1) * 2**20)
 
 

@@ -69,12 +69,47 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
     return d
 
 
+# The type of each field a reader relies on (None allowed wherever the field may be absent).
+_TEXT_FIELDS = ("reason", "description", "source", "yaml", "file", "hlo", "stablehlo", "filecheck", "mode", "jax")
+_MAP_FIELDS = ("expected", "known_issue", "signature", "numerics", "verdict")
+_ENV_TYPES = {"jax": str, "jaxlib": str, "mode": str, "targets": list, "profiles": list, "compiler_options": dict,
+              "target_versions": dict, "device": dict}
+
+
+def _check_types(d: dict, where: str) -> None:
+    """ValueError naming the field when one has the wrong type (a hand-edited or crafted file)."""
+    for key in _TEXT_FIELDS:
+        if d.get(key) is not None and not isinstance(d[key], str):
+            raise ValueError(f"{where}: field '{key}': expected text, got {type(d[key]).__name__}")
+    for key in _MAP_FIELDS:
+        if d.get(key) is not None and not isinstance(d[key], dict):
+            raise ValueError(f"{where}: field '{key}': expected a mapping, got {type(d[key]).__name__}")
+    if d.get("diffs") is not None and not (isinstance(d["diffs"], list) and all(isinstance(x, dict) for x in d["diffs"])):
+        raise ValueError(f"{where}: field 'diffs': expected a list of mappings")
+
+
+def _check_environment(env: object, specs: object, where: str) -> None:
+    if not isinstance(env, dict):
+        raise ResultsError(f"{where}: field 'environment': expected a mapping")
+    for key, typ in _ENV_TYPES.items():
+        if env.get(key) is not None and not isinstance(env[key], typ):
+            raise ResultsError(f"{where}: field 'environment.{key}': expected {typ.__name__}, got {type(env[key]).__name__}")
+    for key in ("targets", "profiles"):
+        if any(not isinstance(x, str) for x in env.get(key) or []):
+            raise ResultsError(f"{where}: field 'environment.{key}': expected a list of names")
+    if any(not isinstance(v, dict) for v in (env.get("compiler_options") or {}).values()):
+        raise ResultsError(f"{where}: field 'environment.compiler_options': expected a mapping per profile")
+    if not isinstance(specs, dict) or any(not isinstance(k, str) or not isinstance(v, str) for k, v in specs.items()):
+        raise ResultsError(f"{where}: field 'target_specs': expected a mapping of target names to spec texts")
+
+
 def outcome_from_json(d: dict) -> Outcome:
     from harness.gpu.numerics import NumericsResult
 
+    if not isinstance(d, dict):
+        raise ValueError(f"a result: expected a mapping, got {type(d).__name__}")
+    _check_types(d, f"case {d.get('case')!r}")
     sig = d.get("signature")
-    if not isinstance(d.get("expected"), (dict, type(None))):
-        raise ValueError(f"case {d.get('case')!r}: field 'expected': expected a mapping")
     return Outcome(
         case=str(d["case"]), target=str(d["target"]), profile=str(d["profile"]), mode=str(d.get("mode", "")),
         jax=str(d.get("jax", "")), code=code(d["outcome"]), reason=d.get("reason") or "",
@@ -121,14 +156,16 @@ def from_json(doc: dict, path: str | None = None) -> Results:
     if not isinstance(doc, dict) or doc.get("schema") not in READABLE:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise ResultsError(f"{where}: not an fp8-check results file (schema {found!r}; readable: {', '.join(READABLE)})")
+    if not isinstance(doc.get("results") or [], list):
+        raise ResultsError(f"{where}: field 'results': expected a list")
     try:
         outcomes = [outcome_from_json(r) for r in doc.get("results") or []]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"{where}: malformed result: {type(exc).__name__}: {exc}") from None
     env = doc.get("environment") or {}
-    if not isinstance(env, dict):
-        raise ResultsError(f"{where}: field 'environment': expected a mapping")
-    return Results(env, outcomes, dict(doc.get("target_specs") or {}), str(doc.get("created", "")), path)
+    specs = doc.get("target_specs") or {}
+    _check_environment(env, specs, where)
+    return Results(env, outcomes, dict(specs), str(doc.get("created", "")), path)
 
 
 def write(path: Path, res: Results, with_text: bool = True) -> None:
@@ -136,12 +173,14 @@ def write(path: Path, res: Results, with_text: bool = True) -> None:
 
 
 def load(path: Path) -> Results:
+    from harness.pipeline.safe_yaml import ReadError, load_json
+
     path = Path(path)
+    if not path.exists():
+        raise ResultsError(f"{path}: no such results file")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such results file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        doc = load_json(path)
+    except ReadError as exc:
         raise ResultsError(f"{path}: cannot read results JSON: {exc}") from None
     return from_json(doc, str(path))
 

@@ -99,6 +99,9 @@ def _construct_mapping(loader: LineLoader, node: yaml.MappingNode, deep: bool = 
     out = LineMap()
     out.line = node.start_mark.line + 1
     for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: a complex key (unhashable, and never meant)
+            raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain name, not a list or "
+                                                    "mapping (a '?' complex key)", key_node.start_mark)
         key = loader.construct_object(key_node, deep=deep)
         if key in out:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'", key_node.start_mark)
@@ -159,3 +162,29 @@ def load(text: str, loader: type[BoundedLoader] = BoundedLoader):
         return ldr.construct_document(node)
     finally:
         ldr.dispose()
+
+
+MAX_JSON_BYTES = 1024 * 2**20  # results and matrix files carry HLO texts: large, but bounded
+
+
+def load_json(path: Path | str, max_bytes: int = MAX_JSON_BYTES):
+    """A JSON file users pass in (results, matrices), within the size and nesting limits; ReadError otherwise."""
+    import json
+
+    text = read_text(path, max_bytes)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReadError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise ReadError(f"nested deeper than {MAX_DEPTH} levels") from None
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ReadError(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return doc

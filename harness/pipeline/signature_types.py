@@ -82,8 +82,12 @@ class Signature:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Signature":
-        gemms = [Gemm(**{("pass_" if k == "pass" else k): v for k, v in g.items()}) for g in d.get("gemms", [])]
-        block = BlockScaling(**d["block_scaled"]) if d.get("block_scaled") else None
+        from harness.pipeline.typed import record
+
+        d = record(cls, d, "signature")  # a wrong-typed field read back from a file: ValueError naming it
+        gemms = [Gemm(**record(Gemm, {("pass_" if k == "pass" else k): v for k, v in g.items()} if isinstance(g, dict)
+                               else g, f"signature.gemms[{i}]")) for i, g in enumerate(d.get("gemms", []))]
+        block = BlockScaling(**record(BlockScaling, d["block_scaled"], "signature.block_scaled")) if d.get("block_scaled") else None
         collectives = [Collective.from_dict(c) for c in d.get("collectives", [])]
         return cls(d["kernels"], list(d.get("launches", [])), gemms, list(d.get("unfused", [])), block, collectives)
 

@@ -129,6 +129,11 @@ def regressed_since(it: Item, model: Model) -> str:
 
 
 def issue_title(it: Item, model: Model) -> str:
+    """One line, whatever the case's description or a results file holds (line breaks, tabs: one space)."""
+    return " ".join(_title(it, model).split())
+
+
+def _title(it: Item, model: Model) -> str:
     pattern, gemm = pattern_of(it), gemm_target(it)
     v = it.outcome.verdict
     if _not_a_bug(it):

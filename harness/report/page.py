@@ -39,6 +39,7 @@ from harness.report.issue import issue_markdown, markdown_for
 from harness.report.model import Item, Model, ReportError, build_model, load, vkey
 
 SIZE_BUDGET = 4_500_000  # bytes; the report must stay under 5 MB
+REPORT_LIMIT = 5_000_000  # over this, `report` says so on the terminal (the page says so where it can tell)
 LEVELS = (0, 1, 2, 3, 4)  # how much text is left out to stay under SIZE_BUDGET; see _payload
 MAX_TEXT = 256_000  # characters of one HLO/StableHLO/source kept in the page
 MAX_TEXT_TIGHT = 48_000
@@ -355,6 +356,9 @@ def cmd_report(args) -> int:
         return 2
     size = out.stat().st_size
     print(f"report: {out} ({size / 1e6:.2f} MB)")
+    if size > REPORT_LIMIT:
+        print(f"fp8-check: warning: the report is {size / 1e6:.1f} MB, over the 5 MB it aims for even with texts left "
+              "out: select fewer cases or versions", file=sys.stderr)
     return 0
 
 

@@ -224,6 +224,8 @@ def register(subparsers) -> dict:
 def versions_from_args(args) -> list[str]:
     if args.jax:
         names = [v.strip() for v in args.jax.split(",") if v.strip()]
+        if not names:
+            raise VersionError(f"--jax {args.jax!r}: no version given (e.g. --jax 0.6.1,0.12.0.1)")
         if "nightly" in names:
             from harness.versions.releases import jax_index, newest_on_index
 

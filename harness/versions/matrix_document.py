@@ -262,11 +262,13 @@ def write(path: Path, m: Matrix) -> None:
 
 
 def _read(path: Path) -> dict:
+    from harness.pipeline.safe_yaml import ReadError, load_json
+
+    if not Path(path).exists():
+        raise MatrixError(f"{path}: no such file")
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MatrixError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return load_json(path)
+    except ReadError as exc:
         raise MatrixError(f"{path}: cannot read JSON: {exc}") from None
 
 
