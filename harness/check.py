@@ -417,3 +417,9 @@ def _cmd_check(args) -> int:
             golden.atomic_write(Path(args.json), text)
             print(f"results: {args.json}")
     return EXIT_FAIL if any(r.code.is_failure for r in results) else EXIT_OK
+
+
+if __name__ == "__main__":  # the child process of `fp8-check check` (harness.check_process)
+    from harness import check_process
+
+    check_process.child(cmd_check_here, sys.argv[1:])

@@ -1,7 +1,7 @@
 """`fp8-check check` runs your code in a process of its own, as `fp8-check run` does with cases.
 
 Importing your module, calling the `--args` factory and tracing the function all happen in a
-child process (`python -m harness.check_process`), with stdin closed (an `input()` or a leftover
+child process (`python -m harness.check`, which calls `child`), with stdin closed (an `input()` or a leftover
 `breakpoint()` fails at once) and under `--timeout`. Whatever that code does — raise, call
 `exit()`, segfault, hang — the command ends with one line and an exit code:
 
@@ -21,13 +21,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 EXIT_FAIL = 1
 
 
-def run(args) -> int:
-    """Run the check described by the (already validated) argparse `args` in a child process."""
+def run(args, module: str = "harness.check") -> int:
+    """Run the check described by the (already validated) argparse `args` in a child process: `python -m module`."""
     doc = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"}
     fd, status = tempfile.mkstemp(prefix="fp8-check-check-", suffix=".status")
     os.close(fd)
@@ -39,8 +40,12 @@ def run(args) -> int:
                                                       + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])))
     limit = args.timeout * max(1, len(_csv(args.target)) * len(_csv(args.profile)))
     what = args.function
-    proc = subprocess.Popen([sys.executable, "-m", "harness.check_process", json.dumps(doc), status],
-                            stdin=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", module, json.dumps(doc), status],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    relays = [threading.Thread(target=_relay, args=(src, name), daemon=True)
+              for src, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
+    for t in relays:
+        t.start()
     try:
         try:
             proc.wait(timeout=limit)
@@ -53,6 +58,8 @@ def run(args) -> int:
         if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): the child goes too
             proc.kill()
             proc.wait()
+        for t in relays:
+            t.join(timeout=10)
     try:
         with open(status) as f:
             return int(json.load(f)["code"])
@@ -70,20 +77,29 @@ def run(args) -> int:
     return EXIT_FAIL
 
 
+def _relay(src, name: str) -> None:
+    """Copy the child's output to this process's stdout/stderr as it comes (looked up per line: capturable)."""
+    for line in iter(src.readline, b""):
+        stream = getattr(sys, name)
+        stream.write(line.decode("utf-8", "replace"))
+        stream.flush()
+    src.close()
+
+
 def _csv(value: str) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def _child(doc: dict, status: str) -> None:
+def child(check_here, argv: list[str]) -> None:
+    """The child's side: `check_here(args)` with the parent's options (argv: JSON, status file); never returns."""
     import argparse
 
-    from harness import check
-
+    doc, status = json.loads(argv[0]), argv[1]
     args = argparse.Namespace(**doc)
     args.goldens = Path(args.goldens)
     code = EXIT_FAIL
     try:
-        code = check.cmd_check_here(args)
+        code = check_here(args)
     except SystemExit as exc:  # the checked code called exit() / sys.exit()
         print(f"fp8-check check: error: the checked code ({args.function}) called exit({exc.code!r})", file=sys.stderr)
         code = EXIT_FAIL
@@ -93,8 +109,5 @@ def _child(doc: dict, status: str) -> None:
         sys.stdout.flush()
         with open(status, "w") as f:
             json.dump({"code": code}, f)
+    sys.stderr.flush()
     os._exit(code)  # no atexit handler of the checked code runs after the verdict
-
-
-if __name__ == "__main__":
-    _child(json.loads(sys.argv[1]), sys.argv[2])

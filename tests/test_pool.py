@@ -109,8 +109,8 @@ def test_each_real_key_component_misses(workspace, run_cli, tmp_path, monkeypatc
     assert run() == (2, 0)
     # the target spec text
     spec = (TARGET_DIR / "h100.txtpb").read_text()
-    (workspace / "h100.txtpb").write_text(spec + "\n# an edited copy\n")
-    assert run("--target", workspace / "h100.txtpb") == (0, 2)
+    (workspace / "h100_edited.txtpb").write_text(spec + "\n# an edited copy\n")
+    assert run("--target", workspace / "h100_edited.txtpb") == (0, 2)
     # the rendered source (the description is in its docstring)
     seed = workspace / "cases" / "seed.yaml"
     text = seed.read_text()
