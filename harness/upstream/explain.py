@@ -172,8 +172,13 @@ def load(path: Path) -> Explanation:
 
 def find(case: str, target: str, profile: str, versions: tuple[str, str], directory: Path | None = None) -> Explanation | None:
     """The saved explanation for this case/target/profile whose good..bad pair is `versions` (either order)."""
+    from harness.pipeline.names import UnsafeName
+
     directory = Path(directory or os.environ.get("FP8_CHECK_UPSTREAM_DIR") or DEFAULT_DIR)
-    path = path_for(directory, case, target, profile)
+    try:
+        path = path_for(directory, case, target, profile)
+    except UnsafeName:  # a name read from a results file that no saved explanation can have
+        return None
     if not path.is_file():
         return None
     try:
