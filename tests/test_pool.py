@@ -202,4 +202,4 @@ def test_the_canary_is_compiled_alongside_the_cases_and_only_once(tmp_path, monk
     assert queued_at_canary == [{runner.CANARY.id, "p1", "p2", "p3"}]  # all queued before the canary is waited for
     assert started[0] == runner.CANARY.id and sorted(started[1:]) == ["p1", "p2", "p3"]
     assert pool.compiled == 4
-    assert [o.case for o in outcomes] == ["p1", "p2", "p3"] and {o.code.name for o in outcomes} == {"NEW"}
+    assert [o.case for o in outcomes] == ["p1", "p2", "p3"] and {o.code.name for o in outcomes} == {"NEW"}, [o.reason for o in outcomes]

@@ -344,6 +344,23 @@ def main():
         shutil.rmtree(dump_dir, ignore_errors=True)
 
 
+_KEPT_MODULES = set()  # what the worker imported before its first case (itself, JAX, ...)
+
+
+def _forget_project_modules():
+    """Drop the project modules (not stdlib, not installed) an earlier case imported: each case imports its python
+    module afresh, as it did when it was the only one, so that JAX never answers from its cache of an earlier
+    case's function (then XLA would not compile, nor dump, again)."""
+    if not _KEPT_MODULES:
+        _KEPT_MODULES.update(sys.modules)
+        return
+    sites = tuple(d + os.sep for d in _site_dirs())
+    for name in [n for n in sys.modules if n not in _KEPT_MODULES]:
+        path = getattr(sys.modules.get(name), "__file__", None) or ""
+        if path and not os.path.realpath(path).startswith(sites):
+            del sys.modules[name]
+
+
 def serve(mode, dump_dir, proto, devices, requests=None):
     for line in requests or sys.stdin:
         request = json.loads(line)
@@ -365,6 +382,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 if missing:
                     proto.write(json.dumps({"ok": False, "unsupported": missing}) + "\n")
                     continue
+                _forget_project_modules()
                 module = types.ModuleType("fp8_case_" + request["case_id"].replace("-", "_").replace(".", "_"))
                 path = os.path.join(dump_dir, "..", "fp8_case_%s.py" % request["case_id"])
                 code = compile(request["source"], os.path.abspath(path), "exec")
