@@ -85,6 +85,7 @@ SUBCOMMANDS = {
     "target capture": ["target", "capture", "F"],
     "check": ["check", "os:getcwd", "--arg", "x=float32[2]", "--target", "T"],
     "init": ["init", "F"],
+    "calibrate": ["calibrate", "F"],
 }
 
 

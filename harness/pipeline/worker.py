@@ -328,13 +328,9 @@ def main():
     # that anything JAX, XLA or a case prints cannot corrupt the protocol.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    # Requests come on a private copy of stdin; fd 0 is /dev/null, so that input() or a leftover
-    # breakpoint() in a case fails at once (EOF) instead of waiting on the request pipe until --timeout.
+    # Requests on a private copy of stdin; fd 0 is /dev/null: input()/breakpoint() in a case fail at once (EOF)
     requests = os.fdopen(os.dup(0), "r")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdin = open(os.devnull)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     devices = {}
     try:
         serve(mode, dump_dir, proto, devices, requests)
@@ -344,19 +340,14 @@ def main():
         shutil.rmtree(dump_dir, ignore_errors=True)
 
 
-_KEPT_MODULES = set()  # what the worker imported before its first case (itself, JAX, ...)
-
-
-def _forget_project_modules():
-    """Drop the project modules (not stdlib, not installed) an earlier case imported: each case imports its python
-    module afresh, as it did when it was the only one, so that JAX never answers from its cache of an earlier
-    case's function (then XLA would not compile, nor dump, again)."""
-    if not _KEPT_MODULES:
-        _KEPT_MODULES.update(sys.modules)
-        return
+def _forget_project_modules(kept=set()):  # noqa: B006 (kept: what was imported before the first case: JAX, ...)
+    """Drop the project modules (not stdlib, not installed) an earlier case imported: each case imports its module
+    afresh, so JAX never answers from its cache of an earlier case's identical function (XLA would not compile)."""
+    if not kept:
+        return kept.update(sys.modules)
     sites = tuple(d + os.sep for d in _site_dirs())
-    for name in [n for n in sys.modules if n not in _KEPT_MODULES]:
-        path = getattr(sys.modules.get(name), "__file__", None) or ""
+    for name in [n for n in sys.modules if n not in kept]:
+        path = getattr(sys.modules[name], "__file__", None)
         if path and not os.path.realpath(path).startswith(sites):
             del sys.modules[name]
 
