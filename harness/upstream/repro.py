@@ -6,8 +6,8 @@ the target (its GpuTargetConfig written compactly), and a print of the gemm
 custom-calls and the fusions of the optimized HLO. `python repro.py --hlo` prints
 the whole optimized module instead (what the tests turn into a signature), and
 extra XLA flags pass through `XLA_FLAGS` (e.g. per-pass dumps). Only `kind:
-pattern` cases have a minimal repro; `kind: python` cases inline their modules
-(`render.repro`).
+pattern` cases have a minimal repro; `kind: python` cases have the full repro, which embeds
+their project modules (`render.repro`).
 """
 
 from __future__ import annotations
