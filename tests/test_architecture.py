@@ -110,7 +110,8 @@ def test_nothing_imports_the_cli():
 
 def test_the_compile_worker_imports_only_aot():
     # it runs inside per-version environments that hold only JAX
-    assert GRAPH["harness.pipeline.worker"] <= {"harness.pipeline.aot", "harness.pipeline", "harness"}
+    assert GRAPH["harness.pipeline.worker"] <= {"harness.pipeline.aot", "harness.pipeline.worker_guard", "harness.pipeline", "harness"}
+    assert GRAPH["harness.pipeline.worker_guard"] == set()  # standard library only
     assert GRAPH["harness.pipeline.aot"] == set()
 
 

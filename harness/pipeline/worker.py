@@ -2,7 +2,7 @@
 
 Run as `python -m harness.pipeline.worker MODE`. It reads one JSON request per line on
 stdin and answers one JSON line on its protocol stream. It imports only the
-standard library, `harness.pipeline.aot` and JAX, so it also runs inside the per-version
+standard library, `harness.pipeline.aot` (and the stdlib-only `worker_guard`) and JAX, so it also runs inside the per-version
 environments of `fp8-check matrix`. An XLA abort kills only this process; the
 parent reports the case UNRESOLVED and starts a new worker.
 """
@@ -16,7 +16,7 @@ import tempfile
 import traceback
 import types
 
-from harness.pipeline import aot
+from harness.pipeline import aot, worker_guard
 
 
 # Environment variables that change what XLA/JAX compile, as the parent set them (read
@@ -328,9 +328,7 @@ def main():
     # that anything JAX, XLA or a case prints cannot corrupt the protocol.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    # Requests on a private copy of stdin; fd 0 is /dev/null: input()/breakpoint() in a case fail at once (EOF)
-    requests = os.fdopen(os.dup(0), "r")
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    requests = worker_guard.private_stdin()  # fd 0 is /dev/null: input() in a case fails at once
     devices = {}
     try:
         serve(mode, dump_dir, proto, devices, requests)
@@ -338,18 +336,6 @@ def main():
         import shutil
 
         shutil.rmtree(dump_dir, ignore_errors=True)
-
-
-def _forget_project_modules(kept=set()):  # noqa: B006 (kept: what was imported before the first case: JAX, ...)
-    """Drop the project modules (not stdlib, not installed) an earlier case imported: each case imports its module
-    afresh, so JAX never answers from its cache of an earlier case's identical function (XLA would not compile)."""
-    if not kept:
-        return kept.update(sys.modules)
-    sites = tuple(d + os.sep for d in _site_dirs())
-    for name in [n for n in sys.modules if n not in kept]:
-        path = getattr(sys.modules[name], "__file__", None)
-        if path and not os.path.realpath(path).startswith(sites):
-            del sys.modules[name]
 
 
 def serve(mode, dump_dir, proto, devices, requests=None):
@@ -373,7 +359,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 if missing:
                     proto.write(json.dumps({"ok": False, "unsupported": missing}) + "\n")
                     continue
-                _forget_project_modules()
+                worker_guard.forget_project_modules(_site_dirs())
                 module = types.ModuleType("fp8_case_" + request["case_id"].replace("-", "_").replace(".", "_"))
                 path = os.path.join(dump_dir, "..", "fp8_case_%s.py" % request["case_id"])
                 code = compile(request["source"], os.path.abspath(path), "exec")
@@ -445,10 +431,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
             else:
                 reply = {"ok": False, "error": "unknown op %r" % request["op"]}
         except Exception as exc:  # reported as UNRESOLVED with the error text
-            text = "%s: %s" % (type(exc).__name__, exc)
-            if isinstance(exc, EOFError) or type(exc).__name__ == "BdbQuit":
-                text += " (input() or breakpoint() in the case: the compile worker has no terminal, its stdin is closed)"
-            reply = {"ok": False, "error": text, "traceback": traceback.format_exc()}
+            reply = {"ok": False, "error": worker_guard.error_text(exc), "traceback": traceback.format_exc()}
         proto.write(json.dumps(reply) + "\n")
 
 
