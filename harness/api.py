@@ -44,8 +44,10 @@ from typing import Any, Callable
 from harness.export import export_callable, sharding_of
 from harness.pipeline import golden
 from harness.pipeline.golden import FieldDiff
-from harness.pipeline.signature import FP8_TYPES, Signature, extract
+from harness import dtypes
+from harness.pipeline.signature import Signature, extract
 from harness.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
+from harness.verdict import Verdict
 
 __all__ = [
     "BoundChecker", "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",
@@ -60,9 +62,11 @@ class EnvironmentProblem(RuntimeError):
 class FusionMismatch(AssertionError):
     """The compiled fusion differs from what a test expected; `diffs` holds the differing fields."""
 
-    def __init__(self, message: str, diffs: list[FieldDiff], report: "FusionReport | None" = None):
+    def __init__(self, message: str, diffs: list[FieldDiff], report: "FusionReport | None" = None,
+                 verdict: "Verdict | None" = None):
         super().__init__(message)
         self.diffs, self.report = diffs, report
+        self.verdict = verdict  # against a golden: regression / improvement / neutral / mixed (harness/verdict.py)
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ class FusionReport:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
 
     def to_dict(self, with_text: bool = False) -> dict:
-        d = {"name": self.name, "target": self.target, "profile": self.profile, "mode": self.mode, "jax": self.jax,
+        d: dict = {"name": self.name, "target": self.target, "profile": self.profile, "mode": self.mode, "jax": self.jax,
              "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict(annotations=True)}
         from harness.pipeline.coverage import attributed, coverage
 
@@ -201,7 +205,8 @@ class Checker:
         label = name or _name_of(fn)
         if not comp.ok:
             raise RuntimeError(f"{label} did not compile for {t.name}/{p.name} ({self.mode}): {comp.error}")
-        return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(comp.hlo), comp.hlo,
+        hlo = comp.hlo or ""  # set whenever the compilation succeeded
+        return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(hlo), hlo,
                             comp.stablehlo or "", comp.seconds)
 
     def close(self) -> None:
@@ -298,7 +303,7 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
             out.append(FieldDiff(f"gemms[{i}].epilogue", epilogue, g.epilogue or "(none)"))
         if damax is not None and bool(g.damax_output or g.amax) != damax:
             out.append(FieldDiff(f"gemms[{i}].damax_output", damax, bool(g.damax_output or g.amax)))
-        if fp8_output is not None and (g.output in FP8_TYPES) != fp8_output:
+        if fp8_output is not None and dtypes.is_narrow(g.output) != fp8_output:
             out.append(FieldDiff(f"gemms[{i}].output", "an FP8 type" if fp8_output else "not an FP8 type", g.output))
     if no_upcast_dot:
         for i, g in enumerate(sig.gemms):
@@ -368,21 +373,25 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", case):
         raise ValueError(f"golden name {case!r}: use letters, digits, '_', '.', '-' (pass name=...)")
     path = golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
-    sig = report.signature.to_dict()
     if bless:
-        return golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax, sig)
-    g = golden.load(path)
-    exp = g.expected_for(report.jax) if g else None
-    if exp is None:
-        why = "no golden yet" if g is None else f"the golden has no expectation covering jax {report.jax}"
+        return golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax,
+                            report.signature.to_dict())
+    from harness.outcome import NEW, UNRESOLVED, Outcome
+    from harness.pipeline import runner
+
+    # judged exactly as `fp8-check run` judges a case (harness.pipeline.runner.judge_signature)
+    out = runner.judge_signature(Outcome(case, report.target, report.profile, report.mode, report.jax, UNRESOLVED),
+                                 report.signature, Path(goldens_root))
+    if out.code is NEW:
+        why = out.reason.split(";")[0]
         raise FusionMismatch(f"NEW {report.where()}: {why} at {path}; record it with pytest --fp8-bless "
                              f"(or check_golden(..., bless=True))", [], report)
-    diffs = golden.compare(exp.signature, sig)
-    if diffs:
-        raise FusionMismatch(mismatch_message(report, diffs, f"FAIL {report.where()}: {len(diffs)} field(s) differ "
-                                                             f"from {path}"), diffs, report)
+    if out.diffs:
+        raise FusionMismatch(mismatch_message(report, out.diffs, f"FAIL {report.where()}: {len(out.diffs)} field(s) "
+                                                                 f"differ from {path}"
+                                              + (f" [{out.verdict.cls}]" if out.verdict else "")),
+                             out.diffs, report, out.verdict)
     return ""
-
 
 
 # ------------------------------------------------------------------ bound to one target/profile (the pytest fixture)

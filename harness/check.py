@@ -16,6 +16,8 @@ difference, a missing golden, or a compile error, 2 bad input, 3 broken environm
 
 from __future__ import annotations
 
+from harness.errors import BadInput
+
 import importlib
 import json
 import os
@@ -25,15 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, Code
+from harness.verdict import Verdict
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
+from harness.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
 _INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
 _BOOL_EXPECT = ("damax", "fp8_output", "no_upcast_dot")
 _STR_EXPECT = ("epilogue",)
 
 
-class CheckUsage(ValueError):
+class CheckUsage(BadInput, ValueError):
     """Bad input: one line naming the option and the value."""
 
 
@@ -54,10 +57,11 @@ class CheckResult:
     report: dict | None = None
     diffs: list[str] = field(default_factory=list)
     reason: str = ""
+    verdict: Verdict | None = None  # a FAIL against the golden: regression / improvement / neutral / mixed
 
     def to_dict(self) -> dict:
         return {"target": self.target, "profile": self.profile, "outcome": self.code.name, "reason": self.reason,
-                "diffs": self.diffs, **(self.report or {})}
+                "diffs": self.diffs, "verdict": self.verdict.to_dict() if self.verdict else None, **(self.report or {})}
 
 
 def parse_arg(text: str) -> ArgSpec:
@@ -184,6 +188,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                         except api.FusionMismatch as exc:
                             if exc.diffs:
                                 res.diffs += [str(d) for d in exc.diffs]
+                                res.verdict = exc.verdict
                             else:
                                 res.code, res.reason = NEW, str(exc)
                 if res.diffs:
@@ -252,6 +257,8 @@ def _print_result(res: CheckResult, report, label: str) -> None:
     line = f"{res.code.name:<11} {res.target}/{res.profile:<7} {label}"
     if report is not None:
         line += f"  ({gemm_summary(report.signature)}) {report.seconds:.2f}s"
+    if res.verdict is not None:
+        line += f"  [{res.verdict.cls}]"
     print(line)
     for d in res.diffs:
         print(f"      {d}")

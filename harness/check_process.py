@@ -24,7 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-EXIT_FAIL = 1
+from harness.errors import EXIT_FAIL
 
 
 def run(args, module: str = "harness.check") -> int:

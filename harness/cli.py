@@ -1,8 +1,10 @@
 """The `fp8-check` command line: collects the commands that modules register, maps errors to exit codes.
 
-Exit codes: 0 every outcome is PASS/XFAIL/UNSUPPORTED; 1 any FAIL/XPASS/UNRESOLVED/NEW;
-2 bad input or usage (one line on stderr); 3 broken environment (the canary, or JAX/the
-CUDA plugin missing). Nothing imports this module: it is only the entry point.
+Exit codes (harness/errors.py): 0 every outcome is PASS/XFAIL/UNSUPPORTED; 1 any
+FAIL/XPASS/UNRESOLVED/NEW; 2 bad input or usage (one line on stderr); 3 broken environment
+(the canary, or JAX/the CUDA plugin missing). Every error is an `errors.Fp8CheckError` that
+knows its exit code; nothing here lists error classes. Nothing imports this module: it is
+only the entry point.
 """
 
 from __future__ import annotations
@@ -11,14 +13,7 @@ import argparse
 import importlib
 import sys
 
-from harness.pipeline.cases import CaseError
-from harness.pipeline.golden import GoldenError
-from harness.pipeline.names import UnsafeName
-from harness.pipeline.outputs import OutputError, WriteError
-from harness.pipeline.results import ResultsError
-from harness.pipeline.runner import CanaryError
-from harness.selection import EXIT_ENV, EXIT_USAGE, BrokenEnvironment, UsageError
-from harness.targets import TargetSpecError
+from harness.errors import Fp8CheckError
 
 # Modules with `register(subparsers) -> {command: handler(args) -> exit code}`, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -79,21 +74,9 @@ def _dispatch(handlers, args) -> int:
     except Terminated as exc:
         print(f"fp8-check: stopped by signal {exc.signum}", file=sys.stderr)
         return 128 + exc.signum
-    except (CaseError, GoldenError, ResultsError, UsageError, OutputError, UnsafeName) as exc:
-        print(f"fp8-check: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except WriteError as exc:  # a full disk after the checks passed: what was printed above is the record
-        print(f"fp8-check: {exc.strerror}", file=sys.stderr)
-        return EXIT_ENV
-    except CanaryError as exc:
-        print(f"fp8-check: {exc}", file=sys.stderr)
-        return EXIT_ENV
-    except BrokenEnvironment as exc:
-        print(f"fp8-check: broken environment: {exc}", file=sys.stderr)
-        return EXIT_ENV
-    except TargetSpecError as exc:  # a spec XLA would silently misread
-        print(f"fp8-check: refused target spec: {exc}", file=sys.stderr)
-        return EXIT_ENV
+    except Fp8CheckError as exc:  # bad input (2) or a broken environment (3): harness/errors.py
+        print(exc.message_line(), file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("fp8-check: interrupted", file=sys.stderr)
         return 130

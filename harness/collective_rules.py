@@ -18,11 +18,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness.verdict_rules import IMPROVEMENT, MISSING, NEUTRAL, REGRESSION, _is_fp8
+from harness import dtypes
+from harness.verdict_rules import IMPROVEMENT, MISSING, NEUTRAL, REGRESSION, Neutral, _is_fp8
 
 _FIELD = re.compile(r"^collectives(?:\[(\d+)\])?(?:\.(\w+))?$")
-_BITS = {"f4e2m1fn": 4, "s8": 8, "u8": 8, "pred": 8, "bf16": 16, "f16": 16, "s16": 16, "f32": 32, "s32": 32,
-         "u32": 32, "f64": 64, "s64": 64}
 NEUTRAL_WHY = {
     "op": "collective kind changed (its cost is judged by bytes)",
     "shape": "shape changed (its cost is judged by bytes)",
@@ -36,7 +35,8 @@ def is_collective_path(path: str) -> bool:
 
 
 def _bits(dtype: Any) -> int | None:
-    return 8 if _is_fp8(dtype) else _BITS.get(str(dtype))
+    """Widths from the dtype vocabulary (harness/dtypes.py); a predicate is a byte."""
+    return 8 if str(dtype) == "pred" else dtypes.bits(dtype)
 
 
 def _label(c: Any) -> str:
@@ -87,3 +87,11 @@ def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]
             return [(IMPROVEMENT, f"collective now in a {after} loop (overlaps the gemm steps)")]
         return [(NEUTRAL, f"loop {before} -> {after}")]
     return [(NEUTRAL, NEUTRAL_WHY.get(key or "", f"collectives field {key} changed (no cost rule)"))]
+
+
+# Every field of harness.pipeline.collectives.Collective: its rule (collective_field dispatches on the
+# field) or why it is neutral. tests/test_verdict_fields.py fails for a field with neither.
+COLLECTIVE_RULES: dict[str, object] = {
+    "dtype": collective_field, "bytes": collective_field, "asynchronous": collective_field, "loop": collective_field,
+    **{key: Neutral(why) for key, why in NEUTRAL_WHY.items()},
+}

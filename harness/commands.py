@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 from harness import selection, target_check
-from harness.outcome import any_failure
+from harness.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
 from harness.pipeline import golden, outputs, pool, render, runner, signature
-from harness.pipeline.compile import CompileRequest
 from harness.pipeline import results as results_mod
 from harness.report import terminal
 from harness.selection import EXIT_FAIL, EXIT_OK, UsageError
@@ -88,6 +87,11 @@ def cmd_run(args) -> int:
     numerics = getattr(args, "numerics", False)
     if numerics and sel.mode != "device":
         raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
+    numerics_check: runner.NumericsCheck | None = None
+    if numerics:
+        from harness.gpu import numerics as numerics_module  # the GPU layer's reference, handed to the runner
+
+        numerics_check = numerics_module
     outputs.check_file(args.json, "--json")  # fail before compiling, not after
     outputs.check_file(args.html or args.json.parent / "report.html", "--html")
     compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args)
@@ -109,7 +113,7 @@ def cmd_run(args) -> int:
                 print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
         outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
                               on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
-                              numerics=numerics, canary=selection.canary_applies(sel.mode, env["jax"]))
+                              numerics=numerics_check, canary=selection.canary_applies(sel.mode, env["jax"]))
     terminal.print_summary(outcomes)
     print(f"{compiler.cache_summary()}; {compiler.jobs} worker(s)")
     res = results_mod.Results(
@@ -117,16 +121,19 @@ def cmd_run(args) -> int:
          "compiler_options": {p: PROFILES[p].compiler_options for p in sel.profiles},
          "target_versions": {t.name: target_check.environment_entry(t, env["jax"]) for t in sel.targets}},
         outcomes, target_specs={t.name: t.config_text for t in sel.targets})
-    results_mod.write(args.json, res)
-    print(f"results: {args.json}")
     res.path = str(args.json)
     html = args.html or args.json.parent / "report.html"
-    try:
+
+    def write_html(path: Path) -> None:
         from harness.report.page import write_report
 
-        print(f"report: {write_report([res], html)}")
-    except Exception as exc:  # the results are written; a report problem must not change the verdict
-        print(f"fp8-check: warning: could not write the HTML report {html}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        write_report([res], path)
+
+    outputs.write_all([  # one failure policy: the results JSON must be written, the report only warns
+        outputs.Output("results JSON", args.json, lambda p: results_mod.write(p, res), primary=True,
+                       announce="results: {path}"),
+        outputs.Output("HTML report", html, write_html, announce="report: {path}"),
+    ])
     fail_on = getattr(args, "fail_on", "any")
     if fail_on != "any":
         return EXIT_FAIL if any(runner.fails(o, fail_on) for o in outcomes) else EXIT_OK
@@ -170,41 +177,39 @@ def cmd_bless(args) -> int:
                 raise UsageError(f"--prune: cannot remove {path}: {exc.strerror or exc}") from None
             print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
     compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args)
-    changed = unresolved = 0
+    counts = {"changed": 0, "unresolved": 0}
+
+    def bless_one(out: Outcome) -> None:
+        """Record one judged outcome's signature (the runner classified it exactly as `run` does)."""
+        where = f"{out.target}/{out.profile} {out.case}"
+        if out.known_issue:
+            issue = out.known_issue
+            print(f"skipped {where}: known issue {issue['url'] or issue['summary']!r} is active on jax "
+                  f"{out.jax}; a golden states the fused signature, so it is not blessed from a broken version")
+            return
+        if out.code is UNSUPPORTED:
+            print(f"UNSUPPORTED {where}: {out.reason}")
+            return
+        if out.signature is None or out.code is UNRESOLVED:  # no signature, or an unreadable golden
+            counts["unresolved"] += 1
+            print(f"UNRESOLVED {where}: {out.reason.strip().splitlines()[0] if out.reason else 'unknown error'}")
+            return
+        try:
+            diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict())
+        except golden.GoldenError as exc:  # a contradictory golden: fix it by hand
+            counts["unresolved"] += 1
+            print(f"UNRESOLVED {where}: {exc}")
+            return
+        if diff:
+            counts["changed"] += 1
+            sys.stdout.write(diff)
+        else:
+            print(f"unchanged {where}")
+
     with compiler:
-        todo = []
-        for case, target, profile in runner.plan(sel.cases, sel.targets, sel.profiles):
-            if sel.mode == "deviceless" and not profile.deviceless:
-                continue
-            todo.append((case, target, profile, case.known_issue(env["jax"], target.name, profile.name)))
-        requests = [CompileRequest(render.render(c), t, p, optional_options=runner.case_options(c))
-                    for c, t, p, issue in todo if not issue]
-        runner.prefetch(compiler, sel.targets, sel.mode, requests)
-        for t in sel.targets:
-            runner.check_canary(compiler, t)
-        compiled = compiler.imap(requests) if requests else iter(())
-        for case, target, profile, issue in todo:  # in plan order, while the pool compiles ahead
-            if issue:
-                print(f"skipped {target.name}/{profile.name} {case.id}: known issue {issue.url or issue.summary!r} is active on jax "
-                      f"{env['jax']}; a golden states the fused signature, so it is not blessed from a broken version")
-                continue
-            comp = next(compiled)
-            if not comp.ok:
-                unresolved += 1
-                print(f"UNRESOLVED {target.name}/{profile.name} {case.id}: {comp.error.strip().splitlines()[0]}")
-                continue
-            sig = signature.extract(comp.hlo)
-            try:
-                diff = golden.bless(sel.goldens, case.id, target.name, profile.name, sel.mode, env["jax"], sig.to_dict())
-            except golden.GoldenError as exc:  # an unreadable or contradictory golden: fix it by hand
-                unresolved += 1
-                print(f"UNRESOLVED {target.name}/{profile.name} {case.id}: {exc}")
-                continue
-            if diff:
-                changed += 1
-                sys.stdout.write(diff)
-            else:
-                print(f"unchanged {target.name}/{profile.name} {case.id}")
+        runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens, on_outcome=bless_one,
+                   canary=selection.canary_applies(sel.mode, env["jax"]))
+    changed, unresolved = counts["changed"], counts["unresolved"]
     print(f"blessed: {changed} golden(s) changed"
           + (f", {unresolved} case(s) did not compile or have a broken golden" if unresolved else ""))
     return EXIT_FAIL if unresolved else EXIT_OK
@@ -236,10 +241,11 @@ def cmd_show(args) -> int:
     print("# ---- signature")
     import yaml
 
-    print(yaml.safe_dump(signature.extract(comp.hlo).to_dict(), sort_keys=False))
+    hlo = comp.hlo or ""  # set whenever the compilation succeeded
+    print(yaml.safe_dump(signature.extract(hlo).to_dict(), sort_keys=False))
     from harness.pipeline import cost
 
-    est = cost.estimate(comp.hlo, cost.hardware(target))
+    est = cost.estimate(hlo, cost.hardware(target))
     print(f"# ---- estimated cost on {est.hardware} (roofline, README: What a change costs): {est.total_us:.1f} µs per call")
     for k in est.kernels:
         print(f"{k.us:10.1f} µs  {k.bound:<8} {k.label}")

@@ -9,16 +9,12 @@ name read from a file back into its value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field
 
 from harness.pipeline.cost import Estimate
 from harness.pipeline.golden import FieldDiff
 from harness.pipeline.signature import Signature
 from harness.verdict import Verdict
-
-if TYPE_CHECKING:
-    from harness.gpu.numerics import NumericsResult
 
 
 @dataclass(frozen=True)
@@ -71,6 +67,51 @@ def any_failure(codes) -> bool:
     return any(code(c).is_failure for c in codes)
 
 
+# ------------------------------------------------------------------ numerics (`run --numerics`, harness/gpu/numerics.py)
+
+
+@dataclass
+class OutputCheck:
+    name: str
+    dtype: str
+    shape: list[int]
+    elements: int
+    mismatches: int
+    max_abs_err: float | str  # a number, or "inf"/"nan" as text (JSON has no infinities)
+    max_rel_err: float | str
+    max_err_over_tolerance: float | str
+    first_mismatch: dict | None = None
+
+
+@dataclass
+class NumericsResult:
+    status: str  # pass, fail, skipped, error
+    reason: str = ""
+    seed: int | None = None
+    outputs: list[OutputCheck] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NumericsResult":
+        return cls(d["status"], d.get("reason", ""), d.get("seed"), [OutputCheck(**o) for o in d.get("outputs", [])])
+
+    def summary(self) -> str:
+        if not self.outputs:
+            return f"numerics {self.status}" + (f": {self.reason}" if self.reason else "")
+        def g(x, spec=".3g"):
+            return format(x, spec) if isinstance(x, (int, float)) else str(x)
+
+        parts = [f"{o.name} max abs {g(o.max_abs_err)}, rel {g(o.max_rel_err)} ({g(o.max_err_over_tolerance, '.2f')} of tolerance)"
+                 for o in self.outputs]
+        return f"numerics {self.status}: " + "; ".join(parts)
+
+
 @dataclass
 class Outcome:
     """The verdict for one case x target x profile x mode x JAX version."""
@@ -84,6 +125,7 @@ class Outcome:
     reason: str = ""
     signature: Signature | None = None
     expected: dict | None = None  # the golden's expectation (may state only some fields)
+    expected_range: str | None = None  # the jax range of that expectation ('' when it covers every version)
     diffs: list[FieldDiff] = field(default_factory=list)
     known_issue: dict | None = None  # {url, jax, summary} of the active known issue
     compile_seconds: float = 0.0

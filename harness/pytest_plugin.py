@@ -224,19 +224,18 @@ class _Session:
         """Start compiling every item that will compile, in item order, behind each target's canary
         (runner.prefetch): the canary no longer holds the other workers up. If a canary then fails,
         its target's items report that instead of their compilation."""
-        from harness.pipeline import render, runner
-        from harness.pipeline.compile import CompileRequest
+        from harness.pipeline import runner
 
         jax_version = self._compiler.environment()["jax"]
-        requests, targets = [], {}
+        requests: list = []
+        targets: dict = {}
         for i in items:
             if not isinstance(i, CaseItem):
                 continue
-            if self.mode == "deviceless" and (runner.deviceless_unsupported(jax_version) or not i.profile.deviceless):
+            if runner.unsupported_reason(i.profile, self.mode, jax_version):
                 continue  # UNSUPPORTED without compiling
             targets.setdefault(i.target.name, i.target)
-            requests.append(CompileRequest(render.render(i.case), i.target, i.profile,
-                                           optional_options=runner.case_options(i.case)))
+            requests.append(runner.request_for(i.case, i.target, i.profile))
         runner.prefetch(self._compiler, list(targets.values()), self.mode, requests,
                         canary=selection.canary_applies(self.mode, jax_version))
 

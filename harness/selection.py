@@ -16,15 +16,15 @@ from harness.pipeline.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
 from harness.pipeline.pool import CompilerPool
 from harness.targets import PROFILES, Profile, Target, load_target, resolve_mode
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
+from harness.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
 DEFAULT_CASES = Path("cases")
 
 
-class UsageError(Exception):
+class UsageError(BadInput):
     """Bad input or usage: one line, exit 2."""
 
 
-class BrokenEnvironment(Exception):
+class BrokenEnvironment(BrokenEnvironmentError):
     """JAX or the CUDA plugin cannot compile here at all: exit 3."""
 
 

@@ -60,7 +60,8 @@ def cmd_check(args) -> int:
                 print(effective(compiler, t)["config"])
             try:
                 sig = runner.check_canary(compiler, t, cudnn=False)
-                print(f"  FP8 canary: {sig.fp8_gemms} FP8 gemm(s)" if t.fp8_capable else "  FP8 canary: not FP8-capable")
+                print(f"  FP8 canary: {sig.fp8_gemms if sig else 0} FP8 gemm(s)" if t.fp8_capable
+                      else "  FP8 canary: not FP8-capable")
                 result = check_cudnn(compiler, t, jax_version)
                 print(f"  cuDNN canary: {result.note}")
             except (runner.CanaryError, CudnnCanaryError) as exc:

@@ -15,12 +15,16 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from harness.errors import BrokenEnvironmentError
+
 TARGET_DIR = Path(__file__).parent / "targets"
 MODES = ("auto", "deviceless", "device")
 
 
-class TargetSpecError(Exception):
+class TargetSpecError(BrokenEnvironmentError):
     """A target spec XLA would silently misread (a missing or contradictory version field): refused."""
+
+    prefix = "refused target spec: "
 
     def __init__(self, where: str, fld: str, message: str):
         self.where, self.field = where, fld
@@ -31,8 +35,8 @@ class TargetSpecError(Exception):
 class TargetVersions:
     """The versions a target is compiled for, stated once; the worker writes them where its XLA reads them."""
 
-    cuda_runtime: tuple[int, int, int] | None
-    cudnn: tuple[int, int, int] | None
+    cuda_runtime: tuple[int, ...]
+    cudnn: tuple[int, ...]
     source: str = ""  # where the versions come from (shipped specs), or which spec fields they were read from
 
     def to_dict(self) -> dict:
@@ -40,7 +44,7 @@ class TargetVersions:
                 "cudnn": list(self.cudnn) if self.cudnn else None}
 
     @staticmethod
-    def text(v: tuple[int, int, int] | None) -> str:
+    def text(v: tuple[int, ...] | None) -> str:
         return ".".join(map(str, v)) if v else "none"
 
 
@@ -190,12 +194,12 @@ _HEADER_VERSION = re.compile(r"^#\s*(cuda_runtime|cudnn):\s*(\d+)\.(\d+)\.(\d+)\
 _BLOCK_VERSION = r"^\s*{name}\s*\{{([^{{}}]*)\}}"
 
 
-def _block_version(text: str, name: str) -> tuple[int, int, int] | None:
+def _block_version(text: str, name: str) -> tuple[int, ...] | None:
     m = re.search(_BLOCK_VERSION.format(name=re.escape(name)), text, re.M)
     if not m:
         return None
     parts = [re.search(rf"{k}:\s*(\d+)", m.group(1)) for k in ("major", "minor", "patch")]
-    return tuple(int(p.group(1)) if p else 0 for p in parts)  # type: ignore[return-value]
+    return tuple(int(p.group(1)) if p else 0 for p in parts)
 
 
 def parse_versions(text: str, where: str) -> tuple[TargetVersions, tuple[str, ...]]:

@@ -45,12 +45,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from harness.collective_rules import collective_field, is_collective_path
+from harness.collective_rules import COLLECTIVE_RULES, collective_field, is_collective_path
 from harness.pipeline.cost import CostDelta
 from harness.pipeline.signature import Signature
-from harness.verdict_rules import (CLASSES, IMPROVEMENT, LINE_CLASSES, MISSING, MIXED, NEUTRAL, REGRESSION,  # noqa: F401
-                                   _SIGNATURE_KEYS, _family, gemm_field)
-
+from harness.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES, MISSING,  # noqa: F401
+                                   MIXED, NEUTRAL, REGRESSION, Neutral, _SIGNATURE_KEYS, _family, _narrow_lost,
+                                   block_field, gemm_field)
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class Verdict:
         return " / ".join(parts)
 
     def to_dict(self) -> dict:
-        d = {"class": self.cls, "lines": [x.to_dict() for x in self.lines]}
+        d: dict = {"class": self.cls, "lines": [x.to_dict() for x in self.lines]}
         if self.cost is not None:
             d["cost"] = self.cost.to_dict()
         return d
@@ -214,9 +214,21 @@ def classify_extra(verdict: Verdict, path: str, before: Any, after: Any) -> Verd
 
 
 _GEMM_FIELD = re.compile(r"^gemms\[(\d+)\](?:\.(\w+)(?:\.(\w+))?)?$")
+_BLOCK_FIELD = re.compile(r"^block_scaled(?:\.(\w+))?$")
 
 
 def classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict) -> list[Line]:
+    lines = _classify_field(path, before, after, b_sig, a_sig)
+    # One rule for every field: a narrow dtype (FP8, FP4, E8M0) replaced by a wider one is an upcast,
+    # whatever the field (a field whose own rule says less is overruled).
+    if not any(x.cls == REGRESSION for x in lines):
+        lost = [x for x in _narrow_lost(before, after, path) if x[0] == REGRESSION]
+        if lost:
+            return [Line(path, before, after, REGRESSION, lost[0][1])]
+    return lines
+
+
+def _classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict) -> list[Line]:
     def line(cls: str, why: str) -> Line:
         return Line(path, before, after, cls, why)
 
@@ -240,6 +252,9 @@ def classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict)
         gemm_b = _gemm_at(b_sig, i, before if key is None else None)
         gemm_a = _gemm_at(a_sig, i, after if key is None else None)
         return [line(c, w) for c, w in gemm_field(key, sub, before, after, gemm_b, gemm_a)]
+    m = _BLOCK_FIELD.match(path)
+    if m:
+        return [line(c, w) for c, w in block_field(m.group(1), before, after)]
     return [line(NEUTRAL, f"{path} changed (no cost rule for this field)")]
 
 
@@ -281,6 +296,7 @@ class _Launch:
     @classmethod
     def parse(cls, text: str) -> "_Launch":
         m = _LAUNCH.match(str(text))
+        assert m is not None  # the pattern matches any text
         head, ops = m.group("head"), m.group("ops")
         ops_set = frozenset(o.strip() for o in ops.split(",") if o.strip()) if ops else frozenset()
         if head.startswith("gemm "):
@@ -354,3 +370,16 @@ def _unfused(before: list, after: list) -> list[tuple[str, str]]:
     out = [(REGRESSION, f"{op} now outside the gemms") for op in after if op not in before]
     out += [(IMPROVEMENT, f"{op} no longer outside the gemms") for op in before if op not in after]
     return out or [(NEUTRAL, "same ops")]
+
+
+# Every field of harness.pipeline.signature.Signature: its rule, or the rules of its record's fields
+# (`gemms`, `block_scaled`: GEMM_RULES / BLOCK_RULES, each field a rule or `Neutral(reason)`).
+# tests/test_verdict_fields.py fails for a field with neither.
+FIELD_RULES: dict[str, object] = {
+    "kernels": _kernels,
+    "launches": _launches,
+    "unfused": _unfused,
+    "gemms": GEMM_RULES,
+    "block_scaled": BLOCK_RULES,
+    "collectives": COLLECTIVE_RULES,
+}

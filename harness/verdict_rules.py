@@ -1,24 +1,24 @@
-"""The per-gemm field rules of harness/verdict.py, and the class names both use.
+"""The per-field rules of harness/verdict.py for gemms and block-scaled matmuls, and the class names both use.
 
-Each rule maps one differing gemm field (before -> after) to `(class, why)` pairs;
-the README's "Verdicts" section states them. Pure: no I/O, no JAX.
+Each rule maps one differing field (before -> after) to `(class, why)` pairs; the README's
+"Verdicts" section states them. Every field of `Gemm` and `BlockScaling` has an entry in
+`GEMM_RULES` / `BLOCK_RULES`: a rule, or `Neutral(reason)` saying why it costs nothing
+(tests/test_verdict_fields.py fails for a field with neither). Dtype questions (is it
+narrow? did it get wider?) are answered by harness/dtypes.py. Pure: no I/O, no JAX.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from harness.pipeline.signature import FP8_TYPES
+from harness import dtypes
 
 REGRESSION, IMPROVEMENT, NEUTRAL, MIXED = "regression", "improvement", "neutral", "mixed"
 LINE_CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL)
 CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL, MIXED)
 
 _SIGNATURE_KEYS = ("kernels", "launches", "gemms", "unfused")
-_BYTES = {
-    "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1, "f8e3m4": 1, "f8e8m0fnu": 1,
-    "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "f32": 4, "s32": 4, "tf32": 4, "f64": 8, "s64": 8,
-}
 _SCALE_ROLES = ("a_scale", "b_scale", "c_scale", "d_scale")
 _EPILOGUE_PARTS = ("BIAS", "RELU", "GELU", "AUX")
 
@@ -50,7 +50,8 @@ def _family(target: Any) -> str:
 
 
 def _is_fp8(dtype: Any) -> bool:
-    return str(dtype) in FP8_TYPES
+    """Narrow (FP8, FP4 or an E8M0 scale): see harness/dtypes.py."""
+    return dtypes.is_narrow(dtype)
 
 
 def _fp8_gemm(g: dict) -> bool:
@@ -58,111 +59,253 @@ def _fp8_gemm(g: dict) -> bool:
     return len(dts) == 2 and all(_is_fp8(d) for d in dts)
 
 
-def _bytes(dtypes: Iterable[Any]) -> int | None:
-    total = 0
-    for d in dtypes:
-        if str(d) not in _BYTES:
-            return None
-        total += _BYTES[str(d)]
-    return total
-
-
 def _width_change(before: list, after: list, what: str) -> tuple[str, str]:
-    fb, fa = sum(map(_is_fp8, before)), sum(map(_is_fp8, after))
+    """A dtype list's change: fewer narrow values or more bits is an upcast (regression), the reverse an improvement."""
     b, a = "x".join(map(str, before)) or "-", "x".join(map(str, after)) or "-"
+    fb, fa = sum(map(_is_fp8, before)), sum(map(_is_fp8, after))
     if fa < fb:
-        return REGRESSION, f"{what} upcast from FP8 ({b} -> {a})"
+        return REGRESSION, f"{what} upcast from {_narrow_name(before)} ({b} -> {a})"
     if fa > fb:
-        return IMPROVEMENT, f"{what} FP8 again ({b} -> {a})"
-    nb, na = _bytes(before), _bytes(after)
-    if nb is not None and na is not None and na != nb:
-        return (REGRESSION, f"{what} wider ({b} -> {a})") if na > nb else (IMPROVEMENT, f"{what} narrower ({b} -> {a})")
+        return IMPROVEMENT, f"{what} {_narrow_name(after)} again ({b} -> {a})"
+    change = dtypes.upcast(before, after)
+    if change:
+        return (REGRESSION, f"{what} wider ({b} -> {a})") if change > 0 else (IMPROVEMENT, f"{what} narrower ({b} -> {a})")
     return NEUTRAL, f"{what} {b} -> {a}"
+
+
+def _narrow_name(values: list) -> str:
+    """'FP8', 'FP4' or 'FP8/FP4': the narrow classes among `values` (for the why text)."""
+    classes = {dtypes.dtype_class(v) for v in values if _is_fp8(v)}
+    names = [n for c, n in ((dtypes.FP8, "FP8"), (dtypes.FP4, "FP4"), (dtypes.SCALE, "E8M0")) if c in classes]
+    return "/".join(names) or "FP8"
+
+
+def _narrow_lost(before: Any, after: Any, what: str) -> list[tuple[str, str]]:
+    """The rule every dtype-valued field shares: a narrow type replaced by a wider one is an upcast."""
+    b = before if isinstance(before, list) else [before] if isinstance(before, str) else []
+    a = after if isinstance(after, list) else [after] if isinstance(after, str) else []
+    if not b or not a:
+        return []
+    fb, fa = sum(map(_is_fp8, b)), sum(map(_is_fp8, a))
+    if fa < fb:
+        return [(REGRESSION, f"{what} upcast from {_narrow_name(b)} ({'x'.join(b)} -> {'x'.join(a)})")]
+    if fa > fb:
+        return [(IMPROVEMENT, f"{what} {_narrow_name(a)} again ({'x'.join(b)} -> {'x'.join(a)})")]
+    return []
 
 
 def _present(value: Any) -> bool:
     return value is not MISSING and value is not None and value is not False
 
 
+@dataclass(frozen=True)
+class Neutral:
+    """A field that costs nothing on the GPU when it changes; `reason` says why.
+
+    The line reads `LABEL BEFORE -> AFTER` when a label is given, else the reason."""
+
+    reason: str
+    label: str | None = None
+
+    def why(self, before: Any, after: Any) -> str:
+        return f"{self.label} {before} -> {after}" if self.label else self.reason
+
+
+# A rule: (before, after, gemm or block before, gemm or block after, sub-key) -> [(class, why)].
+Rule = Callable[[Any, Any, dict, dict, "str | None"], list[tuple[str, str]]]
+
+
+def _gemm_name(gb: dict, ga: dict) -> str:
+    return str(ga.get("target") or gb.get("target") or "gemm")
+
+
+def _rule_target(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    fb, fa = _family(before), _family(after)
+    if fb == fa:
+        return [(NEUTRAL, f"renamed {before} -> {after}, same structure")]
+    if fb == "cublas-fp8":
+        return [(REGRESSION, f"cuBLASLt FP8 gemm -> {after}")]
+    if fa == "cublas-fp8":
+        return [(IMPROVEMENT, f"{before} -> cuBLASLt FP8 gemm")]
+    if fa == "plain":
+        return [(REGRESSION, f"gemm emitter {before} -> {after} (no gemm kernel)")]
+    if fb == "plain":
+        return [(IMPROVEMENT, f"{before} -> gemm emitter {after}")]
+    return [(NEUTRAL, f"gemm emitter {before} -> {after}")]
+
+
+def _rule_operand_dtypes(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    triton = _family(_gemm_name(gb, ga)) == "triton"
+    return [_width_change(_list(before), _list(after), "Triton dot operands" if triton else "gemm operands")]
+
+
+def _rule_operands(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    return _operand_role(sub, before, after)
+
+
+def _rule_output(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    if _is_fp8(before) and not _is_fp8(after):
+        return [(REGRESSION, f"FP8 output no longer produced by the gemm ({before} -> {after}; requantized outside)")]
+    if _is_fp8(after) and not _is_fp8(before):
+        return [(IMPROVEMENT, f"the gemm writes the FP8 output ({before} -> {after}; requantization fused)")]
+    return [_width_change([before], [after], "gemm output")] if before is not MISSING and after is not MISSING \
+        else [(NEUTRAL, f"gemm output {before!r} -> {after!r}")]
+
+
+def _presence(key: str, what: str) -> Rule:
+    def rule(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+        if _present(before) and not _present(after):
+            return [(REGRESSION, f"{what} no longer computed by the gemm")]
+        if _present(after) and not _present(before):
+            return [(IMPROVEMENT, f"{what} computed by the gemm")]
+        return [(NEUTRAL, f"{key} {before!r} -> {after!r}")]
+    return rule
+
+
+def _rule_epilogue(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    pb, pa = _epilogue_parts(before), _epilogue_parts(after)
+    lost, gained = sorted(pb - pa), sorted(pa - pb)
+    out = []
+    if lost:
+        out.append((REGRESSION, f"epilogue {', '.join(lost)} moved out of the gemm ({before} -> {after})"))
+    if gained:
+        out.append((IMPROVEMENT, f"epilogue {', '.join(gained)} fused into the gemm ({before} -> {after})"))
+    return out or [(NEUTRAL, f"epilogue {before} -> {after}")]
+
+
+def _rule_beta(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    zb, za = not _nonzero(before), not _nonzero(after)
+    if not zb and za:
+        return [(REGRESSION, "C matrix no longer accumulated by the gemm (beta -> 0)")]
+    if zb and not za:
+        return [(IMPROVEMENT, "C matrix accumulated by the gemm (beta != 0)")]
+    return [(NEUTRAL, f"beta {before} -> {after}")]
+
+
+def _rule_fused_ops(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    b, a = _list(before), _list(after)
+    out = [(IMPROVEMENT, f"{op} fused into the gemm fusion") for op in a if op not in b]
+    out += [(REGRESSION, f"{op} no longer inside the gemm fusion") for op in b if op not in a]
+    return out or [(NEUTRAL, "fused ops reordered")]
+
+
+def _rule_inputs(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    b, a = _list(before), _list(after)
+    fb, fa = sum(map(_is_fp8, b)), sum(map(_is_fp8, a))
+    if fa < fb:
+        return [(REGRESSION, f"gemm fusion loads fewer FP8 arrays ({', '.join(b)} -> {', '.join(a)}): dequantized outside")]
+    if fa > fb:
+        return [(IMPROVEMENT, f"gemm fusion loads FP8 arrays ({', '.join(b)} -> {', '.join(a)})")]
+    return [(NEUTRAL, f"gemm fusion inputs {', '.join(b) or '-'} -> {', '.join(a) or '-'}")]
+
+
+# Every field of harness.pipeline.signature.Gemm: its rule, or why it is neutral.
+GEMM_RULES: dict[str, "Rule | Neutral"] = {
+    "target": _rule_target,
+    "operand_dtypes": _rule_operand_dtypes,
+    "operands": _rule_operands,
+    "output": _rule_output,
+    "amax": _presence("amax", "abs-max"),
+    "damax_output": _presence("damax_output", "abs-max output (damax)"),
+    "epilogue": _rule_epilogue,
+    "beta": _rule_beta,
+    "fused_ops": _rule_fused_ops,
+    "inputs": _rule_inputs,
+    "dims": Neutral("dot dimension numbers changed (layout)"),
+    # attribution (harness/pipeline/attribution.py): where the gemm comes from, judged by a golden's layer rules
+    "layer": Neutral("the layer the gemm belongs to (metadata; layer rules judge it)", label="layer"),
+    "pass_": Neutral("the pass the gemm belongs to (forward / backward; metadata)", label="pass"),
+    "source": Neutral("the source line of the gemm (metadata)", label="source"),
+    "flops": Neutral("the gemm's arithmetic at this shape; what it costs is the cost estimate's to say", label="flops"),
+    "alpha_real": Neutral("alpha is a scalar the gemm applies at no extra cost", label="alpha"),
+}
+
+
 def gemm_field(key: str | None, sub: str | None, before: Any, after: Any, gb: dict, ga: dict) -> list[tuple[str, str]]:
-    name = str(ga.get("target") or gb.get("target") or "gemm")
-    triton = _family(name) == "triton"
+    name = _gemm_name(gb, ga)
     if key is None:  # a whole gemm appeared or disappeared
         if before is MISSING:
             fp8 = _fp8_gemm(after) if isinstance(after, dict) else False
             return [(IMPROVEMENT if fp8 else NEUTRAL, f"{'FP8 ' if fp8 else ''}gemm gained: {name}")]
         fp8 = _fp8_gemm(before) if isinstance(before, dict) else False
         return [(REGRESSION if fp8 else NEUTRAL, f"{'FP8 ' if fp8 else ''}gemm lost: {name}")]
-    if key == "target":
-        fb, fa = _family(before), _family(after)
-        if fb == fa:
-            return [(NEUTRAL, f"renamed {before} -> {after}, same structure")]
-        if fb == "cublas-fp8":
-            return [(REGRESSION, f"cuBLASLt FP8 gemm -> {after}")]
-        if fa == "cublas-fp8":
-            return [(IMPROVEMENT, f"{before} -> cuBLASLt FP8 gemm")]
-        if fa == "plain":
-            return [(REGRESSION, f"gemm emitter {before} -> {after} (no gemm kernel)")]
-        if fb == "plain":
-            return [(IMPROVEMENT, f"{before} -> gemm emitter {after}")]
-        return [(NEUTRAL, f"gemm emitter {before} -> {after}")]
-    if key == "operand_dtypes":
-        cls, why = _width_change(_list(before), _list(after), "Triton dot operands" if triton else "gemm operands")
-        return [(cls, why)]
-    if key == "operands":
-        return _operand_role(sub, before, after)
-    if key == "output":
-        if _is_fp8(before) and not _is_fp8(after):
-            return [(REGRESSION, f"FP8 output no longer produced by the gemm ({before} -> {after}; requantized outside)")]
-        if _is_fp8(after) and not _is_fp8(before):
-            return [(IMPROVEMENT, f"the gemm writes the FP8 output ({before} -> {after}; requantization fused)")]
-        return [_width_change([before], [after], "gemm output")] if before is not MISSING and after is not MISSING \
-            else [(NEUTRAL, f"gemm output {before!r} -> {after!r}")]
-    if key in ("amax", "damax_output"):
-        what = "abs-max output (damax)" if key == "damax_output" else "abs-max"
-        if _present(before) and not _present(after):
-            return [(REGRESSION, f"{what} no longer computed by the gemm")]
-        if _present(after) and not _present(before):
-            return [(IMPROVEMENT, f"{what} computed by the gemm")]
-        return [(NEUTRAL, f"{key} {before!r} -> {after!r}")]
-    if key == "epilogue":
-        pb, pa = _epilogue_parts(before), _epilogue_parts(after)
-        lost, gained = sorted(pb - pa), sorted(pa - pb)
-        if lost and not gained:
-            return [(REGRESSION, f"epilogue {', '.join(lost)} moved out of the gemm ({before} -> {after})")]
-        if gained and not lost:
-            return [(IMPROVEMENT, f"epilogue {', '.join(gained)} fused into the gemm ({before} -> {after})")]
-        out = []
-        if lost:
-            out.append((REGRESSION, f"epilogue {', '.join(lost)} moved out of the gemm ({before} -> {after})"))
-        if gained:
-            out.append((IMPROVEMENT, f"epilogue {', '.join(gained)} fused into the gemm ({before} -> {after})"))
-        return out or [(NEUTRAL, f"epilogue {before} -> {after}")]
-    if key == "beta":
-        zb, za = not _nonzero(before), not _nonzero(after)
-        if not zb and za:
-            return [(REGRESSION, "C matrix no longer accumulated by the gemm (beta -> 0)")]
-        if zb and not za:
-            return [(IMPROVEMENT, "C matrix accumulated by the gemm (beta != 0)")]
-        return [(NEUTRAL, f"beta {before} -> {after}")]
-    if key == "fused_ops":
-        b, a = _list(before), _list(after)
-        out = [(IMPROVEMENT, f"{op} fused into the gemm fusion") for op in a if op not in b]
-        out += [(REGRESSION, f"{op} no longer inside the gemm fusion") for op in b if op not in a]
-        return out or [(NEUTRAL, "fused ops reordered")]
-    if key == "inputs":
-        b, a = _list(before), _list(after)
-        fb, fa = sum(map(_is_fp8, b)), sum(map(_is_fp8, a))
-        if fa < fb:
-            return [(REGRESSION, f"gemm fusion loads fewer FP8 arrays ({', '.join(b)} -> {', '.join(a)}): dequantized outside")]
-        if fa > fb:
-            return [(IMPROVEMENT, f"gemm fusion loads FP8 arrays ({', '.join(b)} -> {', '.join(a)})")]
-        return [(NEUTRAL, f"gemm fusion inputs {', '.join(b) or '-'} -> {', '.join(a) or '-'}")]
-    if key == "dims":
-        return [(NEUTRAL, "dot dimension numbers changed (layout)")]
-    if key == "alpha_real":
-        return [(NEUTRAL, f"alpha {before} -> {after}")]
-    return [(NEUTRAL, f"gemms[].{key} changed (no cost rule for this field)")]
+    rule = GEMM_RULES.get(key)
+    if rule is None:
+        return [(NEUTRAL, f"gemms[].{key} changed (no cost rule for this field)")]
+    if isinstance(rule, Neutral):
+        return [(NEUTRAL, rule.why(before, after))]
+    return rule(before, after, gb, ga, sub)
+
+
+# ------------------------------------------------------------------ block-scaled matmuls (`block_scaled`)
+
+_DECOMPOSED = "decomposed"
+
+
+def _rule_form(before: Any, after: Any, bb: dict, ba: dict, sub: str | None) -> list[tuple[str, str]]:
+    if before != _DECOMPOSED and after == _DECOMPOSED:
+        return [(REGRESSION, f"no block-scaled kernel any more ({before} -> {after}): the scales are applied "
+                             "by kernels of their own and the gemm runs on dequantized data")]
+    if before == _DECOMPOSED and after != _DECOMPOSED:
+        return [(IMPROVEMENT, f"a block-scaled kernel again ({before} -> {after})")]
+    return [(NEUTRAL, f"block-scaled kernel {before} -> {after}")]
+
+
+def _dtype_rule(what: str) -> Rule:
+    def rule(before: Any, after: Any, bb: dict, ba: dict, sub: str | None) -> list[tuple[str, str]]:
+        if before is MISSING or after is MISSING:
+            return [(NEUTRAL, f"{what} {before!r} -> {after!r}")]
+        return [_width_change(_list(before), _list(after), what)]
+    return rule
+
+
+def _count_rule(what: str) -> Rule:
+    def rule(before: Any, after: Any, bb: dict, ba: dict, sub: str | None) -> list[tuple[str, str]]:
+        if isinstance(before, int) and isinstance(after, int):
+            if after > before:
+                return [(REGRESSION, f"{after - before} more {what} ({before} -> {after})")]
+            return [(IMPROVEMENT, f"{before - after} fewer {what} ({before} -> {after})")]
+        return [(NEUTRAL, f"{what}: {before!r} -> {after!r}")]
+    return rule
+
+
+# Every field of harness.pipeline.signature.BlockScaling: its rule, or why it is neutral.
+BLOCK_RULES: dict[str, "Rule | Neutral"] = {
+    "form": _rule_form,
+    "target": Neutral("the block-scaled kernel's name; `form` and `gemms` carry what it costs",
+                      label="block-scaled kernel"),
+    "data_dtypes": _dtype_rule("block-scaled data"),
+    "scale_dtypes": _dtype_rule("block scales at the kernel"),
+    "inputs": _dtype_rule("low-precision inputs"),
+    "scale_kernels": _count_rule("kernel(s) rewriting the scales outside the gemm"),
+    "data_kernels": _count_rule("kernel(s) rewriting the data outside the gemm"),
+    "global_scale": Neutral("which kernels read the global scale; a kernel of its own shows in `kernels` and `launches`",
+                            label="global scale read by"),
+}
+
+
+def block_field(key: str | None, before: Any, after: Any) -> list[tuple[str, str]]:
+    """`block_scaled` (key None: the whole record) or `block_scaled.KEY` changed."""
+    if key is None:
+        b = before if isinstance(before, dict) else {}
+        a = after if isinstance(after, dict) else {}
+        if before is MISSING or not b:
+            narrow = any(_is_fp8(d) for d in _list(a.get("data_dtypes")))
+            return [(IMPROVEMENT if narrow else NEUTRAL, "a block-scaled matmul appeared")]
+        if after is MISSING or not a:
+            narrow = any(_is_fp8(d) for d in _list(b.get("data_dtypes")))
+            return [(REGRESSION if narrow else NEUTRAL, "the block-scaled matmul is gone (no FP4 or E8M0 value left)")]
+        out: list[tuple[str, str]] = []
+        for k in list(b) + [k for k in a if k not in b]:
+            if b.get(k, MISSING) != a.get(k, MISSING):
+                out += block_field(k, b.get(k, MISSING), a.get(k, MISSING))
+        return out
+    rule = BLOCK_RULES.get(key)
+    if rule is None:
+        return [(NEUTRAL, f"block_scaled.{key} changed (no cost rule for this field)")]
+    if isinstance(rule, Neutral):
+        return [(NEUTRAL, rule.why(before, after))]
+    return rule(before, after, {}, {}, None)
 
 
 def _nonzero(value: Any) -> bool:
@@ -198,5 +341,6 @@ def _operand_role(role: str | None, before: Any, after: Any) -> list[tuple[str, 
             return [(REGRESSION, f"{what} no longer applied by the gemm (moved to its own kernel)")]
         if before is MISSING and after is not MISSING:
             return [(IMPROVEMENT, f"{what} applied by the gemm")]
-        return [(NEUTRAL, f"{what} dtype {before} -> {after}")]
-    return [(NEUTRAL, f"operand {role} {before!r} -> {after!r}")]
+        # a wide scale's dtype costs nothing (f32 -> bf16); an E8M0 / FP8 one upcast does
+        return _narrow_lost(before, after, what) or [(NEUTRAL, f"{what} dtype {before} -> {after}")]
+    return _narrow_lost(before, after, f"operand {role}") or [(NEUTRAL, f"operand {role} {before!r} -> {after!r}")]

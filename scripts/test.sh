@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test suite, from a fresh machine: installs what the suite needs, then runs pytest.
+# The test suite, from a fresh machine: installs what the suite needs, runs ruff and mypy over harness/
+# (configured in pyproject.toml; either failing fails the run), then runs pytest.
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh -k golden  # extra arguments go to pytest
 set -euo pipefail
@@ -14,4 +15,7 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
     || echo "test.sh: could not install chromium; the browser tests will fail" >&2
 fi
 
+# Static checks first: they take seconds and say exactly what is wrong.
+bash scripts/env.sh ruff check harness
+bash scripts/env.sh mypy
 exec bash scripts/env.sh pytest "$@"

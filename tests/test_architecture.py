@@ -142,3 +142,128 @@ def test_unknown_code_is_a_clear_error():
 def test_no_module_is_too_long():
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 450}
     assert long == {}
+
+
+# ------------------------------------------------------------------ case kinds
+
+KIND_DIR = PACKAGE / "pipeline" / "kinds"
+
+
+def _kind_switches(text: str, names: list[str]) -> list[str]:
+    """Lines that compare a `kind` with a kind's name, or map two kind names to something (a switch on kinds)."""
+    alt = "|".join(map(re.escape, names))
+    compare = re.compile(r"""\bkind\s*(?:==|!=|\bin\b|\bnot in\b)\s*[(\[{]?\s*["'](?:%s)["']""" % alt)
+    reverse = re.compile(r"""["'](?:%s)["']\s*(?:==|!=)\s*\w*\.?kind\b""" % alt)
+    mapping = re.compile(r"""[{,]\s*["'](?:%s)["']\s*:""" % alt)
+    return [line.strip() for line in text.splitlines()
+            if compare.search(line) or reverse.search(line) or len(mapping.findall(line)) >= 2]
+
+
+def test_no_module_outside_the_kinds_switches_on_kind_names():
+    from harness.pipeline import kinds
+
+    names = list(kinds.KINDS)
+    offenders = {str(p.relative_to(REPO)): hits for p in PACKAGE.rglob("*.py")
+                 if KIND_DIR not in p.parents and (hits := _kind_switches(p.read_text(), names))}
+    assert offenders == {}
+
+
+def test_the_kind_switch_finder_finds_a_switch():
+    names = ["pattern", "python", "block_scaled"]
+    assert _kind_switches('    if case.kind == "block_scaled":', names)
+    assert _kind_switches("    elif case.kind != 'pattern':", names)
+    assert _kind_switches('    if case.kind not in ("pattern", "block_scaled"):', names)
+    assert _kind_switches('    allowed = {"pattern": A, "python": B}[kind]', names)
+    assert not _kind_switches('    if instr.fusion_kind == "kLoop":', names)
+    assert not _kind_switches("""    env = {'python': platform.python_version()}""", names)
+
+
+def test_every_kind_module_is_registered_and_complete():
+    from harness.pipeline import kinds
+
+    modules = sorted(p.stem for p in KIND_DIR.glob("*.py") if p.stem != "__init__")
+    assert sorted(kinds.KINDS) == modules  # a new kind is one new module, registered once
+    for name, kind in kinds.KINDS.items():
+        assert kind.NAME == name
+        assert {"id", "kind", "profiles", "targets", "known_issues", "filecheck"} <= set(kind.KEYS)
+        for attr in ("validate", "arg_specs", "render", "case_options"):
+            assert callable(getattr(kind, attr)), (name, attr)
+
+
+def test_kinds_do_not_import_each_other():
+    kind_modules = {f"harness.pipeline.kinds.{p.stem}" for p in KIND_DIR.glob("*.py") if p.stem != "__init__"}
+    for m in kind_modules:
+        assert GRAPH[m] & kind_modules == set(), m
+
+
+# ------------------------------------------------------------------ layers
+
+# From the domain model up to the command line: a module may import its own layer and the layers below,
+# never one above. The first entry naming a module (exactly, or as a package prefix ending in '.') wins.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("domain", (  # values and pure rules: no compiling, no files but the goldens/case text they parse
+        "harness.errors", "harness.dtypes", "harness.targets", "harness.pipeline.aot", "harness.pipeline.hlo", "harness.pipeline.safe_yaml",
+        "harness.pipeline.filecheck", "harness.pipeline.signature", "harness.pipeline.golden", "harness.pipeline.outputs",
+        "harness.pipeline.case_model", "harness.verdict_rules", "harness.verdict", "harness.outcome",
+        "harness.pipeline.cost", "harness.pipeline.cost_table", "harness.pipeline.cost_policy",  # pure: HLO text -> estimate
+        "harness.pipeline.signature_types", "harness.pipeline.collectives", "harness.pipeline.attribution",
+        "harness.pipeline.coverage", "harness.pipeline.layer_rules", "harness.pipeline.sharded_cases",
+        "harness.collective_rules", "harness.pipeline.names", "harness.pipeline.typed",
+    )),
+    ("pipeline", ("harness.pipeline.", "harness.export")),  # plan -> render -> compile -> signature -> judge
+    ("services", (  # built on the pipeline: the API, versions, upstream, reports, GPU-only checks
+        "harness.api", "harness.check_process", "harness.target_check", "harness.layers.", "harness.versions.matrix_document",
+        "harness.versions.matrix_view", "harness.versions.goldens", "harness.versions.envs", "harness.versions.releases",
+        "harness.versions.uvbin", "harness.upstream.", "harness.report.", "harness.gpu.numerics",
+        "harness.gpu.block_numerics",
+    )),
+    ("options", ("harness.selection",)),  # what a command runs on (CLI options, shared with the pytest plugin)
+    ("commands", (  # modules that register subcommands or plug into pytest; nothing below imports them
+        "harness.versions.matrix", "harness.versions.bisect", "harness.gpu.capture", "harness.gpu.fidelity",
+        "harness.gpu.calibrate",
+        "harness.upstream.reduce", "harness.report.page", "harness.check", "harness.scaffold", "harness.commands",
+        "harness.target_check_cli", "harness.pytest_plugin", "harness.cli",
+    )),
+]
+_ORDER = {name: i for i, (name, _) in enumerate(LAYERS)}
+
+
+def layer_of(module: str) -> str | None:
+    exact = {m: layer for layer, names in LAYERS for m in names if not m.endswith(".")}
+    if module in exact:
+        return exact[module]
+    for layer, names in LAYERS:
+        if any(n.endswith(".") and module.startswith(n) for n in names):
+            return layer
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for m, deps in graph.items():
+        if MODULES[m].name == "__init__.py" and m.count(".") < 2:
+            continue  # the package markers `harness`, `harness.gpu`, ... hold no code of a layer
+        for d in deps:
+            if MODULES[d].name == "__init__.py" and d.count(".") < 2:
+                continue
+            lm, ld = layer_of(m), layer_of(d)
+            if lm and ld and _ORDER[ld] > _ORDER[lm]:
+                out.append(f"{m} ({lm}) imports {d} ({ld})")
+    return sorted(out)
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in MODULES if layer_of(m) is None and not (MODULES[m].name == "__init__.py" and m.count(".") < 2)] == []
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    assert upward_imports(GRAPH) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {m: set(deps) for m, deps in GRAPH.items()}
+    graph["harness.pipeline.runner"] = graph["harness.pipeline.runner"] | {"harness.gpu.numerics", "harness.selection"}
+    assert upward_imports(graph) == [
+        "harness.pipeline.runner (pipeline) imports harness.gpu.numerics (services)",
+        "harness.pipeline.runner (pipeline) imports harness.selection (options)",
+    ]

@@ -257,29 +257,29 @@ def test_runner_numerics_fail_is_its_own_fail_reason():
     good = [numerics.encode(x) for x in execute_on_cpu(c)]
     comp = Compilation(c.id, "h100", "cublas", "device", hlo="", outputs=good)
     out = _outcome(c, comp)
-    runner.apply_numerics(out, c, comp)
+    runner.apply_numerics(out, c, comp, numerics)
     assert out.code is PASS and out.numerics.status == "pass"
     assert outcome_to_json(out, with_text=False)["numerics"]["outputs"][0]["name"] == "out"
     bad_src = render.render(c).source.replace("    c = jax.nn.relu(c)\n", "")
     bad = [numerics.encode(x) for x in execute_on_cpu(c, bad_src)]
     comp = Compilation(c.id, "h100", "cublas", "device", hlo="", outputs=bad)
     out = _outcome(c, comp)
-    runner.apply_numerics(out, c, comp)
+    runner.apply_numerics(out, c, comp, numerics)
     assert out.code is FAIL and out.reason.startswith("numerics mismatch: out:")
     assert out.diffs[-1].path == "numerics" and out.numerics.status == "fail"
     # a known fusion issue (XFAIL) does not excuse a wrong result
     out = _outcome(c, comp)
     out.code, out.reason = XFAIL, "known issue"
-    runner.apply_numerics(out, c, comp)
+    runner.apply_numerics(out, c, comp, numerics)
     assert out.code is FAIL and "signature: XFAIL" in out.reason
     # an execution error is UNRESOLVED, not a silent pass
     comp = Compilation(c.id, "h100", "cublas", "device", hlo="", execute_error="XlaRuntimeError: boom")
     out = _outcome(c, comp)
-    runner.apply_numerics(out, c, comp)
+    runner.apply_numerics(out, c, comp, numerics)
     assert out.code is UNRESOLVED and "boom" in out.reason
     py = case(id="rpy", kind="python", callable="m:f", args=(("a", (2, 2), "float8_e4m3fn"),))
     out = _outcome(py, comp)
-    runner.apply_numerics(out, py, comp)
+    runner.apply_numerics(out, py, comp, numerics)
     assert out.code is PASS and out.numerics.status == "skipped" and "python-kind" in out.numerics.reason
 
 

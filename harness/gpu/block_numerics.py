@@ -27,14 +27,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.pipeline.cases import Case
+from harness.pipeline.cases import Block, Case
 
 A_GLOBAL, B_GLOBAL = 0.5, 0.25
 FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
 
+def _block(case: Case) -> Block:
+    if case.block is None:
+        raise ValueError(f"case '{case.id}' is not a block-scaled case")
+    return case.block
+
+
 def skip_reason(case: Case) -> str | None:
-    if case.block.api == "scaled_dot_general":
+    if _block(case).api == "scaled_dot_general":
         return ("scaled_dot_general quantizes its high-precision inputs inside JAX: the numbers depend on JAX's "
                 "quantizer, not on a fusion, so there is no independent float64 reference")
     return None
@@ -70,14 +76,14 @@ def dequantize(values: np.ndarray, scales: np.ndarray, block: int, k_axis: int) 
 
 def reference(case: Case, inputs: dict, unit_roundoff) -> tuple[np.ndarray, np.ndarray]:
     """(float64 result, per-element error bound) for a block-scaled case."""
-    bs = case.block.size
+    bs = _block(case).size
     a = dequantize(inputs["a"], inputs["a_scales"], bs, -1)
     b = dequantize(inputs["b"], inputs["b_scales"], bs, -1 if case.transpose_b else -2)
     if case.transpose_b:
         b = np.swapaxes(b, -1, -2)
     c = np.matmul(a, b)
     err = case.shape.k * 2.0**-24 * np.matmul(np.abs(a), np.abs(b))
-    if case.block.api == "hand_written":
+    if _block(case).api == "hand_written":
         err = err + unit_roundoff(case.dequant) * np.abs(c)
     if "a_global" in inputs:
         g = float(inputs["a_global"]) * float(inputs["b_global"])

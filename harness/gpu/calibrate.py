@@ -59,7 +59,7 @@ def measure(case: Case, target: Target, profile: Profile, repeats: int = 50, bac
     inputs = [jax.device_put(np.zeros(shape, dtype=jax.numpy.dtype(dtype)), device) for _, shape, dtype in ns["ARGS"]]
     options = dict(profile.compiler_options) if backend == "gpu" else {}
     compiled = jax.jit(ns["FN"]).lower(*inputs).compile(compiler_options=options)
-    est = cost.estimate(compiled.as_text(), cost.hardware(target))
+    est = cost.estimate(compiled.as_text() or "", cost.hardware(target))
     for _ in range(3):
         jax.block_until_ready(compiled(*inputs))
     times = []
@@ -97,7 +97,7 @@ def cmd_calibrate(args) -> int:
         if name not in PROFILES:
             raise selection.UsageError(f"--profile: unknown profile '{name}'; allowed: {', '.join(PROFILES)}")
         for case in cases:
-            if case.kind == "python" or (case.targets and target.name not in case.targets) or name not in case.profiles:
+            if case.callable is not None or (case.targets and target.name not in case.targets) or name not in case.profiles:
                 continue
             try:
                 rows.append(measure(case, target, PROFILES[name], args.repeats, args.backend))

@@ -31,6 +31,7 @@ import getpass
 import platform
 import struct
 import time
+from typing import AbstractSet, Any
 from pathlib import Path
 
 from harness.targets import TARGET_DIR, parse_target
@@ -148,13 +149,16 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def fields(data: bytes) -> list[tuple[int, int, object]]:
-    """The (field number, wire type, raw value) of each field in a serialized message, in order."""
-    out = []
+def fields(data: bytes) -> list[tuple[int, int, Any]]:
+    """The (field number, wire type, raw value) of each field in a serialized message, in order.
+
+    The raw value is an int (varint, wire type 0) or bytes (the other wire types): the wire type says which."""
+    out: list[tuple[int, int, Any]] = []
     pos = 0
     while pos < len(data):
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
+        value: Any
         if wire == 0:
             value, pos = _varint(data, pos)
         elif wire == 1:
@@ -200,7 +204,7 @@ def _quote(text: bytes) -> str:
     return '"' + "".join(out) + '"'
 
 
-def to_text(data: bytes, message: str, indent: int = 0, skip: set[str] = frozenset()) -> list[str]:
+def to_text(data: bytes, message: str, indent: int = 0, skip: AbstractSet[str] = frozenset()) -> list[str]:
     """`data` (a serialized `message`) in protobuf text format, one line per scalar field."""
     schema = SCHEMA[message]
     pad = "  " * indent
@@ -329,13 +333,8 @@ def register(subparsers) -> dict:
 
 def capture(compiler) -> tuple[str, dict]:
     """(GpuTargetConfig text, environment) of the GPU attached to `compiler`'s device-mode worker."""
-    from harness.pipeline.compile import WorkerError
-
     env = compiler.environment()
-    reply = compiler.worker.request({"op": "topology"})
-    if not reply.get("ok"):
-        raise WorkerError(reply.get("error", "unknown error"))
-    return config_text(target_config_from_topology(decode_reply(reply))), env
+    return config_text(target_config_from_topology(decode_reply({"topology": compiler.topology()}))), env
 
 
 def cmd_target(args) -> int:

@@ -26,7 +26,7 @@ from harness import selection
 from harness.outcome import UNSUPPORTED
 from harness.pipeline import golden
 from harness.pipeline import render
-from harness.pipeline.block_cases import case_options
+from harness.pipeline.render import case_options
 from harness.pipeline import signature
 from harness.pipeline.golden import FieldDiff
 from harness.pipeline.results import Results
@@ -88,7 +88,7 @@ def compare_one(case: str, left: str, right: str, sigs: Signatures) -> Cell:
     if a is None or b is None:
         return Cell(case, left, right, "missing")
     errors = [f"{side}: {x.error}" for side, x in ((left, a), (right, b)) if x.signature is None]
-    if errors:
+    if errors or a.signature is None or b.signature is None:
         return Cell(case, left, right, "error", detail="; ".join(errors))
     diffs = golden.compare(a.signature.to_dict(), b.signature.to_dict())
     return Cell(case, left, right, "differ" if diffs else "agree", diffs)
@@ -112,7 +112,7 @@ def markdown(cells: list[Cell], meta: dict) -> str:
     lines.append("| case | " + " | ".join(title for title, _, _ in cols) + " |")
     lines.append("|---" * (len(cols) + 1) + "|")
     for case in cases:
-        lines.append(f"| {case} | " + " | ".join(by[(case, l, r)].text() for _, l, r in cols) + " |")
+        lines.append(f"| {case} | " + " | ".join(by[(case, left, right)].text() for _, left, right in cols) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -275,7 +275,7 @@ def target_config_for(config_text, versions, jax_version):
 # compile on versions that lack it, so a flag that only some versions have is
 # looked up first, by name, in the XLA that compiles for the GPU (the CUDA plugin).
 
-_FLAG_CACHE = {}
+_FLAG_CACHE: dict = {}
 
 
 def _xla_libraries():

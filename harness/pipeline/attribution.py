@@ -71,7 +71,8 @@ class StackTable:
 
     def chain(self, frame_id: int) -> list[tuple[str, str, int]]:
         """(file, function, line) from the innermost frame outwards."""
-        out, seen = [], set()
+        out: list[tuple[str, str, int]] = []
+        seen: set[int] = set()
         while frame_id in self.frames and frame_id not in seen and len(out) < 256:
             seen.add(frame_id)
             loc_id, parent = self.frames[frame_id]
@@ -128,7 +129,9 @@ def parse_metadata(raw: str | None) -> dict[str, str]:
 
 def split_name_stack(op_name: str) -> list[str]:
     """Split on `/` outside parentheses and brackets."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in op_name:
         if ch in "([{":
             depth += 1
@@ -184,8 +187,8 @@ def _source(md: dict[str, str], table: StackTable | None) -> str | None:
     if not frames:
         return None
     user = [f for f in frames if not _LIBRARY.search(f[0])]
-    file, _fn, line = (user or frames)[0]
-    return f"{short_path(file)}:{line}"
+    path, _fn, lineno = (user or frames)[0]
+    return f"{short_path(path)}:{lineno}"
 
 
 def short_path(path: str) -> str:

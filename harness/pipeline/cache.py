@@ -186,10 +186,17 @@ class Stats:
     evicted: int = 0
 
 
+def cache_dir() -> Path:
+    """fp8-check's cache: $FP8_CHECK_CACHE, else $XDG_CACHE_HOME/fp8-check, else ~/.cache/fp8-check."""
+    if os.environ.get("FP8_CHECK_CACHE"):
+        return Path(os.environ["FP8_CHECK_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "fp8-check"
+
+
 def default_root() -> Path:
     if os.environ.get("FP8_CHECK_COMPILE_CACHE"):
         return Path(os.environ["FP8_CHECK_COMPILE_CACHE"]).expanduser()
-    from harness.versions.releases import cache_dir
 
     return cache_dir() / "compile"
 

@@ -141,10 +141,9 @@ def device_groups(attrs: str) -> list[list[int]] | None:
         return [ids[i:i + size] for i in range(0, len(ids), size)] if size else None
     if not rest.startswith("{"):
         return None
-    groups = [[int(x) for x in g.split(",") if x.strip()]
-              for g in re.findall(r"\{([\d,\s]*)\}", rest[: hlo.match_bracket(rest, 0) + 1])]
-    groups = [g for g in groups if g]
-    return groups or None
+    listed_groups = [[int(x) for x in g.split(",") if x.strip()]
+                     for g in re.findall(r"\{([\d,\s]*)\}", rest[: hlo.match_bracket(rest, 0) + 1])]
+    return [g for g in listed_groups if g] or None
 
 
 def _iota(dims: list[int], perm: list[int]) -> list[int]:

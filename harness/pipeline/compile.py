@@ -14,9 +14,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterable, Iterator, Protocol
 
 from harness.pipeline.render import Rendered
 from harness.targets import Profile, Target
@@ -52,7 +53,27 @@ STARTUP_TIMEOUT = 600.0  # seconds a fresh worker may take to import JAX and bui
 
 
 class WorkerError(RuntimeError):
-    """The worker died or stopped answering."""
+    """The worker died or stopped answering (`timed_out`: it did not answer within the timeout)."""
+
+    def __init__(self, message: str, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class FailureKind(enum.Enum):
+    """Why a compilation has no HLO: a value, decided where the failure happens (never read back from its text)."""
+
+    COMPILE_ERROR = "compile error"  # JAX or XLA raised (the case's own error, or XLA refusing it)
+    CRASH = "crash"  # the worker died (an XLA abort, a segfault)
+    TIMEOUT = "timeout"  # no answer within --timeout
+    UNSUPPORTED = "unsupported"  # this environment lacks what the case needs (a dependency, an API, an XLA flag)
+    BROKEN_ENVIRONMENT = "broken environment"  # the worker could not build the target's device
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: FailureKind
+    message: str  # the full error text
 
 
 @dataclass
@@ -69,14 +90,25 @@ class Compilation:
     # as encoded by the worker ({dtype, shape, data: base64}), or why it did not run.
     outputs: list[dict] | None = None
     execute_error: str | None = None
-    # Set when an optional dependency the case declares (`requires:`) is not installed: UNSUPPORTED.
+    # Why the case cannot compile in this environment (UNSUPPORTED): an optional dependency it declares
+    # (`requires:`) is not installed, its block-scaling API or an XLA flag it sets is missing. Equal to `error`.
     unsupported: str | None = None
+    kind: FailureKind | None = None  # with `error`: what failed (default: a compile error, or unsupported)
 
     cached: bool = False  # answered from the compile cache (seconds: the original compile's)
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def failure(self) -> Failure | None:
+        """None when it compiled; else what kind of failure, as a value."""
+        if self.error is None:
+            return None
+        if self.unsupported is not None:
+            return Failure(FailureKind.UNSUPPORTED, self.unsupported)
+        return Failure(self.kind or FailureKind.COMPILE_ERROR, self.error)
 
 
 @dataclass(frozen=True)
@@ -90,13 +122,36 @@ class CompileRequest:
     optional_options: dict | None = None  # XLA flags set only where the installed XLA has them
 
 
+class CompileService(Protocol):
+    """What compiles cases: the single worker (`Compiler`) and the pool (`pool.CompilerPool`) both provide it.
+
+    Typed requests in (`CompileRequest`, or `rendered` + target + profile), typed replies out
+    (`Compilation`, with a `Failure` value when it failed); the worker's JSON protocol stays
+    inside this module and the pool."""
+
+    mode: str
+
+    def environment(self) -> dict: ...
+
+    def prepare(self, target: Target) -> dict: ...
+
+    def compile(self, rendered: Rendered, target: Target, profile: Profile, inputs: list[dict] | None = None,
+                optional_options: dict | None = None) -> Compilation: ...
+
+    def imap(self, requests: Iterable[CompileRequest]) -> Iterator[Compilation]: ...
+
+    def target_config(self, target: Target) -> dict: ...
+
+    def close(self) -> None: ...
+
+
 class Worker:
     def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT):
         self.mode = mode
         self.python = python or sys.executable
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
-        self._stderr = None
+        self._stderr: IO[bytes] | None = None
         self.case_dir = os.getcwd()  # python cases' modules resolve from here (and PYTHONPATH)
 
     def start(self) -> None:
@@ -145,17 +200,17 @@ class Worker:
         if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
             self.proc.kill()
             self.proc.wait()
-            return self._died(f"no answer within {timeout:g} s (--timeout)")
+            return self._died(f"no answer within {timeout:g} s (--timeout)", timed_out=True)
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait()
             return self._died(f"the worker exited with status {self.proc.returncode}")
         return json.loads(line)
 
-    def _died(self, why: str) -> dict:
+    def _died(self, why: str, timed_out: bool = False) -> dict:
         tail = self.stderr_tail().strip()
         self.proc = None
-        raise WorkerError(why + (":\n" + tail if tail else ""))
+        raise WorkerError(why + (":\n" + tail if tail else ""), timed_out=timed_out)
 
     def kill(self) -> None:
         """Stop the worker now (interrupted run): it may be in the middle of a compile."""
@@ -166,7 +221,8 @@ class Worker:
 
     def close(self) -> None:
         if self.proc and self.proc.poll() is None:
-            self.proc.stdin.close()
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -197,7 +253,7 @@ class Compiler:
         """Compile `rendered`; with `inputs` (encoded arrays, see `numerics.encode`) also execute it (device mode).
 
         `optional_options` are XLA flags set only where the installed XLA has them; a missing
-        one makes the compilation fail with 'UnsupportedFlag: …' (UNSUPPORTED), never an abort.
+        one makes the compilation UNSUPPORTED (`unsupported` says which), never an abort.
         """
         out = Compilation(rendered.case_id, target.name, profile.name, self.mode)
         request = {
@@ -215,14 +271,16 @@ class Compiler:
             request["optional_options"] = optional_options
         try:
             # A fresh worker's start-up and a target's device do not count against the case's timeout.
-            if not self.worker.alive or (self.worker.proc.pid, target.config_text) not in self._prepared:
+            proc = self.worker.proc
+            if proc is None or not self.worker.alive or (proc.pid, target.config_text) not in self._prepared:
                 ready = self.prepare(target)
                 if not ready.get("ok"):
-                    out.error = ready.get("error", "unknown error")
+                    out.error, out.kind = ready.get("error", "unknown error"), FailureKind.BROKEN_ENVIRONMENT
                     return out
             return _answer(out, self.worker.request(request))
         except WorkerError as exc:
             out.error = f"worker crashed: {exc}"
+            out.kind = FailureKind.TIMEOUT if exc.timed_out else FailureKind.CRASH
             return out
 
     def compile_exported(self, name: str, exported: bytes, target: Target, profile: Profile,
@@ -245,15 +303,31 @@ class Compiler:
             return _answer(out, self.worker.request(request))
         except WorkerError as exc:
             out.error = f"worker crashed: {exc}"
+            out.kind = FailureKind.TIMEOUT if exc.timed_out else FailureKind.CRASH
             return out
 
     def prepare(self, target: Target) -> dict:
         """Start the worker if needed and build `target`'s device (the worker's reply; WorkerError if it died)."""
         reply = self.worker.request({"op": "prepare", "target_config": target.config_text},
                                     timeout=max(self.timeout, STARTUP_TIMEOUT))
-        if reply.get("ok"):
+        if reply.get("ok") and self.worker.proc is not None:
             self._prepared.add((self.worker.proc.pid, target.config_text))
         return reply
+
+    def target_config(self, target: Target) -> dict:
+        """The spec exactly as this worker's XLA gets it ({config, jax, dnn_field}); RuntimeError if it fails."""
+        reply = self.worker.request({"op": "target_config", "target_config": target.config_text,
+                                     "target_versions": target.versions_dict()})
+        if not reply.get("ok"):
+            raise RuntimeError(reply.get("error", "unknown error"))
+        return reply
+
+    def topology(self) -> dict:
+        """The local GPU's topology as the worker sees it (device mode; `fp8-check target capture`)."""
+        reply = self.worker.request({"op": "topology"})
+        if not reply.get("ok"):
+            raise WorkerError(reply.get("error", "unknown error"))
+        return reply["topology"]
 
     def imap(self, requests) -> "Iterator[Compilation]":
         """Compile `requests` (CompileRequest) one after the other, yielding in order (see pool.CompilerPool)."""

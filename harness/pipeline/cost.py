@@ -380,6 +380,8 @@ def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: H
         if at is None:
             continue
         k = base[at]
+        if k.gemm is None:  # `at` was chosen among gemm kernels
+            continue
         batch, m, n, kk = k.gemm
         own = batch * (m * kk * DTYPE_BYTES.get(k.dtypes[0], 4) + kk * n * DTYPE_BYTES.get(k.dtypes[1], 4)
                        + m * n * DTYPE_BYTES.get(k.dtypes[2], 4))

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness import dtypes
+
 T, P, G = 1e12, 1e15, 1e9
 
 # The fixed cost of one kernel: launch and the start/finish of a grid. Not a datasheet figure:
@@ -35,17 +37,13 @@ LAUNCH_SOURCE = ("model constant: a few us per short kernel (NVIDIA Technical Bl
                  "Graphs', 2019); calibrate on a GPU")
 
 # Bytes per element. FP4 packs two values a byte.
-DTYPE_BYTES = {
-    "pred": 1, "s4": 0.5, "u4": 0.5, "f4e2m1fn": 0.5, "s8": 1, "u8": 1,
-    "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1, "f8e3m4": 1, "f8e8m0fnu": 1,
-    "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8,
-    "c64": 8, "c128": 16,
-}
+# The widths come from the dtype vocabulary (harness/dtypes.py); pred and complex types are added here.
+DTYPE_BYTES: dict[str, float] = {**{d: b / 8 for d, b in dtypes.BITS.items()}, "pred": 1, "c64": 8, "c128": 16}
 
 # A gemm's operand dtype -> its peak class (the wider operand of the two decides).
 DTYPE_CLASS = {
-    "f4e2m1fn": "fp4",
-    "f8e4m3fn": "fp8", "f8e5m2": "fp8", "f8e4m3": "fp8", "f8e4m3fnuz": "fp8", "f8e5m2fnuz": "fp8", "f8e3m4": "fp8",
+    **{d: "fp4" for d in dtypes.FP4_TYPES},
+    **{d: "fp8" for d in dtypes.FP8_TYPES},
     "s8": "fp8", "u8": "fp8",
     "bf16": "bf16", "f16": "bf16",
     "f32": "tf32",  # XLA's DEFAULT precision lets cuBLAS/Triton use TF32 for f32 (HIGHEST: fp32 on CUDA cores)

@@ -73,12 +73,12 @@ def coverage(sig: Signature) -> Coverage:
     ordered = dict(sorted(engines.items(), key=lambda kv: (not _is_low(kv[0]), -kv[1], kv[0])))
     sized = [g for g in sig.gemms if g.flops]
     return Coverage(len(sig.gemms), sum(g.fp8 for g in sig.gemms), ordered,
-                    sum(g.flops for g in sized), sum(g.flops for g in sized if g.fp8))
+                    sum(g.flops or 0 for g in sized), sum(g.flops or 0 for g in sized if g.fp8))
 
 
 def attributed(sig: Signature | None) -> bool:
     """Whether any matmul of the signature carries a layer (a model, not a bare pattern)."""
-    return bool(sig) and any(g.layer for g in sig.gemms)
+    return sig is not None and any(g.layer for g in sig.gemms)
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def layer_rows(sig: Signature) -> list[LayerRow]:
 
 def layers_text(sig: Signature | None) -> str:
     """The per-layer table and the coverage line, for reports and issue bodies ('' for a bare pattern)."""
-    if not attributed(sig):
+    if sig is None or not attributed(sig):
         return ""
     return "\n".join([*layer_table(sig), "", coverage(sig).line()])
 

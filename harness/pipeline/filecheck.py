@@ -40,5 +40,5 @@ def run_filecheck(patterns: str, text: str, timeout: float = TIMEOUT) -> str | N
     if proc.returncode == 0:
         return None
     output = (proc.stderr or proc.stdout or "").strip()
-    lines = [l for l in output.splitlines() if "error" in l.lower()]
+    lines = [line for line in output.splitlines() if "error" in line.lower()]
     return (lines[0] if lines else (output.splitlines() or [f"FileCheck exited with status {proc.returncode}"])[0]).strip()

@@ -17,6 +17,8 @@ recorded once instead of breaking older versions:
 
 from __future__ import annotations
 
+from harness.errors import BadInput
+
 import difflib
 import os
 import tempfile
@@ -29,7 +31,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 
-class GoldenError(ValueError):
+class GoldenError(BadInput, ValueError):
     pass
 
 

@@ -16,13 +16,15 @@ import os
 import re
 from pathlib import Path
 
+from harness.errors import BadInput
+
 # What a case id may be (harness.pipeline.cases uses the same pattern); target, profile and
 # mode names and versions are plainer still. Matched whole (fullmatch): no trailing newline.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]*")
 MAX_LEN = 128
 
 
-class UnsafeName(ValueError):
+class UnsafeName(BadInput, ValueError):
     """A name that cannot be one path part (bad input: exit 2)."""
 
 

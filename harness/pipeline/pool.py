@@ -123,6 +123,7 @@ class CompilerPool:
                 with self._borrow() as c:
                     self._environment = c.environment()
             else:
+                assert self._probe is not None  # _resolve probed
                 env = self._probe["environment"]
                 if not env.get("jax"):
                     raise WorkerError("jax is not installed in the compile environment")
@@ -139,6 +140,10 @@ class CompilerPool:
     def prepare(self, target: Target) -> dict:
         """Build `target`'s device in the first worker (see `Compiler.prepare`); only before compiling starts."""
         return self._compilers[0].prepare(target)
+
+    def target_config(self, target: Target) -> dict:
+        """See `Compiler.target_config` (asked of the first worker)."""
+        return self._compilers[0].target_config(target)
 
     def kill(self) -> None:
         for c in self._compilers:
@@ -157,6 +162,7 @@ class CompilerPool:
             return _Key(None, why_not, imports)
         env = self.environment()
         probe = self._probe
+        assert probe is not None  # self._resolve(names) above probed the environment
         material = KeyMaterial(
             source=r.rendered.source,
             target_config=r.target.config_text,
@@ -203,7 +209,7 @@ class CompilerPool:
         if pending is not None:
             return pending
         key = self._key(r)
-        if key.key:
+        if key.key and self.cache is not None:
             entry = self.cache.get(key.key)
             if entry is not None:
                 done: Future = Future()

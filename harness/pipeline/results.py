@@ -9,6 +9,8 @@ repro per result) still load.
 
 from __future__ import annotations
 
+from harness.errors import BadInput
+
 import json
 import time
 from collections import Counter
@@ -25,7 +27,7 @@ SCHEMA = "fp8-check/results/2"
 READABLE = ("fp8-check/results/1", SCHEMA)
 
 
-class ResultsError(ValueError):
+class ResultsError(BadInput, ValueError):
     """A results file that cannot be read: one line naming the file and what is wrong."""
 
 
@@ -104,7 +106,7 @@ def _check_environment(env: object, specs: object, where: str) -> None:
 
 
 def outcome_from_json(d: dict) -> Outcome:
-    from harness.gpu.numerics import NumericsResult
+    from harness.outcome import NumericsResult
 
     if not isinstance(d, dict):
         raise ValueError(f"a result: expected a mapping, got {type(d).__name__}")

@@ -1,14 +1,18 @@
-"""Stage 6: run cases through the pipeline and judge each against its golden: an `Outcome` per case x target x profile.
+"""Stage 6, the one runner: plan -> canary -> compile -> signature -> judge -> an `Outcome` per case x target x profile.
 
-Outcome codes (harness/outcome.py) follow LLVM lit: PASS, FAIL, XFAIL, XPASS,
-UNSUPPORTED, UNRESOLVED, plus NEW (no golden yet).
+LLVM lit's shape: a test (a planned case x target x profile), a result code that knows whether
+it is a failure (harness/outcome.py: PASS, FAIL, XFAIL, XPASS, UNSUPPORTED, UNRESOLVED, plus
+NEW), one runner (`run`), and displays that belong to the entry points. run, bless, matrix,
+bisect and the pytest plugin call `run`; the API and `check` judge through `judge_signature`;
+every failed compilation is classified by `compile_failure`. Entry points differ only in how
+they select cases and present outcomes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from packaging.version import Version
 
@@ -17,27 +21,16 @@ from harness.pipeline import cost_policy
 from harness.pipeline import golden
 from harness.pipeline import render
 from harness.pipeline import signature
-from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Outcome
-from harness.pipeline.block_cases import case_options  # noqa: F401  (re-exported for the commands)
+from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Code, NumericsResult, Outcome
+from harness.pipeline import canary as canary_mod
+from harness.pipeline.canary import CANARY, CanaryError, check_canary  # noqa: F401  (re-exported for the commands)
+from harness.pipeline.render import case_options  # noqa: F401  (re-exported for the commands)
 from harness.pipeline.cases import Case
-from harness.pipeline.compile import Compilation, CompileRequest, Compiler
+from harness.pipeline.compile import Compilation, CompileRequest, CompileService, FailureKind
 from harness.targets import PROFILES, Profile, Target
 from harness.verdict import NEUTRAL, Verdict, classify, classify_extra
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
-
-CANARY = Case(
-    id="canary_e4m3_plain",
-    file="<built-in>",
-    line=0,
-    description="plain E4M3 x E4M3 matmul; on an FP8-capable target it must become an FP8 gemm",
-    out_dtype="float32",
-    profiles=("cublas",),
-)
-
-
-class CanaryError(RuntimeError):
-    """The environment cannot produce FP8 gemms at all: reporting regressions would be noise."""
 
 
 def deviceless_unsupported(jax_version: str) -> str | None:
@@ -49,34 +42,24 @@ def deviceless_unsupported(jax_version: str) -> str | None:
     return None
 
 
-def check_canary(compiler: Compiler, target: Target, cudnn: bool = True) -> signature.Signature | None:
-    """Compile the canary for `target`; raise CanaryError if an FP8-capable target gets no FP8 gemm.
+def compile_failure(comp: Compilation, issue=None) -> tuple[Code, str]:
+    """The outcome of a compilation that failed: UNSUPPORTED (what this environment lacks), XFAIL (a known
+    issue active here expects it, lit's rule) or UNRESOLVED (an error like any other).
 
-    With `cudnn` (deviceless), also prove that the target's cuDNN version took effect
-    (`harness/target_check.py`): a CanaryError naming the field and the JAX version if not.
-    """
-    comp = compiler.compile(render.render(CANARY), target, PROFILES["cublas"])
-    if not comp.ok:
-        raise CanaryError(f"canary '{CANARY.id}' did not compile for {target.name}: {comp.error.splitlines()[0] if comp.error else ''}")
-    sig = signature.extract(comp.hlo)
-    if target.fp8_capable and sig.fp8_gemms == 0:
-        hint = "" if target.has_runtime_version else " (its target config has no runtime_version)"
-        found = ", ".join(f"{g.target} {'x'.join(g.operand_dtypes)}" for g in sig.gemms) or "no gemm"
-        raise CanaryError(
-            f"broken environment: a plain E4M3 x E4M3 matmul did not become an FP8 gemm on FP8-capable target "
-            f"{target.name}{hint}; found {found}"
-        )
-    if cudnn and compiler.mode == "deviceless":
-        from harness import target_check
-
-        try:
-            target_check.check_cudnn(compiler, target, compiler.environment()["jax"])
-        except target_check.CudnnCanaryError as exc:
-            raise CanaryError(str(exc)) from None
-    return sig
+    The only place a failed compilation is classified: run, bless, matrix, bisect and the pytest plugin
+    all reach it through `judge`."""
+    first = (comp.error or "").strip().splitlines()[0] if comp.error else "unknown error"
+    failure = comp.failure
+    if failure is not None and failure.kind is FailureKind.UNSUPPORTED:
+        return UNSUPPORTED, failure.message
+    if issue:  # lit's XFAIL: a known issue active here expects this case to fail, also by not compiling
+        name = issue.url or "(no upstream issue)"
+        return XFAIL, f"known issue {name}" + (f": {issue.summary}" if issue.summary else "") + f"; compile error: {first}"
+    return UNRESOLVED, comp.error or "unknown error"
 
 
 def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -> Outcome:
+    """One compilation of `case` -> its Outcome: the compile failure classified, or the signature judged."""
     out = Outcome(
         case=case.id, target=comp.target, profile=comp.profile, mode=comp.mode, jax=jax_version, code=UNRESOLVED,
         compile_seconds=comp.seconds, hlo=comp.hlo, stablehlo=comp.stablehlo, cached=comp.cached,
@@ -86,47 +69,45 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     if issue:
         out.known_issue = {"url": issue.url, "jax": issue.jax, "summary": issue.summary}
     if not comp.ok:
-        first = (comp.error or "").strip().splitlines()[0] if comp.error else "unknown error"
-        if comp.unsupported:  # only an optional dependency the case declares (`requires:`)
-            out.code, out.reason = UNSUPPORTED, comp.unsupported
-        elif first.startswith("UnsupportedFlag"):  # an XLA flag this version lacks (block_cases.case_options)
-            out.code, out.reason = UNSUPPORTED, first.split(": ", 1)[1]
-        elif first.startswith("ImportError: this JAX"):  # a block-scaled case's API is missing in this JAX
-            out.code, out.reason = UNSUPPORTED, f"the case's API is missing: {first.split(': ', 1)[1]}"
-        elif issue:  # lit's XFAIL: a known issue active here expects this case to fail, also by not compiling
-            name = issue.url or "(no upstream issue)"
-            out.code = XFAIL
-            out.reason = f"known issue {name}" + (f": {issue.summary}" if issue.summary else "") + f"; compile error: {first}"
-        else:  # an import error of the case's own module or callable is an error like any other
-            out.code, out.reason = UNRESOLVED, comp.error or "unknown error"
+        out.code, out.reason = compile_failure(comp, issue)
         return out
     try:
-        sig = signature.extract(comp.hlo)
+        sig = signature.extract(comp.hlo or "")
     except Exception as exc:  # a parser bug must not hide the rest of the run
         out.reason = f"could not parse the optimized HLO: {type(exc).__name__}: {exc}"
         return out
-    out.signature = sig
     fc_problem = None
     if case.filecheck.get(comp.profile):
         from harness.pipeline.filecheck import run_filecheck
 
         out.filecheck = case.filecheck[comp.profile]
-        fc_problem = run_filecheck(out.filecheck, comp.hlo)
+        fc_problem = run_filecheck(out.filecheck, comp.hlo or "")
     try:
-        gpath = golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)
-        g = golden.load(gpath)
-        if g is not None:
-            golden.check_identity(g, gpath, case.id, comp.target, comp.profile, comp.mode)
+        return judge_signature(out, sig, goldens_root, issue, fc_problem)
     except golden.GoldenError as exc:
+        out.signature = sig
         out.reason = str(exc)
         return out
-    exp = g.expected_for(jax_version) if g else None
-    if exp is None:
+
+
+def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, issue=None,
+                    fc_problem: str | None = None) -> Outcome:
+    """Judge `sig` against the golden of `out` (case, target, profile, mode, jax): PASS, FAIL with its
+    verdict, XFAIL/XPASS under an active known issue, or NEW. Raises GoldenError for an unreadable golden.
+
+    Shared by `judge` (every case of every entry point) and harness.api.check_golden (your own functions)."""
+    out.signature = sig
+    gpath = golden.path_for(goldens_root, out.case, out.target, out.profile, out.mode)
+    g = golden.load(gpath)
+    if g is not None:
+        golden.check_identity(g, gpath, out.case, out.target, out.profile, out.mode)
+    exp = g.expected_for(out.jax) if g else None
+    if g is None or exp is None:
         out.code = NEW
-        out.reason = "no golden yet" if g is None else f"the golden has no expectation covering jax {jax_version}"
-        out.reason += f"; bless it with: fp8-check bless -k {case.id} --target {comp.target} --profile {comp.profile}"
+        out.reason = "no golden yet" if g is None else f"the golden has no expectation covering jax {out.jax}"
+        out.reason += f"; bless it with: fp8-check bless -k {out.case} --target {out.target} --profile {out.profile}"
         return out
-    out.expected = exp.signature
+    out.expected, out.expected_range = exp.signature, exp.jax or ""
     out.diffs = golden.compare(exp.signature, sig.to_dict())
     try:
         layer_diffs = _layer_diffs(g, sig)
@@ -148,7 +129,7 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     else:
         out.code = PASS if matches else FAIL
         if not matches:
-            out.reason = f"{len(out.diffs)} field(s) differ from {golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)}"
+            out.reason = f"{len(out.diffs)} field(s) differ from {gpath}"
             out.verdict = classify(exp.signature, sig)
             if fc_problem:
                 out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
@@ -220,31 +201,37 @@ def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Itera
 Job = tuple[Case, Target, Profile, "str | None", "CompileRequest | None"]
 
 
+def unsupported_reason(profile: Profile, mode: str, jax_version: str) -> str | None:
+    """Why nothing compiles for `profile` here (UNSUPPORTED without compiling), or None."""
+    if mode == "deviceless":
+        reason = deviceless_unsupported(jax_version)
+        if reason is None and not profile.deviceless:
+            reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
+        return reason
+    return None
+
+
+def request_for(case: Case, target: Target, profile: Profile, numerics: "NumericsCheck | None" = None) -> CompileRequest:
+    """The compile request of one planned (case, target, profile): the only place requests for cases are built."""
+    inputs = None
+    if numerics is not None and numerics.skip_reason(case) is None:
+        inputs = numerics.encode_inputs(case)
+    return CompileRequest(render.render(case), target, profile, inputs, case_options(case))
+
+
 def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,
-          numerics: bool) -> list[Job]:
+          numerics: "NumericsCheck | None") -> list[Job]:
     """Every planned (case, target, profile) with why it does not compile (UNSUPPORTED) or its compile request."""
     jobs: list[Job] = []
     for case, target, profile in plan(cases, targets, profiles):
-        reason = None
-        if mode == "deviceless":
-            reason = deviceless_unsupported(jax_version)
-            if reason is None and not profile.deviceless:
-                reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
-        request = None
-        if not reason:
-            inputs = None
-            if numerics:
-                from harness.gpu import numerics as numerics_mod
-
-                if numerics_mod.skip_reason(case) is None:
-                    inputs = numerics_mod.encode_inputs(case)
-            request = CompileRequest(render.render(case), target, profile, inputs, case_options(case))
+        reason = unsupported_reason(profile, mode, jax_version)
+        request = None if reason else request_for(case, target, profile, numerics)
         jobs.append((case, target, profile, reason, request))
     return jobs
 
 
 def prefetch(compiler, targets: list[Target], mode: str, planned: list[CompileRequest], canary: bool = True) -> None:
-    """Start compiling the canaries (see `check_canary`) and then `planned`, all at once.
+    """Start compiling the canaries (see `canary.check_canary`) and then `planned`, all at once.
 
     Call it before `check_canary`: the canary then no longer holds the other workers up,
     and `run` (or `check_canary`) takes each compilation as it is asked for. A compiler
@@ -252,15 +239,7 @@ def prefetch(compiler, targets: list[Target], mode: str, planned: list[CompileRe
     """
     if not hasattr(compiler, "prefetch"):
         return
-    first: list[CompileRequest] = []
-    if canary:
-        from harness import target_check
-
-        jax_version = compiler.environment()["jax"]
-        for t in targets:
-            first.append(CompileRequest(render.render(CANARY), t, PROFILES["cublas"]))
-            if mode == "deviceless" and target_check.expects_cudnn(t, jax_version):
-                first.append(CompileRequest(render.render(target_check.PROBE), t, PROFILES["cublas"]))
+    first = canary_mod.requests(targets, mode, compiler.environment()["jax"]) if canary else []
     compiler.prefetch(first + list(planned))
 
 
@@ -269,10 +248,10 @@ def run(
     targets: list[Target],
     profiles: list[str],
     mode: str,
-    compiler: Compiler,
+    compiler: CompileService,
     goldens_root: Path,
     on_outcome: Callable[[Outcome], None] | None = None,
-    numerics: bool = False,
+    numerics: "NumericsCheck | None" = None,
     canary: bool = False,
 ) -> list[Outcome]:
     """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
@@ -293,8 +272,8 @@ def run(
     compiled = compiler.imap(requests) if requests else iter(())
     outcomes: list[Outcome] = []
     for case, target, profile, reason, request in jobs:
-        if reason:
-            out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNSUPPORTED, reason,
+        if reason or request is None:
+            out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNSUPPORTED, reason or "",
                           description=case.description, yaml=case.yaml_text, file=case.file)
         else:
             comp = next(compiled)
@@ -302,8 +281,8 @@ def run(
             out = judge(case, comp, jax_version, goldens_root)
             out.source = request.rendered.source
             price(out, target, priced, case)
-            if numerics:
-                apply_numerics(out, case, comp)
+            if numerics is not None:
+                apply_numerics(out, case, comp, numerics)
         outcomes.append(out)
         if on_outcome:
             on_outcome(out)
@@ -312,7 +291,8 @@ def run(
 
 def price_request(case: Case, request: CompileRequest) -> CompileRequest:
     """The compilation of `case` at its production shapes (`price_at`), which its cost estimate is priced at."""
-    return dataclasses.replace(request, rendered=render.render(dataclasses.replace(case, shape=case.price_at)), inputs=None)
+    shape = case.price_at or case.shape
+    return dataclasses.replace(request, rendered=render.render(dataclasses.replace(case, shape=shape)), inputs=None)
 
 
 def shape_text(shape) -> str:
@@ -328,7 +308,7 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
     try:
         hw = cost.hardware(target)
         text, sig, where = out.hlo, out.signature, ""
-        if priced is not None and priced.ok and case is not None and case.price_at:
+        if priced is not None and priced.ok and priced.hlo and case is not None and case.price_at:
             text, sig, where = priced.hlo, signature.extract(priced.hlo), shape_text(case.price_at)
         out.estimate = cost.estimate(text, hw, where)
         if out.verdict is not None and isinstance(out.expected, dict):
@@ -337,21 +317,31 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
         out.estimate = None
 
 
-def apply_numerics(out: Outcome, case: Case, comp: Compilation) -> None:
-    """Judge the executed outputs of `comp` against the float64 reference; a mismatch is a FAIL of its own."""
-    from harness.gpu import numerics
+class NumericsCheck(Protocol):
+    """`run --numerics`: executes each case and compares with a reference (harness/gpu/numerics.py provides it;
+    the runner takes it as an argument so that the pipeline does not import the GPU layer)."""
 
-    if numerics.skip_reason(case):
-        result = numerics.skipped(numerics.skip_reason(case))
+    def skip_reason(self, case: Case) -> str | None: ...
+
+    def encode_inputs(self, case: Case) -> list[dict]: ...
+
+    def check(self, case: Case, encoded_outputs: list[dict]) -> NumericsResult: ...
+
+
+def apply_numerics(out: Outcome, case: Case, comp: Compilation, numerics: NumericsCheck) -> None:
+    """Judge the executed outputs of `comp` against the float64 reference; a mismatch is a FAIL of its own."""
+    skip = numerics.skip_reason(case)
+    if skip:
+        result = NumericsResult("skipped", skip)
     elif not comp.ok:
-        result = numerics.skipped("the case did not compile")
+        result = NumericsResult("skipped", "the case did not compile")
     elif comp.execute_error or comp.outputs is None:
-        result = numerics.NumericsResult("error", f"could not execute the compiled case: {comp.execute_error or 'no outputs'}")
+        result = NumericsResult("error", f"could not execute the compiled case: {comp.execute_error or 'no outputs'}")
     else:
         try:
             result = numerics.check(case, comp.outputs)
         except Exception as exc:  # a reference bug must not hide the rest of the run
-            result = numerics.NumericsResult("error", f"could not compare: {type(exc).__name__}: {exc}")
+            result = NumericsResult("error", f"could not compare: {type(exc).__name__}: {exc}")
     out.numerics = result
     if result.status == "fail":
         # A wrong result is a FAIL whatever the signature says (also for NEW and known fusion issues).

@@ -78,7 +78,7 @@ if getattr(yaml, "__with_libyaml__", False):
             yaml.constructor.SafeConstructor.__init__(self)
             yaml.resolver.Resolver.__init__(self)
 else:  # a PyYAML built without libyaml: the same loader, all in Python
-    _Base = yaml.SafeLoader
+    _Base = yaml.SafeLoader  # type: ignore[misc]  # one of two definitions of the base class, chosen at import
 
 
 class BoundedLoader(_DepthLimit, _Base):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness import dtypes
 from harness.pipeline import hlo
 from harness.pipeline.collectives import extract as extract_collectives
 # The typed signature lives in signature_types.py; its names are re-exported here for every reader.
@@ -79,7 +80,9 @@ class Kernel:
 
 def kernels(text: str) -> list[Kernel]:
     """Every kernel ENTRY launches (as `extract` counts them), with its operand and result types."""
-    module, found, out = hlo.parse(text), [], []
+    module = hlo.parse(text)
+    found: list[tuple[hlo.Instruction, hlo.Computation]] = []
+    out: list = []
     _collect_kernels(module, module.entry, found, depth=0)
     for instr, comp in found:
         gemm, operands = _gemm(module, instr, comp), tuple(t for _, t in _operand_types(module, comp, instr))
@@ -122,7 +125,7 @@ def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computat
 
 def _callers(module: hlo.Module) -> dict[str, tuple[hlo.Instruction, hlo.Computation]]:
     """computation name -> the wrapper instruction (call, async) that calls it, and where that sits."""
-    out = {}
+    out: dict[str, tuple[hlo.Instruction, hlo.Computation]] = {}
     for comp in module.computations.values():
         for instr in comp.instructions:
             if instr.opcode in _WRAPPERS:
@@ -154,8 +157,8 @@ def _origins(module, comp, name, callers, depth=0) -> set[str]:
 
 def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> BlockScaling | None:
     entry_params = [i for i in module.entry.instructions if i.opcode == "parameter"]
-    low = sorted(hlo.dtype_of(p.type) for p in entry_params if hlo.dtype_of(p.type) in LOW_PRECISION)
-    block_kernel = None
+    low = sorted(hlo.dtype_of(p.type) for p in entry_params if dtypes.is_narrow(hlo.dtype_of(p.type)))
+    block_kernel: tuple | None = None
     for instr, comp in kernels:
         if instr.opcode == "custom-call" and (instr.custom_call_target or "") in BLOCK_SCALED_TARGETS:
             block_kernel = (instr, comp, BLOCK_SCALED_TARGETS[instr.custom_call_target], instr.custom_call_target, instr)
@@ -172,7 +175,7 @@ def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> Bloc
                 block_kernel = (instr, comp, form, backend, inner[0][0], inner[0][1])
                 break
     if block_kernel is None and not any(
-        hlo.dtype_of(t) in ({"f8e8m0fnu"} | FP4_TYPES)
+        dtypes.dtype_class(hlo.dtype_of(t)) in (dtypes.SCALE, dtypes.FP4)
         for comp in module.computations.values() for i in comp.instructions for t in i.result_types
     ):
         return None  # no block-scaled op, and no E8M0 / FP4 value anywhere (a JAX quantizer makes them too)
@@ -187,7 +190,7 @@ def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> Bloc
         out.target = gemms[0].target
         out.data_dtypes = list(gemms[0].operand_dtypes)
     scale_types = set(out.scale_dtypes) - set(out.data_dtypes)
-    data_types = set(out.data_dtypes) & LOW_PRECISION
+    data_types = {d for d in out.data_dtypes if dtypes.is_narrow(d)}
     callers = _callers(module)
     scalars = {p.name for p in entry_params if hlo.dtype_of(p.type) == "f32" and hlo.rank_of(p.type) <= 1
                and all(d.strip() in ("", "1") for d in p.type.split("[", 1)[1].split("]", 1)[0].split(","))}
@@ -333,7 +336,7 @@ def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computati
     for role, (name, t) in zip(scale_roles, scalars):
         if not _is_constant_one(module, comp, name):  # a unit scale is no scale
             operands[role] = hlo.dtype_of(t)
-    for i, (name, t) in enumerate(others):
+    for i, (_name, t) in enumerate(others):
         operands["bias" if i == 0 and hlo.rank_of(t) == 1 else f"aux{i}"] = hlo.dtype_of(t)
     results = [t for t in instr.result_types if hlo.dtype_of(t) not in ("s8", "u8")]  # drop workspace
     output = hlo.dtype_of(results[0]) if results else "?"

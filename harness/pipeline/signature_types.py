@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from harness import dtypes
 from harness.pipeline.collectives import Collective
 
-FP8_TYPES = {"f8e4m3fn", "f8e5m2", "f8e4m3", "f8e4m3fnuz", "f8e5m2fnuz", "f8e3m4", "f8e8m0fnu"}
-FP4_TYPES = {"f4e2m1fn"}
-LOW_PRECISION = FP8_TYPES | FP4_TYPES
+# The dtype classes live in harness/dtypes.py; these names stay for importers.
+FP8_TYPES = dtypes.FP8_TYPES | dtypes.SCALE_TYPES
+FP4_TYPES = dtypes.FP4_TYPES
+LOW_PRECISION = dtypes.NARROW_TYPES
 # Custom-call targets of a block-scaled dot: XLA's cuDNN call after rewriting, and JAX's op before it.
 
 
@@ -39,7 +41,7 @@ class Gemm:
     @property
     def fp8(self) -> bool:
         """Low-precision (FP8, or block-scaled FP4) operands."""
-        return len(self.operand_dtypes) == 2 and all(d in LOW_PRECISION for d in self.operand_dtypes)
+        return len(self.operand_dtypes) == 2 and all(dtypes.is_narrow(d) for d in self.operand_dtypes)
 
 
 @dataclass

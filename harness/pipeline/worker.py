@@ -24,7 +24,7 @@ from harness.pipeline import aot, worker_guard
 COMPILE_ENV_PREFIXES = ("XLA_", "JAX_", "TF_XLA", "CUDA_", "NVIDIA_", "LIBTPU")
 # Set identically by `aot.prepare_environment` in deviceless mode, whatever the parent had.
 _FORCED_DEVICELESS = ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK")
-_PARENT_ENV = {}
+_PARENT_ENV: dict = {}
 
 
 def _distribution_version(dist):
@@ -297,8 +297,9 @@ def _die_with_parent():
         pass
 
 
-class UnsupportedFlag(Exception):
-    """The case asks for an XLA flag the installed XLA does not define (setting it would abort)."""
+# The `name` of the ImportError a rendered block-scaled case raises when this JAX lacks its API
+# (harness/templates/block.py.j2): the case is UNSUPPORTED here, not broken.
+MISSING_API = "fp8_check.missing_api"
 
 
 def _jax_version():
@@ -366,8 +367,12 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 try:
                     exec(code, module.__dict__)
                 except ImportError as exc:
-                    # A dependency the case declares optional is UNSUPPORTED; anything else
-                    # (a typo in the module, a missing function, a failing import) is an error.
+                    # A dependency the case declares optional is UNSUPPORTED, and so is a block-scaling
+                    # API this JAX lacks (the rendered case raises it with name MISSING_API); anything
+                    # else (a typo in the module, a missing function, a failing import) is an error.
+                    if getattr(exc, "name", None) == MISSING_API:
+                        proto.write(json.dumps({"ok": False, "unsupported": "the case's API is missing: %s" % exc}) + "\n")
+                        continue
                     name = (getattr(exc, "name", None) or "").split(".")[0]
                     if name and name in (request.get("requires") or ()):
                         proto.write(json.dumps({"ok": False, "unsupported": "missing optional dependency %r "
@@ -377,8 +382,10 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                     raise
                 options = dict(request["compiler_options"])
                 missing = [n for n in (request.get("optional_options") or {}) if not aot.xla_has_flag(n)]
-                if missing:
-                    raise UnsupportedFlag("this XLA (jax %s) has no flag %s" % (_jax_version(), ", ".join(missing)))
+                if missing:  # setting a flag this XLA does not define would abort it
+                    proto.write(json.dumps({"ok": False, "unsupported": "this XLA (jax %s) has no flag %s"
+                                            % (_jax_version(), ", ".join(missing))}) + "\n")
+                    continue
                 options.update(request.get("optional_options") or {})
                 result = aot.compile_for(module.FN, module.ARGS, devices[key], options, dump_dir,
                                          mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))

@@ -13,7 +13,7 @@ so it runs inside per-version environments that hold only JAX).
 import os
 import sys
 
-_KEPT = set()  # what the worker had imported before its first case (itself, JAX, ...)
+_KEPT: set[str] = set()  # what the worker had imported before its first case (itself, JAX, ...)
 
 
 def private_stdin():

@@ -19,7 +19,8 @@ from html import escape
 from harness import verdict
 from harness.pipeline.cost import CostDelta, between
 from harness.outcome import Outcome
-from harness.pipeline.signature import FP8_TYPES, Signature
+from harness import dtypes
+from harness.pipeline.signature import Signature
 
 FEATURES = ("FP8 gemm", "epilogue", "abs-max", "FP8 output")
 CLASS_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "neutral": "#9e9e9e", "mixed": "#8e24aa"}
@@ -38,7 +39,7 @@ class CellChange:
     cost: CostDelta | None = None  # both versions priced (harness/pipeline/cost.py)
 
     def to_dict(self) -> dict:
-        d = {"jax": self.jax, "kernels": self.kernels}
+        d: dict = {"jax": self.jax, "kernels": self.kernels}
         if self.cls:
             d.update({"from": self.change_from, "class": self.cls, "summary": self.summary, "lines": self.lines})
             if self.cost is not None:
@@ -53,13 +54,13 @@ def features(sig: Signature | dict | None) -> dict[str, bool] | None:
         return None
     gemms = [g for g in sig["gemms"] if isinstance(g, dict)]
     fp8 = [g for g in gemms if len(g.get("operand_dtypes") or []) == 2
-           and all(d in FP8_TYPES for d in g["operand_dtypes"])]
+           and all(dtypes.is_narrow(d) for d in g["operand_dtypes"])]
     return {
         "FP8 gemm": bool(fp8),
         "epilogue": any((g.get("epilogue") not in (None, "DEFAULT")) or (_EPILOGUE_OPS & set(g.get("fused_ops") or []))
                         for g in gemms),
         "abs-max": any(g.get("damax_output") or g.get("amax") for g in gemms),
-        "FP8 output": any(str(g.get("output")) in FP8_TYPES for g in gemms),
+        "FP8 output": any(dtypes.is_narrow(g.get("output")) for g in gemms),
     }
 
 
@@ -118,7 +119,8 @@ def timeline_svg(row_label: str, cells: list[CellChange], step: int = 14) -> str
                          f'<title>{tip}</title></circle>')
     for j, name in enumerate(FEATURES):
         yy = top + chart_h + 6 + gap * j
-        on, off = [], []
+        on: list[str] = []
+        off: list[str] = []
         for i, c in enumerate(cells):
             if c.features is not None:
                 (on if c.features.get(name) else off).append(f"M{x(i) - 2} {yy - 2}h5v5h-5z")

@@ -15,7 +15,7 @@ import yaml
 
 from harness.outcome import CODES, FAIL, UNRESOLVED, XPASS
 from harness.pipeline.results import Results
-from harness.report.diffs import show, show_expected, show_found, sig_dict, to_yaml
+from harness.report.diffs import show_expected, show_found, sig_dict, to_yaml
 from harness.report.hlo_text import entry_excerpt
 from harness.report.model import Item, Model, ReportError, build_model, version_story, vkey
 from harness.report.terminal import gemm_summary
@@ -136,7 +136,7 @@ def issue_title(it: Item, model: Model) -> str:
 def _title(it: Item, model: Model) -> str:
     pattern, gemm = pattern_of(it), gemm_target(it)
     v = it.outcome.verdict
-    if _not_a_bug(it):
+    if _not_a_bug(it) and v is not None:
         return (f"[fp8-check] {it.case} on {it.target}/{it.profile}: the golden is out of date on jax {it.jax} "
                 f"({v.cls}: {v.summary(limit=1)}) — not an upstream bug")
     if it.code is FAIL and v is not None:
@@ -177,7 +177,7 @@ def summary(it: Item, model: Model) -> str:
         first = (o.reason.strip().splitlines() or ["unknown error"])[0]
         return (f"Compiling the FP8 pattern below {where} fails on jax {it.jax} with `{first[:300]}`"
                 + (f"; it compiled on jax {', '.join(good)}." if good else "."))
-    if _not_a_bug(it):
+    if _not_a_bug(it) and o.verdict is not None:
         return (f"Not an upstream bug: on jax {it.jax} the fusion of this case changed against its golden {where}, and "
                 f"the change is {o.verdict.cls} ({o.verdict.summary()}). Nothing got slower, so there is nothing to file: "
                 f"review the change and update the golden with `fp8-check bless -k {it.case} --target {it.target} "

@@ -229,7 +229,9 @@ def _baseline(it: Item, model: Model) -> Item | None:
 
 def version_story(it: Item, model: Model) -> tuple[list[str], list[str], list[str]]:
     """JAX versions of `it`'s row: (matching the golden, broken, 'version (OUTCOME)' for the others)."""
-    good, bad, other = [], [], []
+    good: list[Item] = []
+    bad: list[Item] = []
+    other: list[Item] = []
     for o in model.row_items(it.row):
         (good if o.code.matches_golden else bad if o.code in (FAIL, XFAIL) else other).append(o)
     return [o.jax for o in good], [o.jax for o in bad], [f"{o.jax} ({o.code.name})" for o in other]

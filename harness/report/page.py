@@ -24,7 +24,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import jinja2
 
@@ -102,7 +102,7 @@ def _commit_url(env: dict) -> str | None:
     return None
 
 
-def _precompute(model: Model) -> dict[int, dict]:
+def _precompute(model: Model) -> dict[Any, Any]:  # result index -> its texts, and "_changes"
     """Per result, what does not depend on how much text the page can hold: diffs and issue bodies."""
     out = {}
     for it in model.items:
@@ -125,7 +125,7 @@ def _texts(it: Item) -> dict[str, str | None]:
     return {"source": it.repro, "yaml": o.yaml, "hlo": o.hlo, "stablehlo": o.stablehlo}
 
 
-def _payload(model: Model, pre: dict[int, dict], level: int) -> tuple[dict, list[str]]:
+def _payload(model: Model, pre: dict[Any, Any], level: int) -> tuple[dict, list[str]]:
     """The data island. Level 0: every text; 1: no HLO/StableHLO for OK results; 2: + tighter truncation and
     no repro script for OK results; 3: + no StableHLO and metadata-free HLO for the others; 4: + no HLO for
     results whose HLO diff is shown."""
@@ -139,7 +139,7 @@ def _payload(model: Model, pre: dict[int, dict], level: int) -> tuple[dict, list
     for it in model.items:
         o, p = it.outcome, pre[it.idx]
         ok = not it.code.is_failure
-        texts = {}
+        texts: dict[str, Any] = {}
         for key, value in _texts(it).items():
             drop = ok and ((level >= 1 and key in ("hlo", "stablehlo")) or (level >= 2 and key == "source"))
             drop = drop or (not ok and ((level >= 3 and key == "stablehlo") or (level >= 4 and key == "hlo" and p["diff"])))
@@ -162,7 +162,7 @@ def _payload(model: Model, pre: dict[int, dict], level: int) -> tuple[dict, list
         truncated += cut
         md = p["markdown"]
         ki = o.known_issue if isinstance(o.known_issue, dict) else None
-        ch = pre.get("_changes", {}).get(it.idx)
+        ch = (pre.get("_changes") or {}).get(it.idx)
         records.append({
             "i": it.idx, "case": it.case, "target": it.target, "profile": it.profile, "mode": it.mode,
             "jax": it.jax, "outcome": it.code.name, "reason": strings.one(o.reason),
@@ -227,7 +227,7 @@ def _grid(model: Model, row_changes: dict | None = None) -> list[dict]:
         for k, row in enumerate(rows):
             cells = [model.cells.get((row, v)) for v in model.versions]
             by_jax = {c.jax: c for c in row_changes.get(row, [])}
-            out_cells = []
+            out_cells: list[dict | None] = []
             for c in cells:
                 if c is None:
                     out_cells.append(None)
@@ -294,7 +294,7 @@ def cap_fields(inputs: list[Results]) -> tuple[list[Results], int]:
     return out, cut
 
 
-def render_html(inputs: list[Results], title: str | None = None, notes: list[str] = ()) -> str:
+def render_html(inputs: list[Results], title: str | None = None, notes: Sequence[str] = ()) -> str:
     """The page for typed results; `notes` (e.g. matrix versions that did not run) are shown in the header."""
     inputs, capped = cap_fields(inputs)
     if capped:
@@ -331,7 +331,7 @@ def render_html(inputs: list[Results], title: str | None = None, notes: list[str
     return html
 
 
-def write_report(inputs: list[Results], out: Path, title: str | None = None, notes: list[str] = ()) -> Path:
+def write_report(inputs: list[Results], out: Path, title: str | None = None, notes: Sequence[str] = ()) -> Path:
     """Write the HTML report for typed results (one per results file or JAX version); returns `out`."""
     atomic_write(Path(out), render_html(inputs, title, notes))
     return Path(out)

@@ -77,7 +77,7 @@ def _print_coverage(out: Outcome, stream: TextIO, verbose: bool) -> None:
     """A model's coverage line (matmuls attributed to layers); with -v the per-layer table too."""
     from harness.pipeline.coverage import attributed, coverage, layer_table
 
-    if not attributed(out.signature):
+    if out.signature is None or not attributed(out.signature):
         return
     print(f"      {coverage(out.signature).line()}", file=stream)
     if verbose:

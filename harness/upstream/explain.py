@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.pipeline import golden
-from harness.pipeline.signature import Signature, extract
+from harness.pipeline.signature import extract
 from harness.upstream import passes, xla_commits, xla_test
+from harness.upstream.xla_test import Verification
 from harness.upstream.repro import minimal
 
 DEFAULT_DIR = Path("reports") / "upstream"
@@ -52,8 +52,8 @@ class Explanation:
         return xla_commits.XlaRange(self.good, self.bad, self.xla_good, self.xla_bad)
 
     @property
-    def verification(self) -> xla_test.Verification:
-        return xla_test.Verification(self.filecheck_good, self.filecheck_bad)
+    def verification(self) -> Verification:  # (the field `xla_test` shadows the module in this class)
+        return Verification(self.filecheck_good, self.filecheck_bad)
 
     @property
     def repro_lines(self) -> int:
@@ -86,7 +86,7 @@ class Explanation:
             f"- Last good: jax {self.good} (XLA `{(self.xla_good or 'unknown')[:12]}`); first bad: jax {self.bad} "
             f"(XLA `{(self.xla_bad or 'unknown')[:12]}`), found by `fp8-check bisect`.",
             f"- Commits to look at: {self.xla_range.markdown()}.",
-            *([f"- Signature change: " + "; ".join(f"`{d}`" for d in self.diffs)] if self.diffs else []), "",
+            *(["- Signature change: " + "; ".join(f"`{d}`" for d in self.diffs)] if self.diffs else []), "",
             "### First diverging XLA pass", "", self.divergence.markdown(), "",
             "### XLA test", "",
             f"For `xla/service/gpu/transforms/gemm_rewriter_fp8_test.cc`: the module before optimizations, with FileCheck "
@@ -136,7 +136,8 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
         log(f"  jax {version:<9} compiling the minimal repro with per-pass dumps ({env.python})")
         runs[version] = passes.run_repro(minimal(case, target, profile, version), str(env.python), root / version, version)
     sigs = {v: extract(r.optimized_hlo) for v, r in runs.items()}
-    reproduces = {v: not golden.compare(expected[v], sigs[v].to_dict()) for v in runs if (expected or {}).get(v)}
+    known = expected or {}
+    reproduces = {v: not golden.compare(known[v], sigs[v].to_dict()) for v in runs if known.get(v)}
     diffs = [str(d) for d in golden.compare(sigs[good].to_dict(), sigs[bad].to_dict())]
     rng = xla_commits.xla_range(good, bad)
     ver = xla_test.verify(sigs[good], runs[good].optimized_hlo, runs[bad].optimized_hlo)

@@ -68,8 +68,8 @@ class Divergence:
 
     def diff(self) -> list[str]:
         """Unified diff of the structure after the pass: good (-) vs bad (+)."""
-        return [l for l in difflib.unified_diff(self.after_good, self.after_bad, lineterm="", n=1)
-                if not l.startswith(("---", "+++"))]
+        return [line for line in difflib.unified_diff(self.after_good, self.after_bad, lineterm="", n=1)
+                if not line.startswith(("---", "+++"))]
 
     def text(self) -> str:
         if not self.found:
@@ -79,7 +79,7 @@ class Divergence:
         if self.changed_in:
             lines.append(f"  it changed the module in jax {self.changed_in} only")
         lines.append(f"  structure after {self.pass_name} (- jax {self.good_version}, + jax {self.bad_version}):")
-        lines += ["    " + l for l in self.diff()]
+        lines += ["    " + line for line in self.diff()]
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -266,6 +266,7 @@ def first_divergence(good: list[Step], bad: list[Step], good_version: str, bad_v
             state_b, file_b = struct(b), b.path
         if state_g != state_b:
             step = g or b
+            assert step is not None  # _merged pairs never hold two Nones
             res.pipeline, res.pass_name = step.pipeline, step.name
             if g is None or b is None:
                 res.changed_in = bad_version if g is None else good_version

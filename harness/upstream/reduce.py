@@ -15,14 +15,13 @@ Both versions compile in their own long-lived workers (harness.versions.envs).
 from __future__ import annotations
 
 import sys
-import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from harness.pipeline import cases as case_mod
-from harness.pipeline import golden, render
+from harness.pipeline import golden, kinds, render
 from harness.pipeline.compile import Compiler
 from harness.pipeline.signature import extract
 
@@ -63,15 +62,10 @@ def to_yaml(case: case_mod.Case) -> str:
 def _load(fields: dict, case_id: str, description: str) -> case_mod.Case | None:
     """A validated case with these fields, or None if the schema rejects the combination."""
     doc = {"id": case_id, "description": description, **fields}
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump({"cases": [doc]}, f, sort_keys=False)
-        path = Path(f.name)
     try:
-        return case_mod.load_file(path)[0]
+        return case_mod.from_mapping(doc, "<reduce>")  # validated as a case file's entry, without writing one
     except case_mod.CaseError:
         return None
-    finally:
-        path.unlink()
 
 
 def candidates(fields: dict) -> list[tuple[str, dict]]:
@@ -150,7 +144,7 @@ def reduce(case: case_mod.Case, target, profile, good: str, bad: str, manager=No
                 res = comp.compile(render.render(c), target, profile)
                 if not res.ok:
                     return None
-                out[v] = extract(res.hlo).to_dict()
+                out[v] = extract(res.hlo or "").to_dict()
             return out
 
         first = sigs(case)
@@ -213,7 +207,7 @@ def cmd_reduce(args) -> int:
     if not found:
         return usage(f"no case with id '{args.case}'")
     case = found[0]
-    if case.kind != "pattern":
+    if not kinds.of(case).REDUCIBLE:
         return usage(f"case '{case.id}' is kind: {case.kind}; only pattern cases can be reduced")
     if "," in args.target:
         return usage("--target: reduce one target at a time")

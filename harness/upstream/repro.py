@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from harness.pipeline.aot import target_config_for
+from harness.pipeline import kinds
 from harness.pipeline.cases import Case
 from harness.pipeline.render import render
 from harness.targets import Profile, Target
@@ -80,10 +81,10 @@ def _comment(text: str) -> str:
 def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> str:
     if not re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", jax_version):
         raise ReproError(f"not a JAX version: {jax_version!r}")
-    if case.kind != "pattern":
+    if not kinds.of(case).REDUCIBLE:
         raise ReproError(f"case '{case.id}' is kind: {case.kind}; its repro is the full one (fp8-check show --repro)")
     lines = _case_lines(render(case).source)
-    fn = next(l.split("(")[0][4:] for l in lines if l.startswith("def "))
+    fn = next(line.split("(")[0][4:] for line in lines if line.startswith("def "))
     head = [
         _comment(f"# {case.id}: {case.description}").rstrip(": ")[:110],
         f'# pip install "jax[cuda12]=={jax_version}"; python repro.py [--hlo]: compiles deviceless (no GPU) for'
@@ -93,7 +94,7 @@ def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> s
         'os.environ.update(JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1", XLA_FLAGS='
         'os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={D} --xla_dump_hlo_as_text")',
     ]
-    body = [l for l in lines if not l.startswith(("import jax", "import jax.numpy"))]
+    body = [line for line in lines if not line.startswith(("import jax", "import jax.numpy"))]
     body = body[:body.index("ARGS = [")] + _args_lines(case)
     # The target's CUDA runtime and cuDNN versions, written where this JAX version's XLA reads them.
     spec = _wrap(_compact_proto(target_config_for(target.config_text, target.versions_dict(), jax_version)), width=110)

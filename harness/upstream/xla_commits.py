@@ -67,7 +67,7 @@ class XlaRange:
         return f"{XLA_REPO}/compare/{self.good}...{self.bad}" if self.known else None
 
     def text(self) -> str:
-        if not self.known:
+        if not self.known or self.good is None or self.bad is None:
             missing = [v for v, c in ((self.good_version, self.good), (self.bad_version, self.bad)) if not c]
             return f"XLA commit range unknown (no XLA commit recorded for jax {', '.join(missing)})"
         if self.good == self.bad:
@@ -75,7 +75,7 @@ class XlaRange:
         return f"XLA {self.good[:12]}..{self.bad[:12]} ({self.url})"
 
     def markdown(self) -> str:
-        if not self.known:
+        if not self.known or self.good is None or self.bad is None:
             return self.text()
         if self.good == self.bad:
             return f"XLA [`{self.good[:12]}`]({XLA_REPO}/commit/{self.good}) in both versions"
@@ -117,7 +117,8 @@ def release_tags(git_dir: str | None = None) -> dict[str, str]:
         lines = _git(["show-ref", "--tags", "-d"], git_dir).splitlines()
     else:
         lines = _git(["ls-remote", "--tags", JAX_REPO, "refs/tags/jax-v*"]).splitlines()
-    plain, peeled = {}, {}
+    plain: dict[str, str] = {}
+    peeled: dict[str, str] = {}
     for line in lines:
         sha, ref = line.split()
         m = re.fullmatch(r"refs/tags/jax-v([0-9][0-9.]*)(\^\{\})?", ref)

@@ -36,9 +36,8 @@ from enum import Enum
 from pathlib import Path
 
 from harness.pipeline import golden
-from harness.pipeline import render
+from harness.outcome import NEW, UNRESOLVED, UNSUPPORTED, Outcome
 from harness.pipeline import runner
-from harness.pipeline import signature
 from harness.pipeline.signature import Signature
 from harness.pipeline.compile import Compiler, WorkerError
 from harness.versions import envs
@@ -112,16 +111,20 @@ class Tester:
             python = str(env.python)
         with Compiler(self.mode, python=python) as compiler:
             try:
-                jax_version = compiler.environment()["jax"]
+                compiler.environment()
             except WorkerError as exc:
                 return None, f"the compile worker does not start: {str(exc).strip().splitlines()[0]}"
-            if version == "current" and self.mode == "deviceless" and runner.deviceless_unsupported(jax_version):
-                return None, runner.deviceless_unsupported(jax_version)
-            comp = compiler.compile(render.render(self.case), self.target, self.profile,
-                                    optional_options=runner.case_options(self.case))
-        if not comp.ok:
-            return None, f"does not compile: {comp.error.strip().splitlines()[0] if comp.error else '?'}"
-        return signature.extract(comp.hlo), jax_version
+            # the one plan -> compile -> judge path (harness.pipeline.runner), as run and matrix take it
+            outcomes = runner.run([self.case], [self.target], [self.profile.name], self.mode, compiler,
+                                  self.goldens_root)
+        if not outcomes:
+            return None, f"the case does not run on {self.target.name}/{self.profile.name}"
+        out = outcomes[0]
+        if out.code is UNSUPPORTED:
+            return None, out.reason
+        if out.signature is None:
+            return None, f"does not compile: {out.reason.strip().splitlines()[0] if out.reason else '?'}"
+        return out.signature, out.jax
 
     def set_reference(self, version: str) -> Judgment:
         sig, why = self.signature_on(version)
@@ -136,11 +139,12 @@ class Tester:
             return Judgment(version, Verdict.SKIP, info)
         jax_version = info
         if self.criterion == "golden":
-            g = golden.load(golden.path_for(self.goldens_root, self.case.id, self.target.name, self.profile.name, self.mode))
-            exp = g.expected_for(jax_version) if g else None
-            if exp is None:
+            judged = runner.judge_signature(
+                Outcome(self.case.id, self.target.name, self.profile.name, self.mode, jax_version, UNRESOLVED),
+                sig, self.goldens_root)
+            if judged.code is NEW:
                 return Judgment(version, Verdict.SKIP, f"no golden expectation covers jax {jax_version}", sig)
-            expected, against = exp.signature, f"the golden ({exp.jax or 'every version'})"
+            expected, against = judged.expected or {}, f"the golden ({judged.expected_range or 'every version'})"
         else:
             if self.reference is None:
                 raise RuntimeError("no reference signature")
@@ -290,7 +294,7 @@ def _cmd_bisect(args) -> int:
         raise selection.UsageError("give --good V1 --bad V2 (or --test V)")
     print(f"fp8-check bisect: {where}: between jax {args.good} (good) and {args.bad} (bad)", flush=True)
     res = search(tester, args.good, args.bad, log=lambda s: print(s, flush=True))
-    if res.verdict is not Verdict.BAD:
+    if res.verdict is not Verdict.BAD or res.first_bad is None or res.last_good is None:
         print(f"fp8-check bisect: {res.message}")
         return res.verdict.exit_code
     print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
@@ -308,8 +312,8 @@ def _cmd_bisect(args) -> int:
         if mode != "deviceless":
             raise selection.UsageError("--explain compiles deviceless only (give --mode deviceless)")
         print(f"\nexplaining jax {res.last_good} -> {res.first_bad}:", flush=True)
-        known = {v: tester.cache[v][0].to_dict() for v in (res.last_good, res.first_bad)
-                 if v in tester.cache and tester.cache[v][0] is not None}
+        known = {v: sig.to_dict() for v in (res.last_good, res.first_bad)
+                 if v in tester.cache and (sig := tester.cache[v][0]) is not None}
         try:
             exp = explain.investigate(case, target, profile, res.last_good, res.first_bad, known, manager)
         except (RuntimeError, InstallError, ValueError) as exc:

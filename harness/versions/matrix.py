@@ -34,6 +34,7 @@ import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Iterator
 
 from harness import selection
 from harness.pipeline import golden, names
@@ -42,7 +43,7 @@ from harness.pipeline import runner
 from harness.pipeline.cases import CaseError
 from harness.pipeline import pool as pool_mod
 from harness.pipeline.cache import CompileCache
-from harness.pipeline.compile import WorkerError
+from harness.pipeline.compile import Compilation, CompileService, WorkerError
 from harness.pipeline.outputs import WriteError
 from harness.pipeline.pool import CompilerPool
 from harness.versions import envs
@@ -59,14 +60,28 @@ from harness.versions.releases import SELECTIONS, VersionError, format_list, sel
 class _NoCompiler:
     """Stands in for a worker where nothing can be compiled (every case is UNSUPPORTED before compiling)."""
 
-    def __init__(self, version: str):
+    def __init__(self, version: str, mode: str = "deviceless"):
+        self.mode = mode
         self._env = {"jax": version, "jaxlib": None, "cuda_plugin": None, "note": "no environment built: nothing compiles"}
 
     def environment(self) -> dict:
         return self._env
 
-    def compile(self, *a, **k):  # pragma: no cover - runner never calls it when every case is UNSUPPORTED
+    # The runner never calls these when every case is UNSUPPORTED (pragma: no cover).
+    def compile(self, rendered, target, profile, inputs=None, optional_options=None) -> Compilation:
         raise AssertionError("nothing compiles on this version")
+
+    def imap(self, requests) -> Iterator[Compilation]:
+        raise AssertionError("nothing compiles on this version")
+
+    def prepare(self, target) -> dict:
+        raise AssertionError("nothing compiles on this version")
+
+    def target_config(self, target) -> dict:
+        raise AssertionError("nothing compiles on this version")
+
+    def close(self) -> None:
+        pass
 
 
 def planned(cases, targets, profiles) -> int:
@@ -81,11 +96,11 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     reason = runner.deviceless_unsupported(version) if mode == "deviceless" else None
     start = time.perf_counter()
     progress.version_started(version)
-    compiler = None
+    compiler: CompileService | None = None
     try:
-        if reason:
+        if reason or env_future is None:
             entry.status = Status.UNSUPPORTED
-            compiler = _NoCompiler(version)
+            compiler = _NoCompiler(version, mode)
         else:
             try:
                 env: Env = env_future.result()
@@ -110,11 +125,12 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
                                "target_versions": {t.name: environment_entry(t, env_info["jax"]) for t in targets}},
                               outcomes, target_specs={t.name: t.config_text for t in targets})
-        path = Path(out_dir) / f"results-jax-{names.check('jax version', version)}.json"
+        written = Path(out_dir) / f"results-jax-{names.check('jax version', version)}.json"
+        path: Path | None = written
         try:
-            results.write(path, res)
+            results.write(written, res)
         except WriteError as exc:  # a full disk: the outcomes still go into the matrix (without their texts)
-            entry.error, path = exc.strerror, None
+            entry.error, path = exc.strerror or "", None
             print(f"fp8-check: warning: jax {version}: {exc.strerror}", file=sys.stderr)
         # the matrix keeps the lean outcomes; the texts stay in the per-version results file
         lean = [dataclasses.replace(o, hlo=None, stablehlo=None, source="", yaml="") for o in outcomes]
@@ -273,16 +289,14 @@ def cmd_matrix(args) -> int:
             raise
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    write(args.out, m)  # results_file paths stored relative to the matrix file
+    from harness.pipeline import outputs
+
+    outputs.write_all([outputs.Output("matrix JSON", args.out, lambda p: write(p, m), primary=True)])  # results_file paths relative to it
     print_report(m, sort=args.sort)
     print(f"\nmatrix: {args.out}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         html = args.html or args.out.with_suffix(".html")
-        try:
-            if files and write_html(files, html):
-                print(f"report: {html}")
-        except Exception as exc:  # the matrix is written; a report problem must not change the verdict
-            print(f"fp8-check: warning: could not write the HTML report {html}: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
+        if files:  # the same policy as run: the report only warns
+            outputs.write_all([outputs.Output("HTML report", html, lambda p: write_html(files, p), announce="report: {path}")])
     return m.exit_code(args.fail_on)

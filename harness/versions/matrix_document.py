@@ -33,7 +33,7 @@ from harness.verdict import Verdict, classify
 
 SCHEMA = "fp8-check/matrix/2"
 READABLE = ("fp8-check/matrix/1", SCHEMA)
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
+from harness.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402,F401  (one home for exit codes)
 FAIL_ON = ("any", "newest", "regression", "never")
 
 Row = tuple[str, str, str]  # (case, target, profile)
@@ -148,7 +148,7 @@ class Matrix:
                     v = classify(prev_sig, sig)
                     if prev_est is not None and o.estimate is not None:  # both compiled: priced exactly (cost.py)
                         v = Verdict(v.cls, v.lines, cost.between(prev_est, o.estimate))
-                    if diffs or v.lines:
+                    if (diffs or v.lines) and prev_v is not None:
                         out.append(Change(*row, prev_v, e.jax, diffs, v))
                 prev_v, prev_sig, prev_est = e.jax, sig, o.estimate
         return out
@@ -175,7 +175,7 @@ class Matrix:
                 prev = before.outcome((o.case, o.target, o.profile)) if before else None
                 reason = o.reason.splitlines()[0] if o.reason else ""
                 out.append(Regression(o.case, o.target, o.profile, newest.jax, o.code, reason,
-                                      (before.jax, prev.code) if prev else None))
+                                      (before.jax, prev.code) if before is not None and prev else None))
         return out
 
     def exit_code(self, fail_on: str) -> int:

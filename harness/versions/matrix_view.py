@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TextIO
+from typing import Any, TextIO
 
 from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS
 from harness.versions.envs import Env
@@ -120,7 +120,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.live = (hasattr(self.stream, "isatty") and self.stream.isatty()) if live is None else live
         self._lock = threading.Lock()
-        self._bar = None
+        self._bar: Any = None  # a rich progress bar while one is shown
         self._done: dict[str, int] = {}
         self._per_version = 0
 

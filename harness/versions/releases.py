@@ -28,6 +28,8 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from harness.pipeline.cache import cache_dir  # noqa: F401  (re-exported: defined with the compile cache)
+
 PACKAGE = "jax"
 CACHE_SECONDS = 3600
 SELECTIONS = ("all", "minor")
@@ -35,14 +37,6 @@ SELECTIONS = ("all", "minor")
 
 class VersionError(ValueError):
     """A bad version, range, or an index that could not be asked."""
-
-
-def cache_dir() -> Path:
-    """fp8-check's cache: $FP8_CHECK_CACHE, else $XDG_CACHE_HOME/fp8-check, else ~/.cache/fp8-check."""
-    if os.environ.get("FP8_CHECK_CACHE"):
-        return Path(os.environ["FP8_CHECK_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "fp8-check"
 
 
 def parse_version(text: str) -> Version:

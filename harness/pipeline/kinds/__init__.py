@@ -1,0 +1,55 @@
+"""Case kinds: each kind is one module here, owning its schema, arguments, rendering and repro support.
+
+A kind module defines `NAME`, `KEYS` (the YAML keys a case of the kind may state),
+`REDUCIBLE` (whether `fp8-check reduce` and the minimal repro can simplify it) and
+`validate(path, line, case_id, merged, raw, common) -> Case`, `arg_specs(case)`,
+`render(case) -> source`, `case_options(case) -> XLA flags | None`. Loading
+(harness/pipeline/cases.py), rendering (render.py), the runner and `reduce` reach a kind
+only through `get(name)`; no other module switches on kind names (tests/test_architecture.py).
+A new kind is one new module added to `KINDS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from harness.pipeline.case_model import Case
+from harness.pipeline.source import Rendered
+from harness.pipeline.kinds import block_scaled, pattern, python
+
+
+class Kind(Protocol):
+    """What a kind module provides (a module satisfies it structurally)."""
+
+    @property
+    def NAME(self) -> str: ...
+
+    @property
+    def KEYS(self) -> tuple[str, ...]: ...
+
+    @property
+    def REDUCIBLE(self) -> bool: ...
+
+    def validate(self, path: Any, line: Any, cid: str, merged: dict, raw: dict, kw: dict) -> Case: ...
+
+    def arg_specs(self, case: Case) -> list[tuple[str, tuple[int, ...], str]]: ...
+
+    def render(self, case: Case) -> Rendered: ...
+
+    def case_options(self, case: Case) -> dict | None: ...
+
+
+KINDS: dict[str, Kind] = {pattern.NAME: pattern, python.NAME: python, block_scaled.NAME: block_scaled}
+DEFAULT = pattern.NAME
+
+
+def get(name: str) -> Kind:
+    return KINDS[name]
+
+
+def of(case: Case) -> Kind:
+    return KINDS[case.kind]
+
+
+def all_keys() -> set[str]:
+    return {k for kind in KINDS.values() for k in kind.KEYS}

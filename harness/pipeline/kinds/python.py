@@ -1,0 +1,90 @@
+"""The `python` case kind: a function of your own (`callable: module:function`) with its argument specs.
+
+The rendered source imports the function (inlining its module when it lies in this
+checkout or the run's directory, so a repro stands alone); a dependency the case lists in
+`requires` that is not installed makes it UNSUPPORTED. Schema, arguments and rendering
+(templates/python.py.j2) live here.
+"""
+
+from __future__ import annotations
+
+from harness.dtypes import DATA_DTYPES, SCALE_DTYPES
+from harness.pipeline.case_model import Case, CaseError, choice, is_name, string
+from harness.pipeline.sharded_cases import jsonable, validate_sharded
+from harness.pipeline.source import ENV, Rendered, docstring
+from harness.pipeline.user_modules import closure
+
+NAME = "python"
+REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
+
+KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options")
+
+
+
+def _args(path, line, cid, value):
+    if not isinstance(value, list) or not value:
+        raise CaseError(path, line, cid, "args", "expected a non-empty list of {name, shape, dtype}")
+    out = []
+    for i, item in enumerate(value):
+        fld = f"args[{i}]"
+        if not isinstance(item, dict) or not {"name", "shape", "dtype"} <= set(item) <= {"name", "shape", "dtype", "sharding"}:
+            raise CaseError(path, line, cid, fld, f"expected a mapping with exactly name, shape, dtype (and optionally sharding); got {item!r}")
+        name = string(path, line, cid, f"{fld}.name", item["name"])
+        if not name.isidentifier():
+            raise CaseError(path, line, cid, f"{fld}.name", f"not a Python identifier: {name!r}")
+        shape = item["shape"]
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+            raise CaseError(path, line, cid, f"{fld}.shape", f"expected a list of positive integers, got {shape!r}")
+        dtype = choice(path, line, cid, f"{fld}.dtype", item["dtype"], DATA_DTYPES + SCALE_DTYPES + ("int32",))
+        out.append((name, tuple(shape), dtype))
+    return tuple(out)
+
+
+
+def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
+    """The case, with `callable`, `args` and `requires` of `merged` added to the common fields in `kw`."""
+    if "callable" not in merged:
+        raise CaseError(path, line, cid, "callable", "missing; a python case names 'module:function'")
+    target = string(path, line, cid, "callable", merged["callable"])
+    module, _, function = target.partition(":")
+    if not all(is_name(p) for p in module.split(".") + [function]):
+        raise CaseError(path, line, cid, "callable", f"expected 'package.module:function', got {target!r}")
+    kw["callable"] = target
+    if "args" not in merged:
+        raise CaseError(path, line, cid, "args", "missing; a python case lists its arguments")
+    kw["args"] = _args(path, line, cid, merged["args"])
+    if "requires" in merged:
+        value = merged["requires"]
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and is_name(v) for v in value):
+            raise CaseError(path, line, cid, "requires",
+                            f"expected a list of optional top-level modules such as [flax], got {value!r}")
+        kw["requires"] = tuple(dict.fromkeys(value))
+    kw.update(validate_sharded(path, line, cid, merged, merged["args"], kw["args"], kw.get("targets", ()), CaseError))
+    return Case(**kw)
+
+
+def case_options(case: Case) -> dict | None:
+    """A sharded case's XLA flags (sharded_cases.py), set only where the installed XLA has them."""
+    return dict(case.xla_options) or None
+
+
+def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
+    return [(n, tuple(s), d) for n, s, d in case.args]
+
+
+def render(case: Case) -> Rendered:
+    """The module is imported by the worker, never pasted (harness.pipeline.user_modules finds its project files)."""
+    args = arg_specs(case)
+    module, function = (case.callable or ":").split(":")
+    specs_args: list = list(args)
+    if case.mesh:
+        specs = case.shardings or ((),) * len(args)
+        specs_args = [(a, jsonable(spec)) for a, spec in zip(args, specs)]
+    source = ENV.get_template("python.py.j2").render(
+        case=case, docstring=docstring(case), module=module, function=function, args=specs_args,
+        mesh=[list(axis) for axis in case.mesh],
+        out_specs=[jsonable(s) for s in case.out_shardings] if case.out_shardings is not None else None,
+    )
+    return Rendered(case.id, source, case.requires, closure(module))
