@@ -27,16 +27,13 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
+from harness import dtypes
 from harness.pipeline import hlo
 
 OPS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _START = {op + "-start": op for op in ("all-gather", "all-reduce", "collective-permute", "all-to-all", "reduce-scatter")}
-# Bits per element (f4e2m1fn: half a byte).
-_BITS = {
-    "pred": 8, "s4": 4, "u4": 4, "f4e2m1fn": 4, "s8": 8, "u8": 8, "f8e4m3fn": 8, "f8e5m2": 8, "f8e4m3": 8,
-    "f8e4m3fnuz": 8, "f8e5m2fnuz": 8, "f8e3m4": 8, "f8e8m0fnu": 8, "bf16": 16, "f16": 16, "s16": 16, "u16": 16,
-    "f32": 32, "s32": 32, "u32": 32, "f64": 64, "s64": 64, "u64": 64, "c64": 64, "c128": 128,
-}
+# Bits per element, from the dtype vocabulary (harness/dtypes.py; f4e2m1fn: half a byte); pred and complex added here.
+_BITS = {**dtypes.BITS, "pred": 8, "c64": 64, "c128": 128}
 _WRAPPER = re.compile(r"^([A-Za-z_]\w*)\((.*)\)$")
 # JAX transformations that wrap a scope name in op_name: jvp(Block) -> Block.
 _TRANSFORMS = {"jvp", "transpose", "vmap", "remat", "checkpoint", "pjit", "shard_map", "xmap", "custom_jvp_call",
