@@ -25,7 +25,6 @@ flax/optax build a different structure than the case lists.
 """
 
 import functools
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -102,7 +101,7 @@ def _projection(recipe: str, features: int, name: str, mlp: bool = False):
         return Fp8EinsumDense(features, name=name)
     op = {"direct": fp8_ops.Fp8DirectDotGeneralOp, "qdq": fp8_ops.Fp8DotGeneralOp,
           "e5m2": CurrentScalingFp8}.get(recipe)
-    kwargs: dict[str, Any] = {"dot_general_cls": op} if op is not None else {}
+    kwargs: dict = {"dot_general_cls": op} if op is not None else {}  # (annotated: mypy infers dict[str, type])
     return nn.Dense(features, use_bias=False, dtype=jnp.bfloat16, name=name, **kwargs)
 
 
