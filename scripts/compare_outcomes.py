@@ -7,7 +7,8 @@ Each outcome is keyed by (jax, case, target, profile, mode) and compared on what
 made of: the outcome code, the reason (paths and durations masked), the signature, the
 expected signature, the field diffs, the known issue and the verdict class and lines. A matrix
 also compares its adjacent-version changes (class, diffs, classified lines) and regressions. Timings (`compile_seconds`,
-`run_seconds`, `wall_seconds`, `created`), cache hits and where files were written are ignored.
+`run_seconds`, `wall_seconds`, `created`), cache hits and the directories files were in (a run's
+checkout, where results were written) are ignored.
 
 Prints every difference; exit 0 when there is none, 1 otherwise, 2 on unreadable input.
 """
@@ -31,6 +32,17 @@ def _mask(text: Any) -> Any:
     return _PATHS.sub("<dir>/", _SECONDS.sub("<n>s", text))
 
 
+def _mask_dirs(value: Any) -> Any:
+    """Directory prefixes masked in every string (a gemm's `source` names the checkout it ran from)."""
+    if isinstance(value, str):
+        return _PATHS.sub("<dir>/", value)
+    if isinstance(value, list):
+        return [_mask_dirs(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _mask_dirs(v) for k, v in value.items()}
+    return value
+
+
 def _outcomes(doc: dict) -> dict[tuple, dict]:
     if "versions" in doc:  # a matrix: every version's outcomes
         rows = [r for v in doc["versions"] for r in v.get("results", [])]
@@ -39,7 +51,7 @@ def _outcomes(doc: dict) -> dict[tuple, dict]:
     out: dict[tuple, dict] = {}
     for r in rows:
         key = (r.get("jax"), r.get("case"), r.get("target"), r.get("profile"), r.get("mode"))
-        out[key] = {k: _mask(r.get(k)) if k == "reason" else r.get(k) for k in COMPARED}
+        out[key] = {k: _mask(r.get(k)) if k == "reason" else _mask_dirs(r.get(k)) for k in COMPARED}
     return out
 
 
