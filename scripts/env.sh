@@ -3,6 +3,9 @@
 #   bash scripts/env.sh fp8-check run      # the main job
 #   bash scripts/env.sh pytest             # the test suite
 # Needs only a Python >= 3.12 on the machine; installs uv if it is missing.
+# Installs what deviceless compiles need (JAX, jaxlib, the CUDA plugin; flax for the flax
+# cases; the dev group for the tests), not NVIDIA's runtime wheels: for device mode on a
+# GPU host (`--mode device`, `run --numerics`) set FP8_CHECK_DEVICE=1 (the `device` extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,5 +31,7 @@ if ! command -v uv >/dev/null 2>&1; then
   export PATH="$("$PY" -c 'import site; print(site.USER_BASE)')/bin:$PATH"
 fi
 
-uv sync --locked --all-extras --quiet >&2
-exec uv run --locked --all-extras --no-sync "$@"
+EXTRAS=(--extra flax)
+[ "${FP8_CHECK_DEVICE:-0}" = 1 ] && EXTRAS+=(--extra device)
+uv sync --locked "${EXTRAS[@]}" --quiet >&2
+exec uv run --locked "${EXTRAS[@]}" --no-sync "$@"

@@ -1,6 +1,6 @@
 """`fp8-check matrix`: version lists, per-version uv environments, the merged matrix and its grid.
 
-The integration tests build ONE extra JAX environment (jax[cuda12]==0.8.0), cached in
+The integration tests build ONE extra JAX environment (the slim jax[cuda12-local]==0.8.0), cached in
 a fixed temp directory so that reruns and the bisect tests reuse it; the newest
 version runs in the harness's own environment.
 """
@@ -265,7 +265,7 @@ def test_matrix_across_versions_real(workspace, run_cli, cache_env):
     assert status == {"0.5.3": "unsupported", "0.6.99": "install-failed", OLD: "ran", NEW: "ran"}, stdout + err
     assert [e.jax for e in m.versions] == ["0.5.3", "0.6.99", OLD, NEW]
     failed = next(e for e in m.versions if e.jax == "0.6.99")
-    assert "jax[cuda12]==0.6.99" in failed.error  # the installer's error
+    assert "jax[cuda12-local]==0.6.99" in failed.error  # the installer's error (the slim deviceless set)
     old_env = next(e for e in m.versions if e.jax == OLD)
     assert old_env.environment["jax"] == OLD and Path(old_env.env["path"]).parent == cache_env / "envs"
     # the full per-version results (the HTML report reads its texts from there)

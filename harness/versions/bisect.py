@@ -40,7 +40,7 @@ from harness.outcome import NEW, UNRESOLVED, UNSUPPORTED, Outcome
 from harness.pipeline import runner
 from harness.pipeline.signature import Signature
 from harness.pipeline.compile import Compiler, WorkerError
-from harness.versions import envs
+from harness.versions import envs, wheels
 from harness.versions.envs import InstallError, Manager
 from harness.versions.releases import VersionError, between, parse_version
 from harness import selection
@@ -274,7 +274,7 @@ def _cmd_bisect(args) -> int:
     except ValueError as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
         return Verdict.ABORT.exit_code
-    manager = Manager(args.cache, extras=extras)
+    manager = Manager(args.cache, extras=extras, kind=wheels.kind_for_mode(mode))  # device mode: the full wheel set
     tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
     where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"
     if args.test:

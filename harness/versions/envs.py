@@ -1,14 +1,18 @@
 """One isolated environment per JAX version, made with uv and cached for reuse.
 
-Each environment holds only `jax[cuda12]==V` (uv's resolver picks the matching
-jaxlib, CUDA plugin and PJRT); the compile worker needs nothing else, because
-it imports `harness` from this checkout through PYTHONPATH.
+Each environment holds only JAX for version V, in one of two wheel sets
+(`harness.versions.wheels`): for deviceless compiles (the default) the slim
+`jax[cuda12-local]==V` (jax, jaxlib, CUDA plugin and PJRT, about 0.9 GB, proved to
+compile identically to the full set by scripts/slim_check.py), for device mode the full
+`jax[cuda12]==V` with NVIDIA's runtime wheels (about 5.5 GB). The compile worker needs
+nothing else, because it imports `harness` from this checkout through PYTHONPATH.
 
 Layout, under `cache_dir()/envs` ($FP8_CHECK_CACHE, else $XDG_CACHE_HOME/fp8-check,
 else ~/.cache/fp8-check):
 
-    jax-0.8.0-py3.12/                  a complete environment (has fp8-check-env.json)
-    jax-0.8.0-py3.12-with-1a2b3c4d/    the same plus extra requirements (`matrix --with flax`): the
+    jax-0.8.0-slim-py3.12/             a complete deviceless (slim) environment (has fp8-check-env.json)
+    jax-0.8.0-py3.12/                  a complete device (full) environment
+    jax-0.8.0-slim-py3.12-with-1a2b3c4d/  the same plus extra requirements (`matrix --with flax`): the
                                        suffix hashes the sorted requirements, so each set is its own
                                        environment; uv resolves them together with that jax version
     .jax-0.8.0-py3.12.lock             held while that environment is being built
@@ -38,10 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.versions.releases import cache_dir, parse_version
+from harness.versions import wheels
 from harness.versions.uvbin import UV_MISSING, find_uv
 
 MARKER = "fp8-check-env.json"
-REQUIREMENT = "jax[cuda12]=={version}"
 
 _PROBE = (
     "import importlib.metadata as m, json, platform\n"
@@ -85,6 +89,11 @@ def own_jax() -> dict:
         info = {"jax": md.version("jax"), "jaxlib": md.version("jaxlib"), "cuda_plugin": md.version("jax-cuda12-plugin")}
     except md.PackageNotFoundError:
         return {}
+    try:
+        md.version("nvidia-cublas-cu12")
+        info["wheels"] = wheels.DEVICE
+    except md.PackageNotFoundError:
+        info["wheels"] = wheels.DEVICELESS
     return info
 
 
@@ -186,11 +195,17 @@ class Manager:
     """Makes and finds the per-version environments under `root`."""
 
     def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
-                 index_url: str | None = None, extras: list[str] | None = None):
+                 index_url: str | None = None, extras: list[str] | None = None, kind: str = wheels.DEVICELESS,
+                 slim_extras: list[str] | None = None):
         from harness.versions.releases import jax_index
 
         # Extra requirements installed with jax in every environment (`--with`), resolved by uv per version.
         self.extras = sorted({check_requirement(r) for r in (extras or [])})
+        # kind: which wheel set (wheels.DEVICELESS, the slim default, or wheels.DEVICE); slim_extras
+        # replaces the slim set's extra wheels (scripts/slim_check.py tries candidates with it).
+        if kind not in wheels.KINDS:
+            raise ValueError(f"unknown environment kind {kind!r}")
+        self.kind, self.slim_extras = kind, slim_extras
         self.root = Path(root) if root else envs_root()
         # An extra index for JAX builds that are not released (nightlies): uv looks there first
         # (jax, jaxlib and the plugins come from it when it has them) and allows pre-releases.
@@ -206,10 +221,14 @@ class Manager:
         return self._tag
 
     def name(self, version: str) -> str:
-        base = f"jax-{parse_version(version)}-{self.tag}"
+        slim = "-slim" if self.kind == wheels.DEVICELESS else ""
+        base = f"jax-{parse_version(version)}{slim}-{self.tag}"
         if not self.extras:
             return base
         return base + "-with-" + hashlib.sha256("\n".join(self.extras).encode()).hexdigest()[:8]
+
+    def requirements(self, version: str) -> list[str]:
+        return wheels.requirements(version, self.kind, self.slim_extras)
 
     def path_for(self, version: str) -> Path:
         return self.root / self.name(version)
@@ -232,7 +251,8 @@ class Manager:
         """The environment for `version`: the cached one, or a new one built now (raises InstallError)."""
         start = time.perf_counter()
         own = own_jax() if self.reuse_self else {}
-        if own and own["jax"] == str(parse_version(version)) and _satisfied(self.extras):
+        if (own and own["jax"] == str(parse_version(version)) and _satisfied(self.extras)
+                and (self.kind == wheels.DEVICELESS or own["wheels"] == wheels.DEVICE)):
             # The version fp8-check itself runs with: its own (locked) environment is that version's environment.
             return Env(version, Path(sys.prefix), False, time.perf_counter() - start,
                        {**own, "own_environment": True}, Path(sys.executable))
@@ -267,7 +287,7 @@ class Manager:
         uv = _uv()
         steps = [
             [uv, "venv", "--quiet", "--relocatable", "--no-project", "--python", self.python, str(tmp)],
-            [uv, "pip", "install", "--python", str(tmp / "bin" / "python"), REQUIREMENT.format(version=version),
+            [uv, "pip", "install", "--python", str(tmp / "bin" / "python"), *self.requirements(version),
              *self.extras],
         ]
         if self.index_url:
@@ -280,7 +300,7 @@ class Manager:
             output.append(proc.stdout + proc.stderr)
             if proc.returncode != 0:
                 text = (proc.stderr or proc.stdout).strip()
-                wanted = " ".join([REQUIREMENT.format(version=version), *self.extras])
+                wanted = " ".join([*self.requirements(version), *self.extras])
                 raise InstallError(version, f"uv could not install {wanted}: "
                                    f"{_last_lines(text)}", "\n".join(output))
         probe = subprocess.run([str(tmp / "bin" / "python"), "-c", _PROBE], capture_output=True, text=True, timeout=120)
@@ -294,7 +314,7 @@ class Manager:
         if self.extras:
             info["with"] = self.extras
             info["with_installed"] = _installed(tmp / "bin" / "python", self.extras)
-        info.update({"requirement": REQUIREMENT.format(version=version), "base_python": self.python,
+        info.update({"requirement": " ".join(self.requirements(version)), "wheels": self.kind, "base_python": self.python,
                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "platform": platform.platform(),
                      "installer": " ".join(output).strip().splitlines()[-1:]})
         return info

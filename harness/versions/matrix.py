@@ -1,7 +1,7 @@
 """`fp8-check matrix`: the case library across JAX versions, one isolated environment per version.
 
 For each version, `envs.Manager` makes (or reuses) an environment with only
-`jax[cuda12]==V`; the harness itself stays in this process and starts ONE
+JAX V (deviceless: the slim wheel set of `harness.versions.wheels`; device mode: `jax[cuda12]==V`); the harness itself stays in this process and starts ONE
 pool of compile workers inside that environment (`CompilerPool(mode, python=env python)`,
 behind the compile cache), which compiles every case of that version. Each outcome is judged against the
 golden expectation covering that version (`Golden.expected_for`), so
@@ -46,7 +46,7 @@ from harness.pipeline.cache import CompileCache
 from harness.pipeline.compile import Compilation, CompileService, WorkerError
 from harness.pipeline.outputs import WriteError
 from harness.pipeline.pool import CompilerPool
-from harness.versions import envs
+from harness.versions import envs, shared_xla, wheels
 from harness.versions.envs import Env, InstallError, Manager
 from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
@@ -89,8 +89,13 @@ def planned(cases, targets, profiles) -> int:
 
 
 def run_version(version: str, env_future: Future | None, cases, targets, profiles, mode: str, goldens_root: Path,
-                out_dir: Path, progress: Progress, workers: int = 1, cache: CompileCache | None = None) -> VersionEntry:
-    """Run the library on one version; returns the version's entry of the matrix."""
+                out_dir: Path, progress: Progress, workers: int = 1, cache: CompileCache | None = None,
+                shared: dict | None = None) -> VersionEntry:
+    """Run the library on one version; returns the version's entry of the matrix.
+
+    `shared` (versions with the same XLA, `shared_xla`): {"record": True} keeps this version's
+    compilations in shared["recorder"]; {"replay": Recorder, "of": V} judges V's compilations
+    for this version instead of compiling."""
     entry = VersionEntry(version)
     total = planned(cases, targets, profiles)
     reason = runner.deviceless_unsupported(version) if mode == "deviceless" else None
@@ -98,7 +103,10 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     progress.version_started(version)
     compiler: CompileService | None = None
     try:
-        if reason or env_future is None:
+        if shared and shared.get("replay") and not reason:
+            compiler = shared_xla.Replay(shared["replay"], version, shared["of"])
+            entry.env = {"same_xla_as": shared["of"], "built": False, "seconds": 0.0}
+        elif reason or env_future is None:
             entry.status = Status.UNSUPPORTED
             compiler = _NoCompiler(version, mode)
         else:
@@ -112,9 +120,12 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             # `workers` compile workers in the version's environment, behind the shared compile
             # cache (its key holds the version's jax/jaxlib/plugin and installed distributions)
             compiler = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
+            if shared and shared.get("record"):
+                compiler = shared["recorder"] = shared_xla.Recorder(compiler)
         try:  # the canary is checked (and compiled alongside the cases) before any outcome
             outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
-                                  on_outcome=lambda o: progress.case_done(version, o), canary=not reason)
+                                  on_outcome=lambda o: progress.case_done(version, o),
+                                  canary=not reason and not (shared and shared.get("replay")))
         except (WorkerError, runner.CanaryError) as exc:
             entry.status, entry.error = Status.BROKEN, str(exc).strip()
             progress.cases_skipped(version, total)
@@ -137,7 +148,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         entry.environment, entry.results_file, entry.outcomes = env_info, str(path) if path else None, lean
         return entry
     finally:
-        if isinstance(compiler, CompilerPool):
+        if isinstance(compiler, (CompilerPool, shared_xla.Recorder)):
             compiler.close()
         entry.run_seconds = round(time.perf_counter() - start, 2)
         progress.version_done(entry)
@@ -151,6 +162,9 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     Environments are built one at a time in a background thread, ahead of the
     versions that run (`jobs` at a time), so a build overlaps with compiling.
     Each running version compiles on `workers` workers, through `cache` (None: no cache).
+    Deviceless, versions that ship the same XLA commit as a newer one in the list are not
+    compiled: the newer one's compilations are judged for them (`shared_xla`); they run
+    after it (if it could not run, they build and compile on their own).
     """
     manager = manager or Manager()
     progress = progress or Progress()
@@ -159,6 +173,9 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     out_dir.mkdir(parents=True, exist_ok=True)
     per_version = planned(cases, targets, profiles)
     needs_env = [v for v in versions if not (mode == "deviceless" and runner.deviceless_unsupported(v))]
+    twins = shared_xla.twins(needs_env) if mode == "deviceless" else {}
+    shared: dict[str, dict] = {rep: {"record": True} for rep in twins.values()}
+    needs_env = [v for v in needs_env if v not in twins]
     progress.start(versions, needs_env, per_version)
     start = time.perf_counter()
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fp8-env")
@@ -174,12 +191,26 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
         progress.env_done(v, env, "")
         return env
 
+    def one(v: str) -> VersionEntry:
+        share = shared.get(v)
+        if v in twins:
+            rep = done[twins[v]].result()  # submitted before v: a slot is running or has run it
+            recorder = shared[twins[v]].get("recorder")
+            if rep.status is Status.RAN and recorder is not None:
+                share = {"replay": recorder, "of": twins[v]}
+            else:  # the version compiled for it could not run: build and compile this one
+                futures[v] = builder.submit(build, v)
+        return run_version(v, futures.get(v), cases, targets, profiles, mode, goldens_root, out_dir, progress,
+                           workers, cache, share)
+
     try:
         for v in needs_env:
             futures[v] = builder.submit(build, v)
         with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run") as pool:
-            entries = list(pool.map(lambda v: run_version(v, futures.get(v), cases, targets, profiles, mode,
-                                                          goldens_root, out_dir, progress, workers, cache), versions))
+            done: dict[str, Future] = {}
+            for v in [v for v in versions if v not in twins] + [v for v in versions if v in twins]:
+                done[v] = pool.submit(one, v)
+            entries = [done[v].result() for v in versions]
     except BaseException:
         for f in futures.values():
             f.cancel()
@@ -274,7 +305,8 @@ def cmd_matrix(args) -> int:
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
-            manager = Manager(args.cache, index_url=args.jax_index, extras=envs.extras_from_args(args))
+            manager = Manager(args.cache, index_url=args.jax_index, extras=envs.extras_from_args(args),
+                              kind=wheels.kind_for_mode(mode))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"
                   + (f"; with {', '.join(manager.extras)}" if manager.extras else ""), flush=True)

@@ -73,6 +73,11 @@ def summary_text(e: VersionEntry) -> str:
     return ", ".join(f"{n} {name}" for name, n in e.summary().items() if n)
 
 
+def same_xla_note(e: VersionEntry) -> str:
+    rep = (e.env or {}).get("same_xla_as")
+    return f" (same XLA commit as jax {rep}: compiled once, judged for both)" if rep else ""
+
+
 def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, sort: str = "case") -> None:
     from rich.console import Console
 
@@ -100,7 +105,7 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
                 console.print(f"      ... {len(c.diffs) - max_diffs} more field(s)", markup=False)
     console.print("\nPer version:", markup=False)
     for e in m.versions:
-        console.print(f"  jax {e.jax:<9} {summary_text(e) or e.status}", markup=False)
+        console.print(f"  jax {e.jax:<9} {summary_text(e) or e.status}{same_xla_note(e)}", markup=False)
     regressions = m.regressions()
     if regressions:
         console.print(f"\nBad on the newest version ({regressions[0].jax}):", style="bold red", markup=False)
@@ -178,7 +183,7 @@ class Progress:
             left = self._per_version - self._done.get(e.jax, 0)
             if e.status is Status.RAN and left > 0:
                 self._bar.advance(self._cases, left)
-        text = summary_text(e)
+        text = summary_text(e) + same_xla_note(e)
         self._say(f"jax {e.jax}: {e.status} in {e.run_seconds:.1f}s" + (f": {text}" if text else "")
                   + (f": {e.error.splitlines()[0]}" if e.error else ""))
 

@@ -1,0 +1,244 @@
+"""Prove that the slim deviceless environments compile exactly as the full ones, per JAX version.
+
+    python scripts/slim_check.py                       # every supported version (0.6.1 .. newest)
+    python scripts/slim_check.py --jax 0.6.1,0.12.0.1  # some versions
+    python scripts/slim_check.py --table               # only rewrite the table from the saved results
+
+For each version it builds two environments with uv in a scratch directory: the full
+`jax[cuda12]==V` (device mode's set) and the slim set (`harness.versions.wheels`:
+`jax[cuda12-local]==V` plus SLIM_EXTRAS, or the candidate extras given with --extras), then
+compiles the whole case library (every case x --target x cublas/triton, deviceless, no compile
+cache) in each and compares, request by request, the optimized HLO text (or, where a compile
+fails, the error). If the bare slim set differs, it tries the candidate extra wheels in order
+(CANDIDATES) and records the first set that is identical.
+
+Incremental and resumable: one JSON per version under reports/slim_envs.d/ is written as soon
+as that version is done (a version with a result is skipped unless --redo); the table
+reports/slim_envs.md and reports/slim_envs.json are rewritten from those files after each
+version. Run it under `nice -n 10`: it compiles the library twice per version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness import selection  # noqa: E402
+from harness.pipeline import render, runner  # noqa: E402
+from harness.pipeline.compile import CompileRequest  # noqa: E402
+from harness.pipeline.pool import CompilerPool  # noqa: E402
+from harness.versions import releases, wheels  # noqa: E402
+from harness.versions.envs import InstallError, Manager  # noqa: E402
+
+OUT = REPO / "reports"
+RESULTS_DIR = OUT / "slim_envs.d"
+# extra wheels tried, in order, when the bare slim set compiles differently
+CANDIDATES: list[list[str]] = [["nvidia-cuda-nvcc-cu12"], ["nvidia-cuda-nvcc-cu12", "nvidia-cuda-runtime-cu12"]]
+
+
+def du(path: Path) -> int:
+    """Bytes of the files under `path` (apparent size, each hard-linked file once)."""
+    seen, total = set(), 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(root, f))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def installed(python: Path) -> dict[str, str]:
+    out = subprocess.run([str(python), "-c", "import importlib.metadata as m, json; print(json.dumps("
+                          "{d.metadata['Name'].lower(): d.version for d in m.distributions()}))"],
+                         capture_output=True, text=True, timeout=120)
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def compile_all(python: Path, requests: list[CompileRequest]) -> list[dict]:
+    rows = []
+    with CompilerPool("deviceless", jobs=1, python=str(python), cache=None) as pool:
+        for r, comp in zip(requests, pool.imap(requests)):
+            rows.append({"case": comp.case_id,
+                         "target": r.target.name, "profile": r.profile.name,
+                         "hlo": comp.hlo, "error": comp.error, "seconds": round(comp.seconds, 3)})
+    return rows
+
+
+def compare(full: list[dict], slim: list[dict]) -> list[dict]:
+    """The requests whose optimized HLO (or error) differs between the two environments."""
+    diffs = []
+    for f, s in zip(full, slim, strict=True):
+        if f["hlo"] != s["hlo"] or (f["error"] is None) != (s["error"] is None):
+            diffs.append({"case": f["case"], "target": f["target"], "profile": f["profile"],
+                          "full": (f["error"] or "")[:400] or f"hlo {len(f['hlo'] or '')} chars",
+                          "slim": (s["error"] or "")[:400] or f"hlo {len(s['hlo'] or '')} chars"})
+    return diffs
+
+
+def build(manager: Manager, version: str) -> tuple[Path, dict]:
+    t = time.perf_counter()
+    env = manager.ensure(version)
+    seconds = time.perf_counter() - t
+    return env.path, {"build_s": round(seconds, 1), "bytes": du(env.path), "requirement": env.info.get("requirement"),
+                      "wheels": sorted(f"{k}=={v}" for k, v in installed(env.python).items())}
+
+
+def check_version(version: str, requests: list[CompileRequest], scratch: Path, log) -> dict:
+    """Full and bare slim compile at once, each on ONE worker: XLA numbers some HLO names by what
+    its process compiled before, so both environments must compile the same requests in the
+    same order in one process each (with two workers per pool the split is racy)."""
+    result: dict = {"jax": version, "requests": len(requests), "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "platform": platform.platform()}
+    first_extras = wheels.slim_extras(version)
+    full_mgr = Manager(scratch / "full", reuse_self=False, kind=wheels.DEVICE)
+    slim_mgr = Manager(scratch / "slim", reuse_self=False, kind=wheels.DEVICELESS, extras=first_extras)
+    try:
+        full_path, result["full"] = build(full_mgr, version)
+        slim_path, slim_info = build(slim_mgr, version)
+    except InstallError as exc:
+        result["error"] = str(exc)
+        return result
+    log(f"  full: {result['full']['bytes'] / 1e6:.0f} MB in {result['full']['build_s']} s; "
+        f"slim: {slim_info['bytes'] / 1e6:.0f} MB in {slim_info['build_s']} s; compiling {len(requests)} in each")
+    t = time.perf_counter()
+    with ThreadPoolExecutor(2) as ex:
+        ff = ex.submit(compile_all, full_path / "bin" / "python", requests)
+        sf = ex.submit(compile_all, slim_path / "bin" / "python", requests)
+        full, slim = ff.result(), sf.result()
+    result["compile_s"] = round(time.perf_counter() - t, 1)
+    result["full"]["errors"] = sum(1 for r in full if r["error"])
+    shutil.rmtree(full_path, ignore_errors=True)  # the wheels stay in uv's cache (hard links)
+    shutil.rmtree(slim_path, ignore_errors=True)
+    attempts = [_attempt(slim_info, first_extras, full, slim, len(requests), log)]
+    for extras in [c for c in CANDIDATES if c != first_extras]:
+        if not attempts[-1].get("differing"):
+            break
+        mgr = Manager(scratch / ("slim-" + "+".join(extras)), reuse_self=False, kind=wheels.DEVICELESS, extras=extras)
+        try:
+            path, info = build(mgr, version)
+        except InstallError as exc:
+            attempts.append({"extras": extras, "error": str(exc)})
+            continue
+        slim = compile_all(path / "bin" / "python", requests)
+        shutil.rmtree(path, ignore_errors=True)
+        attempts.append(_attempt(info, extras, full, slim, len(requests), log))
+    result["attempts"] = attempts
+    # what the full environment compiled, per request: matrix compiles once for versions that
+    # ship the same XLA, and these show whether their HLO is the same (benchmarks/bench_matrix.py)
+    result["hlo_sha256"] = {f"{r['case']}/{r['target']}/{r['profile']}":
+                            hashlib.sha256((r["hlo"] or "error: " + (r["error"] or "")).encode()).hexdigest()[:16]
+                            for r in full}
+    good = [a for a in attempts if "differing" in a and not a["differing"]]
+    result["slim"] = good[0] if good else None
+    result["identical"] = bool(good)
+    return result
+
+
+def _attempt(info: dict, extras: list[str], full: list[dict], slim: list[dict], n: int, log) -> dict:
+    info = {**info, "extras": extras, "errors": sum(1 for r in slim if r["error"]), "differing": compare(full, slim)}
+    info["identical"] = n - len(info["differing"])
+    log(f"  slim{' + ' + ', '.join(extras) if extras else ''}: {info['identical']}/{n} identical")
+    return info
+
+
+def write_table(versions: list[str]) -> None:
+    rows = []
+    for v in versions:
+        p = RESULTS_DIR / f"{v}.json"
+        if p.exists():
+            rows.append(json.loads(p.read_text()))
+    doc = {"about": "slim vs full per-version environments: optimized HLO compared per request (scripts/slim_check.py)",
+           "versions": [{k: r.get(k) for k in ("jax", "requests", "identical", "checked", "error")}
+                        | {"full_bytes": (r.get("full") or {}).get("bytes"),
+                           "slim_bytes": (r.get("slim") or {}).get("bytes"),
+                           "slim_extras": (r.get("slim") or {}).get("extras"),
+                           "slim_requirement": (r.get("slim") or {}).get("requirement"),
+                           "full_build_s": (r.get("full") or {}).get("build_s"),
+                           "slim_build_s": (r.get("slim") or {}).get("build_s"),
+                           "compile_errors": (r.get("full") or {}).get("errors"),
+                           "attempts": [{"extras": a.get("extras"), "identical": a.get("identical"),
+                                         "differing": a.get("differing", [])[:20], "error": a.get("error")}
+                                        for a in r.get("attempts", [])]}
+                        for r in rows]}
+    (OUT / "slim_envs.json").write_text(json.dumps(doc, indent=1) + "\n")
+    lines = ["# Slim deviceless environments vs full ones",
+             "",
+             "Written by `scripts/slim_check.py`. Per JAX version: the whole case library (every case x "
+             "h100, b200 x cublas, triton, deviceless) compiled in the full environment (`jax[cuda12]`) and in the "
+             "slim one (`jax[cuda12-local]` = jax, jaxlib, jax-cuda12-plugin, jax-cuda12-pjrt, plus the extra wheels "
+             "listed), and the optimized HLO text compared request by request (a compile error must be an error in "
+             "both). Sizes are the environments' files (apparent size, hard links counted once).",
+             "",
+             "| jax | compiles | identical | slim extras | slim env (MB) | full env (MB) | slim / full | errors (both) | checked |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        full, slim = r.get("full") or {}, r.get("slim") or {}
+        if r.get("error"):
+            lines.append(f"| {r['jax']} | – | error: {r['error'][:80]} | | | | | | {r['checked']} |")
+            continue
+        last = (r.get("attempts") or [{}])[-1]
+        ident = "yes" if r.get("identical") else f"NO ({last.get('identical')}/{r['requests']})"
+        sb, fb = slim.get("bytes") or last.get("bytes"), full.get("bytes")
+        lines.append(f"| {r['jax']} | {r['requests']} | {ident} | {', '.join(slim.get('extras') or []) or 'none'} | "
+                     f"{sb / 1e6:.0f} | {fb / 1e6:.0f} | {sb / fb:.2f} | {full.get('errors')} | {r['checked'][:10]} |")
+    (OUT / "slim_envs.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jax", help="versions, comma-separated (default: every released version from 0.6.1)")
+    ap.add_argument("--target", default="h100,b200")
+    ap.add_argument("--profile", default="cublas,triton")
+    ap.add_argument("-k", dest="filter", help="only the cases whose id contains this (a partial check)")
+    ap.add_argument("--redo", action="store_true", help="check versions that already have a result")
+    ap.add_argument("--table", action="store_true", help="only rewrite the table from the saved results")
+    args = ap.parse_args(argv)
+    versions = (releases.sort_versions(args.jax.split(",")) if args.jax
+                else releases.select_range(f"{runner.MIN_DEVICELESS_JAX}..", "all"))
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    if args.table:
+        write_table(versions)
+        return 0
+    cases = selection.load_cases(None, args.filter)
+    targets = selection.targets(args.target)
+    requests = [CompileRequest(render.render(c), t, p, None, runner.case_options(c))
+                for c, t, p in runner.plan(cases, targets, selection.csv(args.profile))]
+    scratch_root = releases.cache_dir()
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    status = 0
+    for v in versions:
+        path = RESULTS_DIR / f"{v}.json"
+        if path.exists() and not args.redo:
+            print(f"jax {v}: done before ({path.relative_to(REPO)})", flush=True)
+            continue
+        print(f"jax {v}: {len(requests)} compiles per environment", flush=True)
+        with tempfile.TemporaryDirectory(prefix="slim-check-", dir=str(scratch_root)) as scratch:
+            res = check_version(v, requests, Path(scratch), lambda m: print(m, flush=True))
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(res, indent=1) + "\n")
+        os.replace(tmp, path)
+        write_table(versions)
+        print(f"jax {v}: {'IDENTICAL' if res.get('identical') else 'DIFFERS'}", flush=True)
+        status |= 0 if res.get("identical") else 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
