@@ -12,9 +12,9 @@ cache) in each and compares, request by request, the optimized HLO text (or, whe
 fails, the error). If the bare slim set differs, it tries the candidate extra wheels in order
 (CANDIDATES) and records the first set that is identical.
 
-Incremental and resumable: one JSON per version under reports/slim_envs.d/ is written as soon
+Incremental and resumable: one JSON per version under docs/slim_envs.d/ is written as soon
 as that version is done (a version with a result is skipped unless --redo); the table
-reports/slim_envs.md and reports/slim_envs.json are rewritten from those files after each
+docs/slim_envs.md and docs/slim_envs.json are rewritten from those files after each
 version. Run it under `nice -n 10`: it compiles the library twice per version.
 """
 
@@ -43,7 +43,7 @@ from harness.pipeline.pool import CompilerPool  # noqa: E402
 from harness.versions import releases, wheels  # noqa: E402
 from harness.versions.envs import InstallError, Manager  # noqa: E402
 
-OUT = REPO / "reports"
+OUT = REPO / "docs"
 RESULTS_DIR = OUT / "slim_envs.d"
 # extra wheels tried, in order, when the bare slim set compiles differently
 CANDIDATES: list[list[str]] = [["nvidia-cuda-nvcc-cu12"], ["nvidia-cuda-nvcc-cu12", "nvidia-cuda-runtime-cu12"]]

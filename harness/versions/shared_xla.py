@@ -6,7 +6,7 @@ the library once, with the newest of them (`twins`), and judges those compilatio
 for the others against the goldens covering each (`Replay`). Each twin's matrix entry says
 so (`env["same_xla_as"]`, and `environment["compiled_by_jax"]`). Whether the optimized HLO
 of such versions is the same was checked for the whole library by scripts/slim_check.py
-(reports/slim_envs.md).
+(docs/slim_envs.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ autotuning, executing) keeps the full `jax[cuda12]`.
 That the slim set compiles exactly as the full one is proved, not assumed:
 `scripts/slim_check.py` compiles the whole case library in both environments for
 every supported version and compares the optimized HLO (table:
-reports/slim_envs.md). A version on which slim differs gets the fewest extra wheels
+docs/slim_envs.md). A version on which slim differs gets the fewest extra wheels
 that make it identical, listed in `SLIM_EXTRAS`.
 """
 
