@@ -1,17 +1,20 @@
-"""Benchmark `fp8-check matrix`: environment creation per JAX version, and the warm matrix wall time.
+"""Benchmark `fp8-check matrix`: per-version environments (slim vs full) from an empty uv cache, and the
+cold and warm matrix over the supported range.
 
-    python benchmarks/bench_matrix.py                       # 8 versions (0.6.1..0.12.0.1, --select minor)
-    python benchmarks/bench_matrix.py --jobs 1,2 --cold-uv 0.12.0.1
+    python benchmarks/bench_matrix.py                                  # the defaults below
+    python benchmarks/bench_matrix.py --slim 0.6.1,0.12.0.1 --full 0.12.0.1 --jax-range 0.10.0..
 
-Measures, per version:
-- cold: a new environment in an empty fp8-check cache (a temp FP8_CHECK_CACHE), uv's
-  wheel cache as this machine has it ("cold env, warm wheels": what a second
-  machine sharing a uv cache, or CI with a restored uv cache, pays);
-- cold_uv (only the versions in --cold-uv): as cold but with an empty uv cache too
-  (every wheel downloaded: a fresh CI runner without a cache);
-- warm: the same call again, the environment reused from the cache.
-Then the warm matrix over the whole library (cases/), deviceless, both deviceless
-profiles, for each --jobs value, with the environments already built.
+Measures:
+- environments: for each --slim version the deviceless (slim) environment and for each --full
+  version the device (full, `jax[cuda12]`) one, each built by `envs.Manager` with an EMPTY uv
+  cache (a temporary UV_CACHE_DIR, removed after each build: every wheel is downloaded): build
+  seconds, the environment's size (apparent bytes of its files, hard links counted once), and
+  the bytes received on the machine's network interfaces meanwhile (machine-wide: an upper
+  bound when other jobs download too); then the same call again (the cached environment);
+- matrix: `fp8-check matrix --jax-range R` (all released versions in R, both deviceless
+  profiles, h100) with an empty fp8-check cache (a temporary FP8_CHECK_CACHE: no environments,
+  no compile cache; uv's wheel cache as this machine has it) = cold, then the same command
+  again = warm. Versions sharing an XLA commit are compiled once (`shared_xla`).
 
 Writes benchmarks/out/bench_matrix.json and benchmarks/out/bench_matrix.md.
 """
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,126 +37,154 @@ sys.path.insert(0, str(REPO))
 
 from harness.versions import envs  # noqa: E402
 from harness.versions import releases as versions  # noqa: E402
+from harness.versions import wheels  # noqa: E402
 from harness.versions.matrix_document import load_matrix  # noqa: E402
 
 
-def env_times(version_list: list[str], cold_uv: list[str]) -> list[dict]:
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="fp8-bench-envs-", dir=str(versions.cache_dir().parent)) as tmp:
-        manager = envs.Manager(Path(tmp) / "envs")
-        for v in version_list:
-            row = {"jax": v}
-            t = time.perf_counter()
-            try:
-                env = manager.ensure(v)
-                row["cold_s"] = round(time.perf_counter() - t, 2)
-                row["jaxlib"], row["cuda_plugin"] = env.info.get("jaxlib"), env.info.get("cuda_plugin")
-                row["size_mb_apparent"] = round(_du(env.path) / 2**20)
-            except envs.InstallError as exc:
-                row["cold_s"], row["error"] = None, str(exc)
-            t = time.perf_counter()
-            try:
-                manager.ensure(v)
-                row["warm_s"] = round(time.perf_counter() - t, 4)
-            except envs.InstallError:
-                row["warm_s"] = None
-            print(f"env jax {v}: cold {row['cold_s']}s, warm {row['warm_s']}s", flush=True)
-            rows.append(row)
-        for v in cold_uv:
-            with tempfile.TemporaryDirectory(prefix="fp8-bench-uv-", dir=tmp) as scratch:
-                uvc = str(Path(scratch) / "uv-cache")
-                old = os.environ.get("UV_CACHE_DIR")
-                os.environ["UV_CACHE_DIR"] = uvc
-                try:
-                    m2 = envs.Manager(Path(scratch) / "envs")
-                    t = time.perf_counter()
-                    m2.ensure(v)
-                    secs = round(time.perf_counter() - t, 2)
-                finally:
-                    if old is None:
-                        os.environ.pop("UV_CACHE_DIR", None)
-                    else:
-                        os.environ["UV_CACHE_DIR"] = old
-            for row in rows:
-                if row["jax"] == v:
-                    row["cold_uv_s"] = secs
-            else:
-                if not any(r["jax"] == v for r in rows):
-                    rows.append({"jax": v, "cold_uv_s": secs})
-            print(f"env jax {v}: cold with an empty uv cache {secs}s", flush=True)
-    return rows
-
-
-def _du(path: Path) -> int:
+def rx_bytes() -> int:
     total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_size
-            except OSError:
-                pass
+    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() != "lo":
+            total += int(rest.split()[0])
     return total
 
 
-def matrix_time(version_list: list[str], jobs: int, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "harness.cli", "matrix", "--jax", ",".join(version_list), "--mode", "deviceless",
-           "--jobs", str(jobs), "--out", str(out / f"matrix-jobs{jobs}.json"), "--no-html", "--fail-on", "never"]
+def _du(path: Path) -> int:
+    seen, total = set(), 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(root, f))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def env_row(version: str, kind: str, scratch_root: Path) -> dict:
+    """One environment built with an empty uv cache, then asked for again."""
+    row = {"jax": version, "kind": kind}
+    with tempfile.TemporaryDirectory(prefix="fp8-bench-env-", dir=str(scratch_root)) as scratch:
+        old = os.environ.get("UV_CACHE_DIR")
+        os.environ["UV_CACHE_DIR"] = str(Path(scratch) / "uv-cache")
+        try:
+            manager = envs.Manager(Path(scratch) / "envs", reuse_self=False, kind=kind)
+            rx, t = rx_bytes(), time.perf_counter()
+            env = manager.ensure(version)
+            row["empty_uv_cache_s"] = round(time.perf_counter() - t, 1)
+            row["received_mb"] = round((rx_bytes() - rx) / 1e6)
+            row["env_mb"] = round(_du(env.path) / 1e6)
+            row["requirement"] = env.info.get("requirement")
+            t = time.perf_counter()
+            manager.ensure(version)
+            row["cached_s"] = round(time.perf_counter() - t, 4)
+        except envs.InstallError as exc:
+            row["error"] = str(exc)
+        finally:
+            if old is None:
+                os.environ.pop("UV_CACHE_DIR", None)
+            else:
+                os.environ["UV_CACHE_DIR"] = old
+    print(f"env jax {version} {kind}: {row}", flush=True)
+    return row
+
+
+def matrix_time(jax_range: str, jobs: int, cache: Path, out: Path, label: str) -> dict:
+    cmd = [sys.executable, "-m", "harness.cli", "matrix", "--jax-range", jax_range, "--mode", "deviceless",
+           "--target", "h100", "--jobs", str(jobs), "--out", str(out / f"matrix-{label}.json"), "--no-html",
+           "--fail-on", "never"]
+    env = {**os.environ, "FP8_CHECK_CACHE": str(cache)}
+    load = os.getloadavg()
     t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=str(REPO), capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=str(REPO), capture_output=True, text=True, env=env)
     wall = round(time.perf_counter() - t, 1)
-    (out / f"matrix-jobs{jobs}.txt").write_text(proc.stdout + proc.stderr)
-    m = load_matrix(out / f"matrix-jobs{jobs}.json")
-    per = {e.jax: {"status": str(e.status), "run_s": e.run_seconds, "summary": {k: n for k, n in e.summary().items() if n}}
-           for e in m.versions}
+    (out / f"matrix-{label}.txt").write_text(proc.stdout + proc.stderr)
+    m = load_matrix(out / f"matrix-{label}.json")
+    per = {e.jax: {"status": str(e.status), "run_s": e.run_seconds, "env_s": (e.env or {}).get("seconds"),
+                   "same_xla_as": (e.env or {}).get("same_xla_as"),
+                   "summary": {k: n for k, n in e.summary().items() if n}} for e in m.versions}
     n = sum(len(e.outcomes) for e in m.versions)
-    print(f"matrix jobs={jobs}: {wall}s wall for {n} results over {len(version_list)} versions (exit {proc.returncode})", flush=True)
-    return {"jobs": jobs, "wall_s": wall, "results": n, "exit": proc.returncode, "per_version": per,
-            "changes": len(m.changes())}
+    print(f"matrix {label}: {wall}s wall for {n} results over {len(m.versions)} versions (exit {proc.returncode})",
+          flush=True)
+    return {"label": label, "jobs": jobs, "wall_s": wall, "results": n, "versions": len(m.versions),
+            "exit": proc.returncode, "load_at_start": [round(x, 2) for x in load], "per_version": per,
+            "compiled_once_for_two": sorted(v for v, p in per.items() if p["same_xla_as"]), "changes": len(m.changes())}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--jax-range", default="0.6.1..0.12.0.1")
-    p.add_argument("--select", default="minor")
-    p.add_argument("--jobs", default="1,2")
-    p.add_argument("--cold-uv", default="", help="versions to also build with an empty uv cache (downloads everything)")
+    p.add_argument("--jax-range", default="0.6.1..0.12.0.1", help="the matrix's versions (all released in the range)")
+    p.add_argument("--slim", default="all", help="versions whose slim environment is built from an empty uv cache "
+                                                  "('all': every version of --jax-range; '': none)")
+    p.add_argument("--full", default="0.6.1,0.9.0.1,0.12.0.1", help="versions whose full environment is built too")
+    p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--skip-envs", action="store_true")
+    p.add_argument("--skip-matrix", action="store_true")
     args = p.parse_args()
     out = REPO / "benchmarks" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    version_list = versions.select_range(args.jax_range, args.select)
-    print(f"versions: {', '.join(version_list)}", flush=True)
+    version_list = versions.select_range(args.jax_range, "all")
     report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                          "uv": subprocess.run(["uv", "--version"], capture_output=True, text=True).stdout.strip()},
-              "versions": version_list, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                          "uv": subprocess.run([envs._uv(), "--version"], capture_output=True, text=True).stdout.strip()},
+              "jax_range": args.jax_range, "versions": version_list,
+              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     previous = {}
     try:
         previous = json.loads((out / "bench_matrix.json").read_text())
     except (OSError, ValueError):
         pass
-    if not args.skip_envs:
-        report["environments"] = env_times(version_list, [v for v in args.cold_uv.split(",") if v])
-    elif previous.get("environments"):
-        report["environments"] = previous["environments"]  # keep the last measurement
-        report["environments_measured"] = previous.get("created")
-    manager = envs.Manager()
-    for v in version_list:  # the matrix runs warm: make sure the real cache has them
-        try:
-            manager.ensure(v)
-        except envs.InstallError:
-            pass
-    report["matrix"] = [matrix_time(version_list, int(j), out) for j in args.jobs.split(",") if j]
-    report["load_average_after"] = os.getloadavg()
+    scratch_root = versions.cache_dir()
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    if args.skip_envs:
+        report["environments"] = previous.get("environments", [])
+        report["environments_measured"] = previous.get("environments_measured", previous.get("created"))
+    else:
+        slim = version_list if args.slim == "all" else [v for v in args.slim.split(",") if v]
+        rows = []
+        for v in version_list:
+            if v in [f for f in args.full.split(",") if f]:
+                rows.append(env_row(v, wheels.DEVICE, scratch_root))
+            if v in slim:
+                rows.append(env_row(v, wheels.DEVICELESS, scratch_root))
+        report["environments"], report["environments_measured"] = rows, report["created"]
+    if args.skip_matrix:
+        report["matrix"] = previous.get("matrix", [])
+    else:
+        with tempfile.TemporaryDirectory(prefix="fp8-bench-matrix-", dir=str(scratch_root)) as cache:
+            report["matrix"] = [matrix_time(args.jax_range, args.jobs, Path(cache), out, "cold"),
+                                matrix_time(args.jax_range, args.jobs, Path(cache), out, "warm")]
+    report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     (out / "bench_matrix.json").write_text(json.dumps(report, indent=1) + "\n")
     lines = [f"# fp8-check matrix benchmark ({report['created']})", "",
              f"{report['machine']['cpus']} CPUs, {report['machine']['platform']}, Python {report['machine']['python']}, "
-             f"{report['machine']['uv']}", "", "| jax | cold env (s) | cold env, empty uv cache (s) | warm env (s) |",
-             "|---|---|---|---|"]
+             f"{report['machine']['uv']}; load average before {report['load_average_before']}, after "
+             f"{report['load_average_after']} (the machine is shared with other jobs)", "",
+             f"Per-version environments built with an EMPTY uv cache (measured {report.get('environments_measured')}); "
+             "size: the environment's files, hard links once; received: bytes on the network interfaces meanwhile "
+             "(machine-wide).", "",
+             "| jax | wheel set | requirement | build, empty uv cache (s) | received (MB) | env size (MB) | cached (s) |",
+             "|---|---|---|---|---|---|---|"]
     for r in report.get("environments", []):
-        lines.append(f"| {r['jax']} | {r.get('cold_s')} | {r.get('cold_uv_s', '')} | {r.get('warm_s')} |")
-    lines += ["", "| jobs | warm matrix wall (s) | results | signature changes |", "|---|---|---|---|"]
+        lines.append(f"| {r['jax']} | {r['kind']} | `{r.get('requirement') or r.get('error', '')}` | "
+                     f"{r.get('empty_uv_cache_s')} | {r.get('received_mb')} | {r.get('env_mb')} | {r.get('cached_s')} |")
+    both = [v for v in version_list if {wheels.DEVICE, wheels.DEVICELESS} <= {r["kind"] for r in report.get("environments", [])
+                                                                             if r["jax"] == v and "env_mb" in r}]
+    for v in both:
+        f, s_ = (next(r for r in report["environments"] if r["jax"] == v and r["kind"] == k)
+                 for k in (wheels.DEVICE, wheels.DEVICELESS))
+        lines.append(f"\njax {v}: slim/full size {s_['env_mb'] / f['env_mb']:.2f}, build time "
+                     f"{s_['empty_uv_cache_s'] / f['empty_uv_cache_s']:.2f}, received {s_['received_mb'] / max(1, f['received_mb']):.2f}")
+    lines += ["", f"Matrix over {args.jax_range} (h100, cublas + triton, deviceless, --jobs {args.jobs}): cold = empty "
+              "fp8-check cache (environments built during the run, overlapping the compiles; empty compile cache), "
+              "warm = the same command again.", "",
+              "| run | wall (s) | versions | results | compiled once for two (same XLA) | load at start |", "|---|---|---|---|---|---|"]
     for m in report["matrix"]:
-        lines.append(f"| {m['jobs']} | {m['wall_s']} | {m['results']} | {m['changes']} |")
+        lines.append(f"| {m['label']} | {m['wall_s']} | {m['versions']} | {m['results']} | "
+                     f"{', '.join(m.get('compiled_once_for_two', [])) or '-'} | {m.get('load_at_start')} |")
     (out / "bench_matrix.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -73,11 +73,14 @@ def installed(python: Path) -> dict[str, str]:
 
 def compile_all(python: Path, requests: list[CompileRequest]) -> list[dict]:
     rows = []
+    env_dir = str(python.parent.parent)
     with CompilerPool("deviceless", jobs=1, python=str(python), cache=None) as pool:
         for r, comp in zip(requests, pool.imap(requests)):
+            # an error names files in its environment: compared with that directory written <env>
+            error = comp.error.replace(env_dir, "<env>") if comp.error else None
             rows.append({"case": comp.case_id,
                          "target": r.target.name, "profile": r.profile.name,
-                         "hlo": comp.hlo, "error": comp.error, "seconds": round(comp.seconds, 3)})
+                         "hlo": comp.hlo, "error": error, "seconds": round(comp.seconds, 3)})
     return rows
 
 
@@ -85,7 +88,7 @@ def compare(full: list[dict], slim: list[dict]) -> list[dict]:
     """The requests whose optimized HLO (or error) differs between the two environments."""
     diffs = []
     for f, s in zip(full, slim, strict=True):
-        if f["hlo"] != s["hlo"] or (f["error"] is None) != (s["error"] is None):
+        if f["hlo"] != s["hlo"] or f["error"] != s["error"]:
             diffs.append({"case": f["case"], "target": f["target"], "profile": f["profile"],
                           "full": (f["error"] or "")[:400] or f"hlo {len(f['hlo'] or '')} chars",
                           "slim": (s["error"] or "")[:400] or f"hlo {len(s['hlo'] or '')} chars"})
@@ -124,6 +127,8 @@ def check_version(version: str, requests: list[CompileRequest], scratch: Path, l
         full, slim = ff.result(), sf.result()
     result["compile_s"] = round(time.perf_counter() - t, 1)
     result["full"]["errors"] = sum(1 for r in full if r["error"])
+    result["errors"] = {f"{r['case']}/{r['target']}/{r['profile']}": r["error"].strip().splitlines()[-1][:300]
+                        for r in full if r["error"]}
     shutil.rmtree(full_path, ignore_errors=True)  # the wheels stay in uv's cache (hard links)
     shutil.rmtree(slim_path, ignore_errors=True)
     attempts = [_attempt(slim_info, first_extras, full, slim, len(requests), log)]
