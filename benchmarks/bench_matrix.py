@@ -40,6 +40,9 @@ from harness.versions import releases as versions  # noqa: E402
 from harness.versions import wheels  # noqa: E402
 from harness.versions.matrix_document import load_matrix  # noqa: E402
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+import wheelsize  # noqa: E402
+
 
 def rx_bytes() -> int:
     total = 0
@@ -151,8 +154,11 @@ def main() -> int:
             if v in slim:
                 rows.append(env_row(v, wheels.DEVICELESS, scratch_root))
         report["environments"], report["environments_measured"] = rows, report["created"]
+    for r in report["environments"]:  # the wheels' bytes, from the index's metadata (exact, unlike `received`)
+        if r.get("requirement") and "download_mb" not in r:
+            r["download_mb"] = wheelsize.for_requirements(r["requirement"].split(), envs._uv())["mb"]
     if args.skip_matrix:
-        report["matrix"] = previous.get("matrix", [])
+        report["matrix"] = [m for m in previous.get("matrix", []) if "label" in m]  # the last cold/warm measurement
     else:
         with tempfile.TemporaryDirectory(prefix="fp8-bench-matrix-", dir=str(scratch_root)) as cache:
             report["matrix"] = [matrix_time(args.jax_range, args.jobs, Path(cache), out, "cold"),
@@ -164,20 +170,23 @@ def main() -> int:
              f"{report['machine']['uv']}; load average before {report['load_average_before']}, after "
              f"{report['load_average_after']} (the machine is shared with other jobs)", "",
              f"Per-version environments built with an EMPTY uv cache (measured {report.get('environments_measured')}); "
-             "size: the environment's files, hard links once; received: bytes on the network interfaces meanwhile "
-             "(machine-wide).", "",
-             "| jax | wheel set | requirement | build, empty uv cache (s) | received (MB) | env size (MB) | cached (s) |",
-             "|---|---|---|---|---|---|---|"]
+             "download: the wheels' sizes from the index's metadata (`benchmarks/wheelsize.py`); received: bytes on the "
+             "machine's network interfaces during the build (machine-wide: other jobs' downloads count too); size: the "
+             "environment's files, hard links once.", "",
+             "| jax | wheel set | requirement | build, empty uv cache (s) | download (MB) | received (MB) | env size (MB) | cached (s) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in report.get("environments", []):
         lines.append(f"| {r['jax']} | {r['kind']} | `{r.get('requirement') or r.get('error', '')}` | "
-                     f"{r.get('empty_uv_cache_s')} | {r.get('received_mb')} | {r.get('env_mb')} | {r.get('cached_s')} |")
+                     f"{r.get('empty_uv_cache_s')} | {r.get('download_mb')} | {r.get('received_mb')} | {r.get('env_mb')} | "
+                     f"{r.get('cached_s')} |")
     both = [v for v in version_list if {wheels.DEVICE, wheels.DEVICELESS} <= {r["kind"] for r in report.get("environments", [])
                                                                              if r["jax"] == v and "env_mb" in r}]
     for v in both:
         f, s_ = (next(r for r in report["environments"] if r["jax"] == v and r["kind"] == k)
                  for k in (wheels.DEVICE, wheels.DEVICELESS))
-        lines.append(f"\njax {v}: slim/full size {s_['env_mb'] / f['env_mb']:.2f}, build time "
-                     f"{s_['empty_uv_cache_s'] / f['empty_uv_cache_s']:.2f}, received {s_['received_mb'] / max(1, f['received_mb']):.2f}")
+        lines.append(f"\njax {v}: slim / full: size {s_['env_mb'] / f['env_mb']:.2f}, download "
+                     f"{s_['download_mb'] / f['download_mb']:.2f}, build time from an empty uv cache "
+                     f"{s_['empty_uv_cache_s'] / f['empty_uv_cache_s']:.2f}")
     lines += ["", f"Matrix over {args.jax_range} (h100, cublas + triton, deviceless, --jobs {args.jobs}): cold = empty "
               "fp8-check cache (environments built during the run, overlapping the compiles; empty compile cache), "
               "warm = the same command again.", "",

@@ -215,11 +215,12 @@ def main(argv=None) -> int:
     ap.add_argument("--redo", action="store_true", help="check versions that already have a result")
     ap.add_argument("--table", action="store_true", help="only rewrite the table from the saved results")
     args = ap.parse_args(argv)
-    versions = (releases.sort_versions(args.jax.split(",")) if args.jax
-                else releases.select_range(f"{runner.MIN_DEVICELESS_JAX}..", "all"))
+    supported = releases.select_range(f"{runner.MIN_DEVICELESS_JAX}..", "all")
+    # --jax: checked in the order given (on a loaded machine: spread over the range first)
+    versions = [v.strip() for v in args.jax.split(",") if v.strip()] if args.jax else supported
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     if args.table:
-        write_table(versions)
+        write_table(supported)
         return 0
     cases = selection.load_cases(None, args.filter)
     targets = selection.targets(args.target)
@@ -239,7 +240,7 @@ def main(argv=None) -> int:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(res, indent=1) + "\n")
         os.replace(tmp, path)
-        write_table(versions)
+        write_table(sorted(set(supported) | set(versions), key=releases.parse_version))
         print(f"jax {v}: {'IDENTICAL' if res.get('identical') else 'DIFFERS'}", flush=True)
         status |= 0 if res.get("identical") else 1
     return status
