@@ -164,11 +164,13 @@ def _attempt(info: dict, extras: list[str], full: list[dict], slim: list[dict], 
 
 
 def write_table(versions: list[str]) -> None:
-    rows = []
+    rows, unchecked = [], []
     for v in versions:
         p = RESULTS_DIR / f"{v}.json"
         if p.exists():
             rows.append(json.loads(p.read_text()))
+        else:
+            unchecked.append(v)
     doc = {"about": "slim vs full per-version environments: optimized HLO compared per request (scripts/slim_check.py)",
            "versions": [{k: r.get(k) for k in ("jax", "requests", "identical", "checked", "error")}
                         | {"full_bytes": (r.get("full") or {}).get("bytes"),
@@ -203,7 +205,25 @@ def write_table(versions: list[str]) -> None:
         sb, fb = slim.get("bytes") or last.get("bytes"), full.get("bytes")
         lines.append(f"| {r['jax']} | {r['requests']} | {ident} | {', '.join(slim.get('extras') or []) or 'none'} | "
                      f"{sb / 1e6:.0f} | {fb / 1e6:.0f} | {sb / fb:.2f} | {full.get('errors')} | {r['checked'][:10]} |")
+    if unchecked:
+        lines += ["", f"Not checked yet: {', '.join(unchecked)} (run `python scripts/slim_check.py`: it resumes)."]
+    twins = _same_hlo_twins(rows)
+    if twins:
+        lines += ["", "Versions that ship the same XLA commit (the matrix compiles them once): " + "; ".join(twins) + "."]
     (OUT / "slim_envs.md").write_text("\n".join(lines) + "\n")
+
+
+def _same_hlo_twins(rows: list[dict]) -> list[str]:
+    """For the checked versions sharing an XLA commit: whether their full environments' HLO was the same."""
+    from harness.versions import shared_xla
+
+    by = {r["jax"]: r.get("hlo_sha256") for r in rows if r.get("hlo_sha256")}
+    out = []
+    for twin, rep in shared_xla.twins(list(by)).items():
+        a, b = by[twin], by[rep]
+        same = sum(1 for k in a if a[k] == b.get(k))
+        out.append(f"jax {twin} and {rep}: {same}/{len(a)} compilations with the same optimized HLO")
+    return out
 
 
 def main(argv=None) -> int:
