@@ -95,8 +95,9 @@ def env_row(version: str, kind: str, scratch_root: Path) -> dict:
     return row
 
 
-def matrix_time(jax_range: str, jobs: int, cache: Path, out: Path, label: str) -> dict:
-    cmd = [sys.executable, "-m", "harness.cli", "matrix", "--jax-range", jax_range, "--mode", "deviceless",
+def matrix_time(jax_range: str, jobs: int, cache: Path, out: Path, label: str, jax: str = "") -> dict:
+    which = ["--jax", jax] if jax else ["--jax-range", jax_range]
+    cmd = [sys.executable, "-m", "harness.cli", "matrix", *which, "--mode", "deviceless",
            "--target", "h100", "--jobs", str(jobs), "--out", str(out / f"matrix-{label}.json"), "--no-html",
            "--fail-on", "never"]
     env = {**os.environ, "FP8_CHECK_CACHE": str(cache)}
@@ -123,6 +124,8 @@ def main() -> int:
     p.add_argument("--slim", default="all", help="versions whose slim environment is built from an empty uv cache "
                                                   "('all': every version of --jax-range; '': none)")
     p.add_argument("--full", default="0.6.1,0.9.0.1,0.12.0.1", help="versions whose full environment is built too")
+    p.add_argument("--matrix-jax", default="", help="the matrix over these versions instead of --jax-range (a subset "
+                                                       "when the machine is too loaded for the whole range)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--skip-envs", action="store_true")
     p.add_argument("--skip-matrix", action="store_true")
@@ -161,8 +164,9 @@ def main() -> int:
         report["matrix"] = [m for m in previous.get("matrix", []) if "label" in m]  # the last cold/warm measurement
     else:
         with tempfile.TemporaryDirectory(prefix="fp8-bench-matrix-", dir=str(scratch_root)) as cache:
-            report["matrix"] = [matrix_time(args.jax_range, args.jobs, Path(cache), out, "cold"),
-                                matrix_time(args.jax_range, args.jobs, Path(cache), out, "warm")]
+            report["matrix"] = [matrix_time(args.jax_range, args.jobs, Path(cache), out, "cold", args.matrix_jax),
+                                matrix_time(args.jax_range, args.jobs, Path(cache), out, "warm", args.matrix_jax)]
+            report["matrix_versions"] = args.matrix_jax or args.jax_range
     report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     (out / "bench_matrix.json").write_text(json.dumps(report, indent=1) + "\n")
     lines = [f"# fp8-check matrix benchmark ({report['created']})", "",
@@ -187,7 +191,7 @@ def main() -> int:
         lines.append(f"\njax {v}: slim / full: size {s_['env_mb'] / f['env_mb']:.2f}, download "
                      f"{s_['download_mb'] / f['download_mb']:.2f}, build time from an empty uv cache "
                      f"{s_['empty_uv_cache_s'] / f['empty_uv_cache_s']:.2f}")
-    lines += ["", f"Matrix over {args.jax_range} (h100, cublas + triton, deviceless, --jobs {args.jobs}): cold = empty "
+    lines += ["", f"Matrix over {report.get('matrix_versions', args.jax_range)} (h100, cublas + triton, deviceless, --jobs {args.jobs}): cold = empty "
               "fp8-check cache (environments built during the run, overlapping the compiles; empty compile cache), "
               "warm = the same command again.", "",
               "| run | wall (s) | versions | results | compiled once for two (same XLA) | load at start |", "|---|---|---|---|---|---|"]
