@@ -162,6 +162,7 @@ def main() -> int:
             r["download_mb"] = wheelsize.for_requirements(r["requirement"].split(), envs._uv())["mb"]
     if args.skip_matrix:
         report["matrix"] = [m for m in previous.get("matrix", []) if "label" in m]  # the last cold/warm measurement
+        report["matrix_versions"] = previous.get("matrix_versions", args.jax_range)
     else:
         with tempfile.TemporaryDirectory(prefix="fp8-bench-matrix-", dir=str(scratch_root)) as cache:
             report["matrix"] = [matrix_time(args.jax_range, args.jobs, Path(cache), out, "cold", args.matrix_jax),
