@@ -221,15 +221,23 @@ def write_table(versions: list[str]) -> None:
 
 
 def _same_hlo_twins(rows: list[dict]) -> list[str]:
-    """For the checked versions sharing an XLA commit: whether their full environments' HLO was the same."""
+    """For the checked versions sharing an XLA commit: whether their full environments compiled the same."""
     from harness.versions import shared_xla
 
-    by = {r["jax"]: r.get("hlo_sha256") for r in rows if r.get("hlo_sha256")}
+    by = {r["jax"]: r for r in rows if r.get("hlo_sha256")}
     out = []
     for twin, rep in shared_xla.twins(list(by)).items():
         a, b = by[twin], by[rep]
-        same = sum(1 for k in a if a[k] == b.get(k))
-        out.append(f"jax {twin} and {rep}: {same}/{len(a)} compilations with the same optimized HLO")
+        same_hlo = same_error = 0
+        for k, h in a["hlo_sha256"].items():
+            ea, eb = a.get("errors", {}).get(k), b.get("errors", {}).get(k)
+            if ea is None and eb is None and h == b["hlo_sha256"].get(k):
+                same_hlo += 1
+            elif ea is not None and eb is not None and ea.replace(twin, "<jax>") == eb.replace(rep, "<jax>"):
+                same_error += 1  # e.g. "this JAX (0.9.0) has no jax.lax.scaled_dot": the same but for the version
+        n = len(a["hlo_sha256"])
+        out.append(f"jax {twin} and {rep}: {same_hlo}/{n} with the same optimized HLO, {same_error} failing in both "
+                   f"with the same error (the version named in it aside), {n - same_hlo - same_error} different")
     return out
 
 
