@@ -16,6 +16,11 @@ Incremental and resumable: one JSON per version under docs/slim_envs.d/ is writt
 as that version is done (a version with a result is skipped unless --redo); the table
 docs/slim_envs.md and docs/slim_envs.json are rewritten from those files after each
 version. Run it under `nice -n 10`: it compiles the library twice per version.
+
+A CUDA toolkit installed on the machine (/usr/local/cuda…, ptxas on PATH) would lend the slim
+environments its ptxas and hide a missing wheel, so the script re-runs itself in a private
+mount namespace (`unshare -m`, root) with empty directories over those installations and
+PATH without them; each result records what was hidden and what stayed visible.
 """
 
 from __future__ import annotations
@@ -108,7 +113,9 @@ def check_version(version: str, requests: list[CompileRequest], scratch: Path, l
     its process compiled before, so both environments must compile the same requests in the
     same order in one process each (with two workers per pool the split is racy)."""
     result: dict = {"jax": version, "requests": len(requests), "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "platform": platform.platform()}
+                    "platform": platform.platform(),
+                    "system_cuda_hidden": os.environ.get("FP8_SLIM_CHECK_ISOLATED", "").split(),
+                    "system_cuda_visible": _system_cuda()}
     first_extras = wheels.slim_extras(version)
     full_mgr = Manager(scratch / "full", reuse_self=False, kind=wheels.DEVICE)
     slim_mgr = Manager(scratch / "slim", reuse_self=False, kind=wheels.DEVICELESS, extras=first_extras)
@@ -241,6 +248,46 @@ def _same_hlo_twins(rows: list[dict]) -> list[str]:
     return out
 
 
+SYSTEM_CUDA = ["/usr/local/cuda", "/opt/cuda", "/usr/lib/cuda"]  # where XLA looks for ptxas besides PATH and the wheels
+
+
+def _system_cuda() -> tuple[list[str], list[str]]:
+    """CUDA installations XLA would find outside the environments: (directories, PATH entries with ptxas/nvlink)."""
+    import glob
+
+    dirs = {os.path.realpath(d) for pat in SYSTEM_CUDA for d in glob.glob(pat + "*") if os.path.isdir(d)}
+    path_dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+                 if d and any(os.path.exists(os.path.join(d, x)) for x in ("ptxas", "nvlink"))]
+    return sorted(dirs), path_dirs
+
+
+def _rerun_without_system_cuda(argv: list[str]) -> int | None:
+    """Re-run this script where no system CUDA is visible (a private mount namespace: empty directories
+    mounted over the CUDA installations, for this process tree only; PATH without ptxas): on a machine with
+    a CUDA toolkit XLA would otherwise take its ptxas, and the slim set would look complete when it is not."""
+    if os.environ.get("FP8_SLIM_CHECK_ISOLATED"):
+        return None
+    dirs, path_dirs = _system_cuda()
+    if not dirs and not path_dirs:
+        return None
+    import shlex
+
+    empty = tempfile.mkdtemp(prefix="slim-check-empty-")
+    mounts = " && ".join(f"mount --bind {shlex.quote(empty)} {shlex.quote(d)}" for d in dirs) or "true"
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d not in path_dirs)
+    env = {**os.environ, "FP8_SLIM_CHECK_ISOLATED": " ".join(dirs + path_dirs), "PATH": path}
+    cmd = ["unshare", "-m", "sh", "-c", f"{mounts} && exec \"$0\" \"$@\"", sys.executable, __file__, *argv]
+    print(f"slim_check: hiding the system CUDA ({', '.join(dirs + path_dirs)}) in a private mount namespace", flush=True)
+    try:
+        return subprocess.run(cmd, env=env).returncode
+    except FileNotFoundError:
+        print("slim_check: cannot hide the system CUDA (needs unshare and root); --system-cuda checks with it visible",
+              file=sys.stderr)
+        return 2
+    finally:
+        os.rmdir(empty)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jax", help="versions, comma-separated (default: every released version from 0.6.1)")
@@ -249,7 +296,13 @@ def main(argv=None) -> int:
     ap.add_argument("-k", dest="filter", help="only the cases whose id contains this (a partial check)")
     ap.add_argument("--redo", action="store_true", help="check versions that already have a result")
     ap.add_argument("--table", action="store_true", help="only rewrite the table from the saved results")
+    ap.add_argument("--system-cuda", action="store_true",
+                    help="leave a CUDA toolkit installed on this machine visible (by default it is hidden: see below)")
     args = ap.parse_args(argv)
+    if not args.table and not args.system_cuda:
+        code = _rerun_without_system_cuda(sys.argv[1:] if argv is None else argv)
+        if code is not None:
+            return code
     supported = releases.select_range(f"{runner.MIN_DEVICELESS_JAX}..", "all")
     # --jax: checked in the order given (on a loaded machine: spread over the range first)
     versions = [v.strip() for v in args.jax.split(",") if v.strip()] if args.jax else supported

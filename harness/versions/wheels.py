@@ -1,10 +1,10 @@
 """Which wheels a per-version JAX environment gets: the slim deviceless set, or the full device set.
 
-A deviceless compile (the default mode of `run`, `matrix`, `bisect`) needs JAX, jaxlib and
-the CUDA plugin with its PJRT library, and none of the NVIDIA runtime wheels that
+A deviceless compile (the default mode of `run`, `matrix`, `bisect`) needs JAX, jaxlib,
+the CUDA plugin with its PJRT library (JAX's `cuda12-local` extra) and a PTX compiler
+(ptxas, from nvidia-cuda-nvcc-cu12), and none of the other NVIDIA runtime wheels that
 `jax[cuda12]` pulls in (cuBLAS, cuDNN, cuFFT, cuSOLVER, cuSPARSE, NCCL, NVSHMEM…,
-about 4.7 GB): JAX's `cuda12-local` extra is exactly that set. Device mode (a real GPU:
-autotuning, executing) keeps the full `jax[cuda12]`.
+about 4.6 GB). Device mode (a real GPU: autotuning, executing) keeps the full `jax[cuda12]`.
 
 That the slim set compiles exactly as the full one is proved, not assumed:
 `scripts/slim_check.py` compiles the whole case library in both environments for
@@ -22,9 +22,12 @@ DEVICELESS = "deviceless"  # slim: jax, jaxlib, jax-cuda12-plugin, jax-cuda12-pj
 DEVICE = "device"  # full: jax[cuda12] with the NVIDIA runtime wheels
 KINDS = (DEVICELESS, DEVICE)
 
-# JAX versions (specifier) -> extra wheels the slim set needs there for identical compilations.
-# Empty: scripts/slim_check.py found every supported version identical with the bare slim set.
-SLIM_EXTRAS: dict[str, tuple[str, ...]] = {}
+# JAX versions (specifier) -> extra wheels the slim set needs there. Every supported version needs
+# a PTX compiler: without one the plugin stops with "No PTX compilation provider is available.
+# Neither ptxas/nvlink nor nvjitlink is available" (a machine with a CUDA toolkit in /usr/local/cuda
+# hides this: XLA finds its ptxas). nvidia-cuda-nvcc-cu12 (ptxas) works for all of 0.6.1 .. 0.12.0.1;
+# nvidia-nvjitlink-cu12 only for the newer ones (0.6.1 rejects it), at the same size.
+SLIM_EXTRAS: dict[str, tuple[str, ...]] = {">=0.6.1": ("nvidia-cuda-nvcc-cu12",)}
 
 
 def kind_for_mode(mode: str) -> str:
