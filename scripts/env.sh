@@ -3,8 +3,8 @@
 #   bash scripts/env.sh fp8-check run      # the main job
 #   bash scripts/env.sh pytest             # the test suite
 # Needs only a Python >= 3.12 on the machine; installs uv if it is missing.
-# Installs what deviceless compiles need (JAX, jaxlib, the CUDA plugin; flax for the flax
-# cases; the dev group for the tests), not NVIDIA's runtime wheels: for device mode on a
+# Installs what deviceless compiles need (JAX, jaxlib, the CUDA plugin, ptxas; the other extras,
+# e.g. flax for the flax cases; the dev group for the tests), not NVIDIA's runtime wheels: for device mode on a
 # GPU host (`--mode device`, `run --numerics`) set FP8_CHECK_DEVICE=1 (the `device` extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ if ! command -v uv >/dev/null 2>&1; then
   export PATH="$("$PY" -c 'import site; print(site.USER_BASE)')/bin:$PATH"
 fi
 
-EXTRAS=(--extra flax)
-[ "${FP8_CHECK_DEVICE:-0}" = 1 ] && EXTRAS+=(--extra device)
+EXTRAS=(--all-extras --no-extra device)
+[ "${FP8_CHECK_DEVICE:-0}" = 1 ] && EXTRAS=(--all-extras)
 uv sync --locked "${EXTRAS[@]}" --quiet >&2
 exec uv run --locked "${EXTRAS[@]}" --no-sync "$@"

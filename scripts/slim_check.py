@@ -118,7 +118,7 @@ def check_version(version: str, requests: list[CompileRequest], scratch: Path, l
                     "system_cuda_visible": _system_cuda()}
     first_extras = wheels.slim_extras(version)
     full_mgr = Manager(scratch / "full", reuse_self=False, kind=wheels.DEVICE)
-    slim_mgr = Manager(scratch / "slim", reuse_self=False, kind=wheels.DEVICELESS, extras=first_extras)
+    slim_mgr = Manager(scratch / "slim", reuse_self=False, kind=wheels.DEVICELESS, slim_extras=first_extras)
     try:
         full_path, result["full"] = build(full_mgr, version)
         slim_path, slim_info = build(slim_mgr, version)
@@ -142,7 +142,8 @@ def check_version(version: str, requests: list[CompileRequest], scratch: Path, l
     for extras in [c for c in CANDIDATES if c != first_extras]:
         if not attempts[-1].get("differing"):
             break
-        mgr = Manager(scratch / ("slim-" + "+".join(extras)), reuse_self=False, kind=wheels.DEVICELESS, extras=extras)
+        mgr = Manager(scratch / ("slim-" + "+".join(extras)), reuse_self=False, kind=wheels.DEVICELESS,
+                      slim_extras=extras)
         try:
             path, info = build(mgr, version)
         except InstallError as exc:

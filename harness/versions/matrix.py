@@ -173,7 +173,8 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     out_dir.mkdir(parents=True, exist_ok=True)
     per_version = planned(cases, targets, profiles)
     needs_env = [v for v in versions if not (mode == "deviceless" and runner.deviceless_unsupported(v))]
-    twins = shared_xla.twins(needs_env) if mode == "deviceless" else {}
+    # not with --with: the extra packages are resolved per version, so the environments differ beyond XLA
+    twins = shared_xla.twins(needs_env) if mode == "deviceless" and not manager.extras else {}
     shared: dict[str, dict] = {rep: {"record": True} for rep in twins.values()}
     needs_env = [v for v in needs_env if v not in twins]
     progress.start(versions, needs_env, per_version)
