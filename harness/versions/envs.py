@@ -2,8 +2,8 @@
 
 Each environment holds only JAX for version V, in one of two wheel sets
 (`harness.versions.wheels`): for deviceless compiles (the default) the slim
-`jax[cuda12-local]==V` (jax, jaxlib, CUDA plugin and PJRT, about 0.9 GB, proved to
-compile identically to the full set by scripts/slim_check.py), for device mode the full
+`jax[cuda12-local]==V` plus ptxas (jax, jaxlib, CUDA plugin, PJRT, nvidia-cuda-nvcc-cu12:
+about 1 GB, proved to compile identically to the full set by scripts/slim_check.py), for device mode the full
 `jax[cuda12]==V` with NVIDIA's runtime wheels (about 5.5 GB). The compile worker needs
 nothing else, because it imports `harness` from this checkout through PYTHONPATH.
 
