@@ -79,8 +79,20 @@ def test_matrix_compiles_a_shared_xla_once_and_reports_both(run_cli, workspace, 
     assert (twin.jax, rep.jax) == ("0.9.0", "0.9.0.1")
     assert twin.env["same_xla_as"] == "0.9.0.1" and "path" not in twin.env  # no environment built for it
     assert twin.environment["jax"] == "0.9.0" and twin.environment["compiled_by_jax"] == "0.9.0.1"
-    assert "-slim-" in Path(rep.env["path"]).name and rep.env["requirement"] == "jax[cuda12-local]==0.9.0.1"
+    assert "-slim-" in Path(rep.env["path"]).name
+    assert rep.env["requirement"] == "jax[cuda12-local]==0.9.0.1 nvidia-cuda-nvcc-cu12"
     assert len(twin.outcomes) == len(rep.outcomes) == 4
     for o in twin.outcomes:
         other = rep.outcome((o.case, o.target, o.profile))
         assert o.jax == "0.9.0" and o.code.name == "PASS" and o.signature == other.signature
+
+
+def test_an_environment_built_with_another_wheel_set_is_not_reused(tmp_path, monkeypatch):
+    m = envs.Manager(tmp_path, reuse_self=False)
+    path = m.path_for("0.8.0")
+    (path / "bin").mkdir(parents=True)
+    (path / "bin" / "python").write_text("")
+    (path / envs.MARKER).write_text(json.dumps({"jax": "0.8.0", "requirement": "jax[cuda12-local]==0.8.0"}))
+    assert m.cached("0.8.0") is None  # the slim set now includes ptxas: this one is stale
+    (path / envs.MARKER).write_text(json.dumps({"jax": "0.8.0", "requirement": " ".join(m.requirements("0.8.0"))}))
+    assert m.cached("0.8.0") is not None

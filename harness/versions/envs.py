@@ -236,6 +236,8 @@ class Manager:
     def cached(self, version: str) -> Env | None:
         path = self.path_for(version)
         info = _read_marker(path)
+        if info and info.get("requirement", "").split() not in ([], self.requirements(version)):
+            return None  # built with another wheel set (SLIM_EXTRAS changed): rebuilt by ensure()
         return Env(version, path, False, 0.0, info) if info else None
 
     def list(self) -> list[Env]:
