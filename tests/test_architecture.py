@@ -214,7 +214,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("services", (  # built on the pipeline: the API, versions, upstream, reports, GPU-only checks
         "harness.api", "harness.check_process", "harness.target_check", "harness.layers.", "harness.versions.matrix_document",
         "harness.versions.matrix_view", "harness.versions.goldens", "harness.versions.envs", "harness.versions.releases",
-        "harness.versions.uvbin", "harness.upstream.", "harness.report.", "harness.gpu.numerics",
+        "harness.versions.uvbin", "harness.versions.wheels", "harness.versions.shared_xla", "harness.upstream.",
+        "harness.report.", "harness.gpu.numerics",
         "harness.gpu.block_numerics",
     )),
     ("options", ("harness.selection",)),  # what a command runs on (CLI options, shared with the pytest plugin)
