@@ -132,6 +132,8 @@ def _render_block(case: Case, args) -> str:
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+_PACKAGE = __name__.split(".")[0]  # the import name; the folder is harness/
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
 def _module_file(module: str) -> Path | None:
@@ -146,6 +148,12 @@ def _module_file(module: str) -> Path | None:
     parts = module.split(".")
     if not all(p.isidentifier() for p in parts):
         return None
+    if parts[0] == _PACKAGE and (REPO_ROOT / "pyproject.toml").is_file():
+        # this package's own modules (e.g. its flax layers), in the checkout's folder harness/
+        base = _PACKAGE_DIR.joinpath(*parts[1:])
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file() and all((_PACKAGE_DIR.joinpath(*parts[1:i]) / "__init__.py").is_file() for i in range(1, len(parts))):
+                return path.resolve()
     for root in _source_roots():
         base = root.joinpath(*parts)
         for path in (base.with_suffix(".py"), base / "__init__.py"):
