@@ -223,6 +223,7 @@ def register(subparsers) -> dict:
     p = subparsers.add_parser("bisect", help="find the first JAX release where a case's signature changed (git bisect run exit codes)")
     p.add_argument("case", help="case id")
     selection.add_options(p)
+    _set_help(p, "--profile", "one profile: cublas, triton, default (default: cublas, or the mode's only profile)")
     p.add_argument("--good", help="a version known good (the reference, with --criterion signature)")
     p.add_argument("--bad", help="a version known bad (newer than --good)")
     p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
@@ -237,6 +238,12 @@ def register(subparsers) -> dict:
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
     p.set_defaults(mode="deviceless")
     return {"bisect": cmd_bisect}
+
+
+def _set_help(parser, option: str, text: str) -> None:
+    for action in parser._actions:
+        if option in action.option_strings:
+            action.help = text
 
 
 def cmd_bisect(args) -> int:

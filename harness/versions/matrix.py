@@ -66,6 +66,16 @@ class _NoCompiler:
         raise AssertionError("nothing compiles on this version")
 
 
+# The compile pools of the versions running now: an interrupted matrix kills their workers at once
+# instead of waiting for every running version's compiles (Ctrl-C, SIGTERM).
+_LIVE_POOLS: set[CompilerPool] = set()
+
+
+def _abort_running() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool.abort()
+
+
 def planned(cases, targets, profiles) -> int:
     return sum(1 for _ in runner.plan(cases, targets, profiles))
 
@@ -94,6 +104,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             # `workers` compile workers in the version's environment, behind the shared compile
             # cache (its key holds the version's jax/jaxlib/plugin and installed distributions)
             compiler = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
+            _LIVE_POOLS.add(compiler)
         try:  # the canary is checked (and compiled alongside the cases) before any outcome
             outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
                                   on_outcome=lambda o: progress.case_done(version, o), canary=not reason)
@@ -115,6 +126,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         return entry
     finally:
         if isinstance(compiler, CompilerPool):
+            _LIVE_POOLS.discard(compiler)
             compiler.close()
         entry.run_seconds = round(time.perf_counter() - start, 2)
         progress.version_done(entry)
@@ -151,18 +163,22 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
         progress.env_done(v, env, "")
         return env
 
+    runners = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run")
+    interrupted = False
     try:
         for v in needs_env:
             futures[v] = builder.submit(build, v)
-        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run") as pool:
-            entries = list(pool.map(lambda v: run_version(v, futures.get(v), cases, targets, profiles, mode,
-                                                          goldens_root, out_dir, progress, workers, cache), versions))
+        entries = list(runners.map(lambda v: run_version(v, futures.get(v), cases, targets, profiles, mode,
+                                                         goldens_root, out_dir, progress, workers, cache), versions))
     except BaseException:
+        interrupted = True  # Ctrl-C or a signal: kill the running compiles instead of waiting for them
         for f in futures.values():
             f.cancel()
+        _abort_running()
         raise
     finally:
-        builder.shutdown(wait=True, cancel_futures=True)
+        runners.shutdown(wait=not interrupted, cancel_futures=True)
+        builder.shutdown(wait=not interrupted, cancel_futures=True)
         progress.stop()
     return Matrix(entries, mode, [t.name for t in targets], profiles,
                   wall_seconds=round(time.perf_counter() - start, 2))
