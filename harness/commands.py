@@ -127,6 +127,10 @@ def cmd_run(args) -> int:
         print(f"report: {write_report([res], html)}")
     except Exception as exc:  # the results are written; a report problem must not change the verdict
         print(f"fp8-check: warning: could not write the HTML report {html}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    from harness.versions.matrix_document import Matrix, entry_from_results
+    from harness.versions.news import closing_line
+
+    print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
     fail_on = getattr(args, "fail_on", "any")
     if fail_on != "any":
         return EXIT_FAIL if any(runner.fails(o, fail_on) for o in outcomes) else EXIT_OK

@@ -43,10 +43,12 @@ from harness.pipeline import pool as pool_mod
 from harness.pipeline.cache import CompileCache
 from harness.pipeline.compile import WorkerError
 from harness.pipeline.pool import CompilerPool
+from harness.targets import PROFILES
 from harness.versions.envs import Env, InstallError, Manager
 from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
 from harness.versions.matrix_view import Progress, print_report
+from harness.versions.news import closing_line
 from harness.versions.releases import SELECTIONS, VersionError, format_list, select_range, sort_versions
 
 
@@ -116,6 +118,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         from harness.target_check import environment_entry
 
         res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
+                               "compiler_options": {p: PROFILES[p].compiler_options for p in profiles},  # as compiled
                                "target_versions": {t.name: environment_entry(t, env_info["jax"]) for t in targets}},
                               outcomes, target_specs={t.name: t.config_text for t in targets})
         path = Path(out_dir) / f"results-jax-{version}.json"
@@ -214,6 +217,9 @@ def register(subparsers) -> dict:
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
     p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if harness.report.page exists)")
     p.add_argument("--no-html", action="store_true")
+    p.add_argument("--history", action="store_true",
+                   help="also list the blessed history: signature changes between versions that the goldens expect "
+                        "(collapsed to one line by default)")
     p.add_argument("--fail-on", type=runner.fail_on_type(FAIL_ON), default="any",
                    help="what makes the exit code 1 (default: any; regression: only a FAIL classified as a regression or mixed, "
                         "or UNRESOLVED, on any version; cost:1%% or cost:40us: only such regressions whose estimated cost "
@@ -279,11 +285,12 @@ def cmd_matrix(args) -> int:
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     write(args.out, m)  # results_file paths stored relative to the matrix file
-    print_report(m, sort=args.sort)
+    print_report(m, sort=args.sort, history=args.history)
     print(f"\nmatrix: {args.out}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         html = args.html or args.out.with_suffix(".html")
         if files and write_html(files, html):
             print(f"report: {html}")
+    print(closing_line(m))  # the last line: the one-line verdict
     return m.exit_code(args.fail_on)
