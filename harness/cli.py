@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "harness.versions.matrix",
     "harness.versions.bisect",
     "harness.report.page",
+    "harness.report.github",
     "harness.gpu.capture",
     "harness.gpu.fidelity",
     "harness.gpu.calibrate",
