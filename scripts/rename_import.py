@@ -36,7 +36,8 @@ RULES = [
 
 
 def files() -> list[Path]:
-    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                         capture_output=True, check=True).stdout
     paths = []
     for raw in out.decode().split("\0"):
         if not raw or (raw.startswith(DATA_DIRS) and not raw.endswith(".py")):

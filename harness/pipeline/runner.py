@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from harness.pipeline import cost
 from harness.pipeline import cost_policy
-from harness.pipeline import golden
+from harness.pipeline import golden, golden_source
 from harness.pipeline import render
 from harness.pipeline import signature
 from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Outcome
@@ -112,11 +112,9 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
 
         out.filecheck = case.filecheck[comp.profile]
         fc_problem = run_filecheck(out.filecheck, comp.hlo)
-    try:
-        gpath = golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)
-        g = golden.load(gpath)
-        if g is not None:
-            golden.check_identity(g, gpath, case.id, comp.target, comp.profile, comp.mode)
+    try:  # the mode's own golden, else (device mode) the deviceless one: golden_source.py
+        source = golden_source.find(goldens_root, case.id, comp.target, comp.profile, comp.mode, jax_version)
+        g, gpath = source.golden, source.path
     except golden.GoldenError as exc:
         out.reason = str(exc)
         return out
@@ -141,10 +139,13 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     else:
         out.code = PASS if matches else FAIL
         if not matches:
-            out.reason = f"{len(out.diffs)} field(s) differ from {golden.path_for(goldens_root, case.id, comp.target, comp.profile, comp.mode)}"
+            out.reason = f"{len(out.diffs)} field(s) differ from {gpath}"
             out.verdict = classify(exp.signature, sig)
             if fc_problem:
                 out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
+    if source.fallback:
+        out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
+            + source.fidelity_note()
     return out
 
 

@@ -293,10 +293,14 @@ def _cmd_bisect(args) -> int:
     if res.verdict is not Verdict.BAD:
         print(f"fp8-check bisect: {res.message}")
         return res.verdict.exit_code
-    print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
-    if res.skipped:
-        print(f"untestable versions in between (the first bad one may be any of): {', '.join(res.skipped)}")
     step = verdict_mod.classify(tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0])
+    if step.lines and not step.is_regression:  # an improvement or a rename: nothing went bad
+        print(f"\nfirst changed version: jax {res.first_bad} (last unchanged: jax {res.last_good}) — "
+              f"{step.cls}, not a regression; `--criterion regression` finds where fusion got worse")
+    else:
+        print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
+    if res.skipped:
+        print(f"untestable versions in between (the first changed one may be any of): {', '.join(res.skipped)}")
     print(f"signature diff (expected: jax {res.last_good}, found: jax {res.first_bad}) [{step.cls}]:")
     for d in res.diffs:
         why = "; ".join(f"{x.cls}: {x.why}" for x in step.for_path(d.path))
