@@ -41,11 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.export import export_callable
+from harness.export import cpu_only_without_gpu, export_callable
 from harness.pipeline import golden
 from harness.pipeline.golden import FieldDiff
 from harness.pipeline.signature import FP8_TYPES, Signature, extract
 from harness.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
+
+cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
 
 __all__ = [
     "BoundChecker", "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",

@@ -70,6 +70,14 @@ def _is_case_file(path: Path) -> bool:
         return False
 
 
+def pytest_configure(config):
+    # Before any test module imports JAX: on a machine without a GPU, JAX's CPU backend, quietly (no cuInit
+    # traceback from the CUDA plugin). Nothing changes with a GPU, with JAX_PLATFORMS set, or with JAX already up.
+    from harness.export import cpu_only_without_gpu
+
+    cpu_only_without_gpu()
+
+
 def pytest_collect_file(file_path: Path, parent):
     if file_path.suffix not in (".yaml", ".yml"):
         return None

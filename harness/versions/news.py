@@ -98,12 +98,21 @@ def closing_line(m: Matrix) -> str:
         counts = {c.name: sum(o.code is c for e in ran for o in e.outcomes) for c in CODES}
         told = ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "nothing ran"
         return f"verdict: {NO_REGRESSIONS} ({told} on {versions})"
-    kinds: dict[str, int] = {}
+    rows: dict[tuple, list[Finding]] = {}
     for f in found:
-        kinds[f.kind] = kinds.get(f.kind, 0) + 1
+        rows.setdefault((f.outcome.case, f.outcome.target, f.outcome.profile), []).append(f)
+    kinds: dict[str, int] = {}
+    for fs in rows.values():  # a row counts once: by its newest finding
+        k = max(fs, key=lambda f: order_of(m, f.jax)).kind
+        kinds[k] = kinds.get(k, 0) + 1
     order = sorted(kinds, key=lambda k: (_RANK.get(k, 2) if k.islower() else 2, k))
-    told = ", ".join(f"{kinds[k]} {k}" for k in order)
-    regressions = sum(f.is_regression for f in found)
-    head = (f"{regressions} regression{'s' if regressions != 1 else ''} against goldens" if regressions
-            else f"{NO_REGRESSIONS}, but {len(found)} result{'s' if len(found) != 1 else ''} to review")
-    return f"verdict: {head} ({told}; {len(found)} of {total} results on {versions} differ from the goldens)"
+    told = ", ".join(f"{k} {kinds[k]}" for k in order)
+    regressed = sum(any(f.is_regression for f in fs) for fs in rows.values())
+    head = (f"{regressed} regression{'s' if regressed != 1 else ''} against goldens" if regressed
+            else f"{NO_REGRESSIONS}, but {len(rows)} row{'s' if len(rows) != 1 else ''} to review")
+    return (f"verdict: {head} (case/target/profile rows: {told}; {len(found)} of {total} results on {versions} "
+            "differ from the goldens)")
+
+
+def order_of(m: Matrix, jax: str) -> int:
+    return next((i for i, e in enumerate(m.versions) if e.jax == jax), -1)
