@@ -96,8 +96,10 @@ def test_the_wheel_installs_outside_the_checkout_as_fp8_check(tmp_path):
 
 
 def _git_copy_of_the_checkout(dest: Path, env: dict) -> str:
-    """A git repository holding this checkout's tracked files as they are now: the stand-in for the published one."""
-    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
+    """A git repository holding this checkout's files as they are now (tracked and untracked, not ignored): the
+    stand-in for the published one."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, check=True).stdout
     for rel in filter(None, files.decode().split("\0")):
         src, dst = REPO / rel, dest / rel
         if not src.exists() and not src.is_symlink():
@@ -143,6 +145,25 @@ def test_the_requirement_init_writes_installs(tmp_path):
     assert p.returncode == 0 and str(runner_temp) in p.stdout, p.stdout + p.stderr
     p = _run([bin_dir / "fp8-check", "--version"], tmp_path, env)
     assert p.returncode == 0 and p.stdout.startswith("fp8-check 0.1.0 (jax "), p.stdout + p.stderr
+    # the optional issues job: its step installs fp8-check without JAX and files a body through `gh`
+    #  (a stand-in on PATH that records its arguments)
+    [issues_step] = [s for s in reusable["jobs"]["issues"]["steps"] if s.get("name") == "Open or update issues"]
+    work = tmp_path / "issues-job"
+    (work / "reports" / "issues").mkdir(parents=True)
+    (work / "reports" / "issues" / "c--h100--cublas.md").write_text(
+        "# [XLA:GPU] a title\n\nbody\n<!-- fp8-check-issue: c/h100/cublas/deviceless -->\n")
+    gh_log, gh = tmp_path / "gh.log", tmp_path / "gh-bin" / "gh"
+    gh.parent.mkdir()
+    gh.write_text(f"#!/bin/sh\necho \"$*\" >> {gh_log}\n[ \"$1 $2\" = \"issue list\" ] && echo '[]'\nexit 0\n")
+    gh.chmod(0o755)
+    temp2 = tmp_path / "runner-temp-2"
+    temp2.mkdir()
+    p = _run(["bash", "-eo", "pipefail", "-c", issues_step["run"]], work,
+             dict(step_env, RUNNER_TEMP=str(temp2), LABEL="fp8-check", PATH=f"{gh.parent}{os.pathsep}{env['PATH']}"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = gh_log.read_text().splitlines()
+    assert calls[0].startswith("issue list") and calls[1].startswith("issue create --title [XLA:GPU] a title --body-file")
+    assert not (temp2 / "fp8-check" / "lib" / "python3.12" / "site-packages" / "jax").exists()  # no JAX needed
     # an empty requirement (the reusable workflow's default) stops with an annotation saying what to set
     p = _run(["bash", "-eo", "pipefail", "-c", step["run"]], tmp_path, dict(step_env, REQUIREMENT=""))
     assert p.returncode == 2 and p.stdout.startswith("::error::set the 'requirement' input"), p.stdout
