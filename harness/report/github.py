@@ -17,6 +17,7 @@ sit beside the terminal and HTML writers.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -48,7 +49,8 @@ def one_line(f: Finding) -> str:
     o = f.outcome
     if o.verdict is not None and o.verdict.lines:
         return f"{o.verdict.cls}: {o.verdict.summary(limit=1)}"
-    return (o.reason or o.code.meaning).strip().splitlines()[0][:200] if (o.reason or o.code.meaning) else ""
+    lines = (o.reason or o.code.meaning or "").strip().splitlines()
+    return lines[0][:200] if lines else ""
 
 
 def _md(text: str) -> str:
@@ -66,7 +68,11 @@ def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
                   "| case | target/profile | first bad jax | outcome | verdict | issue body |", "|---|---|---|---|---|---|"]
         for f in first:
             o = f.outcome
-            where = f"`{issues_dir}/{body_name(f)}` (artifact)" if issues_dir else f"`fp8-check report --markdown {o.case}`"
+            if f.is_regression:
+                where = f"`{issues_dir}/{body_name(f)}` (artifact)" if issues_dir else "`fp8-check report --markdown CASE`"
+            else:  # nothing to file upstream
+                where = {"NEW": "none: bless it", "XPASS": "none: the known issue is fixed, update the case"}.get(
+                    o.code.name, "none: not a regression, update the golden")
             lines.append(f"| {_md(o.case)} | {o.target}/{o.profile} | {f.jax} | {o.code.name} | {_md(one_line(f))} | {where} |")
         lines.append("")
     lines += grid_markdown(m, {(f.outcome.case, f.outcome.target, f.outcome.profile) for f in findings(m)})
@@ -124,7 +130,7 @@ def annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: Path | 
 
 
 def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
-    """The first-bad-version issue body of every row that differs from its golden (from the per-version results)."""
+    """The first-bad-version issue body of every regression (runner.is_regression), from the per-version results."""
     from harness.pipeline import results
     from harness.report.issue import markdown_for
 
@@ -132,8 +138,8 @@ def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
     written = []
     for f in first_bad(m):
         o = f.outcome
-        if not o.code.file_upstream:
-            continue  # NEW: bless it, nothing to file
+        if not f.is_regression:
+            continue  # NEW, XPASS, an improvement or a rename: nothing to file upstream
         [body] = markdown_for(inputs, o.case, o.target, o.profile) or [""]
         path = issues_dir / body_name(f)
         atomic_write(path, body.rstrip("\n") + "\n\n" + MARKER.format(key=issue_key(f)) + "\n")
@@ -212,11 +218,5 @@ def register(subparsers) -> dict:
     i.add_argument("--issues-dir", default="reports/issues")
     i.add_argument("--label", default="fp8-check", help="label of the issues (default fp8-check; must exist)")
     i.add_argument("--repo", help="OWNER/NAME (default: gh's current repository)")
-    i.add_argument("--gh", default="gh", help=argparse_suppress())
+    i.add_argument("--gh", default="gh", help=argparse.SUPPRESS)  # the gh program (tests: a stand-in)
     return {"ci": cmd_ci}
-
-
-def argparse_suppress():
-    import argparse
-
-    return argparse.SUPPRESS
