@@ -13,7 +13,7 @@ __all__ = list(_API)
 
 def __getattr__(name):
     if name in _API:
-        from harness import api
+        from importlib import import_module
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+        return getattr(import_module(f"{__name__}.api"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

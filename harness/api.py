@@ -41,13 +41,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.export import export_callable, sharding_of
+from harness.export import cpu_only_without_gpu, export_callable, sharding_of
 from harness.pipeline import golden
 from harness.pipeline.golden import FieldDiff
 from harness import dtypes
 from harness.pipeline.signature import Signature, extract
 from harness.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
 from harness.verdict import Verdict
+
+cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
 
 __all__ = [
     "BoundChecker", "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",

@@ -134,6 +134,10 @@ def cmd_run(args) -> int:
                        announce="results: {path}"),
         outputs.Output("HTML report", html, write_html, announce="report: {path}"),
     ])
+    from harness.versions.matrix_document import Matrix, entry_from_results
+    from harness.versions.news import closing_line
+
+    print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
     fail_on = getattr(args, "fail_on", "any")
     if fail_on != "any":
         return EXIT_FAIL if any(runner.fails(o, fail_on) for o in outcomes) else EXIT_OK

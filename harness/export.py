@@ -17,6 +17,13 @@ def _is_array(leaf: Any) -> bool:
     return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
 
 
+def cpu_only_without_gpu() -> None:
+    """Public name of the hook: the pytest plugin calls it at configure time, and `import fp8_check.api` at import,
+    so a CPU-only test session or script that uses JAX before calling fp8-check does not meet the CUDA plugin's
+    cuInit traceback. (Without fp8-check imported first: set JAX_PLATFORMS=cpu.)"""
+    _cpu_only_without_gpu()
+
+
 def _cpu_only_without_gpu() -> None:
     """Without a GPU, make this process's JAX use the CPU backend quietly.
 

@@ -14,8 +14,8 @@ are never touched, so the project's own `pytest tests` runs as before.
 Outcomes map to pytest's: PASS passes; FAIL, UNRESOLVED, NEW and XPASS fail
 (with the field diffs or the error); XFAIL is xfail (known issue); UNSUPPORTED is
 a skip with the reason. Options: --fp8-target (default h100), --fp8-profile
-(default: every profile the mode supports), --fp8-mode (default auto),
---fp8-goldens (default: the `goldens` directory beside `cases`).
+(default: every profile the mode supports; the `fp8` fixture: cublas), --fp8-mode (default auto),
+--fp8-goldens (default: the `goldens` directory beside `cases`; the `fp8` fixture: <rootdir>/goldens).
 
 A pool of compile workers per pytest process (`--fp8-jobs N`, default: the number
 of cores), behind the compile cache (`--fp8-no-cache` bypasses it; see
@@ -46,9 +46,9 @@ def pytest_addoption(parser):
     group.addoption("--no-fp8-check", action="store_false", dest="fp8_check",
                     help="never collect fp8-check case files")
     group.addoption("--fp8-target", default="h100", help="target(s), comma-separated (default: h100)")
-    group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated (default: every profile the mode supports)")
+    group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated (default: every profile the mode supports for case files; cublas for the fp8 fixture)")
     group.addoption("--fp8-mode", default="auto", choices=("auto", "deviceless", "device"), help="compile mode (default: auto)")
-    group.addoption("--fp8-goldens", default=None, help="goldens directory (default: the 'goldens' beside 'cases')")
+    group.addoption("--fp8-goldens", default=None, help="goldens directory (default: the 'goldens' beside 'cases' for case files; <rootdir>/goldens for the fp8 fixture)")
     group.addoption("--fp8-jobs", type=int, default=None, help="compile workers (default: the number of cores; 1 under xdist)")
     group.addoption("--fp8-no-cache", action="store_true", default=False, help="bypass the compile cache")
     group.addoption("--fp8-bless", action="store_true", default=False,
@@ -68,6 +68,14 @@ def _is_case_file(path: Path) -> bool:
         return bool(_CASES_KEY.search(path.read_text(errors="replace")))
     except OSError:
         return False
+
+
+def pytest_configure(config):
+    # Before any test module imports JAX: on a machine without a GPU, JAX's CPU backend, quietly (no cuInit
+    # traceback from the CUDA plugin). Nothing changes with a GPU, with JAX_PLATFORMS set, or with JAX already up.
+    from harness.export import cpu_only_without_gpu
+
+    cpu_only_without_gpu()
 
 
 def pytest_collect_file(file_path: Path, parent):

@@ -235,7 +235,7 @@ def test_fixture_with_bless_and_a_readable_failure_on_a100(tmp_path):
 
 
 def test_package_reexports_the_api_lazily():
-    code = ("import sys, harness; assert 'harness.api' not in sys.modules and 'yaml' not in sys.modules; "
+    code = ("import sys; import harness; assert 'harness.api' not in sys.modules and 'yaml' not in sys.modules; "
             "from harness import assert_fusion, FusionMismatch; from harness.api import assert_fusion as a; "
             "assert assert_fusion is a and issubclass(FusionMismatch, AssertionError); print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -77,8 +77,9 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
     code, out, err = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--bad", NEW,
                              cwd=workspace)
     assert code == 1, out + err
-    assert f"first bad version: jax {NEW} (last good: jax {OLD})" in out
-    # Triton fusing the requantization: an improvement (README: Verdicts)
+    # Triton fusing the requantization: an improvement (README: Verdicts), so no "first bad version"
+    assert f"first changed version: jax {NEW} (last unchanged: jax {OLD}) — improvement, not a regression" in out
+    assert "first bad version" not in out
     assert f"signature diff (expected: jax {OLD}, found: jax {NEW}) [improvement]:" in out
     assert "kernels: expected 2, found 1" in out and "gemms[0].output: expected f32, found f8e4m3fn" in out
     # git-bisect-run test command: one version against the reference

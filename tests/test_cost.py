@@ -279,7 +279,8 @@ def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
     back = md.from_json(json.loads(json.dumps(doc)))
     assert [c.verdict.cost.delta_us for c in back.changes()] == [c.verdict.cost.delta_us for c in m.changes()]
     out = io.StringIO()
-    print_report(m, out, sort="cost")
+    # every result here PASSes: the changes are blessed history, listed (with their cost) on request
+    print_report(m, out, sort="cost", history=True)
     grid = [x for x in out.getvalue().splitlines() if "│bf16_dequant_llm" in x]
     assert "h100/cublas" in grid[0] and grid[0].rstrip("│ ").endswith("+4.0 µs")  # the costliest row first
     assert "h100/triton" in grid[1] and grid[1].rstrip("│ ").endswith("+0.0 µs")

@@ -194,7 +194,7 @@ def test_every_pattern_case_has_a_minimal_repro_of_at_most_40_lines():
                 src = repro.minimal(case, target, PROFILES[profile], "0.12.0.1")
                 assert src.count("\n") <= repro.MAX_LINES, (case.id, target.name)
                 compile(src, "repro.py", "exec")
-                assert "harness" not in src and 'jax[cuda12]==0.12.0.1' in src
+                assert "harness" not in src and repro.__name__.split(".")[0] not in src and 'jax[cuda12]==0.12.0.1' in src
     with pytest.raises(repro.ReproError, match="kind: python"):
         repro.minimal(next(c for c in LIBRARY if c.kind == "python"), targets[0], PROFILES["cublas"], "0.12.0.1")
 
@@ -208,8 +208,9 @@ def test_the_minimal_repro_reproduces_the_golden_standalone(tmp_path):
     from harness.versions.envs import Manager
 
     env = Manager(reuse_self=False).ensure(jax.__version__)
-    probe = subprocess.run([str(env.python), "-I", "-c", "import harness"], cwd=tmp_path, capture_output=True, text=True)
-    assert probe.returncode != 0 and "No module named 'harness'" in probe.stderr  # no checkout on sys.path
+    package = repro.__name__.split(".")[0]
+    probe = subprocess.run([str(env.python), "-I", "-c", f"import {package}"], cwd=tmp_path, capture_output=True, text=True)
+    assert probe.returncode != 0 and f"No module named '{package}'" in probe.stderr  # no checkout on sys.path
     case, target = _case("epi_bias_relu"), load_target("h100")
     g = golden.load(golden.path_for(REPO / "goldens", case.id, "h100", "cublas", "deviceless"))
     expected = g.expected_for(jax.__version__)

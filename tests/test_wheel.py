@@ -94,10 +94,10 @@ def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     [wheel] = dist.glob("fp8_check-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("harness/templates/pattern.py.j2", "harness/templates/report.html.j2",
-                   "harness/targets/h100.txtpb", "harness/targets/a100.txtpb", "harness/pipeline/worker.py"):
+    for needed in ("fp8_check/templates/pattern.py.j2", "fp8_check/templates/report.html.j2",
+                   "fp8_check/targets/h100.txtpb", "fp8_check/targets/a100.txtpb", "fp8_check/pipeline/worker.py"):
         assert needed in names, needed
-    assert not any(n.startswith(("tests/", "cases/", "goldens/")) for n in names)
+    assert not any(n.startswith(("tests/", "cases/", "goldens/", "harness/")) for n in names)
 
     # 2. a fresh environment outside the checkout (packages from uv's cache)
     venv = tmp_path / "venv"

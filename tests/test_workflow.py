@@ -74,7 +74,13 @@ def test_structure():
     run = " ".join(s.get("run", "") for s in m["steps"])
     assert "fp8-check matrix --jax \"${{ matrix.jax }}\" --mode deviceless" in run
     uv_steps = [s for s in m["steps"] if s.get("uses", "").startswith("astral-sh/setup-uv")]
-    assert uv_steps and uv_steps[0]["with"]["enable-cache"] is True and "matrix.jax" in uv_steps[0]["with"]["cache-suffix"]
+    # one shared uv cache entry (GitHub: 10 GB per repository), saved by the first job only, never pruned
+    uv_with = uv_steps[0]["with"] if uv_steps else {}
+    assert uv_with.get("enable-cache") is True and uv_with["cache-suffix"] == "nightly-shared"
+    assert uv_with["prune-cache"] is False and uv_with["save-cache"] == "${{ strategy.job-index == 0 }}"
+    others = [s["with"] for name, job in jobs.items() if name != "matrix" for s in job["steps"]
+              if s.get("uses", "").startswith("astral-sh/setup-uv") and (s.get("with") or {}).get("enable-cache")]
+    assert others and all(w["save-cache"] is False and w["cache-suffix"] == "nightly-shared" for w in others)
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in m["steps"])
     # the merge job publishes the report and fails only on a regression (goldens cover every supported version)
     r = jobs["report"]

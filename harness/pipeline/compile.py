@@ -25,22 +25,27 @@ from harness.targets import Profile, Target
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def harness_path() -> Path:
-    """The directory the worker imports `harness` from (through PYTHONPATH).
+PACKAGE = __name__.split(".")[0]  # the import name (`fp8_check`; the code lives in the folder harness/)
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
-    In a checkout it is the checkout. Installed (a wheel), it is a private directory
-    holding only a link to the installed package: putting site-packages itself on
-    PYTHONPATH would shadow the JAX of a per-version environment (`fp8-check matrix`).
+
+def harness_path() -> Path:
+    """The directory the worker imports the package from (through PYTHONPATH).
+
+    A private directory holding only a link named after the import name to the package's folder:
+    putting site-packages itself on PYTHONPATH would shadow the JAX of a per-version environment
+    (`fp8-check matrix`), and in a checkout the folder (harness/) is not named like the package.
+    A checkout whose folder carries the import name is used as it is.
     """
     global _HARNESS_LINK
-    if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "harness").is_dir():
+    if (REPO_ROOT / "pyproject.toml").is_file() and PACKAGE_DIR == (REPO_ROOT / PACKAGE).resolve():
         return REPO_ROOT
-    if _HARNESS_LINK is None or not (_HARNESS_LINK / "harness").exists():
+    if _HARNESS_LINK is None or not (_HARNESS_LINK / PACKAGE).exists():
         import atexit
         import shutil
 
-        link_dir = Path(tempfile.mkdtemp(prefix="fp8-check-harness-"))
-        (link_dir / "harness").symlink_to(Path(__file__).resolve().parent.parent, target_is_directory=True)
+        link_dir = Path(tempfile.mkdtemp(prefix="fp8-check-package-"))
+        (link_dir / PACKAGE).symlink_to(PACKAGE_DIR, target_is_directory=True)
         atexit.register(shutil.rmtree, link_dir, True)
         _HARNESS_LINK = link_dir
     return _HARNESS_LINK
@@ -164,7 +169,7 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         self.proc = subprocess.Popen(
-            [self.python, "-m", "harness.pipeline.worker", self.mode],
+            [self.python, "-m", f"{PACKAGE}.pipeline.worker", self.mode],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

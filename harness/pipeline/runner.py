@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from harness.pipeline import cost
 from harness.pipeline import cost_policy
-from harness.pipeline import golden
+from harness.pipeline import golden, golden_source
 from harness.pipeline import render
 from harness.pipeline import signature
 from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Code, NumericsResult, Outcome
@@ -97,10 +97,9 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
 
     Shared by `judge` (every case of every entry point) and harness.api.check_golden (your own functions)."""
     out.signature = sig
-    gpath = golden.path_for(goldens_root, out.case, out.target, out.profile, out.mode)
-    g = golden.load(gpath)
-    if g is not None:
-        golden.check_identity(g, gpath, out.case, out.target, out.profile, out.mode)
+    # the mode's own golden, else (device mode) the deviceless one: golden_source.py
+    source = golden_source.find(goldens_root, out.case, out.target, out.profile, out.mode, out.jax)
+    g, gpath = source.golden, source.path
     exp = g.expected_for(out.jax) if g else None
     if g is None or exp is None:
         out.code = NEW
@@ -135,6 +134,9 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
                 out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
             for d in layer_diffs:
                 out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
+    if source.fallback:
+        out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
+            + source.fidelity_note()
     return out
 
 

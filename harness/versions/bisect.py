@@ -228,6 +228,7 @@ def register(subparsers) -> dict:
     p = subparsers.add_parser("bisect", help="find the first JAX release where a case's signature changed (git bisect run exit codes)")
     p.add_argument("case", help="case id")
     selection.add_options(p)
+    _set_help(p, "--profile", "one profile: cublas, triton, default (default: cublas, or the mode's only profile)")
     p.add_argument("--good", help="a version known good (the reference, with --criterion signature)")
     p.add_argument("--bad", help="a version known bad (newer than --good)")
     p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
@@ -243,6 +244,12 @@ def register(subparsers) -> dict:
     envs.add_with_options(p)
     p.set_defaults(mode="deviceless")
     return {"bisect": cmd_bisect}
+
+
+def _set_help(parser, option: str, text: str) -> None:
+    for action in parser._actions:
+        if option in action.option_strings:
+            action.help = text
 
 
 def cmd_bisect(args) -> int:
@@ -297,10 +304,14 @@ def _cmd_bisect(args) -> int:
     if res.verdict is not Verdict.BAD or res.first_bad is None or res.last_good is None:
         print(f"fp8-check bisect: {res.message}")
         return res.verdict.exit_code
-    print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
-    if res.skipped:
-        print(f"untestable versions in between (the first bad one may be any of): {', '.join(res.skipped)}")
     step = verdict_mod.classify(tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0])
+    if step.lines and not step.is_regression:  # an improvement or a rename: nothing went bad
+        print(f"\nfirst changed version: jax {res.first_bad} (last unchanged: jax {res.last_good}) — "
+              f"{step.cls}, not a regression; `--criterion regression` finds where fusion got worse")
+    else:
+        print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
+    if res.skipped:
+        print(f"untestable versions in between (the first changed one may be any of): {', '.join(res.skipped)}")
     print(f"signature diff (expected: jax {res.last_good}, found: jax {res.first_bad}) [{step.cls}]:")
     for d in res.diffs:
         why = "; ".join(f"{x.cls}: {x.why}" for x in step.for_path(d.path))

@@ -46,11 +46,13 @@ from harness.pipeline.cache import CompileCache
 from harness.pipeline.compile import Compilation, CompileService, WorkerError
 from harness.pipeline.outputs import WriteError
 from harness.pipeline.pool import CompilerPool
+from harness.targets import PROFILES
 from harness.versions import envs
 from harness.versions.envs import Env, InstallError, Manager
 from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
 from harness.versions.matrix_view import Progress, print_report
+from harness.versions.news import closing_line
 from harness.versions.releases import SELECTIONS, VersionError, format_list, select_range, sort_versions
 
 
@@ -84,6 +86,16 @@ class _NoCompiler:
         pass
 
 
+# The compile pools of the versions running now: an interrupted matrix kills their workers at once
+# instead of waiting for every running version's compiles (Ctrl-C, SIGTERM).
+_LIVE_POOLS: set[CompilerPool] = set()
+
+
+def _abort_running() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool.abort()
+
+
 def planned(cases, targets, profiles) -> int:
     return sum(1 for _ in runner.plan(cases, targets, profiles))
 
@@ -112,6 +124,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             # `workers` compile workers in the version's environment, behind the shared compile
             # cache (its key holds the version's jax/jaxlib/plugin and installed distributions)
             compiler = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
+            _LIVE_POOLS.add(compiler)
         try:  # the canary is checked (and compiled alongside the cases) before any outcome
             outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
                                   on_outcome=lambda o: progress.case_done(version, o), canary=not reason)
@@ -123,6 +136,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         from harness.target_check import environment_entry
 
         res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
+                               "compiler_options": {p: PROFILES[p].compiler_options for p in profiles},  # as compiled
                                "target_versions": {t.name: environment_entry(t, env_info["jax"]) for t in targets}},
                               outcomes, target_specs={t.name: t.config_text for t in targets})
         written = Path(out_dir) / f"results-jax-{names.check('jax version', version)}.json"
@@ -138,6 +152,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         return entry
     finally:
         if isinstance(compiler, CompilerPool):
+            _LIVE_POOLS.discard(compiler)
             compiler.close()
         entry.run_seconds = round(time.perf_counter() - start, 2)
         progress.version_done(entry)
@@ -174,18 +189,22 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
         progress.env_done(v, env, "")
         return env
 
+    runners = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run")
+    interrupted = False
     try:
         for v in needs_env:
             futures[v] = builder.submit(build, v)
-        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run") as pool:
-            entries = list(pool.map(lambda v: run_version(v, futures.get(v), cases, targets, profiles, mode,
-                                                          goldens_root, out_dir, progress, workers, cache), versions))
+        entries = list(runners.map(lambda v: run_version(v, futures.get(v), cases, targets, profiles, mode,
+                                                         goldens_root, out_dir, progress, workers, cache), versions))
     except BaseException:
+        interrupted = True  # Ctrl-C or a signal: kill the running compiles instead of waiting for them
         for f in futures.values():
             f.cancel()
+        _abort_running()
         raise
     finally:
-        builder.shutdown(wait=True, cancel_futures=True)
+        runners.shutdown(wait=not interrupted, cancel_futures=True)
+        builder.shutdown(wait=not interrupted, cancel_futures=True)
         progress.stop()
     return Matrix(entries, mode, [t.name for t in targets], profiles,
                   wall_seconds=round(time.perf_counter() - start, 2))
@@ -221,6 +240,9 @@ def register(subparsers) -> dict:
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
     p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if harness.report.page exists)")
     p.add_argument("--no-html", action="store_true")
+    p.add_argument("--history", action="store_true",
+                   help="also list the blessed history: signature changes between versions that the goldens expect "
+                        "(collapsed to one line by default)")
     p.add_argument("--fail-on", type=runner.fail_on_type(FAIL_ON), default="any",
                    help="what makes the exit code 1 (default: any; regression: only a FAIL classified as a regression or mixed, "
                         "or UNRESOLVED, on any version; cost:1%% or cost:40us: only such regressions whose estimated cost "
@@ -292,11 +314,12 @@ def cmd_matrix(args) -> int:
     from harness.pipeline import outputs
 
     outputs.write_all([outputs.Output("matrix JSON", args.out, lambda p: write(p, m), primary=True)])  # results_file paths relative to it
-    print_report(m, sort=args.sort)
+    print_report(m, sort=args.sort, history=args.history)
     print(f"\nmatrix: {args.out}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         html = args.html or args.out.with_suffix(".html")
         if files:  # the same policy as run: the report only warns
             outputs.write_all([outputs.Output("HTML report", html, lambda p: write_html(files, p), announce="report: {path}")])
+    print(closing_line(m))  # the last line: the one-line verdict
     return m.exit_code(args.fail_on)
