@@ -112,7 +112,7 @@ def _escape_command(text: str, prop: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
-def annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: Path | None = None) -> list[str]:
+def error_annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: Path | None = None) -> list[str]:
     """One `::error` workflow command per row that differs from its golden (at its first bad version)."""
     root = (root or Path.cwd()).resolve()
     out = []
@@ -161,7 +161,7 @@ def file_issues(issues_dir: Path, label: str, repo: str | None, gh: str = "gh") 
     repo_args = ["--repo", repo] if repo else []
     listed = subprocess.run([gh, "issue", "list", *repo_args, "--state", "open", "--label", label, "--limit", "500",
                              "--json", "number,body"], capture_output=True, text=True, check=True)
-    existing = {}
+    existing: dict[str, int] = {}
     for issue in json.loads(listed.stdout or "[]"):
         for key in re.findall(r"<!-- fp8-check-issue: (\S+) -->", issue.get("body") or ""):
             existing.setdefault(key, issue["number"])
@@ -192,7 +192,7 @@ def cmd_ci(args) -> int:
                 fh.write(text)
         else:
             sys.stdout.write(text)
-        for line in annotations(m, case_lines([Path(p) for p in args.cases])):
+        for line in error_annotations(m, case_lines([Path(p) for p in args.cases])):
             print(line)
         print(closing_line(m))
         return 0

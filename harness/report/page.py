@@ -36,7 +36,7 @@ from harness.pipeline.coverage import layers_text
 from harness.report.diffs import hlo_diff, show, signature_rows
 from harness.report.hlo_text import normalize_hlo
 from harness.report.issue import first_bad_items, issue_markdown, markdown_for
-from harness.report.model import Item, Model, ReportError, build_model, load, vkey
+from harness.report.model import Item, Model, ReportError, build_model, load
 from harness.versions.matrix_document import Matrix, entry_from_results
 from harness.versions.news import NO_REGRESSIONS, closing_line
 

@@ -50,7 +50,8 @@ def change_is_blessed(m: Matrix, c: Change) -> bool:
 
 def split_changes(m: Matrix) -> tuple[list[Change], list[Change]]:
     """(news, blessed history): the adjacent-version changes, news regressions first."""
-    news, history = [], []
+    news: list[Change] = []
+    history: list[Change] = []
     for c in m.changes():
         (history if change_is_blessed(m, c) else news).append(c)
     news.sort(key=lambda c: _RANK.get(c.cls, 2))
