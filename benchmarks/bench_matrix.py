@@ -31,9 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.versions import envs  # noqa: E402
-from harness.versions import releases as versions  # noqa: E402
-from harness.versions.matrix_document import load_matrix  # noqa: E402
+from fp8_check.versions import envs  # noqa: E402
+from fp8_check.versions import releases as versions  # noqa: E402
+from fp8_check.versions.matrix_document import load_matrix  # noqa: E402
 
 
 def env_times(version_list: list[str], cold_uv: list[str]) -> list[dict]:
@@ -95,7 +95,7 @@ def _du(path: Path) -> int:
 
 
 def matrix_time(version_list: list[str], jobs: int, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "harness.cli", "matrix", "--jax", ",".join(version_list), "--mode", "deviceless",
+    cmd = [sys.executable, "-m", "fp8_check.cli", "matrix", "--jax", ",".join(version_list), "--mode", "deviceless",
            "--jobs", str(jobs), "--out", str(out / f"matrix-jobs{jobs}.json"), "--no-html", "--fail-on", "never"]
     t = time.perf_counter()
     proc = subprocess.run(cmd, cwd=str(REPO), capture_output=True, text=True)

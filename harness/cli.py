@@ -16,21 +16,21 @@ import argparse
 import importlib
 import sys
 
-from harness.errors import Fp8CheckError
+from fp8_check.errors import Fp8CheckError
 
 # Modules with `register(subparsers) -> {command: handler(args) -> exit code}`, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
-    "harness.commands",
-    "harness.versions.matrix",
-    "harness.versions.bisect",
-    "harness.report.page",
-    "harness.report.github",
-    "harness.gpu.capture",
-    "harness.gpu.fidelity",
-    "harness.gpu.calibrate",
-    "harness.check",
-    "harness.scaffold",
-    "harness.upstream.reduce",
+    "fp8_check.commands",
+    "fp8_check.versions.matrix",
+    "fp8_check.versions.bisect",
+    "fp8_check.report.page",
+    "fp8_check.report.github",
+    "fp8_check.gpu.capture",
+    "fp8_check.gpu.fidelity",
+    "fp8_check.gpu.calibrate",
+    "fp8_check.check",
+    "fp8_check.scaffold",
+    "fp8_check.upstream.reduce",
 )
 
 
@@ -49,7 +49,7 @@ class _Version(argparse.Action):
     """`--version`: one unwrapped line (argparse's own action would wrap it to the terminal's width)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from harness.about import version_line
+        from fp8_check.about import version_line
 
         print(version_line())
         parser.exit(0)

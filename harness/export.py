@@ -3,7 +3,7 @@
 `export_callable(fn, args, kwargs)` traces and lowers `fn` for the `cuda` platform here (no
 GPU needed) and returns the serialized `jax.export.Exported` (StableHLO bytecode plus its
 calling convention); `Compiler.compile_exported` sends it to the worker, which deserializes
-and compiles it for the target like a rendered case. See `harness.api` for why.
+and compiles it for the target like a rendered case. See `fp8_check.api` for why.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _cpu_only_without_gpu() -> None:
     """
     import os
 
-    from harness.targets import gpu_present
+    from fp8_check.targets import gpu_present
 
     if os.environ.get("JAX_PLATFORMS") or gpu_present():
         return

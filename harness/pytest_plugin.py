@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import selection
-from harness.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
+from fp8_check import selection
+from fp8_check.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
 
 _CASES_KEY = re.compile(r"^cases\s*:", re.M)
 
@@ -73,7 +73,7 @@ def _is_case_file(path: Path) -> bool:
 def pytest_configure(config):
     # Before any test module imports JAX: on a machine without a GPU, JAX's CPU backend, quietly (no cuInit
     # traceback from the CUDA plugin). Nothing changes with a GPU, with JAX_PLATFORMS set, or with JAX already up.
-    from harness.export import cpu_only_without_gpu
+    from fp8_check.export import cpu_only_without_gpu
 
     cpu_only_without_gpu()
 
@@ -93,8 +93,8 @@ def pytest_collect_file(file_path: Path, parent):
 
 class CaseFile(pytest.File):
     def collect(self):
-        from harness.pipeline import cases as case_mod
-        from harness.pipeline.runner import plan
+        from fp8_check.pipeline import cases as case_mod
+        from fp8_check.pipeline.runner import plan
 
         try:
             loaded = case_mod.load_file(self.path)
@@ -122,7 +122,7 @@ class CaseItem(pytest.Item):
         self.case, self.target, self.profile = case, target, profile
 
     def runtest(self):
-        from harness.pipeline import runner
+        from fp8_check.pipeline import runner
 
         session = _session(self.config)
         compiler, problem = session.compiler(self.target, self)
@@ -215,7 +215,7 @@ class _Session:
         return self._checked(target)
 
     def _checked(self, target):
-        from harness.pipeline import runner
+        from fp8_check.pipeline import runner
 
         if target.name not in self._canary:
             problem = None
@@ -232,7 +232,7 @@ class _Session:
         """Start compiling every item that will compile, in item order, behind each target's canary
         (runner.prefetch): the canary no longer holds the other workers up. If a canary then fails,
         its target's items report that instead of their compilation."""
-        from harness.pipeline import runner
+        from fp8_check.pipeline import runner
 
         jax_version = self._compiler.environment()["jax"]
         requests: list = []
@@ -272,7 +272,7 @@ def pytest_unconfigure(config):
 #
 # A test that takes `fp8` runs once per --fp8-target x profile (profile: --fp8-profile, default
 # `cublas`, XLA's FP8 GEMM rewriter; deviceless Triton without autotuning upcasts FP8 dots by
-# design) and gets a `harness.api.BoundChecker`: fp8.signature(fn, *args), fp8.assert_fusion(fn,
+# design) and gets a `fp8_check.api.BoundChecker`: fp8.signature(fn, *args), fp8.assert_fusion(fn,
 # *args, fp8_gemms=1, ...), fp8.check_golden(name, fn, *args) (goldens under --fp8-goldens, else
 # <rootdir>/goldens; --fp8-bless records them). One compile worker per pytest process.
 
@@ -299,8 +299,8 @@ _CHECKER_KEY = pytest.StashKey[object]()
 
 @pytest.fixture
 def fp8(request):
-    """fp8-check's API bound to this test's target and profile (harness.api.BoundChecker)."""
-    from harness import api
+    """fp8-check's API bound to this test's target and profile (fp8_check.api.BoundChecker)."""
+    from fp8_check import api
 
     config = request.config
     target, profile = getattr(request, "param", None) or _fixture_params(config)[0]

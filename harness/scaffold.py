@@ -129,7 +129,7 @@ def register(subparsers) -> dict:
 
 
 def cmd_init(args) -> int:
-    from harness.pipeline.golden import atomic_write
+    from fp8_check.pipeline.golden import atomic_write
 
     root = Path(args.directory)
     if root.exists() and not root.is_dir():
@@ -137,7 +137,7 @@ def cmd_init(args) -> int:
         return 2
     wrote, kept = [], []
     if args.requirement is None:
-        from harness.about import install_requirement
+        from fp8_check.about import install_requirement
 
         args.requirement = install_requirement()
         if not args.requirement:

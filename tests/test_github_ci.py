@@ -8,9 +8,9 @@ import json
 import os
 import stat
 
-from harness import cli
-from harness.targets import PROFILES
-from harness.versions import matrix_document
+from fp8_check import cli
+from fp8_check.targets import PROFILES
+from fp8_check.versions import matrix_document
 
 from .conftest import REPO
 

@@ -5,9 +5,9 @@ no GPU here, so the device results are those compilations filed under mode `devi
 
 from __future__ import annotations
 
-from harness.outcome import FAIL, NEW, PASS
-from harness.pipeline import cases, golden, runner, signature
-from harness.pipeline.compile import Compilation
+from fp8_check.outcome import FAIL, NEW, PASS
+from fp8_check.pipeline import cases, golden, runner, signature
+from fp8_check.pipeline.compile import Compilation
 
 from .conftest import REPO
 

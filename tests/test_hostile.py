@@ -90,7 +90,7 @@ SUBCOMMANDS = {
 
 
 def test_every_subcommand_is_listed():
-    from harness import cli
+    from fp8_check import cli
 
     parser, handlers = cli.build_parser()
     assert set(handlers) == {c.split()[0] for c in SUBCOMMANDS}

@@ -16,15 +16,15 @@ import jax
 import pytest
 import yaml
 
-from harness.verdict import Verdict
-from harness import outcome
-from harness.outcome import Outcome
-from harness.pipeline import golden, results
-from harness.pipeline.golden import FieldDiff
-from harness.pipeline.signature import Gemm, Signature
-from harness.versions import envs, matrix_document, matrix_view
-from harness.versions import releases as versions
-from harness.versions.matrix_document import Matrix, MatrixError, Status, VersionEntry, load_matrix
+from fp8_check.verdict import Verdict
+from fp8_check import outcome
+from fp8_check.outcome import Outcome
+from fp8_check.pipeline import golden, results
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.signature import Gemm, Signature
+from fp8_check.versions import envs, matrix_document, matrix_view
+from fp8_check.versions import releases as versions
+from fp8_check.versions.matrix_document import Matrix, MatrixError, Status, VersionEntry, load_matrix
 
 OLD = "0.8.0"  # the one extra environment the suite may build
 NEW = jax.__version__

@@ -20,8 +20,8 @@ import jax
 import pytest
 import yaml
 
-from harness import cli, outcome
-from harness.pipeline import results
+from fp8_check import cli, outcome
+from fp8_check.pipeline import results
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "docs" / "examples"
@@ -98,7 +98,7 @@ def test_check_warns_when_the_model_is_initialised_inside(run_cli, tmp_path, mon
 
 @pytest.mark.slow
 def test_model_cases_state_the_arguments_of_the_installed_flax_and_optax():
-    from harness.layers import decoder
+    from fp8_check.layers import decoder
 
     doc = yaml.safe_load((REPO / "cases" / "models.yaml").read_text())
     assert len(doc["cases"]) == 8

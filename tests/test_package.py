@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.versions.envs import find_uv
+from fp8_check.versions.envs import find_uv
 
 from .conftest import REPO
 

@@ -13,11 +13,11 @@ import shutil
 import pytest
 import yaml
 
-from harness.pipeline import golden, results
-from harness.report import page
-from harness.targets import PROFILES
-from harness.versions.matrix_document import load_matrix
-from harness.versions.news import closing_line
+from fp8_check.pipeline import golden, results
+from fp8_check.report import page
+from fp8_check.targets import PROFILES
+from fp8_check.versions.matrix_document import load_matrix
+from fp8_check.versions.news import closing_line
 
 from .conftest import REPO
 from .test_matrix import NEW, OLD, cache_env  # noqa: F401  (the fixture)

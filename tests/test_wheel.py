@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.versions.envs import find_uv
+from fp8_check.versions.envs import find_uv
 
 from .conftest import REPO
 
@@ -115,7 +115,7 @@ def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     project = tmp_path / "userproject"
     project.mkdir()
-    p = _run([py, "-c", "import harness, sys; print(harness.__file__)"], project, env)
+    p = _run([py, "-c", "import fp8_check, sys; print(fp8_check.__file__)"], project, env)
     assert p.returncode == 0 and str(venv) in p.stdout and str(REPO) not in p.stdout, p.stdout + p.stderr
 
     # 3. init scaffolds the project; the user adds a model and cases for it

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.versions import releases as versions
+from fp8_check.versions import releases as versions
 
 from .conftest import REPO
 
@@ -98,13 +98,13 @@ def _versions_command(doc) -> list[str]:
     [step] = [s for s in doc["jobs"]["versions"]["steps"] if "run" in s]
     line = step["run"].split(">>")[0]
     words = shlex.split(line)
-    return words[words.index("-m") + 2:]  # the arguments after `python -m harness.versions.releases`
+    return words[words.index("-m") + 2:]  # the arguments after `python -m fp8_check.versions.releases`
 
 
 def test_version_list_is_produced_by_the_jax_range_code(run_cli, monkeypatch, capsys):
     doc = load()
     [step] = [s for s in doc["jobs"]["versions"]["steps"] if "run" in s]
-    assert "python -m harness.versions.releases" in step["run"] and '>> "$GITHUB_OUTPUT"' in step["run"]
+    assert "python -m fp8_check.versions.releases" in step["run"] and '>> "$GITHUB_OUTPUT"' in step["run"]
     default = re.search(r"\|\|\s*'([^']+)'", doc["env"]["JAX_RANGE"]).group(1)
     assert default == doc["on"]["workflow_dispatch"]["inputs"]["jax_range"]["default"]
     args = [a.replace("$JAX_RANGE", default) for a in _versions_command(doc)]

@@ -1,6 +1,6 @@
 """Stage 3: compile rendered cases in a long-lived worker subprocess.
 
-`Compiler` owns one `harness.pipeline.worker` process per mode. A case that crashes XLA
+`Compiler` owns one `fp8_check.pipeline.worker` process per mode. A case that crashes XLA
 kills only the worker: the case gets the error (and the tail of the worker's
 stderr) and the next case starts a fresh worker.
 """
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Protocol
 
-from harness.pipeline.render import Rendered
-from harness.targets import Profile, Target
+from fp8_check.pipeline.render import Rendered
+from fp8_check.targets import Profile, Target
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -290,8 +290,8 @@ class Compiler:
 
     def compile_exported(self, name: str, exported: bytes, target: Target, profile: Profile,
                          sharding: dict | None = None) -> Compilation:
-        """Compile a callable serialized with `jax.export` (`Exported.serialize()`) by the caller (harness.api);
-        `sharding` (harness.export.sharding_of): its mesh and input partition specs, for a multi-device target."""
+        """Compile a callable serialized with `jax.export` (`Exported.serialize()`) by the caller (fp8_check.api);
+        `sharding` (fp8_check.export.sharding_of): its mesh and input partition specs, for a multi-device target."""
         import base64
 
         out = Compilation(name, target.name, profile.name, self.mode)

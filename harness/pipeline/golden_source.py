@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.pipeline import golden
+from fp8_check.pipeline import golden
 
 FALLBACK_MODE = "deviceless"
 

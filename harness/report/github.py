@@ -25,9 +25,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.pipeline.golden import atomic_write
-from harness.versions.matrix_document import Matrix, load_matrix
-from harness.versions.news import Finding, closing_line, findings, first_bad
+from fp8_check.pipeline.golden import atomic_write
+from fp8_check.versions.matrix_document import Matrix, load_matrix
+from fp8_check.versions.news import Finding, closing_line, findings, first_bad
 
 MARKER = "<!-- fp8-check-issue: {key} -->"
 SUMMARY_LIMIT = 900_000  # GitHub takes at most 1 MiB of summary per step
@@ -83,7 +83,7 @@ def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
 
 
 def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
-    from harness.versions.matrix_view import CHANGE_MARKS
+    from fp8_check.versions.matrix_view import CHANGE_MARKS
 
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
     rows = sorted(m.rows(), key=lambda r: (r not in news_rows,))  # rows with news first, else in run order
@@ -131,8 +131,8 @@ def error_annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: P
 
 def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
     """The first-bad-version issue body of every regression (runner.is_regression), from the per-version results."""
-    from harness.pipeline import results
-    from harness.report.issue import markdown_for
+    from fp8_check.pipeline import results
+    from fp8_check.report.issue import markdown_for
 
     inputs = [results.load(e.results_file) for e in m.versions if e.results_file and Path(e.results_file).is_file()]
     written = []
@@ -148,7 +148,7 @@ def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
 
 
 def case_lines(paths: list[Path]) -> dict[str, tuple[str, int]]:
-    from harness.pipeline import cases
+    from fp8_check.pipeline import cases
 
     try:
         return {c.id: (str(c.file), c.line) for c in cases.load(paths)}

@@ -13,13 +13,13 @@ from typing import Any
 
 import yaml
 
-from harness.outcome import CODES, FAIL, UNRESOLVED, XPASS
-from harness.pipeline.results import Results
-from harness.report.diffs import show_expected, show_found, sig_dict, to_yaml
-from harness.report.hlo_text import entry_excerpt
-from harness.report.model import Item, Model, ReportError, build_model, version_story, vkey
-from harness.report.terminal import gemm_summary
-from harness.upstream import issue as upstream_issue
+from fp8_check.outcome import CODES, FAIL, UNRESOLVED, XPASS
+from fp8_check.pipeline.results import Results
+from fp8_check.report.diffs import show_expected, show_found, sig_dict, to_yaml
+from fp8_check.report.hlo_text import entry_excerpt
+from fp8_check.report.model import Item, Model, ReportError, build_model, version_story, vkey
+from fp8_check.report.terminal import gemm_summary
+from fp8_check.upstream import issue as upstream_issue
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -260,7 +260,7 @@ def hlo_section(it: Item, model: Model) -> list[str]:
 
 def layers_section(it: Item, model: Model) -> list[str]:
     """Which layers run in FP8 (layer path and pass from the HLO metadata), and the coverage."""
-    from harness.pipeline.coverage import layers_text
+    from fp8_check.pipeline.coverage import layers_text
 
     text = layers_text(it.outcome.signature)
     return ["### FP8 by layer", "", fence(text), ""] if text else []

@@ -28,17 +28,17 @@ from typing import Any, Sequence
 
 import jinja2
 
-from harness.outcome import CODES, PASS
-from harness.pipeline.golden import atomic_write
-from harness.pipeline.results import Results
-from harness.report import changes as changes_mod
-from harness.pipeline.coverage import layers_text
-from harness.report.diffs import hlo_diff, show, signature_rows
-from harness.report.hlo_text import normalize_hlo
-from harness.report.issue import first_bad_items, issue_markdown, markdown_for
-from harness.report.model import Item, Model, ReportError, build_model, load
-from harness.versions.matrix_document import Matrix, entry_from_results
-from harness.versions.news import NO_REGRESSIONS, closing_line
+from fp8_check.outcome import CODES, PASS
+from fp8_check.pipeline.golden import atomic_write
+from fp8_check.pipeline.results import Results
+from fp8_check.report import changes as changes_mod
+from fp8_check.pipeline.coverage import layers_text
+from fp8_check.report.diffs import hlo_diff, show, signature_rows
+from fp8_check.report.hlo_text import normalize_hlo
+from fp8_check.report.issue import first_bad_items, issue_markdown, markdown_for
+from fp8_check.report.model import Item, Model, ReportError, build_model, load
+from fp8_check.versions.matrix_document import Matrix, entry_from_results
+from fp8_check.versions.news import NO_REGRESSIONS, closing_line
 
 SIZE_BUDGET = 4_500_000  # bytes; the report must stay under 5 MB
 REPORT_LIMIT = 5_000_000  # over this, `report` says so on the terminal (the page says so where it can tell)
@@ -349,7 +349,7 @@ def write_report(inputs: list[Results], out: Path, title: str | None = None, not
 # ---------------------------------------------------------------- CLI
 
 def cmd_report(args) -> int:
-    from harness.pipeline.outputs import OutputError, check_file
+    from fp8_check.pipeline.outputs import OutputError, check_file
 
     try:
         if not args.markdown:

@@ -15,8 +15,8 @@ compilation is impossible (JAX < 0.6.1), when the case does not compile there,
 or (`golden`) when no expectation covers it.
 
 The versions searched are the released JAX versions strictly between --good and
---bad, asked from the package index (harness.versions). Each version runs in
-its cached environment (harness.envs), one worker per version.
+--bad, asked from the package index (fp8_check.versions). Each version runs in
+its cached environment (fp8_check.envs), one worker per version.
 
 Exit codes follow `git bisect run`, so the command is also a test command for
 other bisection tools:
@@ -35,17 +35,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from harness.pipeline import golden
-from harness.outcome import NEW, UNRESOLVED, UNSUPPORTED, Outcome
-from harness.pipeline import runner
-from harness.pipeline.signature import Signature
-from harness.pipeline.compile import Compiler, WorkerError
-from harness.versions import envs
-from harness.versions.envs import InstallError, Manager
-from harness.versions.releases import VersionError, between, parse_version
-from harness import selection
-from harness.pipeline.cases import CaseError
-from harness import verdict as verdict_mod
+from fp8_check.pipeline import golden
+from fp8_check.outcome import NEW, UNRESOLVED, UNSUPPORTED, Outcome
+from fp8_check.pipeline import runner
+from fp8_check.pipeline.signature import Signature
+from fp8_check.pipeline.compile import Compiler, WorkerError
+from fp8_check.versions import envs
+from fp8_check.versions.envs import InstallError, Manager
+from fp8_check.versions.releases import VersionError, between, parse_version
+from fp8_check import selection
+from fp8_check.pipeline.cases import CaseError
+from fp8_check import verdict as verdict_mod
 
 CRITERIA = ("signature", "golden", "regression")
 _BY_REFERENCE = ("signature", "regression")  # criteria judged against the --good version's signature
@@ -114,7 +114,7 @@ class Tester:
                 compiler.environment()
             except WorkerError as exc:
                 return None, f"the compile worker does not start: {str(exc).strip().splitlines()[0]}"
-            # the one plan -> compile -> judge path (harness.pipeline.runner), as run and matrix take it
+            # the one plan -> compile -> judge path (fp8_check.pipeline.runner), as run and matrix take it
             outcomes = runner.run([self.case], [self.target], [self.profile.name], self.mode, compiler,
                                   self.goldens_root)
         if not outcomes:
@@ -261,7 +261,7 @@ def cmd_bisect(args) -> int:
 
 
 def _cmd_bisect(args) -> int:
-    from harness.targets import PROFILES
+    from fp8_check.targets import PROFILES
 
     case = selection.find_case(args.paths, args.case)
     targets = selection.targets(args.target)
@@ -316,7 +316,7 @@ def _cmd_bisect(args) -> int:
     for d in res.diffs:
         why = "; ".join(f"{x.cls}: {x.why}" for x in step.for_path(d.path))
         print(f"    {d}" + (f"  [{why}]" if why else ""))
-    from harness.upstream import explain, xla_commits  # issue 12
+    from fp8_check.upstream import explain, xla_commits  # issue 12
 
     print(xla_commits.xla_range(res.last_good, res.first_bad).text())
     if args.explain:

@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.versions.releases import cache_dir, parse_version
-from harness.versions.uvbin import UV_MISSING, find_uv
+from fp8_check.versions.releases import cache_dir, parse_version
+from fp8_check.versions.uvbin import UV_MISSING, find_uv
 
 MARKER = "fp8-check-env.json"
 REQUIREMENT = "jax[cuda12]=={version}"
@@ -187,7 +187,7 @@ class Manager:
 
     def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
                  index_url: str | None = None, extras: list[str] | None = None):
-        from harness.versions.releases import jax_index
+        from fp8_check.versions.releases import jax_index
 
         # Extra requirements installed with jax in every environment (`--with`), resolved by uv per version.
         self.extras = sorted({check_requirement(r) for r in (extras or [])})

@@ -17,7 +17,7 @@ Per version:
 This module runs the versions and is the command; the document (typed entries, JSON,
 changes, regressions, exit code) is `matrix_document`, the terminal grid and progress
 `matrix_view`. Output: per-version results JSON under --out-dir, the matrix JSON
-(schema fp8-check/matrix/2), the HTML report when `harness.report.page` is installed,
+(schema fp8-check/matrix/2), the HTML report when `fp8_check.report.page` is installed,
 and a case x version grid on the terminal.
 
 Exit code (`--fail-on`): `any` (default) 1 if any version has a bad outcome
@@ -36,24 +36,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
-from harness import selection
-from harness.pipeline import golden, names
-from harness.pipeline import results
-from harness.pipeline import runner
-from harness.pipeline.cases import CaseError
-from harness.pipeline import pool as pool_mod
-from harness.pipeline.cache import CompileCache
-from harness.pipeline.compile import Compilation, CompileService, WorkerError
-from harness.pipeline.outputs import WriteError
-from harness.pipeline.pool import CompilerPool
-from harness.targets import PROFILES
-from harness.versions import envs
-from harness.versions.envs import Env, InstallError, Manager
-from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
+from fp8_check import selection
+from fp8_check.pipeline import golden, names
+from fp8_check.pipeline import results
+from fp8_check.pipeline import runner
+from fp8_check.pipeline.cases import CaseError
+from fp8_check.pipeline import pool as pool_mod
+from fp8_check.pipeline.cache import CompileCache
+from fp8_check.pipeline.compile import Compilation, CompileService, WorkerError
+from fp8_check.pipeline.outputs import WriteError
+from fp8_check.pipeline.pool import CompilerPool
+from fp8_check.targets import PROFILES
+from fp8_check.versions import envs
+from fp8_check.versions.envs import Env, InstallError, Manager
+from fp8_check.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
-from harness.versions.matrix_view import Progress, print_report
-from harness.versions.news import closing_line
-from harness.versions.releases import SELECTIONS, VersionError, format_list, select_range, sort_versions
+from fp8_check.versions.matrix_view import Progress, print_report
+from fp8_check.versions.news import closing_line
+from fp8_check.versions.releases import SELECTIONS, VersionError, format_list, select_range, sort_versions
 
 
 # ------------------------------------------------------------------ running
@@ -133,7 +133,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             progress.cases_skipped(version, total)
             return entry
         env_info = compiler.environment()
-        from harness.target_check import environment_entry
+        from fp8_check.target_check import environment_entry
 
         res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
                                "compiler_options": {p: PROFILES[p].compiler_options for p in profiles},  # as compiled
@@ -215,7 +215,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
 
 def write_html(result_files: list[str], path: Path) -> bool:
     """The HTML report of the per-version results files (one typed `Results` per JAX version)."""
-    from harness.report.page import write_report
+    from fp8_check.report.page import write_report
 
     write_report([results.load(Path(f)) for f in result_files], Path(path))
     return True
@@ -238,7 +238,7 @@ def register(subparsers) -> dict:
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
-    p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if harness.report.page exists)")
+    p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if fp8_check.report.page exists)")
     p.add_argument("--no-html", action="store_true")
     p.add_argument("--history", action="store_true",
                    help="also list the blessed history: signature changes between versions that the goldens expect "
@@ -265,7 +265,7 @@ def versions_from_args(args) -> list[str]:
         if not names:
             raise VersionError(f"--jax {args.jax!r}: no version given (e.g. --jax 0.6.1,0.12.0.1)")
         if "nightly" in names:
-            from harness.versions.releases import jax_index, newest_on_index
+            from fp8_check.versions.releases import jax_index, newest_on_index
 
             index = jax_index(getattr(args, "jax_index", None))
             if not index:
@@ -291,7 +291,7 @@ def cmd_matrix(args) -> int:
             mode = selection.mode(args.mode)
             profiles = selection.profiles(args.profile, mode)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
-            from harness.pipeline.outputs import check_dir, check_file  # fail before building environments
+            from fp8_check.pipeline.outputs import check_dir, check_file  # fail before building environments
 
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
@@ -311,7 +311,7 @@ def cmd_matrix(args) -> int:
             raise
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from harness.pipeline import outputs
+    from fp8_check.pipeline import outputs
 
     outputs.write_all([outputs.Output("matrix JSON", args.out, lambda p: write(p, m), primary=True)])  # results_file paths relative to it
     print_report(m, sort=args.sort, history=args.history)

@@ -1,6 +1,6 @@
 """The matrix on a terminal: the case x version grid (rich), its legend, the summaries, and build/compile progress.
 
-Symbols and styles come from the outcome codes (`harness.outcome`); a version where
+Symbols and styles come from the outcome codes (`fp8_check.outcome`); a version where
 nothing ran shows its status letter (`Status.not_run`).
 """
 
@@ -10,9 +10,9 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS
-from harness.versions.envs import Env
-from harness.versions.matrix_document import Matrix, Status, VersionEntry
+from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS
+from fp8_check.versions.envs import Env
+from fp8_check.versions.matrix_document import Matrix, Status, VersionEntry
 
 # The signature changed since the previous version: marker and background by the change's class.
 CHANGE_MARKS = {"regression": "▼", "improvement": "▲", "neutral": "~", "mixed": "±"}
@@ -35,7 +35,7 @@ def grid_table(m: Matrix, sort: str = "case"):
     from rich.table import Table
     from rich.text import Text
 
-    from harness.versions.news import split_changes
+    from fp8_check.versions.news import split_changes
 
     news, history = split_changes(m)
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in news}
@@ -88,7 +88,7 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
     line (news.closing_line), after the paths it wrote."""
     from rich.console import Console
 
-    from harness.versions.news import split_changes
+    from fp8_check.versions.news import split_changes
 
     stream = stream or sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.outcome import CODES, FAIL, Outcome
-from harness.pipeline.runner import is_regression
-from harness.versions.matrix_document import Change, Matrix
+from fp8_check.outcome import CODES, FAIL, Outcome
+from fp8_check.pipeline.runner import is_regression
+from fp8_check.versions.matrix_document import Change, Matrix
 
 NO_REGRESSIONS = "no regressions against goldens"
 # The order news is told in: what got worse first.
