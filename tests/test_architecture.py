@@ -210,11 +210,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "fp8_check.pipeline.signature_types", "fp8_check.pipeline.collectives", "fp8_check.pipeline.attribution",
         "fp8_check.pipeline.coverage", "fp8_check.pipeline.layer_rules", "fp8_check.pipeline.sharded_cases",
         "fp8_check.collective_rules", "fp8_check.pipeline.names", "fp8_check.pipeline.typed",
+        "fp8_check.about",  # versions from installed metadata
     )),
     ("pipeline", ("fp8_check.pipeline.", "fp8_check.export")),  # plan -> render -> compile -> signature -> judge
     ("services", (  # built on the pipeline: the API, versions, upstream, reports, GPU-only checks
         "fp8_check.api", "fp8_check.check_process", "fp8_check.target_check", "fp8_check.layers.", "fp8_check.versions.matrix_document",
-        "fp8_check.versions.matrix_view", "fp8_check.versions.goldens", "fp8_check.versions.envs", "fp8_check.versions.releases",
+        "fp8_check.versions.matrix_view", "fp8_check.versions.news", "fp8_check.versions.goldens", "fp8_check.versions.envs", "fp8_check.versions.releases",
         "fp8_check.versions.uvbin", "fp8_check.upstream.", "fp8_check.report.", "fp8_check.gpu.numerics",
         "fp8_check.gpu.block_numerics",
     )),

@@ -86,6 +86,7 @@ SUBCOMMANDS = {
     "check": ["check", "os:getcwd", "--arg", "x=float32[2]", "--target", "T"],
     "init": ["init", "F"],
     "calibrate": ["calibrate", "F"],
+    "ci summary": ["ci", "summary", "F", "--summary-file", "O/summary.md", "--issues-dir", "O/issues"],
 }
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from fp8_check.errors import BadInput
 from fp8_check.outcome import CODES, UNSUPPORTED, Code, Outcome
 from fp8_check.pipeline import cost
 from fp8_check.pipeline import golden
@@ -39,8 +40,8 @@ FAIL_ON = ("any", "newest", "regression", "never")
 Row = tuple[str, str, str]  # (case, target, profile)
 
 
-class MatrixError(ValueError):
-    """A matrix (or results) file that cannot be read: one line naming the file and what is wrong."""
+class MatrixError(BadInput, ValueError):
+    """A matrix (or results) file that cannot be read: one line naming the file and what is wrong (exit 2)."""
 
 
 class Status(StrEnum):
