@@ -162,10 +162,12 @@ class Worker:
     def start(self) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+b")
         env = dict(os.environ)
-        # The worker imports `harness` from this checkout (or installed package), whatever environment
-        # it runs in, and `kind: python` callables from the directory the run started in (the user's
-        # project) or PYTHONPATH, as pytest does.
-        paths = [str(harness_path()), self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        # The worker imports the package from this checkout (or installed package), whatever environment
+        # it runs in, and `kind: python` callables from where user_modules.source_roots finds them (this
+        # checkout, when it is one, and the directory the run started in: the user's project) or
+        # PYTHONPATH, as pytest does.
+        checkout = [str(REPO_ROOT)] if (REPO_ROOT / "pyproject.toml").is_file() else []
+        paths = [str(harness_path()), *checkout, self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         self.proc = subprocess.Popen(
