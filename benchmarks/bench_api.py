@@ -1,4 +1,4 @@
-"""Benchmark `harness.api`: what checking your own function costs, deviceless, on this machine.
+"""Benchmark `fp8_check.api`: what checking your own function costs, deviceless, on this machine.
 
     python benchmarks/bench_api.py [--repeat 5]
 
@@ -31,11 +31,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from harness import api  # noqa: E402
-from harness.export import export_callable  # noqa: E402
-from harness.pipeline import render  # noqa: E402
-from harness.pipeline.cases import Case, Shape  # noqa: E402
-from harness.targets import PROFILES, load_target  # noqa: E402
+from fp8_check import api  # noqa: E402
+from fp8_check.export import export_callable  # noqa: E402
+from fp8_check.pipeline import render  # noqa: E402
+from fp8_check.pipeline.cases import Case, Shape  # noqa: E402
+from fp8_check.targets import PROFILES, load_target  # noqa: E402
 
 
 def scaled_relu(a, b, a_scale, b_scale):
@@ -85,7 +85,7 @@ def main() -> int:
     bench.mkdir(parents=True, exist_ok=True)
     (bench / "bench_api.json").write_text(json.dumps(out, indent=1) + "\n")
     md = [
-        "# harness.api: cost of checking your own function (deviceless, h100/cublas)",
+        "# fp8_check.api: cost of checking your own function (deviceless, h100/cublas)",
         "",
         f"Machine: {out['machine']}, {out['cpus']} CPUs; jax {out['jax']}; medians of {args.repeat} calls.",
         "",

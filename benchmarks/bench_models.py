@@ -6,7 +6,7 @@ In one process, interleaved, `--repeat` times each:
 - bare: `jax.jit(fn).lower(*shapes).compile(options)` for the same compile-only H100 device
   (the shipped h100 spec with its versions written in, `cublas` profile options), a fresh
   `jax.jit` wrapper each time so nothing is reused — what a user would write without fp8-check;
-- fp8-check: `harness.api.Checker.signature(fn, *shapes)` on a started checker (worker up, canary
+- fp8-check: `fp8_check.api.Checker.signature(fn, *shapes)` on a started checker (worker up, canary
   done): export in this process, compile in the worker (with the HLO dump fp8-check reads),
   parse, signature with attribution and coverage. The compile cache is not involved (the API
   does not use it).
@@ -37,16 +37,16 @@ os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from harness import api  # noqa: E402
-from harness.layers import decoder  # noqa: E402
-from harness.pipeline import aot  # noqa: E402
-from harness.targets import PROFILES, load_target  # noqa: E402
+from fp8_check import api  # noqa: E402
+from fp8_check.layers import decoder  # noqa: E402
+from fp8_check.pipeline import aot  # noqa: E402
+from fp8_check.targets import PROFILES, load_target  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--case", default="train_step_direct", help="a function of harness.layers.decoder")
+    ap.add_argument("--case", default="train_step_direct", help="a function of fp8_check.layers.decoder")
     ap.add_argument("--no-run", action="store_true", help="skip the `fp8-check run` row")
     args = ap.parse_args()
     kind = "forward" if args.case.startswith("forward") else "train"
@@ -85,7 +85,7 @@ def main() -> int:
     run_wall = None
     if not args.no_run and args.case == "train_step_direct":
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "cases/models.yaml", "-k", "decoder_direct_train",
+        proc = subprocess.run([sys.executable, "-m", "fp8_check.cli", "run", "cases/models.yaml", "-k", "decoder_direct_train",
                                "--no-cache", "-j", "1", "--json", os.path.join(tempfile.mkdtemp(), "r.json")],
                               cwd=REPO, capture_output=True, text=True)
         run_wall = time.perf_counter() - start

@@ -7,7 +7,7 @@ All in one run, on the same machine state (each measurement is the wall time of 
 fresh process, interpreter start to exit):
 
 - bare: ONE Python process that imports JAX and compiles every planned case (and the
-  canary, which `run` also compiles) with `harness.pipeline.aot.compile_for` — the
+  canary, which `run` also compiles) with `fp8_check.pipeline.aot.compile_for` — the
   worker's own code path, same compiler options, same XLA flags (the optimized-HLO
   dump), same target — one after the other, no harness around it;
 - run --no-cache -j 1: the previous `fp8-check run` (one worker, nothing cached);
@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 BARE_LOOP = r'''
 import os, sys, tempfile, time, types
 sys.path.insert(0, sys.argv[1])
-from harness.pipeline import aot
+from fp8_check.pipeline import aot
 dump = tempfile.mkdtemp(prefix="fp8-bench-dump-")
 aot.prepare_environment("deviceless", dump)            # the worker's environment and XLA flags
 import json
@@ -64,9 +64,9 @@ print("compiled", n, "of", len(jobs))
 
 def plan_jobs(target: str, profiles: list[str]) -> list[dict]:
     """What `fp8-check run --mode deviceless` compiles: the canary, then every planned case, in plan order."""
-    from harness.pipeline import cases as case_mod
-    from harness.pipeline import render, runner
-    from harness.targets import PROFILES, load_target
+    from fp8_check.pipeline import cases as case_mod
+    from fp8_check.pipeline import render, runner
+    from fp8_check.targets import PROFILES, load_target
 
     t = load_target(target)
     jobs = [{"case": runner.CANARY.id, "source": render.render(runner.CANARY).source, "target_config": t.config_text,
@@ -112,7 +112,7 @@ def main() -> int:
     logs = out / "bench_run_logs"
     logs.mkdir(exist_ok=True)
     py = sys.executable
-    fp8 = [py, "-m", "harness.cli"]
+    fp8 = [py, "-m", "fp8_check.cli"]
     profiles = args.profiles.split(",")
     jobs = plan_jobs(args.target, profiles)
     scratch = Path(tempfile.mkdtemp(prefix="fp8-bench-run-"))
@@ -168,7 +168,7 @@ def main() -> int:
             report["matrix"] = previous["matrix"]
             report["matrix"].setdefault("measured", previous.get("created"))
     if versions:
-        from harness.versions import envs
+        from fp8_check.versions import envs
 
         manager = envs.Manager()
         for v in versions:  # warm environments: what is measured is compiling, not installing

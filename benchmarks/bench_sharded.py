@@ -29,11 +29,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.pipeline import cases, render  # noqa: E402
-from harness.pipeline.compile import Compiler  # noqa: E402
-from harness.pipeline.signature import extract  # noqa: E402
-from harness.targets import PROFILES, load_target  # noqa: E402
-from harness.versions import envs  # noqa: E402
+from fp8_check.pipeline import cases, render  # noqa: E402
+from fp8_check.pipeline.compile import Compiler  # noqa: E402
+from fp8_check.pipeline.signature import extract  # noqa: E402
+from fp8_check.targets import PROFILES, load_target  # noqa: E402
+from fp8_check.versions import envs  # noqa: E402
 
 CASE = "shard_train_step_fsdp_tp"
 

@@ -4,7 +4,7 @@
 
 With the two versions' environments already built (they are built first, untimed),
 times, --repeat times each:
-- explain: `harness.upstream.explain.investigate` (both versions' minimal repros with
+- explain: `fp8_check.upstream.explain.investigate` (both versions' minimal repros with
   per-pass dumps, the pass alignment, FileCheck on both) — what `--explain` adds to bisect;
 - bisect_explain: the whole `fp8-check bisect CASE --good --bad --explain` as a subprocess;
 - reduce: `fp8-check reduce CASE --jax BAD --good GOOD` as a subprocess.
@@ -27,10 +27,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.pipeline import cases  # noqa: E402
-from harness.targets import PROFILES, load_target  # noqa: E402
-from harness.upstream import explain  # noqa: E402
-from harness.versions.envs import Manager  # noqa: E402
+from fp8_check.pipeline import cases  # noqa: E402
+from fp8_check.targets import PROFILES, load_target  # noqa: E402
+from fp8_check.upstream import explain  # noqa: E402
+from fp8_check.versions.envs import Manager  # noqa: E402
 
 
 def _timed(fn) -> float:
@@ -40,7 +40,7 @@ def _timed(fn) -> float:
 
 
 def _cli(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=str(REPO), capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli", *args], cwd=str(REPO), capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"fp8-check {' '.join(args)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
 

@@ -1,8 +1,8 @@
 """fp8-check: regression tests for XLA's FP8 matmul fusions.
 
-The public Python API lives in `harness.api` and is re-exported here lazily
-(`from harness import assert_fusion` works): importing `harness` itself imports nothing,
-because the compile worker imports `harness.pipeline.aot` inside per-version
+The public Python API lives in `fp8_check.api` and is re-exported here lazily
+(`from fp8_check import assert_fusion` works): importing `harness` itself imports nothing,
+because the compile worker imports `fp8_check.pipeline.aot` inside per-version
 environments that hold only JAX.
 """
 
@@ -13,7 +13,7 @@ __all__ = list(_API)
 
 def __getattr__(name):
     if name in _API:
-        from harness import api
+        from importlib import import_module
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+        return getattr(import_module(f"{__name__}.api"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """Check your own model: the fusion signature of any JAX callable, and assertions on it.
 
-    from harness.api import fusion_signature, assert_fusion
+    from fp8_check.api import fusion_signature, assert_fusion
 
     report = fusion_signature(my_fn, x, w, target="h100")          # arrays or jax.ShapeDtypeStruct
     print(report.summary())                                         # 3 kernels; __cublas$lt$matmul$f8 ...
@@ -41,13 +41,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.export import export_callable, sharding_of
-from harness.pipeline import golden
-from harness.pipeline.golden import FieldDiff
-from harness import dtypes
-from harness.pipeline.signature import Signature, extract
-from harness.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
-from harness.verdict import Verdict
+from fp8_check.export import cpu_only_without_gpu, export_callable, sharding_of
+from fp8_check.pipeline import golden
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check import dtypes
+from fp8_check.pipeline.signature import Signature, extract
+from fp8_check.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
+from fp8_check.verdict import Verdict
+
+cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
 
 __all__ = [
     "BoundChecker", "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",
@@ -97,13 +99,13 @@ class FusionReport:
 
     def summary(self) -> str:
         """`3 kernels; __cublas$lt$matmul$f8 f8e4m3fnxf8e4m3fn->f8e4m3fn RELU +amax`, as `fp8-check run` prints it."""
-        from harness.report.terminal import gemm_summary
+        from fp8_check.report.terminal import gemm_summary
 
         return gemm_summary(self.signature)
 
     def layer_table(self) -> str:
         """Per layer and pass: the engine and operand dtypes of its matmuls, then the coverage line."""
-        from harness.pipeline.coverage import coverage, layer_table
+        from fp8_check.pipeline.coverage import coverage, layer_table
 
         return "\n".join([*layer_table(self.signature), coverage(self.signature).line()])
 
@@ -113,7 +115,7 @@ class FusionReport:
     def to_dict(self, with_text: bool = False) -> dict:
         d: dict = {"name": self.name, "target": self.target, "profile": self.profile, "mode": self.mode, "jax": self.jax,
              "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict(annotations=True)}
-        from harness.pipeline.coverage import attributed, coverage
+        from fp8_check.pipeline.coverage import attributed, coverage
 
         d["coverage"] = coverage(self.signature).to_dict()
         if attributed(self.signature):
@@ -138,13 +140,13 @@ class Checker:
     """
 
     def __init__(self, mode: str = "deviceless", python: str | None = None, timeout: float | None = None):
-        from harness.pipeline.compile import DEFAULT_TIMEOUT, Compiler
+        from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compiler
 
         if mode not in MODES:
             raise ValueError(f"mode: unknown mode '{mode}'; allowed: {', '.join(MODES)}")
         self.mode = resolve_mode(mode)
         if self.mode == "device":
-            from harness.targets import gpu_present
+            from fp8_check.targets import gpu_present
 
             if not gpu_present():
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
@@ -153,7 +155,7 @@ class Checker:
         self._lock = threading.Lock()
 
     def environment(self) -> dict:
-        from harness.pipeline.compile import WorkerError
+        from fp8_check.pipeline.compile import WorkerError
 
         try:
             return self.compiler.environment()
@@ -161,7 +163,7 @@ class Checker:
             raise EnvironmentProblem(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
 
     def _check_canary(self, target: Target) -> None:
-        from harness.pipeline import runner
+        from fp8_check.pipeline import runner
 
         if target.name not in self._canary:
             problem = None
@@ -315,7 +317,7 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
     if signature:
         out += golden.compare(signature, sig.to_dict())
     if layers:
-        from harness.pipeline import layer_rules
+        from fp8_check.pipeline import layer_rules
 
         rules = [r if isinstance(r, layer_rules.LayerRule) else layer_rules.parse(r) if isinstance(r, str)
                  else layer_rules.from_dicts([r])[0] for r in layers]
@@ -376,10 +378,10 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     if bless:
         return golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax,
                             report.signature.to_dict())
-    from harness.outcome import NEW, UNRESOLVED, Outcome
-    from harness.pipeline import runner
+    from fp8_check.outcome import NEW, UNRESOLVED, Outcome
+    from fp8_check.pipeline import runner
 
-    # judged exactly as `fp8-check run` judges a case (harness.pipeline.runner.judge_signature)
+    # judged exactly as `fp8-check run` judges a case (fp8_check.pipeline.runner.judge_signature)
     out = runner.judge_signature(Outcome(case, report.target, report.profile, report.mode, report.jax, UNRESOLVED),
                                  report.signature, Path(goldens_root))
     if out.code is NEW:

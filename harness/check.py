@@ -6,7 +6,7 @@
 
 The function is imported from the current directory or PYTHONPATH and exported with
 `jax.export` here; the compile worker compiles it for each target x profile (see
-`harness.api`). Arguments come from `--arg NAME=DTYPE[SHAPE]` (in order; `DTYPE[]` is a
+`fp8_check.api`). Arguments come from `--arg NAME=DTYPE[SHAPE]` (in order; `DTYPE[]` is a
 scalar) or from `--args module:factory`, a function of no arguments returning a tuple
 of positional arguments or a dict of keyword arguments (arrays or ShapeDtypeStructs).
 
@@ -16,7 +16,7 @@ difference, a missing golden, or a compile error, 2 bad input, 3 broken environm
 
 from __future__ import annotations
 
-from harness.errors import BadInput
+from fp8_check.errors import BadInput
 
 import importlib
 import json
@@ -26,10 +26,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, Code
-from harness.verdict import Verdict
+from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, Code
+from fp8_check.verdict import Verdict
 
-from harness.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
+from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
 _INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
 _BOOL_EXPECT = ("damax", "fp8_output", "no_upcast_dot")
@@ -87,7 +87,7 @@ def parse_arg(text: str) -> ArgSpec:
 
 
 def parse_expect(items: list[str]) -> dict:
-    """`--expect fp8_gemms=1 --expect epilogue=RELU` -> keyword arguments of harness.api.fusion_diffs."""
+    """`--expect fp8_gemms=1 --expect epilogue=RELU` -> keyword arguments of fp8_check.api.fusion_diffs."""
     out: dict = {}
     allowed = _INT_EXPECT + _BOOL_EXPECT + _STR_EXPECT
     for item in items:
@@ -152,7 +152,7 @@ def build_args(arg_specs: list[ArgSpec], factory) -> tuple[tuple, dict]:
 def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], profiles: list[str], mode: str,
               expect: dict, goldens: Path | None, bless: bool, on_result=None,
               timeout: float | None = None) -> list[CheckResult]:
-    from harness import api
+    from fp8_check import api
 
     out = []
     checker = api.Checker(mode, timeout=timeout)
@@ -203,7 +203,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
 
 def large_constants(hlo_text: str, min_elements: int = 4096) -> list[str]:
     """`f32[1024,1024]` for each constant of the optimized HLO with at least `min_elements` elements."""
-    from harness.pipeline import hlo
+    from fp8_check.pipeline import hlo
 
     try:
         module = hlo.parse(hlo_text or "")
@@ -252,7 +252,7 @@ def baked_in(hlo_text: str, stablehlo_text: str, min_elements: int = 4096) -> li
 def _print_result(res: CheckResult, report, label: str) -> None:
     import yaml
 
-    from harness.report.terminal import gemm_summary
+    from fp8_check.report.terminal import gemm_summary
 
     line = f"{res.code.name:<11} {res.target}/{res.profile:<7} {label}"
     if report is not None:
@@ -273,7 +273,7 @@ def _print_result(res: CheckResult, report, label: str) -> None:
         for i, g in enumerate(sig["gemms"]):
             print(f"    [{i}] " + yaml.safe_dump(g, default_flow_style=True, width=10_000, sort_keys=False).strip())
         print(f"  unfused: {', '.join(sig['unfused']) or '(none)'}")
-        from harness.pipeline.coverage import attributed, coverage, layer_table
+        from fp8_check.pipeline.coverage import attributed, coverage, layer_table
 
         if attributed(report.signature):
             print("  layers:")
@@ -312,27 +312,27 @@ def register(subparsers) -> dict:
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
     p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the results as JSON to FILE ('-' or no FILE: stdout only)")
-    from harness.selection import add_timeout
+    from fp8_check.selection import add_timeout
 
     add_timeout(p)
     return {"check": cmd_check}
 
 
 def cmd_check(args) -> int:
-    """Validate the options here, then run the user's code in a child process (harness.check_process)."""
+    """Validate the options here, then run the user's code in a child process (fp8_check.check_process)."""
     try:
         _validate(args)
     except CheckUsage as exc:
         print(f"fp8-check check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from harness import check_process
+    from fp8_check import check_process
 
     return check_process.run(args)
 
 
 def cmd_check_here(args) -> int:
     """The check itself, in this process: the child process of `cmd_check` runs it."""
-    from harness.pipeline.outputs import WriteError
+    from fp8_check.pipeline.outputs import WriteError
 
     try:
         return _cmd_check(args)
@@ -346,8 +346,8 @@ def cmd_check_here(args) -> int:
 
 def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
     """Everything about the options that needs none of the user's code; CheckUsage when one is bad."""
-    from harness.pipeline import outputs
-    from harness.targets import PROFILES, load_target, resolve_mode
+    from fp8_check.pipeline import outputs
+    from fp8_check.targets import PROFILES, load_target, resolve_mode
 
     if args.arg and args.factory:
         raise CheckUsage("give --arg NAME=DTYPE[SHAPE] ... or --args MODULE:FACTORY, not both")
@@ -356,7 +356,7 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
     specs = [parse_arg(a) for a in args.arg]
     expect = parse_expect(args.expect)
     if args.expect_layer:
-        from harness.pipeline.layer_rules import LayerRuleError, parse as parse_layer
+        from fp8_check.pipeline.layer_rules import LayerRuleError, parse as parse_layer
 
         try:
             expect["layers"] = [parse_layer(x) for x in args.expect_layer]
@@ -394,7 +394,7 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
 
 
 def _cmd_check(args) -> int:
-    from harness.pipeline import golden
+    from fp8_check.pipeline import golden
 
     specs, expect, targets, profiles, mode = _validate(args)
     fn = resolve(args.function, "check")
@@ -402,7 +402,7 @@ def _cmd_check(args) -> int:
     call_args, call_kwargs = build_args(specs, factory)
     label = args.golden or args.function.replace(":", ".")
     quiet = args.json == "-"
-    from harness import api
+    from fp8_check import api
 
     try:
         results = run_check(fn, label, call_args, call_kwargs, targets, profiles, mode, expect,
@@ -426,7 +426,7 @@ def _cmd_check(args) -> int:
     return EXIT_FAIL if any(r.code.is_failure for r in results) else EXIT_OK
 
 
-if __name__ == "__main__":  # the child process of `fp8-check check` (harness.check_process)
-    from harness import check_process
+if __name__ == "__main__":  # the child process of `fp8-check check` (fp8_check.check_process)
+    from fp8_check import check_process
 
     check_process.child(cmd_check_here, sys.argv[1:])

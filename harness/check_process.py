@@ -1,7 +1,7 @@
 """`fp8-check check` runs your code in a process of its own, as `fp8-check run` does with cases.
 
 Importing your module, calling the `--args` factory and tracing the function all happen in a
-child process (`python -m harness.check`, which calls `child`), with stdin closed (an `input()` or a leftover
+child process (`python -m fp8_check.check`, which calls `child`), with stdin closed (an `input()` or a leftover
 `breakpoint()` fails at once) and under `--timeout`. Whatever that code does — raise, call
 `exit()`, segfault, hang — the command ends with one line and an exit code:
 
@@ -24,17 +24,17 @@ import tempfile
 import threading
 from pathlib import Path
 
-from harness.errors import EXIT_FAIL
+from fp8_check.errors import EXIT_FAIL
 
 
-def run(args, module: str = "harness.check") -> int:
+def run(args, module: str = "fp8_check.check") -> int:
     """Run the check described by the (already validated) argparse `args` in a child process: `python -m module`."""
     doc = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"}
     fd, status = tempfile.mkstemp(prefix="fp8-check-check-", suffix=".status")
     os.close(fd)
     os.unlink(status)
     env = dict(os.environ)
-    from harness.pipeline.compile import harness_path
+    from fp8_check.pipeline.compile import harness_path
 
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(harness_path()), os.getcwd()]
                                                       + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])))

@@ -1,5 +1,8 @@
 """The `fp8-check` command line: collects the commands that modules register, maps errors to exit codes.
 
+`fp8-check --version` prints fp8-check's version and the JAX it runs with; a bare `fp8-check`
+prints the help and exits 0.
+
 Exit codes (harness/errors.py): 0 every outcome is PASS/XFAIL/UNSUPPORTED; 1 any
 FAIL/XPASS/UNRESOLVED/NEW; 2 bad input or usage (one line on stderr); 3 broken environment
 (the canary, or JAX/the CUDA plugin missing). Every error is an `errors.Fp8CheckError` that
@@ -13,30 +16,43 @@ import argparse
 import importlib
 import sys
 
-from harness.errors import Fp8CheckError
+from fp8_check.errors import Fp8CheckError
 
 # Modules with `register(subparsers) -> {command: handler(args) -> exit code}`, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
-    "harness.commands",
-    "harness.versions.matrix",
-    "harness.versions.bisect",
-    "harness.report.page",
-    "harness.gpu.capture",
-    "harness.gpu.fidelity",
-    "harness.gpu.calibrate",
-    "harness.check",
-    "harness.scaffold",
-    "harness.upstream.reduce",
+    "fp8_check.commands",
+    "fp8_check.versions.matrix",
+    "fp8_check.versions.bisect",
+    "fp8_check.report.page",
+    "fp8_check.report.github",
+    "fp8_check.gpu.capture",
+    "fp8_check.gpu.fidelity",
+    "fp8_check.gpu.calibrate",
+    "fp8_check.check",
+    "fp8_check.scaffold",
+    "fp8_check.upstream.reduce",
 )
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(prog="fp8-check", description="Regression tests for XLA's FP8 matmul fusions.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print fp8-check's version and the JAX (jaxlib, CUDA plugin) it runs with")
+    sub = parser.add_subparsers(dest="command")
     handlers: dict = {}
     for name in COMMAND_MODULES:
         handlers.update(importlib.import_module(name).register(sub))
     return parser, handlers
+
+
+class _Version(argparse.Action):
+    """`--version`: one unwrapped line (argparse's own action would wrap it to the terminal's width)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from fp8_check.about import version_line
+
+        print(version_line())
+        parser.exit(0)
 
 
 class Terminated(KeyboardInterrupt):
@@ -57,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser, handlers = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # a bare `fp8-check`: the help, not an error
+        parser.print_help()
+        return 0
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -70,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(handlers, args) -> int:
     try:
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
+        sys.stdout.flush()  # inside the try: a closed pipe (`| head`) is met here, not at interpreter exit
+        return code
     except Terminated as exc:
         print(f"fp8-check: stopped by signal {exc.signum}", file=sys.stderr)
         return 128 + exc.signum
@@ -80,6 +101,20 @@ def _dispatch(handlers, args) -> int:
     except KeyboardInterrupt:
         print("fp8-check: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `fp8-check list | head`: the reader is gone; stop quietly
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, as a process the pipe had stopped
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush does not raise again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness import dtypes
-from harness.verdict_rules import IMPROVEMENT, MISSING, NEUTRAL, REGRESSION, Neutral, _is_fp8
+from fp8_check import dtypes
+from fp8_check.verdict_rules import IMPROVEMENT, MISSING, NEUTRAL, REGRESSION, Neutral, _is_fp8
 
 _FIELD = re.compile(r"^collectives(?:\[(\d+)\])?(?:\.(\w+))?$")
 NEUTRAL_WHY = {
@@ -89,7 +89,7 @@ def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]
     return [(NEUTRAL, NEUTRAL_WHY.get(key or "", f"collectives field {key} changed (no cost rule)"))]
 
 
-# Every field of harness.pipeline.collectives.Collective: its rule (collective_field dispatches on the
+# Every field of fp8_check.pipeline.collectives.Collective: its rule (collective_field dispatches on the
 # field) or why it is neutral. tests/test_verdict_fields.py fails for a field with neither.
 COLLECTIVE_RULES: dict[str, object] = {
     "dtype": collective_field, "bytes": collective_field, "asynchronous": collective_field, "loop": collective_field,

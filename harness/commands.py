@@ -2,7 +2,7 @@
 
 Like every command module (versions/matrix, versions/bisect, report/page, gpu/capture,
 gpu/fidelity) this one registers its subcommands with `register(subparsers)` and
-returns `{name: handler(args) -> exit code}`; `harness.cli` only collects them.
+returns `{name: handler(args) -> exit code}`; `fp8_check.cli` only collects them.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import selection, target_check
-from harness.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
-from harness.pipeline import golden, outputs, pool, render, runner, signature
-from harness.pipeline import results as results_mod
-from harness.report import terminal
-from harness.selection import EXIT_FAIL, EXIT_OK, UsageError
-from harness.targets import PROFILES
+from fp8_check import selection, target_check
+from fp8_check.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
+from fp8_check.pipeline import golden, outputs, pool, render, runner, signature
+from fp8_check.pipeline import results as results_mod
+from fp8_check.report import terminal
+from fp8_check.selection import EXIT_FAIL, EXIT_OK, UsageError
+from fp8_check.targets import PROFILES
 
 
 def register(sub) -> dict:
@@ -70,7 +70,7 @@ def _stale(args) -> list[Path] | None:
     None when PATHS names single case files: goldens of cases in other files are not stale
     then, so nothing is warned about and `--prune` refuses to guess.
     """
-    from harness.pipeline import cases as case_mod
+    from fp8_check.pipeline import cases as case_mod
 
     paths = list(args.paths or [selection.DEFAULT_CASES])
     if any(not Path(p).is_dir() for p in paths):
@@ -89,7 +89,7 @@ def cmd_run(args) -> int:
         raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
     numerics_check: runner.NumericsCheck | None = None
     if numerics:
-        from harness.gpu import numerics as numerics_module  # the GPU layer's reference, handed to the runner
+        from fp8_check.gpu import numerics as numerics_module  # the GPU layer's reference, handed to the runner
 
         numerics_check = numerics_module
     outputs.check_file(args.json, "--json")  # fail before compiling, not after
@@ -125,7 +125,7 @@ def cmd_run(args) -> int:
     html = args.html or args.json.parent / "report.html"
 
     def write_html(path: Path) -> None:
-        from harness.report.page import write_report
+        from fp8_check.report.page import write_report
 
         write_report([res], path)
 
@@ -134,6 +134,10 @@ def cmd_run(args) -> int:
                        announce="results: {path}"),
         outputs.Output("HTML report", html, write_html, announce="report: {path}"),
     ])
+    from fp8_check.versions.matrix_document import Matrix, entry_from_results
+    from fp8_check.versions.news import closing_line
+
+    print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
     fail_on = getattr(args, "fail_on", "any")
     if fail_on != "any":
         return EXIT_FAIL if any(runner.fails(o, fail_on) for o in outcomes) else EXIT_OK
@@ -141,7 +145,7 @@ def cmd_run(args) -> int:
 
 
 def _bless_from_matrix(args) -> int:
-    from harness.versions import goldens as ranged
+    from fp8_check.versions import goldens as ranged
 
     if args.paths:
         raise UsageError("bless --from-matrix takes no case paths: the matrix says what ran (use -k, --target, --profile to narrow)")
@@ -243,7 +247,7 @@ def cmd_show(args) -> int:
 
     hlo = comp.hlo or ""  # set whenever the compilation succeeded
     print(yaml.safe_dump(signature.extract(hlo).to_dict(), sort_keys=False))
-    from harness.pipeline import cost
+    from fp8_check.pipeline import cost
 
     est = cost.estimate(hlo, cost.hardware(target))
     print(f"# ---- estimated cost on {est.hardware} (roofline, README: What a change costs): {est.total_us:.1f} µs per call")

@@ -3,7 +3,7 @@
 `export_callable(fn, args, kwargs)` traces and lowers `fn` for the `cuda` platform here (no
 GPU needed) and returns the serialized `jax.export.Exported` (StableHLO bytecode plus its
 calling convention); `Compiler.compile_exported` sends it to the worker, which deserializes
-and compiles it for the target like a rendered case. See `harness.api` for why.
+and compiles it for the target like a rendered case. See `fp8_check.api` for why.
 """
 
 from __future__ import annotations
@@ -17,6 +17,13 @@ def _is_array(leaf: Any) -> bool:
     return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
 
 
+def cpu_only_without_gpu() -> None:
+    """Public name of the hook: the pytest plugin calls it at configure time, and `import fp8_check.api` at import,
+    so a CPU-only test session or script that uses JAX before calling fp8-check does not meet the CUDA plugin's
+    cuInit traceback. (Without fp8-check imported first: set JAX_PLATFORMS=cpu.)"""
+    _cpu_only_without_gpu()
+
+
 def _cpu_only_without_gpu() -> None:
     """Without a GPU, make this process's JAX use the CPU backend quietly.
 
@@ -26,7 +33,7 @@ def _cpu_only_without_gpu() -> None:
     """
     import os
 
-    from harness.targets import gpu_present
+    from fp8_check.targets import gpu_present
 
     if os.environ.get("JAX_PLATFORMS") or gpu_present():
         return

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from harness.pipeline.cost import Estimate
-from harness.pipeline.golden import FieldDiff
-from harness.pipeline.signature import Signature
-from harness.verdict import Verdict
+from fp8_check.pipeline.cost import Estimate
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.signature import Signature
+from fp8_check.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ are never touched, so the project's own `pytest tests` runs as before.
 Outcomes map to pytest's: PASS passes; FAIL, UNRESOLVED, NEW and XPASS fail
 (with the field diffs or the error); XFAIL is xfail (known issue); UNSUPPORTED is
 a skip with the reason. Options: --fp8-target (default h100), --fp8-profile
-(default: every profile the mode supports), --fp8-mode (default auto),
---fp8-goldens (default: the `goldens` directory beside `cases`).
+(default: every profile the mode supports; the `fp8` fixture: cublas), --fp8-mode (default auto),
+--fp8-goldens (default: the `goldens` directory beside `cases`; the `fp8` fixture: <rootdir>/goldens).
 
 A pool of compile workers per pytest process (`--fp8-jobs N`, default: the number
 of cores), behind the compile cache (`--fp8-no-cache` bypasses it; see
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import selection
-from harness.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
+from fp8_check import selection
+from fp8_check.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
 
 _CASES_KEY = re.compile(r"^cases\s*:", re.M)
 
@@ -46,9 +46,9 @@ def pytest_addoption(parser):
     group.addoption("--no-fp8-check", action="store_false", dest="fp8_check",
                     help="never collect fp8-check case files")
     group.addoption("--fp8-target", default="h100", help="target(s), comma-separated (default: h100)")
-    group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated (default: every profile the mode supports)")
+    group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated (default: every profile the mode supports for case files; cublas for the fp8 fixture)")
     group.addoption("--fp8-mode", default="auto", choices=("auto", "deviceless", "device"), help="compile mode (default: auto)")
-    group.addoption("--fp8-goldens", default=None, help="goldens directory (default: the 'goldens' beside 'cases')")
+    group.addoption("--fp8-goldens", default=None, help="goldens directory (default: the 'goldens' beside 'cases' for case files; <rootdir>/goldens for the fp8 fixture)")
     group.addoption("--fp8-jobs", type=int, default=None, help="compile workers (default: the number of cores; 1 under xdist)")
     group.addoption("--fp8-no-cache", action="store_true", default=False, help="bypass the compile cache")
     group.addoption("--fp8-bless", action="store_true", default=False,
@@ -70,6 +70,14 @@ def _is_case_file(path: Path) -> bool:
         return False
 
 
+def pytest_configure(config):
+    # Before any test module imports JAX: on a machine without a GPU, JAX's CPU backend, quietly (no cuInit
+    # traceback from the CUDA plugin). Nothing changes with a GPU, with JAX_PLATFORMS set, or with JAX already up.
+    from fp8_check.export import cpu_only_without_gpu
+
+    cpu_only_without_gpu()
+
+
 def pytest_collect_file(file_path: Path, parent):
     if file_path.suffix not in (".yaml", ".yml"):
         return None
@@ -85,8 +93,8 @@ def pytest_collect_file(file_path: Path, parent):
 
 class CaseFile(pytest.File):
     def collect(self):
-        from harness.pipeline import cases as case_mod
-        from harness.pipeline.runner import plan
+        from fp8_check.pipeline import cases as case_mod
+        from fp8_check.pipeline.runner import plan
 
         try:
             loaded = case_mod.load_file(self.path)
@@ -114,7 +122,7 @@ class CaseItem(pytest.Item):
         self.case, self.target, self.profile = case, target, profile
 
     def runtest(self):
-        from harness.pipeline import runner
+        from fp8_check.pipeline import runner
 
         session = _session(self.config)
         compiler, problem = session.compiler(self.target, self)
@@ -207,7 +215,7 @@ class _Session:
         return self._checked(target)
 
     def _checked(self, target):
-        from harness.pipeline import runner
+        from fp8_check.pipeline import runner
 
         if target.name not in self._canary:
             problem = None
@@ -224,7 +232,7 @@ class _Session:
         """Start compiling every item that will compile, in item order, behind each target's canary
         (runner.prefetch): the canary no longer holds the other workers up. If a canary then fails,
         its target's items report that instead of their compilation."""
-        from harness.pipeline import runner
+        from fp8_check.pipeline import runner
 
         jax_version = self._compiler.environment()["jax"]
         requests: list = []
@@ -264,7 +272,7 @@ def pytest_unconfigure(config):
 #
 # A test that takes `fp8` runs once per --fp8-target x profile (profile: --fp8-profile, default
 # `cublas`, XLA's FP8 GEMM rewriter; deviceless Triton without autotuning upcasts FP8 dots by
-# design) and gets a `harness.api.BoundChecker`: fp8.signature(fn, *args), fp8.assert_fusion(fn,
+# design) and gets a `fp8_check.api.BoundChecker`: fp8.signature(fn, *args), fp8.assert_fusion(fn,
 # *args, fp8_gemms=1, ...), fp8.check_golden(name, fn, *args) (goldens under --fp8-goldens, else
 # <rootdir>/goldens; --fp8-bless records them). One compile worker per pytest process.
 
@@ -291,8 +299,8 @@ _CHECKER_KEY = pytest.StashKey[object]()
 
 @pytest.fixture
 def fp8(request):
-    """fp8-check's API bound to this test's target and profile (harness.api.BoundChecker)."""
-    from harness import api
+    """fp8-check's API bound to this test's target and profile (fp8_check.api.BoundChecker)."""
+    from fp8_check import api
 
     config = request.config
     target, profile = getattr(request, "param", None) or _fixture_params(config)[0]

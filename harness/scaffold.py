@@ -121,20 +121,28 @@ def register(subparsers) -> dict:
     p.add_argument("directory", nargs="?", type=Path, default=Path("."), help="project directory (default: .)")
     p.add_argument("--uses", default=DEFAULT_USES,
                    help=f"the reusable workflow the CI calls (default: {DEFAULT_USES}; replace OWNER)")
-    p.add_argument("--requirement", default="fp8-check[flax]",
-                   help="what the CI installs fp8-check from: a requirement, git URL or wheel URL (default: fp8-check[flax])")
+    p.add_argument("--requirement", default=None,
+                   help="what the CI installs fp8-check from: a requirement, git URL or wheel URL (default: the git URL "
+                        "and commit, or the wheel URL, this fp8-check was installed from; fp8-check is not on PyPI)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     return {"init": cmd_init}
 
 
 def cmd_init(args) -> int:
-    from harness.pipeline.golden import atomic_write
+    from fp8_check.pipeline.golden import atomic_write
 
     root = Path(args.directory)
     if root.exists() and not root.is_dir():
         print(f"fp8-check init: error: {root} is not a directory", file=sys.stderr)
         return 2
     wrote, kept = [], []
+    if args.requirement is None:
+        from fp8_check.about import install_requirement
+
+        args.requirement = install_requirement()
+        if not args.requirement:
+            print("fp8-check init: note: no git URL or wheel URL is known for this fp8-check; the workflow's "
+                  "`requirement` is left empty: fill it in (a git URL of fp8-check, or a release wheel's URL)")
     for rel, text in files(args.uses, args.requirement).items():
         path = root / rel
         if path.exists() and not args.force:

@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.pipeline import cases as case_mod
-from harness.pipeline import runner
-from harness.pipeline import pool
-from harness.pipeline.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
-from harness.pipeline.pool import CompilerPool
-from harness.targets import PROFILES, Profile, Target, load_target, resolve_mode
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline import runner
+from fp8_check.pipeline import pool
+from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
+from fp8_check.pipeline.pool import CompilerPool
+from fp8_check.targets import PROFILES, Profile, Target, load_target, resolve_mode
 
-from harness.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
+from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
 DEFAULT_CASES = Path("cases")
 
 
@@ -88,8 +88,8 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
     """A pool of compile workers behind the compile cache, and its environment (versions, device); deviceless,
     `check_targets`' specs are parsed by XLA first, so that a malformed one is bad input (UsageError), not a
     broken environment. Shipped targets are known to parse and are not checked (a fully cached run starts no JAX).
-    `args` may carry `-j/--workers` and `--no-cache` (harness.pipeline.pool.add_options); `workers` overrides -j."""
-    from harness.targets import gpu_present
+    `args` may carry `-j/--workers` and `--no-cache` (fp8_check.pipeline.pool.add_options); `workers` overrides -j."""
+    from fp8_check.targets import gpu_present
 
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
@@ -121,7 +121,7 @@ def check_spec_files(given: str | None, mode_name: str, option: str = "--target"
 
 
 def _shipped(target: Target) -> bool:
-    from harness.targets import TARGET_DIR
+    from fp8_check.targets import TARGET_DIR
 
     path = TARGET_DIR / f"{target.name}.txtpb"
     try:
@@ -197,7 +197,7 @@ def from_args(args) -> Selection:
 
 def add_options(p, paths: bool = True) -> None:
     """The standard selection options on an argparse parser."""
-    from harness.targets import MODES, target_names
+    from fp8_check.targets import MODES, target_names
 
     if paths:
         p.add_argument("paths", nargs="*", type=Path, help="case files or directories (default: cases/)")

@@ -17,9 +17,9 @@ canary), so it costs nothing per case.
 
 from __future__ import annotations
 
-from harness.pipeline.canary import (BLOCK_SCALED_TARGET, PROBE, CanaryResult, CudnnCanaryError,  # noqa: F401
+from fp8_check.pipeline.canary import (BLOCK_SCALED_TARGET, PROBE, CanaryResult, CudnnCanaryError,  # noqa: F401
                                      check_cudnn, cudnn_threshold, expects_cudnn)
-from harness.targets import Target
+from fp8_check.targets import Target
 
 
 def effective(compiler, target: Target) -> dict:
@@ -29,7 +29,7 @@ def effective(compiler, target: Target) -> dict:
 
 def environment_entry(target: Target, jax_version: str) -> dict:
     """The target's versions as recorded in the results' environment."""
-    from harness.pipeline.aot import dnn_field_read
+    from fp8_check.pipeline.aot import dnn_field_read
 
     v = target.versions
     return {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.target_check import CudnnCanaryError, check_cudnn, effective, environment_entry
+from fp8_check.target_check import CudnnCanaryError, check_cudnn, effective, environment_entry
 
 
 def add_check_parser(tsub) -> None:
@@ -21,12 +21,12 @@ def add_check_parser(tsub) -> None:
 
 def cmd_check(args) -> int:
     """Exit 0 when every target checks out, 3 when a spec is refused or its cuDNN version does not take effect."""
-    from harness.pipeline import runner
-    from harness.pipeline.compile import Compiler, WorkerError
-    from harness.selection import BrokenEnvironment as broken_environment
-    from harness.selection import UsageError as usage_error
-    from harness.selection import _shipped, check_target_spec
-    from harness.targets import TargetSpecError, load_target, target_names
+    from fp8_check.pipeline import runner
+    from fp8_check.pipeline.compile import Compiler, WorkerError
+    from fp8_check.selection import BrokenEnvironment as broken_environment
+    from fp8_check.selection import UsageError as usage_error
+    from fp8_check.selection import _shipped, check_target_spec
+    from fp8_check.targets import TargetSpecError, load_target, target_names
 
     names = [args.spec] if args.spec else list(target_names())
     targets = []
@@ -71,6 +71,6 @@ def cmd_check(args) -> int:
 
 
 def _field(jax_version: str) -> str:
-    from harness.pipeline.aot import dnn_field_read
+    from fp8_check.pipeline.aot import dnn_field_read
 
     return dnn_field_read(jax_version)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from harness.errors import BrokenEnvironmentError
+from fp8_check.errors import BrokenEnvironmentError
 
 TARGET_DIR = Path(__file__).parent / "targets"
 MODES = ("auto", "deviceless", "device")
@@ -66,7 +66,7 @@ class Target:
 
     @property
     def devices(self) -> int:
-        from harness.pipeline.aot import device_count
+        from fp8_check.pipeline.aot import device_count
 
         return device_count(self.topology)
 
@@ -134,7 +134,7 @@ def _multi_device(name: str) -> Target | None:
     """`h100x8` / `h100x2x4`: the GPU spec `h100` on a topology of 1 host x 8 / 2 hosts x 4 GPUs."""
     from dataclasses import replace
 
-    from harness.pipeline.aot import TOPOLOGY_LINE
+    from fp8_check.pipeline.aot import TOPOLOGY_LINE
 
     m = _MULTI.fullmatch(name)
     if not m or not (TARGET_DIR / f"{m.group(1)}.txtpb").is_file():
@@ -160,7 +160,7 @@ def load_target(name: str) -> Target:
     the goldens' folder). A user's spec named like a shipped target (`./h100.txtpb`) but differing
     from it is refused: it would be judged against, and blessed into, that target's goldens.
     """
-    from harness.pipeline import names, safe_yaml
+    from fp8_check.pipeline import names, safe_yaml
 
     multi = None if name.endswith(".txtpb") else _multi_device(name)
     if multi is not None:
@@ -253,7 +253,7 @@ def parse_target(name: str, text: str, where: str | None = None) -> Target:
     minor = re.search(r"minor:\s*(\d+)", cc.group(1))
     first = text.splitlines()[0] if text else ""
     desc = first.split(":", 1)[1].strip() if first.startswith("# fp8-check target spec:") else name
-    from harness.pipeline.aot import strip_version_fields
+    from fp8_check.pipeline.aot import strip_version_fields
 
     versions, notes = parse_versions(text, where or f"target '{name}'")
     return Target(

@@ -45,10 +45,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from harness.collective_rules import COLLECTIVE_RULES, collective_field, is_collective_path
-from harness.pipeline.cost import CostDelta
-from harness.pipeline.signature import Signature
-from harness.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES, MISSING,  # noqa: F401
+from fp8_check.collective_rules import COLLECTIVE_RULES, collective_field, is_collective_path
+from fp8_check.pipeline.cost import CostDelta
+from fp8_check.pipeline.signature import Signature
+from fp8_check.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES, MISSING,  # noqa: F401
                                    MIXED, NEUTRAL, REGRESSION, Neutral, _SIGNATURE_KEYS, _family, _narrow_lost,
                                    block_field, gemm_field)
 
@@ -235,7 +235,7 @@ def _classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict
     if path in ("numerics", "filecheck"):
         return [line(REGRESSION, "wrong numbers" if path == "numerics" else "FileCheck patterns no longer match")]
     if path.startswith("layers["):
-        from harness.pipeline.layer_rules import classify as classify_layer
+        from fp8_check.pipeline.layer_rules import classify as classify_layer
 
         return [line(*classify_layer(path, before, after))]
     if path == "kernels":
@@ -372,7 +372,7 @@ def _unfused(before: list, after: list) -> list[tuple[str, str]]:
     return out or [(NEUTRAL, "same ops")]
 
 
-# Every field of harness.pipeline.signature.Signature: its rule, or the rules of its record's fields
+# Every field of fp8_check.pipeline.signature.Signature: its rule, or the rules of its record's fields
 # (`gemms`, `block_scaled`: GEMM_RULES / BLOCK_RULES, each field a rule or `Neutral(reason)`).
 # tests/test_verdict_fields.py fails for a field with neither.
 FIELD_RULES: dict[str, object] = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness import dtypes
+from fp8_check import dtypes
 
 REGRESSION, IMPROVEMENT, NEUTRAL, MIXED = "regression", "improvement", "neutral", "mixed"
 LINE_CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL)
@@ -199,7 +199,7 @@ def _rule_inputs(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -
     return [(NEUTRAL, f"gemm fusion inputs {', '.join(b) or '-'} -> {', '.join(a) or '-'}")]
 
 
-# Every field of harness.pipeline.signature.Gemm: its rule, or why it is neutral.
+# Every field of fp8_check.pipeline.signature.Gemm: its rule, or why it is neutral.
 GEMM_RULES: dict[str, "Rule | Neutral"] = {
     "target": _rule_target,
     "operand_dtypes": _rule_operand_dtypes,
@@ -269,7 +269,7 @@ def _count_rule(what: str) -> Rule:
     return rule
 
 
-# Every field of harness.pipeline.signature.BlockScaling: its rule, or why it is neutral.
+# Every field of fp8_check.pipeline.signature.BlockScaling: its rule, or why it is neutral.
 BLOCK_RULES: dict[str, "Rule | Neutral"] = {
     "form": _rule_form,
     "target": Neutral("the block-scaled kernel's name; `form` and `gemms` carry what it costs",

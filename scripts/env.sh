@@ -2,12 +2,14 @@
 # Set up (or reuse) the locked environment, then run a command inside it.
 #   bash scripts/env.sh fp8-check run      # the main job
 #   bash scripts/env.sh pytest             # the test suite
-# Needs only a Python >= 3.12 on the machine; installs uv if it is missing.
+# Needs only a Python >= 3.12 on the machine; installs uv (once, quietly) if it is missing.
+# The command runs in the caller's directory: relative paths resolve where you stand, e.g.
+#   cd ~/myproject && bash ~/fp8-check/scripts/env.sh fp8-check list mycases
 # Installs what deviceless compiles need (JAX, jaxlib, the CUDA plugin, ptxas; the other extras,
 # e.g. flax for the flax cases; the dev group for the tests), not NVIDIA's runtime wheels: for device mode on a
 # GPU host (`--mode device`, `run --numerics`) set FP8_CHECK_DEVICE=1 (the `device` extra).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+CHECKOUT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 find_python() {
   local c
@@ -27,11 +29,18 @@ PY=$(find_python) || { echo "fp8-check: needs Python >= 3.12 (none found on PATH
 export UV_PYTHON="$PY" UV_PYTHON_DOWNLOADS=never
 
 if ! command -v uv >/dev/null 2>&1; then
-  "$PY" -m pip install --quiet --user uv >&2 || "$PY" -m pip install --quiet uv >&2
-  export PATH="$("$PY" -c 'import site; print(site.USER_BASE)')/bin:$PATH"
+  # pip's --user scripts directory is often not on PATH: look there before installing again
+  USER_BIN="$("$PY" -c 'import site; print(site.USER_BASE)')/bin"
+  export PATH="$USER_BIN:$PATH"
+  if ! command -v uv >/dev/null 2>&1; then
+    echo "fp8-check: installing uv (pip install --user uv)" >&2
+    export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+    "$PY" -m pip install --quiet --user uv >&2 || "$PY" -m pip install --quiet uv >&2
+    command -v uv >/dev/null 2>&1 || export PATH="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+  fi
 fi
 
 EXTRAS=(--all-extras --no-extra device)
 [ "${FP8_CHECK_DEVICE:-0}" = 1 ] && EXTRAS=(--all-extras)
-uv sync --locked "${EXTRAS[@]}" --quiet >&2
-exec uv run --locked "${EXTRAS[@]}" --no-sync "$@"
+uv sync --project "$CHECKOUT" --locked "${EXTRAS[@]}" --quiet >&2
+exec uv run --project "$CHECKOUT" --locked "${EXTRAS[@]}" --no-sync "$@"

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness.targets import gpu_present
+from fp8_check.targets import gpu_present
 
 # Tests that execute rendered functions use JAX's CPU backend; compiles for GPU
 # targets happen in the worker subprocess, which sets up its own environment.
@@ -16,7 +16,7 @@ if not gpu_present():
 
 import pytest
 
-from harness import cli
+from fp8_check import cli
 
 # The compile cache of a test session lives in a directory of its own (never the user's),
 # shared by the tests of the session; tests of the cache itself use their own.

@@ -1,4 +1,4 @@
-"""Check your own model: harness.api (compiled deviceless for real in the worker), `fp8-check check`, the fp8 fixture."""
+"""Check your own model: fp8_check.api (compiled deviceless for real in the worker), `fp8-check check`, the fp8 fixture."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import pytest
 import yaml
 
-from harness import api
-from harness.pipeline.signature import Signature
+from fp8_check import api
+from fp8_check.pipeline.signature import Signature
 
 from .conftest import REPO
 
@@ -235,8 +235,8 @@ def test_fixture_with_bless_and_a_readable_failure_on_a100(tmp_path):
 
 
 def test_package_reexports_the_api_lazily():
-    code = ("import sys, harness; assert 'harness.api' not in sys.modules and 'yaml' not in sys.modules; "
-            "from harness import assert_fusion, FusionMismatch; from harness.api import assert_fusion as a; "
+    code = ("import sys; import fp8_check; assert 'fp8_check.api' not in sys.modules and 'yaml' not in sys.modules; "
+            "from fp8_check import assert_fusion, FusionMismatch; from fp8_check.api import assert_fusion as a; "
             "assert assert_fusion is a and issubclass(FusionMismatch, AssertionError); print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr

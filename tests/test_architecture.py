@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from harness import outcome
+from fp8_check import outcome
 
 from .conftest import REPO
 
-PACKAGE = REPO / "harness"
+PACKAGE = REPO / "harness"  # the folder; its import name is the package's own name (fp8_check)
+IMPORT_NAME = outcome.__name__.split(".")[0]
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    parts = [IMPORT_NAME] + list(path.relative_to(PACKAGE).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -48,7 +49,7 @@ def _imports(name: str, path: Path) -> set[str]:
         for t in targets:
             while t and t not in MODULES:
                 t = t.rpartition(".")[0]
-            if t and t != name and t.startswith("harness"):
+            if t and t != name and (t == IMPORT_NAME or t.startswith(IMPORT_NAME + ".")):
                 out.add(t)
     return out
 
@@ -88,14 +89,14 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_is_read():
     # the walker must see real edges, or the tests below could never fail
-    assert "harness.pipeline.golden" in GRAPH["harness.outcome"]
-    assert "harness.selection" in GRAPH["harness.commands"]
+    assert "fp8_check.pipeline.golden" in GRAPH["fp8_check.outcome"]
+    assert "fp8_check.selection" in GRAPH["fp8_check.commands"]
     assert len(MODULES) > 25
 
 
 def test_the_cycle_finder_finds_a_cycle():
     graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["harness.pipeline.golden"] = graph["harness.pipeline.golden"] | {"harness.outcome"}
+    graph["fp8_check.pipeline.golden"] = graph["fp8_check.pipeline.golden"] | {"fp8_check.outcome"}
     assert _cycle(graph) is not None
 
 
@@ -104,15 +105,15 @@ def test_no_import_cycles():
 
 
 def test_nothing_imports_the_cli():
-    importers = sorted(m for m, deps in GRAPH.items() if "harness.cli" in deps)
+    importers = sorted(m for m, deps in GRAPH.items() if "fp8_check.cli" in deps)
     assert importers == []
 
 
 def test_the_compile_worker_imports_only_aot():
     # it runs inside per-version environments that hold only JAX
-    assert GRAPH["harness.pipeline.worker"] <= {"harness.pipeline.aot", "harness.pipeline.worker_guard", "harness.pipeline", "harness"}
-    assert GRAPH["harness.pipeline.worker_guard"] == set()  # standard library only
-    assert GRAPH["harness.pipeline.aot"] == set()
+    assert GRAPH["fp8_check.pipeline.worker"] <= {"fp8_check.pipeline.aot", "fp8_check.pipeline.worker_guard", "fp8_check.pipeline", IMPORT_NAME}
+    assert GRAPH["fp8_check.pipeline.worker_guard"] == set()  # standard library only
+    assert GRAPH["fp8_check.pipeline.aot"] == set()
 
 
 def test_outcome_codes_are_defined_once():
@@ -160,7 +161,7 @@ def _kind_switches(text: str, names: list[str]) -> list[str]:
 
 
 def test_no_module_outside_the_kinds_switches_on_kind_names():
-    from harness.pipeline import kinds
+    from fp8_check.pipeline import kinds
 
     names = list(kinds.KINDS)
     offenders = {str(p.relative_to(REPO)): hits for p in PACKAGE.rglob("*.py")
@@ -179,7 +180,7 @@ def test_the_kind_switch_finder_finds_a_switch():
 
 
 def test_every_kind_module_is_registered_and_complete():
-    from harness.pipeline import kinds
+    from fp8_check.pipeline import kinds
 
     modules = sorted(p.stem for p in KIND_DIR.glob("*.py") if p.stem != "__init__")
     assert sorted(kinds.KINDS) == modules  # a new kind is one new module, registered once
@@ -191,7 +192,7 @@ def test_every_kind_module_is_registered_and_complete():
 
 
 def test_kinds_do_not_import_each_other():
-    kind_modules = {f"harness.pipeline.kinds.{p.stem}" for p in KIND_DIR.glob("*.py") if p.stem != "__init__"}
+    kind_modules = {f"fp8_check.pipeline.kinds.{p.stem}" for p in KIND_DIR.glob("*.py") if p.stem != "__init__"}
     for m in kind_modules:
         assert GRAPH[m] & kind_modules == set(), m
 
@@ -202,28 +203,29 @@ def test_kinds_do_not_import_each_other():
 # never one above. The first entry naming a module (exactly, or as a package prefix ending in '.') wins.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("domain", (  # values and pure rules: no compiling, no files but the goldens/case text they parse
-        "harness.errors", "harness.dtypes", "harness.targets", "harness.pipeline.aot", "harness.pipeline.hlo", "harness.pipeline.safe_yaml",
-        "harness.pipeline.filecheck", "harness.pipeline.signature", "harness.pipeline.golden", "harness.pipeline.outputs",
-        "harness.pipeline.case_model", "harness.verdict_rules", "harness.verdict", "harness.outcome",
-        "harness.pipeline.cost", "harness.pipeline.cost_table", "harness.pipeline.cost_policy",  # pure: HLO text -> estimate
-        "harness.pipeline.signature_types", "harness.pipeline.collectives", "harness.pipeline.attribution",
-        "harness.pipeline.coverage", "harness.pipeline.layer_rules", "harness.pipeline.sharded_cases",
-        "harness.collective_rules", "harness.pipeline.names", "harness.pipeline.typed",
+        "fp8_check.errors", "fp8_check.dtypes", "fp8_check.targets", "fp8_check.pipeline.aot", "fp8_check.pipeline.hlo", "fp8_check.pipeline.safe_yaml",
+        "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
+        "fp8_check.pipeline.case_model", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
+        "fp8_check.pipeline.cost", "fp8_check.pipeline.cost_table", "fp8_check.pipeline.cost_policy",  # pure: HLO text -> estimate
+        "fp8_check.pipeline.signature_types", "fp8_check.pipeline.collectives", "fp8_check.pipeline.attribution",
+        "fp8_check.pipeline.coverage", "fp8_check.pipeline.layer_rules", "fp8_check.pipeline.sharded_cases",
+        "fp8_check.collective_rules", "fp8_check.pipeline.names", "fp8_check.pipeline.typed",
+        "fp8_check.about",  # versions from installed metadata
     )),
-    ("pipeline", ("harness.pipeline.", "harness.export")),  # plan -> render -> compile -> signature -> judge
+    ("pipeline", ("fp8_check.pipeline.", "fp8_check.export")),  # plan -> render -> compile -> signature -> judge
     ("services", (  # built on the pipeline: the API, versions, upstream, reports, GPU-only checks
         "harness.api", "harness.check_process", "harness.target_check", "harness.layers.", "harness.versions.matrix_document",
-        "harness.versions.matrix_view", "harness.versions.goldens", "harness.versions.envs", "harness.versions.releases",
+        "harness.versions.matrix_view", "harness.versions.news", "harness.versions.goldens", "harness.versions.envs", "harness.versions.releases",
         "harness.versions.uvbin", "harness.versions.wheels", "harness.versions.shared_xla", "harness.upstream.",
         "harness.report.", "harness.gpu.numerics",
         "harness.gpu.block_numerics",
     )),
-    ("options", ("harness.selection",)),  # what a command runs on (CLI options, shared with the pytest plugin)
+    ("options", ("fp8_check.selection",)),  # what a command runs on (CLI options, shared with the pytest plugin)
     ("commands", (  # modules that register subcommands or plug into pytest; nothing below imports them
-        "harness.versions.matrix", "harness.versions.bisect", "harness.gpu.capture", "harness.gpu.fidelity",
-        "harness.gpu.calibrate",
-        "harness.upstream.reduce", "harness.report.page", "harness.check", "harness.scaffold", "harness.commands",
-        "harness.target_check_cli", "harness.pytest_plugin", "harness.cli",
+        "fp8_check.versions.matrix", "fp8_check.versions.bisect", "fp8_check.gpu.capture", "fp8_check.gpu.fidelity",
+        "fp8_check.gpu.calibrate",
+        "fp8_check.upstream.reduce", "fp8_check.report.page", "fp8_check.check", "fp8_check.scaffold", "fp8_check.commands",
+        "fp8_check.target_check_cli", "fp8_check.pytest_plugin", "fp8_check.cli",
     )),
 ]
 _ORDER = {name: i for i, (name, _) in enumerate(LAYERS)}
@@ -243,7 +245,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     out = []
     for m, deps in graph.items():
         if MODULES[m].name == "__init__.py" and m.count(".") < 2:
-            continue  # the package markers `harness`, `harness.gpu`, ... hold no code of a layer
+            continue  # the package markers `harness`, `fp8_check.gpu`, ... hold no code of a layer
         for d in deps:
             if MODULES[d].name == "__init__.py" and d.count(".") < 2:
                 continue
@@ -263,8 +265,8 @@ def test_no_module_imports_a_layer_above_its_own():
 
 def test_the_layer_check_finds_an_upward_import():
     graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["harness.pipeline.runner"] = graph["harness.pipeline.runner"] | {"harness.gpu.numerics", "harness.selection"}
+    graph["fp8_check.pipeline.runner"] = graph["fp8_check.pipeline.runner"] | {"fp8_check.gpu.numerics", "fp8_check.selection"}
     assert upward_imports(graph) == [
-        "harness.pipeline.runner (pipeline) imports harness.gpu.numerics (services)",
-        "harness.pipeline.runner (pipeline) imports harness.selection (options)",
+        "fp8_check.pipeline.runner (pipeline) imports fp8_check.gpu.numerics (services)",
+        "fp8_check.pipeline.runner (pipeline) imports fp8_check.selection (options)",
     ]

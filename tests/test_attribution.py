@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import verdict
-from harness.pipeline import attribution, coverage, golden, layer_rules
-from harness.pipeline.attribution import Attribution, MatmulSizes
-from harness.pipeline.signature import Gemm, Signature, extract
+from fp8_check import verdict
+from fp8_check.pipeline import attribution, coverage, golden, layer_rules
+from fp8_check.pipeline.attribution import Attribution, MatmulSizes
+from fp8_check.pipeline.signature import Gemm, Signature, extract
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo" / "attribution"
 QDQ = {v: FIXTURES / f"flax_dense_qdq_grad.jax-{v}.h100.cublas.txt" for v in ("0.6.2", "0.12.0.1")}
@@ -195,7 +195,7 @@ def test_golden_layers_are_loaded_checked_and_kept_by_bless(tmp_path):
 
 
 def test_with_requirements_name_their_own_environments(tmp_path):
-    from harness.versions import envs
+    from fp8_check.versions import envs
 
     plain = envs.Manager(tmp_path, python="python3")
     plain._tag = "py3.12"
@@ -218,14 +218,14 @@ def test_with_requirements_name_their_own_environments(tmp_path):
 
 
 def test_large_constants_are_found():
-    from harness.check import large_constants
+    from fp8_check.check import large_constants
 
     text = ("HloModule m\n\nENTRY %main () -> f32[128,64] {\n"
             "  %c = f32[128,64]{1,0} constant({...})\n  %s = f32[] constant(1)\n"
             "  ROOT %n = f32[128,64]{1,0} negate(%c)\n}\n")
     assert large_constants(text) == ["f32[128,64]"]
     assert large_constants(text, min_elements=10_000) == []
-    from harness.check import baked_in
+    from fp8_check.check import baked_in
 
     shlo = '%0 = stablehlo.constant dense<"0x0000803F0000803F"> : tensor<128x64xf32>\n%k = stablehlo.constant dense<0> : tensor<2xui32>'
     assert baked_in("", shlo) == ["1 large array(s) are constants baked into the program (f32[128,64])"]

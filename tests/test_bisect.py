@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pipeline import golden
-from harness.pipeline.signature import Gemm, Signature
-from harness.versions import bisect
-from harness.versions.bisect import Judgment, Verdict
+from fp8_check.pipeline import golden
+from fp8_check.pipeline.signature import Gemm, Signature
+from fp8_check.versions import bisect
+from fp8_check.versions.bisect import Judgment, Verdict
 
 from .test_matrix import NEW, OLD, POOL, TEST_CACHE
 
@@ -77,8 +77,9 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
     code, out, err = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--bad", NEW,
                              cwd=workspace)
     assert code == 1, out + err
-    assert f"first bad version: jax {NEW} (last good: jax {OLD})" in out
-    # Triton fusing the requantization: an improvement (README: Verdicts)
+    # Triton fusing the requantization: an improvement (README: Verdicts), so no "first bad version"
+    assert f"first changed version: jax {NEW} (last unchanged: jax {OLD}) — improvement, not a regression" in out
+    assert "first bad version" not in out
     assert f"signature diff (expected: jax {OLD}, found: jax {NEW}) [improvement]:" in out
     assert "kernels: expected 2, found 1" in out and "gemms[0].output: expected f32, found f8e4m3fn" in out
     # git-bisect-run test command: one version against the reference
@@ -114,7 +115,7 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
 def _recorded(version, case, profile):
     from pathlib import Path
 
-    from harness.pipeline import signature
+    from fp8_check.pipeline import signature
 
     path = Path(__file__).parent / "fixtures" / "hlo" / f"jax-{version}" / f"{case}.h100.{profile}.txt"
     return signature.extract(path.read_text()).to_dict()
@@ -122,7 +123,7 @@ def _recorded(version, case, profile):
 
 def _tester_with(criterion, sig_of):
     """The real Tester (its judge), with signatures filled in per version instead of compiled."""
-    from harness.pipeline.signature import Signature
+    from fp8_check.pipeline.signature import Signature
 
     t = bisect.Tester(None, None, None, "deviceless", "goldens", criterion)
     for v in VERSIONS:

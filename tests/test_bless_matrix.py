@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline import golden, signature
-from harness.versions import goldens as ranged
+from fp8_check.pipeline import golden, signature
+from fp8_check.versions import goldens as ranged
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 

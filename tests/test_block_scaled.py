@@ -9,13 +9,13 @@ import jax
 import numpy as np
 import pytest
 
-from harness.gpu import numerics
-from harness.outcome import UNRESOLVED, UNSUPPORTED
-from harness.pipeline import cases as case_mod
-from harness.pipeline import render, runner, signature
-from harness.pipeline.cases import CaseError
-from harness.pipeline.compile import Compiler
-from harness.targets import PROFILES, load_target
+from fp8_check.gpu import numerics
+from fp8_check.outcome import UNRESOLVED, UNSUPPORTED
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline import render, runner, signature
+from fp8_check.pipeline.cases import CaseError
+from fp8_check.pipeline.compile import Compiler
+from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO, write_cases
 
@@ -70,7 +70,7 @@ def test_new_dtypes_are_accepted_where_dtypes_appear(tmp_path):
   - {id: fp4_pattern, a_dtype: float4_e2m1fn, b_dtype: float4_e2m1fn, input_scales: both, scale_dtype: float8_e8m0fnu}
   - id: py
     kind: python
-    callable: harness.layers.flax_fp8:dense
+    callable: fp8_check.layers.flax_fp8:dense
     args: [{name: s, shape: [4], dtype: float8_e8m0fnu}, {name: x, shape: [4, 4], dtype: float4_e2m1fn}]
 """)
     pattern, py = case_mod.load_file(p)
@@ -145,7 +145,7 @@ def test_injected_bug_in_rendered_source_fails(cid, old, new, what):
 
 
 def test_injected_bug_in_reference_fails(monkeypatch):
-    from harness.gpu import block_numerics
+    from fp8_check.gpu import block_numerics
 
     c = BY_ID["bs_sm_nvfp4_global"]
     inputs, outs = run_cpu(c)

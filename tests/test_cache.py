@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline.cache import (
+from fp8_check.pipeline.cache import (
     CompileCache, Entry, KeyMaterial, cacheable, compiling_code_hash, imported_modules,
 )
 
@@ -147,7 +147,7 @@ def test_unwritable_cache_only_misses(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from harness.pipeline.cache import CompileCache, Entry
+    from fp8_check.pipeline.cache import CompileCache, Entry
     root, me, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     cache = CompileCache(root)
     keys = ["%064x" % k for k in range(8)]

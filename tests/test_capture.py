@@ -12,12 +12,12 @@ import struct
 
 import pytest
 
-from harness.gpu import capture
-from harness.pipeline import render
-from harness.pipeline import runner
-from harness.pipeline import signature
-from harness.pipeline.compile import Compiler
-from harness.targets import PROFILES, load_target, parse_target
+from fp8_check.gpu import capture
+from fp8_check.pipeline import render
+from fp8_check.pipeline import runner
+from fp8_check.pipeline import signature
+from fp8_check.pipeline.compile import Compiler
+from fp8_check.targets import PROFILES, load_target, parse_target
 
 from .conftest import requires_gpu
 

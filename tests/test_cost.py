@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline import cost, cost_table, results, signature
-from harness.pipeline.cost import CostDelta, Estimate
-from harness.targets import load_target, target_names
-from harness.verdict import NEUTRAL, REGRESSION, Verdict, classify
+from fp8_check.pipeline import cost, cost_table, results, signature
+from fp8_check.pipeline.cost import CostDelta, Estimate
+from fp8_check.targets import load_target, target_names
+from fp8_check.verdict import NEUTRAL, REGRESSION, Verdict, classify
 
 from .conftest import REPO, write_cases
 
@@ -169,7 +169,7 @@ def test_the_cost_survives_the_results_json_and_old_files_still_load(tmp_path):
 
 
 def test_price_at_is_validated_with_one_line_naming_file_case_and_field(tmp_path):
-    from harness.pipeline.cases import CaseError, load
+    from fp8_check.pipeline.cases import CaseError, load
 
     ok = write_cases(tmp_path / "ok.yaml", "cases:\n  - id: c\n    price_at: {m: 4096, n: 14336, k: 4096}\n")
     assert load([ok])[0].price_at.n == 14336
@@ -250,8 +250,8 @@ def test_a_fail_classed_regression_shows_its_cost_on_the_terminal_and_in_the_res
 
 
 def _entry(version: str, profile: str, code: str = "PASS", verdict: Verdict | None = None):
-    from harness.outcome import Outcome, code as outcome_code
-    from harness.versions.matrix_document import VersionEntry
+    from fp8_check.outcome import Outcome, code as outcome_code
+    from fp8_check.versions.matrix_document import VersionEntry
 
     sig, est = priced(version, "bf16_dequant_llm", profile)
     o = Outcome("bf16_dequant_llm", "h100", profile, "deviceless", version, outcome_code(code), signature=sig,
@@ -262,8 +262,8 @@ def _entry(version: str, profile: str, code: str = "PASS", verdict: Verdict | No
 def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
     import io
 
-    from harness.versions import matrix_document as md
-    from harness.versions.matrix_view import print_report
+    from fp8_check.versions import matrix_document as md
+    from fp8_check.versions.matrix_view import print_report
 
     # triton runs first, so the grid's cost order (cublas first) is not the run order
     m = md.Matrix([_entry("0.6.2", "triton"), _entry("0.7.0", "triton"), _entry("0.7.1", "triton"),
@@ -279,7 +279,8 @@ def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
     back = md.from_json(json.loads(json.dumps(doc)))
     assert [c.verdict.cost.delta_us for c in back.changes()] == [c.verdict.cost.delta_us for c in m.changes()]
     out = io.StringIO()
-    print_report(m, out, sort="cost")
+    # every result here PASSes: the changes are blessed history, listed (with their cost) on request
+    print_report(m, out, sort="cost", history=True)
     grid = [x for x in out.getvalue().splitlines() if "│bf16_dequant_llm" in x]
     assert "h100/cublas" in grid[0] and grid[0].rstrip("│ ").endswith("+4.0 µs")  # the costliest row first
     assert "h100/triton" in grid[1] and grid[1].rstrip("│ ").endswith("+0.0 µs")
@@ -287,8 +288,8 @@ def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
 
 
 def test_fail_on_cost_fails_only_regressions_at_or_over_the_threshold():
-    from harness.outcome import Outcome, code as outcome_code
-    from harness.pipeline import runner
+    from fp8_check.outcome import Outcome, code as outcome_code
+    from fp8_check.pipeline import runner
 
     def fail(delta_us: float, before: float = 100.0, cls: str = REGRESSION, priced: bool = True):
         v = Verdict(cls, (), CostDelta(before, before + delta_us, "H100 SXM", "golden") if priced else None)
@@ -319,7 +320,7 @@ def test_run_rejects_a_malformed_cost_threshold_with_one_line(run_cli, workspace
 
 @pytest.mark.slow
 def test_calibrate_refuses_without_a_gpu_and_times_the_cpu_backend(run_cli, capsys):
-    from harness.targets import gpu_present
+    from fp8_check.targets import gpu_present
 
     if not gpu_present():
         code, out, err = run_cli("calibrate", "-k", "seed_plain_f32")
@@ -333,7 +334,7 @@ def test_calibrate_refuses_without_a_gpu_and_times_the_cpu_backend(run_cli, caps
     assert float(ratio) == pytest.approx(float(measured) / float(est), rel=0.01)
 
 
-@pytest.mark.skipif(not __import__("harness.targets", fromlist=["x"]).gpu_present(),
+@pytest.mark.skipif(not __import__("fp8_check.targets", fromlist=["x"]).gpu_present(),
                     reason="calibration times compiled cases on an NVIDIA GPU; this machine has none")
 def test_the_8192_gemm_estimate_is_near_the_measured_time_on_a_gpu(run_cli):
     code, out, err = run_cli("calibrate", "-k", "layout_llm_8192", "--profile", "cublas", "--repeats", "20")
@@ -348,8 +349,8 @@ def test_the_8192_gemm_estimate_is_near_the_measured_time_on_a_gpu(run_cli):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_html_grid_sorts_by_estimated_cost(tmp_path):
-    from harness.pipeline.results import Results
-    from harness.report import page as report
+    from fp8_check.pipeline.results import Results
+    from fp8_check.report import page as report
 
     from .test_report import CHROMIUM, CHROMIUM_ARGS, Watched
 
@@ -414,7 +415,7 @@ def test_a_cudnn_block_scaled_dot_is_priced_as_its_batched_fp4_gemm():
 
 def test_lean_records_keep_the_total_and_still_price_a_change():
     # the matrix stores its per-version outcomes without texts: the estimate keeps only its total there
-    from harness.outcome import Outcome, code as outcome_code
+    from fp8_check.outcome import Outcome, code as outcome_code
 
     _, before = priced("0.6.2", "bf16_dequant_llm", "cublas")
     _, after = priced("0.7.0", "bf16_dequant_llm", "cublas")

@@ -8,21 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from harness import errors
-from harness.pipeline import outputs
+from fp8_check import errors
+from fp8_check.pipeline import outputs
 
 from .conftest import REPO
 
 
 @pytest.mark.parametrize("cls, code, prefix", [
-    ("harness.pipeline.cases:CaseError", 2, "error: "),
-    ("harness.pipeline.golden:GoldenError", 2, "error: "),
-    ("harness.pipeline.results:ResultsError", 2, "error: "),
-    ("harness.pipeline.outputs:OutputError", 2, "error: "),
-    ("harness.selection:UsageError", 2, "error: "),
-    ("harness.selection:BrokenEnvironment", 3, "broken environment: "),
-    ("harness.pipeline.canary:CanaryError", 3, ""),
-    ("harness.targets:TargetSpecError", 3, "refused target spec: "),
+    ("fp8_check.pipeline.cases:CaseError", 2, "error: "),
+    ("fp8_check.pipeline.golden:GoldenError", 2, "error: "),
+    ("fp8_check.pipeline.results:ResultsError", 2, "error: "),
+    ("fp8_check.pipeline.outputs:OutputError", 2, "error: "),
+    ("fp8_check.selection:UsageError", 2, "error: "),
+    ("fp8_check.selection:BrokenEnvironment", 3, "broken environment: "),
+    ("fp8_check.pipeline.canary:CanaryError", 3, ""),
+    ("fp8_check.targets:TargetSpecError", 3, "refused target spec: "),
 ])
 def test_each_error_knows_its_exit_code(cls, code, prefix):
     import importlib

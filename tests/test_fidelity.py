@@ -12,12 +12,12 @@ import json
 
 import pytest
 
-from harness.gpu import fidelity
-from harness.pipeline import cases as case_mod
-from harness.pipeline.golden import FieldDiff
-from harness.pipeline.signature import Signature
-from harness.pipeline.compile import Compiler
-from harness.targets import load_target
+from fp8_check.gpu import fidelity
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.signature import Signature
+from fp8_check.pipeline.compile import Compiler
+from fp8_check.targets import load_target
 
 from .conftest import REPO, requires_gpu
 

@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from harness.pipeline import golden
+from fp8_check.pipeline import golden
 
 SIG = {
     "kernels": 2,

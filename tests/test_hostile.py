@@ -86,11 +86,12 @@ SUBCOMMANDS = {
     "check": ["check", "os:getcwd", "--arg", "x=float32[2]", "--target", "T"],
     "init": ["init", "F"],
     "calibrate": ["calibrate", "F"],
+    "ci summary": ["ci", "summary", "F", "--summary-file", "O/summary.md", "--issues-dir", "O/issues"],
 }
 
 
 def test_every_subcommand_is_listed():
-    from harness import cli
+    from fp8_check import cli
 
     parser, handlers = cli.build_parser()
     assert set(handlers) == {c.split()[0] for c in SUBCOMMANDS}

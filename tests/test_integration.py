@@ -12,9 +12,9 @@ import jax
 import pytest
 import yaml
 
-from harness.pipeline import golden, runner
-from harness.pipeline.compile import Compiler
-from harness.targets import TARGET_DIR, load_target
+from fp8_check.pipeline import golden, runner
+from fp8_check.pipeline.compile import Compiler
+from fp8_check.targets import TARGET_DIR, load_target
 
 from .conftest import write_cases
 

@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import pytest
 
-from harness.pipeline import cases
-from harness.pipeline import golden
-from harness.pipeline import render
-from harness.pipeline import signature
-from harness.targets import PROFILES, load_target
+from fp8_check.pipeline import cases
+from fp8_check.pipeline import golden
+from fp8_check.pipeline import render
+from fp8_check.pipeline import signature
+from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO
 

@@ -16,15 +16,15 @@ import jax
 import pytest
 import yaml
 
-from harness.verdict import Verdict
-from harness import outcome
-from harness.outcome import Outcome
-from harness.pipeline import golden, results
-from harness.pipeline.golden import FieldDiff
-from harness.pipeline.signature import Gemm, Signature
-from harness.versions import envs, matrix_document, matrix_view
-from harness.versions import releases as versions
-from harness.versions.matrix_document import Matrix, MatrixError, Status, VersionEntry, load_matrix
+from fp8_check.verdict import Verdict
+from fp8_check import outcome
+from fp8_check.outcome import Outcome
+from fp8_check.pipeline import golden, results
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.signature import Gemm, Signature
+from fp8_check.versions import envs, matrix_document, matrix_view
+from fp8_check.versions import releases as versions
+from fp8_check.versions.matrix_document import Matrix, MatrixError, Status, VersionEntry, load_matrix
 
 OLD = "0.8.0"  # the one extra environment the suite may build
 NEW = jax.__version__
@@ -214,10 +214,17 @@ def test_grid_shows_symbols_kernels_and_highlights_changes():
     # one kernel fewer an improvement (▲)
     assert grid_cells(text, "a") == ["-", "✗1", "E", "✓1~", "✓1"]
     assert grid_cells(text, "b") == ["-", "✓2", "E", "✓2", "✗1▲"]
-    assert "h100/triton a: 0.6.1 -> 0.7.1  [neutral]" in text and "h100/triton b: 0.7.1 -> 0.10.1  [improvement]" in text
+    # b's change ends in a FAIL (news, listed); a's ends in a PASS: blessed history, collapsed to one line
+    assert "h100/triton b: 0.7.1 -> 0.10.1  [improvement]" in text
+    assert "h100/triton a: 0.6.1 -> 0.7.1" not in text
+    assert "1 signature change(s) between versions match the goldens (blessed history; `--history` lists them)" in text
     assert "0.6.99: install-failed: uv could not install" in text
-    assert "h100/triton a: 0.6.1 -> 0.7.1" in text
-    assert "gemms[0].target: expected __triton_gemm, found __triton_nested_gemm_fusion" in text
+    buf = io.StringIO()
+    matrix_view.print_report(m, buf, history=True)
+    listed = buf.getvalue()
+    assert "Blessed history: signature changes the goldens expect (1):" in listed
+    assert "h100/triton a: 0.6.1 -> 0.7.1  [neutral]" in listed
+    assert "gemms[0].target: expected __triton_gemm, found __triton_nested_gemm_fusion" in listed
     assert "jax 0.6.1     1 PASS, 1 FAIL" in text
     assert "FAIL       h100/triton b (was PASS on 0.7.1)" in text
     assert "\x1b[" not in text  # not a terminal: no escape codes

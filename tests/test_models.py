@@ -20,8 +20,8 @@ import jax
 import pytest
 import yaml
 
-from harness import cli, outcome
-from harness.pipeline import results
+from fp8_check import cli, outcome
+from fp8_check.pipeline import results
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "docs" / "examples"
@@ -98,7 +98,7 @@ def test_check_warns_when_the_model_is_initialised_inside(run_cli, tmp_path, mon
 
 @pytest.mark.slow
 def test_model_cases_state_the_arguments_of_the_installed_flax_and_optax():
-    from harness.layers import decoder
+    from fp8_check.layers import decoder
 
     doc = yaml.safe_load((REPO / "cases" / "models.yaml").read_text())
     assert len(doc["cases"]) == 8
@@ -155,8 +155,7 @@ def test_a_flax_case_runs_on_three_versions_with_flax_added(workspace, run_cli, 
 
 def test_reusable_workflow_passes_its_with_input_to_matrix():
     doc = yaml.load((REPO / ".github" / "workflows" / "fp8-check.yml").read_text(), Loader=yaml.BaseLoader)
-    [job] = doc["jobs"].values()
-    [step] = [s for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
+    [step] = [s for job in doc["jobs"].values() for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
     assert step["env"]["WITH"] == "${{ inputs.with }}"
     assert "with" in doc["on"]["workflow_call"]["inputs"]
     # what the step's loop builds for WITH="flax optax>=0.2" and a requirements file

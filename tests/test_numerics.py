@@ -18,16 +18,16 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from harness.pipeline import cases as case_mod
-from harness.gpu import numerics
-from harness.pipeline import render
-from harness.pipeline import runner
-from harness.pipeline import worker
-from harness.pipeline.cases import Case, Shape
-from harness.pipeline.compile import Compilation, Compiler
-from harness.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
-from harness.pipeline.results import outcome_to_json
-from harness.targets import PROFILES, load_target
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.gpu import numerics
+from fp8_check.pipeline import render
+from fp8_check.pipeline import runner
+from fp8_check.pipeline import worker
+from fp8_check.pipeline.cases import Case, Shape
+from fp8_check.pipeline.compile import Compilation, Compiler
+from fp8_check.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
+from fp8_check.pipeline.results import outcome_to_json
+from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO, requires_gpu
 

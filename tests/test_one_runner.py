@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from harness.check import CheckResult
-from harness.outcome import FAIL
-from harness.verdict import classify
+from fp8_check.check import CheckResult
+from fp8_check.outcome import FAIL
+from fp8_check.verdict import classify
 
 from .conftest import write_cases
 

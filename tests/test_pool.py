@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline import cases as case_mod
-from harness.pipeline import render
-from harness.pipeline.cache import CompileCache
-from harness.pipeline.compile import CompileRequest
-from harness.pipeline.pool import CompilerPool
-from harness.targets import PROFILES, TARGET_DIR, load_target
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline import render
+from fp8_check.pipeline.cache import CompileCache
+from fp8_check.pipeline.compile import CompileRequest
+from fp8_check.pipeline.pool import CompilerPool
+from fp8_check.targets import PROFILES, TARGET_DIR, load_target
 
 from .conftest import write_cases
 
@@ -178,8 +178,8 @@ def test_the_canary_is_compiled_alongside_the_cases_and_only_once(tmp_path, monk
     # run(canary=True) queues the canary first and the planned cases behind it (runner.prefetch),
     # so the other worker starts on a case while the canary compiles; check_canary and the
     # judging then take the prefetched compilations (nothing is compiled twice).
-    from harness.pipeline import runner
-    from harness.pipeline.compile import Compilation
+    from fp8_check.pipeline import runner
+    from fp8_check.pipeline.compile import Compilation
 
     cases = load(tmp_path, py_case("p1", "plain") + py_case("p2", "plain") + py_case("p3", "plain"))
     h100 = load_target("h100")

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.pipeline import cases
-from harness.pipeline import render
-from harness.pipeline.cases import Case, Shape
+from fp8_check.pipeline import cases
+from fp8_check.pipeline import render
+from fp8_check.pipeline.cases import Case, Shape
 
 
 def load(source: str) -> types.ModuleType:

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.outcome import CODES
-from harness.pipeline import results as results_mod
-from harness.report import hlo_text, issue, model
-from harness.report import page as report
+from fp8_check.outcome import CODES
+from fp8_check.pipeline import results as results_mod
+from fp8_check.report import hlo_text, issue, model
+from fp8_check.report import page as report
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "results"
@@ -226,7 +226,7 @@ def test_matrix_document_is_read_through_its_results_files(tmp_path):
 def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
     """A matrix as `fp8-check matrix` writes it (schema 2, results_file relative to the matrix) next to copies of
     the results files: the report reads each version's full results through it."""
-    from harness.versions import matrix_document
+    from fp8_check.versions import matrix_document
 
     entries = []
     for f in FILES:
@@ -244,7 +244,7 @@ def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
 
 
 def test_the_matrix_command_s_html_is_this_report(tmp_path, html):
-    from harness.versions import matrix
+    from fp8_check.versions import matrix
 
     assert matrix.write_html([str(f) for f in FILES], tmp_path / "m.html")
     page = (tmp_path / "m.html").read_text()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness import outcome
-from harness.outcome import Outcome
-from harness.pipeline import signature
-from harness.report import changes
+from fp8_check import outcome
+from fp8_check.outcome import Outcome
+from fp8_check.pipeline import signature
+from fp8_check.report import changes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 

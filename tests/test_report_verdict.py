@@ -10,10 +10,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness import verdict
-from harness.outcome import FAIL
-from harness.report import issue, model
-from harness.report import page as report
+from fp8_check import verdict
+from fp8_check.outcome import FAIL
+from fp8_check.report import issue, model
+from fp8_check.report import page as report
 
 from .test_report import FILES, browser, data_island, loaded  # noqa: F401 (browser: the fixture)
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from harness.outcome import FAIL, PASS, UNRESOLVED, Outcome
-from harness.pipeline import results
-from harness.pipeline.golden import FieldDiff, compare
-from harness.pipeline.signature import Signature
+from fp8_check.outcome import FAIL, PASS, UNRESOLVED, Outcome
+from fp8_check.pipeline import results
+from fp8_check.pipeline.golden import FieldDiff, compare
+from fp8_check.pipeline.signature import Signature
 
 from .conftest import REPO
 
@@ -62,7 +62,7 @@ def test_the_repro_is_rendered_on_demand(tmp_path):
     script = results.repro_for(res, o)
     # The stored spec travels with the script: its hardware part verbatim, its CUDA runtime and cuDNN
     # versions as TARGET_VERSIONS, written where the JAX that runs the script reads them.
-    from harness.targets import parse_target
+    from fp8_check.targets import parse_target
 
     target = parse_target(o.target, res.target_specs[o.target])
     assert o.source.strip() in script and target.config_text.strip() in script
@@ -94,10 +94,10 @@ def test_a_missing_results_file_is_one_clear_line(tmp_path):
 
 def test_a_compile_error_is_xfail_only_under_an_active_known_issue(tmp_path):
     """lit's rule: a known issue expects the case to fail, also by not compiling; elsewhere it is UNRESOLVED."""
-    from harness.outcome import XFAIL
-    from harness.pipeline import runner
-    from harness.pipeline.cases import Case, KnownIssue
-    from harness.pipeline.compile import Compilation
+    from fp8_check.outcome import XFAIL
+    from fp8_check.pipeline import runner
+    from fp8_check.pipeline.cases import Case, KnownIssue
+    from fp8_check.pipeline.compile import Compilation
 
     error = "XlaRuntimeError: CANCELLED: Too small divisible part of the contracting dimension."
     issue = KnownIssue(url="", jax=">=0.7.1,<0.8.3", summary="Triton refuses k=100", targets=("b200",), profiles=("triton",))

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 import yaml
 
-from harness import cli
-from harness import scaffold
+from fp8_check import cli
+from fp8_check import scaffold
 
 from .conftest import REPO
 from .test_workflow import _actionlint
@@ -49,7 +49,7 @@ def test_inputs_are_declared_and_the_caller_passes_only_declared_ones():
 
 def test_the_matrix_step_uses_flags_the_cli_accepts_and_uploads_the_report():
     doc = _load(REUSABLE.read_text())
-    [job] = doc["jobs"].values()
+    job = doc["jobs"]["fp8-check"]
     [step] = [s for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
     env = step["env"]
     defaults = {k: v.get("default", "") for k, v in doc["on"]["workflow_call"]["inputs"].items()}

@@ -14,10 +14,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.pipeline import cases as case_mod
-from harness.pipeline import render
-from harness.pipeline.cases import Case, KnownIssue
-from harness.targets import PROFILES, TARGET_DIR, Target, parse_target
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline import render
+from fp8_check.pipeline.cases import Case, KnownIssue
+from fp8_check.targets import PROFILES, TARGET_DIR, Target, parse_target
 
 PLACEHOLDER = "PLACEHOLDER_q7Zx"
 
@@ -232,7 +232,7 @@ def test_a_case_file_at_the_size_limit_nested_all_the_way_is_an_error_not_a_cras
 
 
 def test_the_bounded_loader_reads_every_committed_file_like_pyyaml(repo_root=Path(__file__).resolve().parent.parent):
-    from harness.pipeline import safe_yaml
+    from fp8_check.pipeline import safe_yaml
 
     files = sorted((repo_root / "goldens").rglob("*.yaml")) + sorted((repo_root / "cases").rglob("*.yaml"))
     assert len(files) > 100
@@ -260,7 +260,7 @@ def test_bisect_reports_a_hostile_case_file_in_one_line(tmp_path, run_cli):
 
 @pytest.mark.parametrize("kind", ["directory", "not UTF-8", "alias bomb", "deep"])
 def test_unreadable_golden_is_a_golden_error(tmp_path, kind):
-    from harness.pipeline import golden
+    from fp8_check.pipeline import golden
 
     path = golden.path_for(tmp_path, "c", "h100", "cublas", "deviceless")
     path.parent.mkdir(parents=True)
@@ -293,8 +293,8 @@ def test_broken_goldens_are_unresolved_and_the_run_goes_on(workspace, run_cli, m
     import json
 
     _whole_library(workspace)
-    from harness.pipeline import golden
-    from harness.report import page
+    from fp8_check.pipeline import golden
+    from fp8_check.report import page
 
     g = lambda case: golden.path_for(workspace / "goldens", case, "h100", "cublas", "deviceless")  # noqa: E731
     g("seed_plain_f32").unlink()
@@ -321,7 +321,7 @@ def test_broken_goldens_are_unresolved_and_the_run_goes_on(workspace, run_cli, m
 
 @pytest.mark.slow
 def test_bless_prune_removes_stale_goldens_only(workspace, run_cli):
-    from harness.pipeline import golden
+    from fp8_check.pipeline import golden
 
     _whole_library(workspace)
     stale = golden.path_for(workspace / "goldens", "gone", "a100", "cublas", "deviceless")
@@ -336,7 +336,7 @@ def test_bless_prune_removes_stale_goldens_only(workspace, run_cli):
 
 
 def test_prune_over_a_single_case_file_refuses_and_run_does_not_warn(workspace, run_cli):
-    from harness.pipeline import golden
+    from fp8_check.pipeline import golden
 
     # the workspace holds cases/seed.yaml and the whole library's goldens
     other = golden.path_for(workspace / "goldens", "xla_17887_bf16_dequant", "h100", "cublas", "deviceless")
@@ -350,7 +350,7 @@ def test_prune_over_a_single_case_file_refuses_and_run_does_not_warn(workspace, 
     assert "stale golden" not in err, err
 
 def test_contradictory_golden_is_refused_by_bless(tmp_path):
-    from harness.pipeline import golden
+    from fp8_check.pipeline import golden
 
     path = golden.path_for(tmp_path, "c", "h100", "cublas", "deviceless")
     path.parent.mkdir(parents=True)
@@ -387,7 +387,7 @@ def test_unwritable_outputs_fail_before_compiling(workspace, run_cli, args, need
 
 
 def test_repeated_targets_and_profiles_are_merged():
-    from harness import selection
+    from fp8_check import selection
 
     given = f"h100,h100, a100,{TARGET_DIR / 'h100.txtpb'}"
     assert [t.name for t in selection.targets(given)] == ["h100", "a100"]
@@ -448,7 +448,7 @@ def test_signal_stops_the_run_and_its_worker(tmp_path, signame):
     from .conftest import REPO, write_cases
 
     write_cases(tmp_path / "cases" / "sleepy.yaml", SLEEPY)
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--mode", "deviceless", "--json",
+    proc = subprocess.Popen([sys.executable, "-m", "fp8_check.cli", "run", "--mode", "deviceless", "--json",
                              str(tmp_path / "r.json"), str(tmp_path / "cases")], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

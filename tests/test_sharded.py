@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import verdict
-from harness.pipeline import aot, cases, collectives, hlo
-from harness.pipeline.cases import CaseError
-from harness.pipeline.render import render
-from harness.pipeline.signature import Signature, extract
-from harness.targets import load_target
+from fp8_check import verdict
+from fp8_check.pipeline import aot, cases, collectives, hlo
+from fp8_check.pipeline.cases import CaseError
+from fp8_check.pipeline.render import render
+from fp8_check.pipeline.signature import Signature, extract
+from fp8_check.targets import load_target
 
 from .conftest import REPO, write_cases
 
@@ -43,7 +43,7 @@ SHARDED = """\
 cases:
   - id: s1
     kind: python
-    callable: harness.layers.sharded:tp_row
+    callable: fp8_check.layers.sharded:tp_row
     targets: [h100x8]
     mesh: {tp: 8}
     args:
@@ -318,7 +318,7 @@ def test_replica_groups_as_device_ids():
 
 def test_a_group_across_hosts_is_priced_over_the_network():
     """h100x2x4: a collective among GPUs of one host runs over NVLink, one across the two hosts over the NICs."""
-    from harness.pipeline import cost
+    from fp8_check.pipeline import cost
 
     one_host, two_hosts = cost.hardware("h100x8"), cost.hardware("h100x2x4")
     assert (one_host.per_host, two_hosts.per_host) == (0, 4) and two_hosts.network < two_hosts.link

@@ -18,10 +18,10 @@ import jax
 import pytest
 import yaml
 
-from harness.pipeline import cases, golden, render
-from harness.pipeline.compile import Compiler
-from harness.pipeline.signature import FP8_TYPES, extract
-from harness.targets import PROFILES, load_target
+from fp8_check.pipeline import cases, golden, render
+from fp8_check.pipeline.compile import Compiler
+from fp8_check.pipeline.signature import FP8_TYPES, extract
+from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO
 from .test_matrix import TEST_CACHE
@@ -46,7 +46,7 @@ def _only(sig, op):
 def compiler(request, tmp_path_factory):
     import os
 
-    from harness.versions.envs import Manager
+    from fp8_check.versions.envs import Manager
 
     old = os.environ.get("FP8_CHECK_CACHE")
     os.environ["FP8_CHECK_CACHE"] = str(TEST_CACHE)

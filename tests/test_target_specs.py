@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from harness import target_check
-from harness.pipeline import aot
-from harness.pipeline.compile import Compiler
-from harness.targets import TargetSpecError, load_target, parse_target, target_names
+from fp8_check import target_check
+from fp8_check.pipeline import aot
+from fp8_check.pipeline.compile import Compiler
+from fp8_check.targets import TargetSpecError, load_target, parse_target, target_names
 
 from .conftest import REPO
 

@@ -1,4 +1,4 @@
-"""From a regression to an upstream bug (harness.upstream): XLA commit table, first diverging pass,
+"""From a regression to an upstream bug (fp8_check.upstream): XLA commit table, first diverging pass,
 minimal repro, case reduction, XLA-style FileCheck test, and the issue body parts.
 
 Fast tests use recorded optimized HLO (tests/fixtures/hlo) and the shipped commit table;
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline import cases as case_mod
-from harness.pipeline import golden
-from harness.pipeline.filecheck import run_filecheck
-from harness.pipeline.signature import extract
-from harness.targets import PROFILES, load_target
-from harness.upstream import explain, issue, passes, reduce, repro, xla_commits, xla_test
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline import golden
+from fp8_check.pipeline.filecheck import run_filecheck
+from fp8_check.pipeline.signature import extract
+from fp8_check.targets import PROFILES, load_target
+from fp8_check.upstream import explain, issue, passes, reduce, repro, xla_commits, xla_test
 
 REPO = Path(__file__).resolve().parent.parent
 HLO = REPO / "tests" / "fixtures" / "hlo"
@@ -194,7 +194,7 @@ def test_every_pattern_case_has_a_minimal_repro_of_at_most_40_lines():
                 src = repro.minimal(case, target, PROFILES[profile], "0.12.0.1")
                 assert src.count("\n") <= repro.MAX_LINES, (case.id, target.name)
                 compile(src, "repro.py", "exec")
-                assert "harness" not in src and 'jax[cuda12]==0.12.0.1' in src
+                assert "harness" not in src and repro.__name__.split(".")[0] not in src and 'jax[cuda12]==0.12.0.1' in src
     with pytest.raises(repro.ReproError, match="kind: python"):
         repro.minimal(next(c for c in LIBRARY if c.kind == "python"), targets[0], PROFILES["cublas"], "0.12.0.1")
 
@@ -202,14 +202,15 @@ def test_every_pattern_case_has_a_minimal_repro_of_at_most_40_lines():
 @pytest.mark.slow
 @pytest.mark.network
 def test_the_minimal_repro_reproduces_the_golden_standalone(tmp_path):
-    """In an environment that holds only JAX (this version's, harness.versions.envs), with -I, from an empty directory."""
+    """In an environment that holds only JAX (this version's, fp8_check.versions.envs), with -I, from an empty directory."""
     import jax
 
-    from harness.versions.envs import Manager
+    from fp8_check.versions.envs import Manager
 
     env = Manager(reuse_self=False).ensure(jax.__version__)
-    probe = subprocess.run([str(env.python), "-I", "-c", "import harness"], cwd=tmp_path, capture_output=True, text=True)
-    assert probe.returncode != 0 and "No module named 'harness'" in probe.stderr  # no checkout on sys.path
+    package = repro.__name__.split(".")[0]
+    probe = subprocess.run([str(env.python), "-I", "-c", f"import {package}"], cwd=tmp_path, capture_output=True, text=True)
+    assert probe.returncode != 0 and f"No module named '{package}'" in probe.stderr  # no checkout on sys.path
     case, target = _case("epi_bias_relu"), load_target("h100")
     g = golden.load(golden.path_for(REPO / "goldens", case.id, "h100", "cublas", "deviceless"))
     expected = g.expected_for(jax.__version__)
@@ -247,8 +248,8 @@ FIX = REPO / "tests" / "fixtures" / "results"
 
 
 def _fail_body() -> str:
-    from harness.report import issue as report_issue
-    from harness.report import model
+    from fp8_check.report import issue as report_issue
+    from fp8_check.report import model
 
     [md] = report_issue.markdown_for(model.load(sorted(FIX.glob("jax-*.json"))).results, "seed_scaled_clamp_bf16",
                                      profile="cublas")
@@ -316,7 +317,7 @@ def test_bisect_explain_on_a_real_change(run_cli, tmp_path):
 @pytest.mark.network
 def test_reduce_keeps_the_regression_with_fewer_features():
     """The reduced case is checked independently: its signature still changes between the versions in the same fields."""
-    from harness.versions.bisect import Tester
+    from fp8_check.versions.bisect import Tester
 
     case, target, profile = _case("epi_bias_relu"), load_target("h100"), PROFILES["cublas"]
     red = reduce.reduce(case, target, profile, "0.6.2", "0.7.0", log=lambda s: None)
@@ -390,8 +391,8 @@ def test_text_from_a_case_file_never_becomes_repro_code():
 def test_a_lost_fp8_gemm_keeps_the_no_longer_fuses_title_and_summary():
     """Recorded results: seed_scaled_clamp_bf16 loses its FP8 gemm on 0.12.0.1 (gemm target changes), so the
     class-aware wording for an unchanged gemm must not be used."""
-    from harness.report import issue as report_issue
-    from harness.report import model
+    from fp8_check.report import issue as report_issue
+    from fp8_check.report import model
 
     [md] = report_issue.markdown_for(model.load(sorted(FIX.glob("jax-*.json"))).results, "seed_scaled_clamp_bf16",
                                      profile="cublas")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import verdict
-from harness.pipeline import golden, signature
-from harness.verdict import IMPROVEMENT, MIXED, NEUTRAL, REGRESSION
+from fp8_check import verdict
+from fp8_check.pipeline import golden, signature
+from fp8_check.verdict import IMPROVEMENT, MIXED, NEUTRAL, REGRESSION
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 VERSIONS = sorted((p.name.removeprefix("jax-") for p in FIXTURES.glob("jax-*") if p.is_dir()),

@@ -14,11 +14,11 @@ import shutil
 
 import pytest
 
-from harness import dtypes, verdict
-from harness.pipeline import golden
-from harness.pipeline.collectives import Collective
-from harness.pipeline.signature import BlockScaling, Gemm, Signature
-from harness.verdict_rules import Neutral
+from fp8_check import dtypes, verdict
+from fp8_check.pipeline import golden
+from fp8_check.pipeline.collectives import Collective
+from fp8_check.pipeline.signature import BlockScaling, Gemm, Signature
+from fp8_check.verdict_rules import Neutral
 
 from .conftest import REPO
 
@@ -81,8 +81,8 @@ def test_dtype_class(name, cls):
 
 
 def test_case_schema_dtypes_come_from_the_vocabulary():
-    from harness.pipeline import cases
-    from harness.pipeline.kinds import block_scaled as block_cases
+    from fp8_check.pipeline import cases
+    from fp8_check.pipeline.kinds import block_scaled as block_cases
 
     assert set(cases.DATA_DTYPES) == {d for d in cases.DATA_DTYPES if dtypes.dtype_class(d) in (dtypes.FP8, dtypes.FP4)}
     assert {dtypes.dtype_class(d) for d in block_cases.BLOCK_SCALE_DTYPES} == {dtypes.SCALE, dtypes.FP8}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.versions.envs import find_uv
+from fp8_check.versions.envs import find_uv
 
 from .conftest import REPO
 
@@ -94,10 +94,10 @@ def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     [wheel] = dist.glob("fp8_check-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("harness/templates/pattern.py.j2", "harness/templates/report.html.j2",
-                   "harness/targets/h100.txtpb", "harness/targets/a100.txtpb", "harness/pipeline/worker.py"):
+    for needed in ("fp8_check/templates/pattern.py.j2", "fp8_check/templates/report.html.j2",
+                   "fp8_check/targets/h100.txtpb", "fp8_check/targets/a100.txtpb", "fp8_check/pipeline/worker.py"):
         assert needed in names, needed
-    assert not any(n.startswith(("tests/", "cases/", "goldens/")) for n in names)
+    assert not any(n.startswith(("tests/", "cases/", "goldens/", "harness/")) for n in names)
 
     # 2. a fresh environment outside the checkout (packages from uv's cache)
     venv = tmp_path / "venv"
@@ -115,7 +115,7 @@ def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     project = tmp_path / "userproject"
     project.mkdir()
-    p = _run([py, "-c", "import harness, sys; print(harness.__file__)"], project, env)
+    p = _run([py, "-c", "import fp8_check, sys; print(fp8_check.__file__)"], project, env)
     assert p.returncode == 0 and str(venv) in p.stdout and str(REPO) not in p.stdout, p.stdout + p.stderr
 
     # 3. init scaffolds the project; the user adds a model and cases for it

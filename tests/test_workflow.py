@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.versions import releases as versions
+from fp8_check.versions import releases as versions
 
 from .conftest import REPO
 
@@ -74,7 +74,13 @@ def test_structure():
     run = " ".join(s.get("run", "") for s in m["steps"])
     assert "fp8-check matrix --jax \"${{ matrix.jax }}\" --mode deviceless" in run
     uv_steps = [s for s in m["steps"] if s.get("uses", "").startswith("astral-sh/setup-uv")]
-    assert uv_steps and uv_steps[0]["with"]["enable-cache"] is True and "matrix.jax" in uv_steps[0]["with"]["cache-suffix"]
+    # one shared uv cache entry (GitHub: 10 GB per repository), saved by the first job only, never pruned
+    uv_with = uv_steps[0]["with"] if uv_steps else {}
+    assert uv_with.get("enable-cache") is True and uv_with["cache-suffix"] == "nightly-shared"
+    assert uv_with["prune-cache"] is False and uv_with["save-cache"] == "${{ strategy.job-index == 0 }}"
+    others = [s["with"] for name, job in jobs.items() if name != "matrix" for s in job["steps"]
+              if s.get("uses", "").startswith("astral-sh/setup-uv") and (s.get("with") or {}).get("enable-cache")]
+    assert others and all(w["save-cache"] is False and w["cache-suffix"] == "nightly-shared" for w in others)
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in m["steps"])
     # the merge job publishes the report and fails only on a regression (goldens cover every supported version)
     r = jobs["report"]
@@ -92,13 +98,13 @@ def _versions_command(doc) -> list[str]:
     [step] = [s for s in doc["jobs"]["versions"]["steps"] if "run" in s]
     line = step["run"].split(">>")[0]
     words = shlex.split(line)
-    return words[words.index("-m") + 2:]  # the arguments after `python -m harness.versions.releases`
+    return words[words.index("-m") + 2:]  # the arguments after `python -m fp8_check.versions.releases`
 
 
 def test_version_list_is_produced_by_the_jax_range_code(run_cli, monkeypatch, capsys):
     doc = load()
     [step] = [s for s in doc["jobs"]["versions"]["steps"] if "run" in s]
-    assert "python -m harness.versions.releases" in step["run"] and '>> "$GITHUB_OUTPUT"' in step["run"]
+    assert "python -m fp8_check.versions.releases" in step["run"] and '>> "$GITHUB_OUTPUT"' in step["run"]
     default = re.search(r"\|\|\s*'([^']+)'", doc["env"]["JAX_RANGE"]).group(1)
     assert default == doc["on"]["workflow_dispatch"]["inputs"]["jax_range"]["default"]
     args = [a.replace("$JAX_RANGE", default) for a in _versions_command(doc)]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.pipeline.cases import Block, Case
+from fp8_check.pipeline.cases import Block, Case
 
 A_GLOBAL, B_GLOBAL = 0.5, 0.25
 FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])

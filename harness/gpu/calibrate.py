@@ -23,10 +23,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-from harness import selection
-from harness.pipeline import cost, render
-from harness.pipeline.cases import Case
-from harness.targets import PROFILES, Profile, Target, gpu_present
+from fp8_check import selection
+from fp8_check.pipeline import cost, render
+from fp8_check.pipeline.cases import Case
+from fp8_check.targets import PROFILES, Profile, Target, gpu_present
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def measure(case: Case, target: Target, profile: Profile, repeats: int = 50, bac
     import jax
     import numpy as np
 
-    from harness.pipeline.runner import shape_text
+    from fp8_check.pipeline.runner import shape_text
 
     at = dataclasses.replace(case, shape=case.price_at) if case.price_at else case
     ns: dict = {}

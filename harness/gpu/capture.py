@@ -34,8 +34,8 @@ import time
 from typing import AbstractSet, Any
 from pathlib import Path
 
-from harness.targets import TARGET_DIR, parse_target
-from harness import selection
+from fp8_check.targets import TARGET_DIR, parse_target
+from fp8_check import selection
 
 # message name -> {field number: (field name, type, message type or enum names)}
 _INT, _UINT, _BOOL, _STR, _FLOAT, _MSG, _ENUM, _MAP = "int", "uint", "bool", "str", "float", "msg", "enum", "map"
@@ -296,7 +296,7 @@ def _user() -> str:
 
 
 def write_spec(name: str, text: str, directory: Path = TARGET_DIR, force: bool = False) -> Path:
-    from harness.pipeline import names
+    from fp8_check.pipeline import names
 
     if name.endswith(".txtpb"):
         raise ValueError(f"target name '{name}': give the name without the .txtpb suffix")
@@ -304,7 +304,7 @@ def write_spec(name: str, text: str, directory: Path = TARGET_DIR, force: bool =
     if path.exists() and not force:
         raise FileExistsError(f"{path} exists; pass --force to replace it")
     parse_target(name, text)  # must read back as a Target
-    from harness.pipeline.golden import atomic_write
+    from fp8_check.pipeline.golden import atomic_write
 
     atomic_write(path, text)
     return path
@@ -325,7 +325,7 @@ def register(subparsers) -> dict:
     c.add_argument("--dir", type=Path, default=TARGET_DIR, help="where to write the spec (default: the shipped specs)")
     c.add_argument("--force", action="store_true", help="replace an existing spec")
     c.add_argument("--stdout", action="store_true", help="print the spec instead of writing it")
-    from harness import target_check_cli
+    from fp8_check import target_check_cli
 
     target_check_cli.add_check_parser(tsub)
     return {"target": cmd_target}
@@ -338,11 +338,11 @@ def capture(compiler) -> tuple[str, dict]:
 
 
 def cmd_target(args) -> int:
-    from harness.pipeline.compile import Compiler, WorkerError
-    from harness.targets import gpu_present
+    from fp8_check.pipeline.compile import Compiler, WorkerError
+    from fp8_check.targets import gpu_present
 
     if args.target_command == "check":
-        from harness import target_check_cli
+        from fp8_check import target_check_cli
 
         return target_check_cli.cmd_check(args)
     if not gpu_present():

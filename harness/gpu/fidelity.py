@@ -22,15 +22,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import selection
-from harness.outcome import UNSUPPORTED
-from harness.pipeline import golden
-from harness.pipeline import render
-from harness.pipeline.render import case_options
-from harness.pipeline import signature
-from harness.pipeline.golden import FieldDiff
-from harness.pipeline.results import Results
-from harness.pipeline.signature import Signature
+from fp8_check import selection
+from fp8_check.outcome import UNSUPPORTED
+from fp8_check.pipeline import golden
+from fp8_check.pipeline import render
+from fp8_check.pipeline.render import case_options
+from fp8_check.pipeline import signature
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.results import Results
+from fp8_check.pipeline.signature import Signature
 
 SCHEMA = "fp8-check/fidelity/2"
 
@@ -137,7 +137,7 @@ def from_results(deviceless: Results, device: Results) -> Signatures:
 
 def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> None:
     """Compile `cases` for `target` with each profile; record signatures (or errors) under `side`."""
-    from harness.targets import PROFILES
+    from fp8_check.targets import PROFILES
 
     for case in cases:
         for name in profiles:
@@ -173,9 +173,9 @@ def register(subparsers) -> dict:
 
 
 def cmd_fidelity(args) -> int:
-    from harness.pipeline import results
-    from harness.pipeline.compile import Compiler
-    from harness.targets import gpu_present
+    from fp8_check.pipeline import results
+    from fp8_check.pipeline.compile import Compiler
+    from fp8_check.targets import gpu_present
 
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if args.from_results:

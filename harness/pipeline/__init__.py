@@ -5,6 +5,6 @@ cases (YAML -> Case) -> render (Case -> Rendered source) -> compile/worker/aot
 Signature) -> golden (Golden expectations) -> runner (judge: Signature x Golden
 -> Outcome) -> results (Outcomes -> terminal lines and the results JSON).
 
-Kept free of imports: the compile worker imports `harness.pipeline.aot` inside the
+Kept free of imports: the compile worker imports `fp8_check.pipeline.aot` inside the
 per-version environments, which hold only JAX.
 """

@@ -2,6 +2,6 @@
 
 import sys
 
-from harness.pipeline.kinds import block_scaled
+from fp8_check.pipeline.kinds import block_scaled
 
 sys.modules[__name__] = block_scaled

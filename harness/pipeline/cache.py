@@ -25,7 +25,7 @@ What is cached (`cacheable`), and why that is sound:
   imports dynamically (`__import__`, `importlib`, `exec`, relative imports): its
   behaviour depends on code the key does not cover. Except a python case's own project
   modules, when the key holds their texts: every project file importing it runs, found
-  statically (`harness.pipeline.user_modules`; `source:<digest>` in the key);
+  statically (`fp8_check.pipeline.user_modules`; `source:<digest>` in the key);
 - device mode only where the profile turns autotuning off
   (`xla_gpu_autotune_level: 0`): with autotuning, XLA picks kernels by timing
   them on the GPU, so the same inputs can give a different program; the key then

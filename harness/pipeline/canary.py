@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from harness.errors import BrokenEnvironmentError
-from harness.pipeline import render, signature
-from harness.pipeline.case_model import Block, Case, Shape
-from harness.pipeline.compile import CompileRequest, CompileService
-from harness.targets import PROFILES, Target
+from fp8_check.errors import BrokenEnvironmentError
+from fp8_check.pipeline import render, signature
+from fp8_check.pipeline.case_model import Block, Case, Shape
+from fp8_check.pipeline.compile import CompileRequest, CompileService
+from fp8_check.targets import PROFILES, Target
 
 CANARY = Case(
     id="canary_e4m3_plain",
@@ -87,7 +87,7 @@ class CanaryResult:
 
 def check_cudnn(compiler, target: Target, jax_version: str) -> CanaryResult:
     """Run the block-scaled probe where cuDNN is expected; raise CudnnCanaryError when it is not reached."""
-    from harness.pipeline.aot import dnn_field_read, dnn_fields_written
+    from fp8_check.pipeline.aot import dnn_field_read, dnn_fields_written
 
     if not expects_cudnn(target, jax_version):
         why = (f"compute capability {target.compute_capability[0]}.{target.compute_capability[1]} < 10"

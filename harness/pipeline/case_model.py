@@ -8,7 +8,7 @@ and field.
 
 from __future__ import annotations
 
-from harness.errors import BadInput
+from fp8_check.errors import BadInput
 
 import re
 from dataclasses import dataclass, field

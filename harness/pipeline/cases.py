@@ -15,14 +15,14 @@ from typing import Any
 
 import yaml
 
-from harness.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
-from harness.pipeline import kinds, safe_yaml
-from harness.pipeline.case_model import (ID_RE, PROFILES, Block, Case, CaseError, KnownIssue, Shape,  # noqa: F401
+from fp8_check.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
+from fp8_check.pipeline import kinds, safe_yaml
+from fp8_check.pipeline.case_model import (ID_RE, PROFILES, Block, Case, CaseError, KnownIssue, Shape,  # noqa: F401
                                          _bool, _choice, _list_of_choices, _near, _plain, _pos_int, _shape, _str)
-from harness.pipeline.kinds.block_scaled import BLOCK_KEYS  # noqa: F401  (re-exported)
-from harness.pipeline.kinds.pattern import (AMAX, DEQUANT_DTYPES, EPILOGUES, INPUT_SCALES, OUT_DTYPES,  # noqa: F401
+from fp8_check.pipeline.kinds.block_scaled import BLOCK_KEYS  # noqa: F401  (re-exported)
+from fp8_check.pipeline.kinds.pattern import (AMAX, DEQUANT_DTYPES, EPILOGUES, INPUT_SCALES, OUT_DTYPES,  # noqa: F401
                                             OUTPUT_SCALES, PATTERN_KEYS, REQUANTIZE)
-from harness.pipeline.kinds.python import PYTHON_KEYS  # noqa: F401  (re-exported)
+from fp8_check.pipeline.kinds.python import PYTHON_KEYS  # noqa: F401  (re-exported)
 
 KINDS = tuple(kinds.KINDS)
 
@@ -56,7 +56,7 @@ def _known_issues(path, line, cid, value) -> tuple[KnownIssue, ...]:
             raise CaseError(path, line_i, cid, f"{fld}.jax", f"not a version range like '>=0.4.32,<0.4.34': {spec!r}") from None
         targets = ()
         if "targets" in item:
-            from harness.targets import all_target_names
+            from fp8_check.targets import all_target_names
 
             targets = _list_of_choices(path, line_i, cid, f"{fld}.targets", item["targets"], all_target_names())
         profiles = ()
@@ -96,7 +96,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     if "profiles" in merged:
         kw["profiles"] = _list_of_choices(path, line, cid, "profiles", merged["profiles"], PROFILES)
     if "targets" in merged:
-        from harness.targets import all_target_names
+        from fp8_check.targets import all_target_names
 
         kw["targets"] = _list_of_choices(path, line, cid, "targets", merged["targets"], all_target_names())
     if "known_issues" in merged:

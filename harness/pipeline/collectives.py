@@ -27,8 +27,8 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from harness import dtypes
-from harness.pipeline import hlo
+from fp8_check import dtypes
+from fp8_check.pipeline import hlo
 
 OPS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _START = {op + "-start": op for op in ("all-gather", "all-reduce", "collective-permute", "all-to-all", "reduce-scatter")}

@@ -1,6 +1,6 @@
 """Stage 3: compile rendered cases in a long-lived worker subprocess.
 
-`Compiler` owns one `harness.pipeline.worker` process per mode. A case that crashes XLA
+`Compiler` owns one `fp8_check.pipeline.worker` process per mode. A case that crashes XLA
 kills only the worker: the case gets the error (and the tail of the worker's
 stderr) and the next case starts a fresh worker.
 """
@@ -19,28 +19,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Protocol
 
-from harness.pipeline.render import Rendered
-from harness.targets import Profile, Target
+from fp8_check.pipeline.render import Rendered
+from fp8_check.targets import Profile, Target
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def harness_path() -> Path:
-    """The directory the worker imports `harness` from (through PYTHONPATH).
+PACKAGE = __name__.split(".")[0]  # the import name (`fp8_check`; the code lives in the folder harness/)
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
-    In a checkout it is the checkout. Installed (a wheel), it is a private directory
-    holding only a link to the installed package: putting site-packages itself on
-    PYTHONPATH would shadow the JAX of a per-version environment (`fp8-check matrix`).
+
+def harness_path() -> Path:
+    """The directory the worker imports the package from (through PYTHONPATH).
+
+    A private directory holding only a link named after the import name to the package's folder:
+    putting site-packages itself on PYTHONPATH would shadow the JAX of a per-version environment
+    (`fp8-check matrix`), and in a checkout the folder (harness/) is not named like the package.
+    A checkout whose folder carries the import name is used as it is.
     """
     global _HARNESS_LINK
-    if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "harness").is_dir():
+    if (REPO_ROOT / "pyproject.toml").is_file() and PACKAGE_DIR == (REPO_ROOT / PACKAGE).resolve():
         return REPO_ROOT
-    if _HARNESS_LINK is None or not (_HARNESS_LINK / "harness").exists():
+    if _HARNESS_LINK is None or not (_HARNESS_LINK / PACKAGE).exists():
         import atexit
         import shutil
 
-        link_dir = Path(tempfile.mkdtemp(prefix="fp8-check-harness-"))
-        (link_dir / "harness").symlink_to(Path(__file__).resolve().parent.parent, target_is_directory=True)
+        link_dir = Path(tempfile.mkdtemp(prefix="fp8-check-package-"))
+        (link_dir / PACKAGE).symlink_to(PACKAGE_DIR, target_is_directory=True)
         atexit.register(shutil.rmtree, link_dir, True)
         _HARNESS_LINK = link_dir
     return _HARNESS_LINK
@@ -157,14 +162,16 @@ class Worker:
     def start(self) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+b")
         env = dict(os.environ)
-        # The worker imports `harness` from this checkout (or installed package), whatever environment
-        # it runs in, and `kind: python` callables from the directory the run started in (the user's
-        # project) or PYTHONPATH, as pytest does.
-        paths = [str(harness_path()), self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        # The worker imports the package from this checkout (or installed package), whatever environment
+        # it runs in, and `kind: python` callables from where user_modules.source_roots finds them (this
+        # checkout, when it is one, and the directory the run started in: the user's project) or
+        # PYTHONPATH, as pytest does.
+        checkout = [str(REPO_ROOT)] if (REPO_ROOT / "pyproject.toml").is_file() else []
+        paths = [str(harness_path()), *checkout, self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         self.proc = subprocess.Popen(
-            [self.python, "-m", "harness.pipeline.worker", self.mode],
+            [self.python, "-m", f"{PACKAGE}.pipeline.worker", self.mode],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -285,8 +292,8 @@ class Compiler:
 
     def compile_exported(self, name: str, exported: bytes, target: Target, profile: Profile,
                          sharding: dict | None = None) -> Compilation:
-        """Compile a callable serialized with `jax.export` (`Exported.serialize()`) by the caller (harness.api);
-        `sharding` (harness.export.sharding_of): its mesh and input partition specs, for a multi-device target."""
+        """Compile a callable serialized with `jax.export` (`Exported.serialize()`) by the caller (fp8_check.api);
+        `sharding` (fp8_check.export.sharding_of): its mesh and input partition specs, for a multi-device target."""
         import base64
 
         out = Compilation(name, target.name, profile.name, self.mode)

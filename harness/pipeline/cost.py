@@ -34,10 +34,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from harness.pipeline import cost_table
-from harness.pipeline import signature as sigmod
-from harness.pipeline.collectives import device_groups
-from harness.pipeline.cost_table import DTYPE_BYTES, DTYPE_CLASS, LAUNCH_US, Part
+from fp8_check.pipeline import cost_table
+from fp8_check.pipeline import signature as sigmod
+from fp8_check.pipeline.collectives import device_groups
+from fp8_check.pipeline.cost_table import DTYPE_BYTES, DTYPE_CLASS, LAUNCH_US, Part
 
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
@@ -82,7 +82,7 @@ def _spec_number(text: str, key: str) -> float | None:
 def hardware(target) -> Hardware:
     """The `Hardware` of a `targets.Target` (or a shipped target's name)."""
     if isinstance(target, str):
-        from harness.targets import load_target
+        from fp8_check.targets import load_target
 
         target = load_target(target)
     text = target.config_text

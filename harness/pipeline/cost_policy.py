@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.pipeline.cost import CostDelta
+from fp8_check.pipeline.cost import CostDelta
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness import dtypes
+from fp8_check import dtypes
 
 T, P, G = 1e12, 1e15, 1e9
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.pipeline.signature import Gemm, Signature
+from fp8_check.pipeline.signature import Gemm, Signature
 
 
 def engine(g: Gemm) -> str:

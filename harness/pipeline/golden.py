@@ -17,7 +17,7 @@ recorded once instead of breaking older versions:
 
 from __future__ import annotations
 
-from harness.errors import BadInput
+from fp8_check.errors import BadInput
 
 import difflib
 import os
@@ -142,7 +142,7 @@ def _show(value: Any) -> str:
 
 def path_for(root: Path, case: str, target: str, profile: str, mode: str) -> Path:
     """`root/<target>/<profile>/<mode>/<case>.yaml`; every name is checked (names.UnsafeName): never outside `root`."""
-    from harness.pipeline import names
+    from fp8_check.pipeline import names
 
     names.check("case", case)
     return names.inside(root, ("target", target), ("profile", profile), ("mode", mode)) / f"{case}.yaml"
@@ -152,7 +152,7 @@ def load(path: Path) -> Golden | None:
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return None
-    from harness.pipeline import safe_yaml
+    from fp8_check.pipeline import safe_yaml
 
     try:
         doc = safe_yaml.load(safe_yaml.read_text(path))
@@ -242,7 +242,7 @@ def _normal(value: Any) -> Any:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write `text` to `path` so that readers see the old file or the new one, never half of either."""
-    from harness.pipeline.outputs import WriteError
+    from fp8_check.pipeline.outputs import WriteError
 
     path = Path(path)
     tmp = None

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.pipeline import attribution
-from harness.pipeline.golden import FieldDiff
-from harness.pipeline.signature import Signature
+from fp8_check.pipeline import attribution
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.signature import Signature
 
 LOW, WIDE = "FP8/FP4", "wider than FP8"
 _KEYS = ("layer", "pass", "fp8")
@@ -86,7 +86,7 @@ def _check_pass(pass_: str, where: str) -> None:
 
 def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
     """The differences between the rules and the signature's attributed matmuls."""
-    from harness.pipeline.coverage import engine
+    from fp8_check.pipeline.coverage import engine
 
     out = []
     for rule in rules:
@@ -106,7 +106,7 @@ def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
 
 
 def classify(path: str, before, after) -> tuple[str, str]:
-    """(class, why) of one layer-rule diff, in the vocabulary of harness.verdict_rules."""
+    """(class, why) of one layer-rule diff, in the vocabulary of fp8_check.verdict_rules."""
     text = str(after)
     if text.startswith("no matmul matches"):
         return "neutral", "the pattern matches no matmul"

@@ -16,9 +16,9 @@ import os
 import re
 from pathlib import Path
 
-from harness.errors import BadInput
+from fp8_check.errors import BadInput
 
-# What a case id may be (harness.pipeline.cases uses the same pattern); target, profile and
+# What a case id may be (fp8_check.pipeline.cases uses the same pattern); target, profile and
 # mode names and versions are plainer still. Matched whole (fullmatch): no trailing newline.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]*")
 MAX_LEN = 128

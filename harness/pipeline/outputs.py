@@ -13,7 +13,7 @@ CI job summary) only warns: a report problem never changes the verdict.
 
 from __future__ import annotations
 
-from harness.errors import BadInput, BrokenEnvironmentError, Fp8CheckError
+from fp8_check.errors import BadInput, BrokenEnvironmentError, Fp8CheckError
 
 import os
 import sys

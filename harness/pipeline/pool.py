@@ -8,7 +8,7 @@
 - each worker is a `Compiler` (one subprocess): an XLA abort or a timeout kills
   only that worker, the request that was on it gets the error, and that worker
   restarts for its next request — the other workers and requests are untouched;
-- a request whose compilation is in the cache (`harness.pipeline.cache`) is
+- a request whose compilation is in the cache (`fp8_check.pipeline.cache`) is
   answered without a worker; workers start only when something misses, so an
   unchanged re-run never imports JAX;
 - `prefetch(requests)` starts compiling ahead (the pytest plugin, whose items
@@ -30,10 +30,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
-from harness.pipeline.cache import CompileCache, Entry, KeyMaterial, cacheable, imported_modules
-from harness.pipeline.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, Compiler, WorkerError
-from harness.pipeline.render import Rendered
-from harness.targets import Profile, Target
+from fp8_check.pipeline.cache import CompileCache, Entry, KeyMaterial, cacheable, imported_modules
+from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, Compiler, WorkerError
+from fp8_check.pipeline.render import Rendered
+from fp8_check.targets import Profile, Target
 
 
 def default_jobs() -> int:

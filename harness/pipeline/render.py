@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.pipeline import kinds
-from harness.pipeline.case_model import Case
-from harness.pipeline.source import ENV as _ENV, Rendered, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
-from harness.pipeline.user_modules import Closure
-from harness.targets import Profile, Target
+from fp8_check.pipeline import kinds
+from fp8_check.pipeline.case_model import Case
+from fp8_check.pipeline.source import ENV as _ENV, Rendered, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
+from fp8_check.pipeline.user_modules import Closure
+from fp8_check.targets import Profile, Target
 
 
 def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:

@@ -9,7 +9,7 @@ repro per result) still load.
 
 from __future__ import annotations
 
-from harness.errors import BadInput
+from fp8_check.errors import BadInput
 
 import json
 import time
@@ -17,11 +17,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.outcome import CODES, Outcome, code
-from harness.pipeline.cost import Estimate
-from harness.pipeline.golden import FieldDiff, atomic_write
-from harness.pipeline.signature import Signature
-from harness.verdict import Verdict
+from fp8_check.outcome import CODES, Outcome, code
+from fp8_check.pipeline.cost import Estimate
+from fp8_check.pipeline.golden import FieldDiff, atomic_write
+from fp8_check.pipeline.signature import Signature
+from fp8_check.verdict import Verdict
 
 SCHEMA = "fp8-check/results/2"
 READABLE = ("fp8-check/results/1", SCHEMA)
@@ -106,7 +106,7 @@ def _check_environment(env: object, specs: object, where: str) -> None:
 
 
 def outcome_from_json(d: dict) -> Outcome:
-    from harness.outcome import NumericsResult
+    from fp8_check.outcome import NumericsResult
 
     if not isinstance(d, dict):
         raise ValueError(f"a result: expected a mapping, got {type(d).__name__}")
@@ -175,7 +175,7 @@ def write(path: Path, res: Results, with_text: bool = True) -> None:
 
 
 def load(path: Path) -> Results:
-    from harness.pipeline.safe_yaml import ReadError, load_json
+    from fp8_check.pipeline.safe_yaml import ReadError, load_json
 
     path = Path(path)
     if not path.exists():
@@ -189,8 +189,8 @@ def load(path: Path) -> Results:
 
 def repro_for(res: Results, o: Outcome) -> str:
     """The standalone repro script of one result, rendered from what the run stored."""
-    from harness.pipeline import render
-    from harness.targets import PROFILES, Profile, Target, parse_target
+    from fp8_check.pipeline import render
+    from fp8_check.targets import PROFILES, Profile, Target, parse_target
 
     if not o.source:
         return "# (no repro script recorded)"

@@ -16,19 +16,19 @@ from typing import Callable, Iterator, Protocol
 
 from packaging.version import Version
 
-from harness.pipeline import cost
-from harness.pipeline import cost_policy
-from harness.pipeline import golden
-from harness.pipeline import render
-from harness.pipeline import signature
-from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Code, NumericsResult, Outcome
-from harness.pipeline import canary as canary_mod
-from harness.pipeline.canary import CANARY, CanaryError, check_canary  # noqa: F401  (re-exported for the commands)
-from harness.pipeline.render import case_options  # noqa: F401  (re-exported for the commands)
-from harness.pipeline.cases import Case
-from harness.pipeline.compile import Compilation, CompileRequest, CompileService, FailureKind
-from harness.targets import PROFILES, Profile, Target
-from harness.verdict import NEUTRAL, Verdict, classify, classify_extra
+from fp8_check.pipeline import cost
+from fp8_check.pipeline import cost_policy
+from fp8_check.pipeline import golden, golden_source
+from fp8_check.pipeline import render
+from fp8_check.pipeline import signature
+from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Code, NumericsResult, Outcome
+from fp8_check.pipeline import canary as canary_mod
+from fp8_check.pipeline.canary import CANARY, CanaryError, check_canary  # noqa: F401  (re-exported for the commands)
+from fp8_check.pipeline.render import case_options  # noqa: F401  (re-exported for the commands)
+from fp8_check.pipeline.cases import Case
+from fp8_check.pipeline.compile import Compilation, CompileRequest, CompileService, FailureKind
+from fp8_check.targets import PROFILES, Profile, Target
+from fp8_check.verdict import NEUTRAL, Verdict, classify, classify_extra
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
 
@@ -78,7 +78,7 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         return out
     fc_problem = None
     if case.filecheck.get(comp.profile):
-        from harness.pipeline.filecheck import run_filecheck
+        from fp8_check.pipeline.filecheck import run_filecheck
 
         out.filecheck = case.filecheck[comp.profile]
         fc_problem = run_filecheck(out.filecheck, comp.hlo or "")
@@ -95,12 +95,11 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
     """Judge `sig` against the golden of `out` (case, target, profile, mode, jax): PASS, FAIL with its
     verdict, XFAIL/XPASS under an active known issue, or NEW. Raises GoldenError for an unreadable golden.
 
-    Shared by `judge` (every case of every entry point) and harness.api.check_golden (your own functions)."""
+    Shared by `judge` (every case of every entry point) and fp8_check.api.check_golden (your own functions)."""
     out.signature = sig
-    gpath = golden.path_for(goldens_root, out.case, out.target, out.profile, out.mode)
-    g = golden.load(gpath)
-    if g is not None:
-        golden.check_identity(g, gpath, out.case, out.target, out.profile, out.mode)
+    # the mode's own golden, else (device mode) the deviceless one: golden_source.py
+    source = golden_source.find(goldens_root, out.case, out.target, out.profile, out.mode, out.jax)
+    g, gpath = source.golden, source.path
     exp = g.expected_for(out.jax) if g else None
     if g is None or exp is None:
         out.code = NEW
@@ -135,6 +134,9 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
                 out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
             for d in layer_diffs:
                 out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
+    if source.fallback:
+        out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
+            + source.fidelity_note()
     return out
 
 
@@ -142,7 +144,7 @@ def _layer_diffs(g: golden.Golden, sig) -> list:
     """The golden's layer rules (`layers:`) checked against the signature's attributed matmuls."""
     if not g.layers:
         return []
-    from harness.pipeline import layer_rules
+    from fp8_check.pipeline import layer_rules
 
     return layer_rules.check(layer_rules.from_dicts(g.layers), sig)
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness import dtypes
-from harness.pipeline import hlo
-from harness.pipeline.collectives import extract as extract_collectives
+from fp8_check import dtypes
+from fp8_check.pipeline import hlo
+from fp8_check.pipeline.collectives import extract as extract_collectives
 # The typed signature lives in signature_types.py; its names are re-exported here for every reader.
-from harness.pipeline.signature_types import (  # noqa: F401
+from fp8_check.pipeline.signature_types import (  # noqa: F401
     FP4_TYPES,
     FP8_TYPES,
     LOW_PRECISION,
@@ -95,7 +95,7 @@ def kernels(text: str) -> list[Kernel]:
 
 def _attribute(text: str, module: hlo.Module, kernels: list, gemms: list[Gemm]) -> None:
     """Each gemm's layer, pass, source line and FLOPs from its dot's metadata (harness/pipeline/attribution.py)."""
-    from harness.pipeline import attribution
+    from fp8_check.pipeline import attribution
 
     found = [(k, c) for k, c in kernels if _gemm(module, k, c) is not None]
     dots = [next(((i, ic) for i, ic in _inner_instructions(module, k) if i.opcode in _DOT_OPS), (k, c))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jinja2
 
-from harness.pipeline.case_model import Case
-from harness.pipeline.user_modules import Closure
+from fp8_check.pipeline.case_model import Case
+from fp8_check.pipeline.user_modules import Closure
 
 
 def py_literal(value) -> str:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+_PACKAGE = __name__.split(".")[0]  # fp8-check's import name; in a checkout its folder is harness/
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _DYNAMIC = {"__import__", "exec", "eval", "import_module", "runpy", "exec_module"}
 MAX_FILES = 200  # a closure larger than this is not followed further (incomplete)
 
@@ -65,11 +67,14 @@ def find(module: str) -> tuple[Path, Path, bool] | None:
     parts = module.split(".")
     if not all(p.isidentifier() for p in parts):
         return None
-    for root in source_roots():
-        base = root.joinpath(*parts)
+    bases = [(root, root.joinpath(*parts)) for root in source_roots()]
+    if parts[0] == _PACKAGE and (REPO_ROOT / "pyproject.toml").is_file():
+        bases.insert(0, (REPO_ROOT, _PACKAGE_DIR.joinpath(*parts[1:])))  # fp8-check's own modules (its flax layers)
+    for root, base in bases:
+        pkg = base.parents[len(parts) - 2] if len(parts) > 1 else base  # the top-level package's folder
         for path, package in ((base / "__init__.py", True), (base.with_suffix(".py"), False)):
             # every package on the way must be a regular package under the same root
-            if path.is_file() and all((root.joinpath(*parts[:i]) / "__init__.py").is_file() for i in range(1, len(parts))):
+            if path.is_file() and all((pkg.joinpath(*parts[1:i]) / "__init__.py").is_file() for i in range(1, len(parts))):
                 path = path.resolve()
                 if any(part in ("site-packages", "dist-packages") for part in path.parts):
                     return None  # an installed package (also fp8-check itself, installed from a wheel)
@@ -143,7 +148,8 @@ def closure(module: str) -> Closure:
             except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
                 why = why or f"{sub} cannot be read or parsed here"
                 break
-            files[sub] = ModuleFile(sub, path.relative_to(root).as_posix(), str(path), package, text)
+            relpath = "/".join(sub.split(".")) + ("/__init__.py" if package else ".py")  # where the repro installs it
+            files[sub] = ModuleFile(sub, relpath, str(path), package, text)
             why = why or dynamic
             todo.extend(n for n in names if n not in files)
             if len(files) > MAX_FILES:

@@ -1,8 +1,8 @@
 """The compile worker: a long-lived subprocess that compiles rendered cases.
 
-Run as `python -m harness.pipeline.worker MODE`. It reads one JSON request per line on
+Run as `python -m fp8_check.pipeline.worker MODE`. It reads one JSON request per line on
 stdin and answers one JSON line on its protocol stream. It imports only the
-standard library, `harness.pipeline.aot` (and the stdlib-only `worker_guard`) and JAX, so it also runs inside the per-version
+standard library, `fp8_check.pipeline.aot` (and the stdlib-only `worker_guard`) and JAX, so it also runs inside the per-version
 environments of `fp8-check matrix`. An XLA abort kills only this process; the
 parent reports the case UNRESOLVED and starts a new worker.
 """
@@ -16,7 +16,7 @@ import tempfile
 import traceback
 import types
 
-from harness.pipeline import aot, worker_guard
+from fp8_check.pipeline import aot, worker_guard
 
 
 # Environment variables that change what XLA/JAX compile, as the parent set them (read
@@ -406,7 +406,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                         except Exception as exc:
                             reply["execute_error"] = "%s: %s" % (type(exc).__name__, exc)
             elif request["op"] == "compile_exported":
-                # A user's callable, exported with jax.export in the caller's process (harness.api):
+                # A user's callable, exported with jax.export in the caller's process (fp8_check.api):
                 # deserialize it and compile it for the target like a rendered case.
                 from jax import export
 
@@ -415,7 +415,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                     devices[key] = aot.compile_device(mode, key)
                 exported = export.deserialize(bytearray(base64.b64decode(request["exported"])))
                 args = [("arg%d" % i, tuple(a.shape), str(a.dtype)) for i, a in enumerate(exported.in_avals)]
-                sharded = request.get("sharding")  # {mesh: [[axis, size]...], in_specs: [...]} (harness.export)
+                sharded = request.get("sharding")  # {mesh: [[axis, size]...], in_specs: [...]} (fp8_check.export)
                 if sharded:
                     args = [a + (spec,) for a, spec in zip(args, sharded["in_specs"])]
                 result = aot.compile_for(exported.call, args, devices[key], request["compiler_options"], dump_dir,

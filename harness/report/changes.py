@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html import escape
 
-from harness import verdict
-from harness.pipeline.cost import CostDelta, between
-from harness.outcome import Outcome
-from harness import dtypes
-from harness.pipeline.signature import Signature
+from fp8_check import verdict
+from fp8_check.pipeline.cost import CostDelta, between
+from fp8_check.outcome import Outcome
+from fp8_check import dtypes
+from fp8_check.pipeline.signature import Signature
 
 FEATURES = ("FP8 gemm", "epilogue", "abs-max", "FP8 output")
 CLASS_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "neutral": "#9e9e9e", "mixed": "#8e24aa"}

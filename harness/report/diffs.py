@@ -8,11 +8,11 @@ from typing import Any
 
 import yaml
 
-from harness.outcome import FAIL, PASS, XFAIL
-from harness.pipeline.golden import FieldDiff
-from harness.pipeline.signature import Signature
-from harness.report.hlo_text import normalize_hlo
-from harness.report.model import Item, vkey
+from fp8_check.outcome import FAIL, PASS, XFAIL
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.signature import Signature
+from fp8_check.report.hlo_text import normalize_hlo
+from fp8_check.report.model import Item, vkey
 
 ABSENT = "(absent)"
 

@@ -10,8 +10,8 @@ import functools
 import re
 from collections import Counter
 
-from harness.pipeline.hlo import match_bracket as _closing_bracket
-from harness.pipeline.hlo import split_top_level
+from fp8_check.pipeline.hlo import match_bracket as _closing_bracket
+from fp8_check.pipeline.hlo import split_top_level
 
 _PREAMBLE_HEADERS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"

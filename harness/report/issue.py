@@ -13,13 +13,13 @@ from typing import Any
 
 import yaml
 
-from harness.outcome import CODES, FAIL, UNRESOLVED, XPASS
-from harness.pipeline.results import Results
-from harness.report.diffs import show_expected, show_found, sig_dict, to_yaml
-from harness.report.hlo_text import entry_excerpt
-from harness.report.model import Item, Model, ReportError, build_model, version_story, vkey
-from harness.report.terminal import gemm_summary
-from harness.upstream import issue as upstream_issue
+from fp8_check.outcome import CODES, FAIL, UNRESOLVED, XPASS
+from fp8_check.pipeline.results import Results
+from fp8_check.report.diffs import show_expected, show_found, sig_dict, to_yaml
+from fp8_check.report.hlo_text import entry_excerpt
+from fp8_check.report.model import Item, Model, ReportError, build_model, version_story, vkey
+from fp8_check.report.terminal import gemm_summary
+from fp8_check.upstream import issue as upstream_issue
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -104,11 +104,18 @@ def env_lines(env: dict, it: Item) -> list[str]:
         f"cuda pjrt:       {g('cuda_pjrt')}",
         f"python:          {g('python')}",
         f"platform:        {g('platform')}",
-        f"XLA_FLAGS:       {g('xla_flags')}",
+        f"XLA_FLAGS:       {_xla_flags(env)}",
         f"target:          {it.target}",
         f"profile:         {it.profile} (compiler options {json.dumps((env.get('compiler_options') or {}).get(it.profile, {}))})",
         f"mode:            {it.mode}",
     ]
+
+
+def _xla_flags(env: dict) -> str:
+    """As recorded: '(not set)' when the run recorded an empty XLA_FLAGS; 'unknown' only when it recorded nothing."""
+    if "xla_flags" not in env or env["xla_flags"] is None:
+        return "unknown"
+    return env["xla_flags"] or "(not set)"
 
 
 def _not_a_bug(it: Item) -> bool:
@@ -253,7 +260,7 @@ def hlo_section(it: Item, model: Model) -> list[str]:
 
 def layers_section(it: Item, model: Model) -> list[str]:
     """Which layers run in FP8 (layer path and pass from the HLO metadata), and the coverage."""
-    from harness.pipeline.coverage import layers_text
+    from fp8_check.pipeline.coverage import layers_text
 
     text = layers_text(it.outcome.signature)
     return ["### FP8 by layer", "", fence(text), ""] if text else []
@@ -326,9 +333,26 @@ def markdown_for(inputs: list[Results], case: str, target: str | None = None, pr
         seen = ", ".join(f"{it.target}/{it.profile} jax {it.jax}: {it.code}" for it in mine)
         names = "/".join(c.name for c in CODES if c.file_upstream)
         raise ReportError(f"case '{case}' has no {names} result ({seen})")
-    bad.sort(key=lambda it: vkey(it.jax), reverse=True)
-    chosen: dict[tuple, Item] = {}
-    for it in bad:
-        chosen.setdefault(it.row, it)
-    return [issue_markdown(it, model) for it in chosen.values()]
+    if jax:
+        return [issue_markdown(it, model) for it in sorted(bad, key=lambda it: it.row)]
+    return [issue_markdown(it, model) for it in first_bad_items(model, bad)]
+
+
+def first_bad_items(model: Model, among: list[Item] | None = None) -> list[Item]:
+    """Per row, the result an issue is filed from: the FIRST bad version of the row's newest run of failures
+    with the same outcome and signature (its repro is the smallest step, and `bisect --explain` saved its
+    explanation for that pair). Rows in order of their newest failure, newest first."""
+    bad = [it for it in (among if among is not None else model.items) if it.code.is_failure]
+    newest: dict[tuple, Item] = {}
+    for it in sorted(bad, key=lambda it: vkey(it.jax), reverse=True):
+        newest.setdefault(it.row, it)
+    out = []
+    for row, last in newest.items():
+        first = last
+        for it in reversed([o for o in model.row_items(row) if vkey(o.jax) < vkey(last.jax)]):
+            if it.code is not last.code or it.outcome.signature != last.outcome.signature:
+                break
+            first = it
+        out.append(first)
+    return out
 

@@ -16,10 +16,10 @@ from typing import Any, Iterable
 
 from packaging.version import InvalidVersion, Version
 
-from harness.outcome import FAIL, XFAIL, XPASS, Code, Outcome
-from harness.pipeline import results as results_mod
-from harness.pipeline.results import Results
-from harness.versions.matrix_document import MatrixError, Status, load_matrix
+from fp8_check.outcome import FAIL, XFAIL, XPASS, Code, Outcome
+from fp8_check.pipeline import results as results_mod
+from fp8_check.pipeline.results import Results
+from fp8_check.versions.matrix_document import MatrixError, Status, load_matrix
 
 RUN_WIDE = ("mode", "targets", "profiles", "compiler_options")  # environment keys shared by every JAX version
 

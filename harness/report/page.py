@@ -28,15 +28,17 @@ from typing import Any, Sequence
 
 import jinja2
 
-from harness.outcome import CODES, PASS
-from harness.pipeline.golden import atomic_write
-from harness.pipeline.results import Results
-from harness.report import changes as changes_mod
-from harness.pipeline.coverage import layers_text
-from harness.report.diffs import hlo_diff, show, signature_rows
-from harness.report.hlo_text import normalize_hlo
-from harness.report.issue import issue_markdown, markdown_for
-from harness.report.model import Item, Model, ReportError, build_model, load, vkey
+from fp8_check.outcome import CODES, PASS
+from fp8_check.pipeline.golden import atomic_write
+from fp8_check.pipeline.results import Results
+from fp8_check.report import changes as changes_mod
+from fp8_check.pipeline.coverage import layers_text
+from fp8_check.report.diffs import hlo_diff, show, signature_rows
+from fp8_check.report.hlo_text import normalize_hlo
+from fp8_check.report.issue import first_bad_items, issue_markdown, markdown_for
+from fp8_check.report.model import Item, Model, ReportError, build_model, load
+from fp8_check.versions.matrix_document import Matrix, entry_from_results
+from fp8_check.versions.news import NO_REGRESSIONS, closing_line
 
 SIZE_BUDGET = 4_500_000  # bytes; the report must stay under 5 MB
 REPORT_LIMIT = 5_000_000  # over this, `report` says so on the terminal (the page says so where it can tell)
@@ -234,9 +236,14 @@ def _grid(model: Model, row_changes: dict | None = None) -> list[dict]:
                     continue
                 ch = by_jax.get(c.jax)
                 v = c.outcome.verdict
+                # a change whose result still matches the golden is blessed history; one that differs is news
+                expects = bool(ch and ch.cls) and not c.code.is_failure
                 out_cells.append({"i": c.idx, "outcome": c.code.name, "jax": c.jax, "known": bool(c.outcome.known_issue),
                                   "kernels": ch.kernels if ch else None, "change": ch.cls if ch and ch.cls else "",
-                                  "change_title": f"{ch.cls} since jax {ch.change_from}" if ch and ch.cls else "",
+                                  "expected_change": expects,
+                                  "change_title": (f"{ch.cls} since jax {ch.change_from}, "
+                                                   + ("as the golden expects" if expects else "differs from the golden"))
+                                  if ch and ch.cls else "",
                                   "verdict": v.cls if v is not None else ""})
             changed = any(c and c["change"] for c in out_cells)
             regressed = any(c and (c["change"] in ("regression", "mixed") or c["verdict"] in ("regression", "mixed"))
@@ -309,7 +316,8 @@ def render_html(inputs: list[Results], title: str | None = None, notes: Sequence
     script_hash = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     counts = Counter(it.code.name for it in model.items)
     modes = sorted({r[3] for r in model.rows})
-    attention = sorted((it for it in model.items if it.code.is_failure), key=lambda it: vkey(it.jax), reverse=True)
+    attention = first_bad_items(model)
+    verdict = closing_line(Matrix([entry_from_results(r) for r in inputs]))
     row_changes = _row_changes(model)
     grid = _grid(model, row_changes)
     pre = _precompute(model)
@@ -323,7 +331,8 @@ def render_html(inputs: list[Results], title: str | None = None, notes: Sequence
             inputs=model.inputs, versions=model.versions, counts=counts, codes=[c.name for c in CODES],
             total=len(model.items), targets=sorted({r[1] for r in model.rows}),
             profiles=sorted({r[2] for r in model.rows}), modes=modes, grid=grid, attention=attention,
-            notes=page_notes, show_mode=len(modes) > 1, data=json_island(payload), script=script, style=style,
+            notes=page_notes, show_mode=len(modes) > 1, verdict=verdict, verdict_ok=NO_REGRESSIONS in verdict,
+            legend_codes=CODES, data=json_island(payload), script=script, style=style,
             script_hash=script_hash, n_rows=len(model.rows), timelines=any(r["timeline"] for r in grid),
         )
         if len(html.encode()) <= SIZE_BUDGET:
@@ -340,7 +349,7 @@ def write_report(inputs: list[Results], out: Path, title: str | None = None, not
 # ---------------------------------------------------------------- CLI
 
 def cmd_report(args) -> int:
-    from harness.pipeline.outputs import OutputError, check_file
+    from fp8_check.pipeline.outputs import OutputError, check_file
 
     try:
         if not args.markdown:
@@ -373,6 +382,6 @@ def register(subparsers) -> dict:
     p.add_argument("--markdown", metavar="CASE", help="print the markdown issue body for CASE's FAIL/XPASS/UNRESOLVED result(s) instead")
     p.add_argument("--target", help="with --markdown: only this target")
     p.add_argument("--profile", help="with --markdown: only this profile")
-    p.add_argument("--jax", help="with --markdown: only this JAX version (default: the newest failing one)")
+    p.add_argument("--jax", help="with --markdown: only this JAX version (default: the first bad version of the newest failing run)")
     p.add_argument("--title", help="the page title")
     return {"report": cmd_report}

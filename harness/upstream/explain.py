@@ -1,13 +1,13 @@
 """`fp8-check bisect ... --explain`: everything an XLA developer needs about one change between two JAX versions.
 
 For a case whose signature differs between the last good and the first bad JAX
-version, `investigate` runs the minimal repro (harness.upstream.repro) in both
+version, `investigate` runs the minimal repro (fp8_check.upstream.repro) in both
 versions' environments, in a clean interpreter, with per-pass dumps, and gathers:
-- the XLA commit range (the shipped table, harness.upstream.xla_commits);
-- the first diverging pass (harness.upstream.passes);
+- the XLA commit range (the shipped table, fp8_check.upstream.xla_commits);
+- the first diverging pass (fp8_check.upstream.passes);
 - whether the repro reproduces the harness's signature on both versions;
 - the XLA-style FileCheck test and whether it passes on good and fails on bad
-  (harness.upstream.xla_test).
+  (fp8_check.upstream.xla_test).
 `Explanation` is saved as JSON (`reports/upstream/<case>.<target>.<profile>.json`)
 so the report's issue body can include it (`markdown()`), and read back with `load`.
 """
@@ -20,11 +20,11 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.pipeline import golden
-from harness.pipeline.signature import extract
-from harness.upstream import passes, xla_commits, xla_test
-from harness.upstream.xla_test import Verification
-from harness.upstream.repro import minimal
+from fp8_check.pipeline import golden
+from fp8_check.pipeline.signature import extract
+from fp8_check.upstream import passes, xla_commits, xla_test
+from fp8_check.upstream.xla_test import Verification
+from fp8_check.upstream.repro import minimal
 
 DEFAULT_DIR = Path("reports") / "upstream"
 
@@ -122,7 +122,7 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
 
     `expected`: version -> the harness's signature dict there (from bisect), to check the repro against.
     """
-    from harness.versions.envs import Manager
+    from fp8_check.versions.envs import Manager
 
     manager = manager or Manager()
     root = Path(work or tempfile.mkdtemp(prefix="fp8-check-explain-"))
@@ -150,7 +150,7 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
 
 
 def path_for(directory: Path, case: str, target: str, profile: str) -> Path:
-    from harness.pipeline import names
+    from fp8_check.pipeline import names
 
     return Path(directory) / (f"{names.check('case', case)}.{names.check('target', target)}."
                               f"{names.check('profile', profile)}.json")
@@ -173,7 +173,7 @@ def load(path: Path) -> Explanation:
 
 def find(case: str, target: str, profile: str, versions: tuple[str, str], directory: Path | None = None) -> Explanation | None:
     """The saved explanation for this case/target/profile whose good..bad pair is `versions` (either order)."""
-    from harness.pipeline.names import UnsafeName
+    from fp8_check.pipeline.names import UnsafeName
 
     directory = Path(directory or os.environ.get("FP8_CHECK_UPSTREAM_DIR") or DEFAULT_DIR)
     try:

@@ -1,4 +1,4 @@
-"""The upstream parts of a report's issue body, as markdown (used by harness.report's issue body).
+"""The upstream parts of a report's issue body, as markdown (used by fp8_check.report's issue body).
 
 For a result whose signature changed between two neighbouring JAX versions in the
 report, `parts_for` gives:
@@ -6,15 +6,15 @@ report, `parts_for` gives:
 - when `fp8-check bisect ... --explain` saved an explanation for that pair
   (`reports/upstream/`, or $FP8_CHECK_UPSTREAM_DIR): the first diverging XLA
   pass, the minimal reproducer (checked standalone) and the XLA-style FileCheck
-  test with its verification (harness.upstream.explain).
+  test with its verification (fp8_check.upstream.explain).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.upstream import explain, xla_commits
-from harness.versions.releases import VersionError, parse_version
+from fp8_check.upstream import explain, xla_commits
+from fp8_check.versions.releases import VersionError, parse_version
 
 
 @dataclass

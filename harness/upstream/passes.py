@@ -1,6 +1,6 @@
 """The first XLA pass after which two JAX versions compile a case differently.
 
-Both versions compile the minimal repro (harness.upstream.repro) with per-pass
+Both versions compile the minimal repro (fp8_check.upstream.repro) with per-pass
 dumps (`--xla_dump_hlo_pass_re=.*`): XLA writes the module after every pass that
 changed it, as `module_N.NAME.SEQ.PIPELINE.after_PASS.before_NEXT.txt`. Each
 dump is reduced to its *fusion-relevant structure* — a sorted multiset of lines,
@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.pipeline import hlo
+from fp8_check.pipeline import hlo
 
 _DUMP = re.compile(r"^module_(\d+)\.(.+?)\.(\d{4})\.([\w\-]+)\.after_([\w\-]+)\.before_([\w\-]+)\.txt$")
 _SKIP = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done", "after-all"}

@@ -9,7 +9,7 @@ batch, then halving m, n, k down to 16): a simplification is kept when the
 simplified case is valid, compiles on both versions and the same fields still
 differ. It repeats until nothing more can go. Each candidate is written as
 case YAML and loaded by the normal case loader, so only valid cases are tried.
-Both versions compile in their own long-lived workers (harness.versions.envs).
+Both versions compile in their own long-lived workers (fp8_check.versions.envs).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from harness.pipeline import cases as case_mod
-from harness.pipeline import golden, kinds, render
-from harness.pipeline.compile import Compiler
-from harness.pipeline.signature import extract
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline import golden, kinds, render
+from fp8_check.pipeline.compile import Compiler
+from fp8_check.pipeline.signature import extract
 
 FIELDS = ("a_dtype", "b_dtype", "shape", "transpose_b", "dequant", "input_scales", "scale_dtype", "output_scale",
           "clamp", "out_dtype", "epilogue", "bias_dtype", "amax", "requantize")
@@ -132,7 +132,7 @@ def _top_fields(a: dict, b: dict) -> set[str]:
 
 
 def reduce(case: case_mod.Case, target, profile, good: str, bad: str, manager=None, log=print) -> Reduction:
-    from harness.versions.envs import Manager
+    from fp8_check.versions.envs import Manager
 
     manager = manager or Manager()
     envs = {v: manager.ensure(v) for v in (good, bad)}
@@ -180,7 +180,7 @@ def reduce(case: case_mod.Case, target, profile, good: str, bad: str, manager=No
 
 
 def register(subparsers) -> dict:
-    from harness import selection
+    from fp8_check import selection
 
     p = subparsers.add_parser("reduce", help="drop case features one at a time while a regression between two JAX versions persists")
     p.add_argument("case", help="case id")
@@ -192,9 +192,9 @@ def register(subparsers) -> dict:
 
 
 def cmd_reduce(args) -> int:
-    from harness.targets import PROFILES, load_target
-    from harness.versions.envs import InstallError
-    from harness.versions.releases import VersionError, available, parse_version
+    from fp8_check.targets import PROFILES, load_target
+    from fp8_check.versions.envs import InstallError
+    from fp8_check.versions.releases import VersionError, available, parse_version
 
     def usage(msg: str) -> int:
         print(f"fp8-check reduce: error: {msg}", file=sys.stderr)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import re
 
-from harness.pipeline.aot import target_config_for
-from harness.pipeline import kinds
-from harness.pipeline.cases import Case
-from harness.pipeline.render import render
-from harness.targets import Profile, Target
+from fp8_check.pipeline.aot import target_config_for
+from fp8_check.pipeline import kinds
+from fp8_check.pipeline.cases import Case
+from fp8_check.pipeline.render import render
+from fp8_check.targets import Profile, Target
 
 MAX_LINES = 40
 
@@ -60,7 +60,7 @@ def _wrap(text: str, width: int = 100, indent: str = "    ") -> list[str]:
 
 
 def _args_lines(case: Case) -> list[str]:
-    from harness.pipeline.render import arg_specs
+    from fp8_check.pipeline.render import arg_specs
 
     items = [repr((name, tuple(shape), dtype)) for name, shape, dtype in arg_specs(case)]
     out, cur = [], "ARGS = ["

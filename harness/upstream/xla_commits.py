@@ -10,7 +10,7 @@ A commit that could not be looked up is null, never guessed.
 
 Regenerate where GitHub is reachable (the nightly workflow does):
 
-    python -m harness.upstream.xla_commits --update [--git-dir CLONE] [--jax-range 0.6.1..]
+    python -m fp8_check.upstream.xla_commits --update [--git-dir CLONE] [--jax-range 0.6.1..]
 
 It lists the release tags of jax-ml/jax (`git ls-remote`, or the tags of a local
 clone with `--git-dir`), takes the wheel's git hash from an installed
@@ -89,7 +89,7 @@ def load(path: Path = TABLE) -> dict[str, Entry]:
 
 
 def entry(version: str, table: dict[str, Entry] | None = None) -> Entry | None:
-    from harness.versions.releases import parse_version
+    from fp8_check.versions.releases import parse_version
 
     table = table if table is not None else load()
     if version in table:
@@ -128,10 +128,10 @@ def release_tags(git_dir: str | None = None) -> dict[str, str]:
 
 
 def wheel_git_hash(version: str) -> str | None:
-    """`jaxlib.version._git_hash` of an installed per-version environment (harness.versions.envs), if any."""
-    from harness.versions.envs import Manager
+    """`jaxlib.version._git_hash` of an installed per-version environment (fp8_check.versions.envs), if any."""
+    from fp8_check.versions.envs import Manager
 
-    from harness.versions.envs import own_jax
+    from fp8_check.versions.envs import own_jax
 
     env = Manager(reuse_self=False).cached(version)
     roots = [env.path] if env else []
@@ -182,7 +182,7 @@ def update(versions: list[str], git_dir: str | None = None, path: Path = TABLE, 
         out[v] = {"jax_commit": jax_commit, "jax_commit_from": source, "xla_commit": xla, "xla_commit_from": xla_from}
         log(f"{v:<9} jax {jax_commit or 'null':<40} xla {xla or 'null'}")
     data = {"about": "JAX release -> the JAX commit jaxlib was built from -> XLA_COMMIT at that commit; "
-                     "null: not found. Regenerate: python -m harness.upstream.xla_commits --update",
+                     "null: not found. Regenerate: python -m fp8_check.upstream.xla_commits --update",
             "versions": out}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
@@ -191,9 +191,9 @@ def update(versions: list[str], git_dir: str | None = None, path: Path = TABLE, 
 
 
 def main(argv=None) -> int:
-    from harness.versions.releases import VersionError, select_range
+    from fp8_check.versions.releases import VersionError, select_range
 
-    ap = argparse.ArgumentParser(prog="python -m harness.upstream.xla_commits", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m fp8_check.upstream.xla_commits", description=__doc__.split("\n")[0])
     ap.add_argument("--update", action="store_true", help="regenerate the table (needs GitHub or --git-dir)")
     ap.add_argument("--git-dir", help="a local clone of jax-ml/jax (its .git directory) instead of GitHub")
     ap.add_argument("--jax-range", default="0.6.1..", help="released versions to cover (default 0.6.1..)")

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.pipeline.filecheck import run_filecheck
-from harness.pipeline.signature import Signature
+from fp8_check.pipeline.filecheck import run_filecheck
+from fp8_check.pipeline.signature import Signature
 
 _KERNEL = r"{{ (fusion|custom-call)\(}}"
 

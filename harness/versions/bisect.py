@@ -15,8 +15,8 @@ compilation is impossible (JAX < 0.6.1), when the case does not compile there,
 or (`golden`) when no expectation covers it.
 
 The versions searched are the released JAX versions strictly between --good and
---bad, asked from the package index (harness.versions). Each version runs in
-its cached environment (harness.envs), one worker per version.
+--bad, asked from the package index (fp8_check.versions). Each version runs in
+its cached environment (fp8_check.envs), one worker per version.
 
 Exit codes follow `git bisect run`, so the command is also a test command for
 other bisection tools:
@@ -114,7 +114,7 @@ class Tester:
                 compiler.environment()
             except WorkerError as exc:
                 return None, f"the compile worker does not start: {str(exc).strip().splitlines()[0]}"
-            # the one plan -> compile -> judge path (harness.pipeline.runner), as run and matrix take it
+            # the one plan -> compile -> judge path (fp8_check.pipeline.runner), as run and matrix take it
             outcomes = runner.run([self.case], [self.target], [self.profile.name], self.mode, compiler,
                                   self.goldens_root)
         if not outcomes:
@@ -228,6 +228,7 @@ def register(subparsers) -> dict:
     p = subparsers.add_parser("bisect", help="find the first JAX release where a case's signature changed (git bisect run exit codes)")
     p.add_argument("case", help="case id")
     selection.add_options(p)
+    _set_help(p, "--profile", "one profile: cublas, triton, default (default: cublas, or the mode's only profile)")
     p.add_argument("--good", help="a version known good (the reference, with --criterion signature)")
     p.add_argument("--bad", help="a version known bad (newer than --good)")
     p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
@@ -245,6 +246,12 @@ def register(subparsers) -> dict:
     return {"bisect": cmd_bisect}
 
 
+def _set_help(parser, option: str, text: str) -> None:
+    for action in parser._actions:
+        if option in action.option_strings:
+            action.help = text
+
+
 def cmd_bisect(args) -> int:
     try:
         return _cmd_bisect(args)
@@ -254,7 +261,7 @@ def cmd_bisect(args) -> int:
 
 
 def _cmd_bisect(args) -> int:
-    from harness.targets import PROFILES
+    from fp8_check.targets import PROFILES
 
     case = selection.find_case(args.paths, args.case)
     targets = selection.targets(args.target)
@@ -297,15 +304,19 @@ def _cmd_bisect(args) -> int:
     if res.verdict is not Verdict.BAD or res.first_bad is None or res.last_good is None:
         print(f"fp8-check bisect: {res.message}")
         return res.verdict.exit_code
-    print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
-    if res.skipped:
-        print(f"untestable versions in between (the first bad one may be any of): {', '.join(res.skipped)}")
     step = verdict_mod.classify(tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0])
+    if step.lines and not step.is_regression:  # an improvement or a rename: nothing went bad
+        print(f"\nfirst changed version: jax {res.first_bad} (last unchanged: jax {res.last_good}) — "
+              f"{step.cls}, not a regression; `--criterion regression` finds where fusion got worse")
+    else:
+        print(f"\nfirst bad version: jax {res.first_bad} (last good: jax {res.last_good})")
+    if res.skipped:
+        print(f"untestable versions in between (the first changed one may be any of): {', '.join(res.skipped)}")
     print(f"signature diff (expected: jax {res.last_good}, found: jax {res.first_bad}) [{step.cls}]:")
     for d in res.diffs:
         why = "; ".join(f"{x.cls}: {x.why}" for x in step.for_path(d.path))
         print(f"    {d}" + (f"  [{why}]" if why else ""))
-    from harness.upstream import explain, xla_commits  # issue 12
+    from fp8_check.upstream import explain, xla_commits  # issue 12
 
     print(xla_commits.xla_range(res.last_good, res.first_bad).text())
     if args.explain:

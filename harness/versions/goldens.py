@@ -30,10 +30,10 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from harness import verdict
-from harness.outcome import UNRESOLVED, UNSUPPORTED, Outcome
-from harness.pipeline import golden, names
-from harness.versions.matrix_document import MatrixError, Status, load_matrix
+from fp8_check import verdict
+from fp8_check.outcome import UNRESOLVED, UNSUPPORTED, Outcome
+from fp8_check.pipeline import golden, names
+from fp8_check.versions.matrix_document import MatrixError, Status, load_matrix
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
 

@@ -17,7 +17,7 @@ Per version:
 This module runs the versions and is the command; the document (typed entries, JSON,
 changes, regressions, exit code) is `matrix_document`, the terminal grid and progress
 `matrix_view`. Output: per-version results JSON under --out-dir, the matrix JSON
-(schema fp8-check/matrix/2), the HTML report when `harness.report.page` is installed,
+(schema fp8-check/matrix/2), the HTML report when `fp8_check.report.page` is installed,
 and a case x version grid on the terminal.
 
 Exit code (`--fail-on`): `any` (default) 1 if any version has a bad outcome
@@ -46,12 +46,14 @@ from harness.pipeline.cache import CompileCache
 from harness.pipeline.compile import Compilation, CompileService, WorkerError
 from harness.pipeline.outputs import WriteError
 from harness.pipeline.pool import CompilerPool
+from harness.targets import PROFILES
 from harness.versions import envs, shared_xla, wheels
 from harness.versions.envs import Env, InstallError, Manager
 from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
-from harness.versions.matrix_view import Progress, print_report
-from harness.versions.releases import SELECTIONS, VersionError, format_list, select_range, sort_versions
+from fp8_check.versions.matrix_view import Progress, print_report
+from fp8_check.versions.news import closing_line
+from fp8_check.versions.releases import SELECTIONS, VersionError, format_list, select_range, sort_versions
 
 
 # ------------------------------------------------------------------ running
@@ -84,6 +86,16 @@ class _NoCompiler:
         pass
 
 
+# The compile pools of the versions running now: an interrupted matrix kills their workers at once
+# instead of waiting for every running version's compiles (Ctrl-C, SIGTERM).
+_LIVE_POOLS: set[CompilerPool] = set()
+
+
+def _abort_running() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool.abort()
+
+
 def planned(cases, targets, profiles) -> int:
     return sum(1 for _ in runner.plan(cases, targets, profiles))
 
@@ -102,6 +114,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     start = time.perf_counter()
     progress.version_started(version)
     compiler: CompileService | None = None
+    live: CompilerPool | None = None  # this version's pool, killed at once on Ctrl-C (_abort_running)
     try:
         if shared and shared.get("replay") and not reason:
             compiler = shared_xla.Replay(shared["replay"], version, shared["of"])
@@ -119,7 +132,8 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             entry.env = {"path": str(env.path), "built": env.built, "seconds": round(env.seconds, 2), **env.info}
             # `workers` compile workers in the version's environment, behind the shared compile
             # cache (its key holds the version's jax/jaxlib/plugin and installed distributions)
-            compiler = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
+            compiler = live = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
+            _LIVE_POOLS.add(live)
             if shared and shared.get("record"):
                 compiler = shared["recorder"] = shared_xla.Recorder(compiler)
         try:  # the canary is checked (and compiled alongside the cases) before any outcome
@@ -131,9 +145,10 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             progress.cases_skipped(version, total)
             return entry
         env_info = compiler.environment()
-        from harness.target_check import environment_entry
+        from fp8_check.target_check import environment_entry
 
         res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
+                               "compiler_options": {p: PROFILES[p].compiler_options for p in profiles},  # as compiled
                                "target_versions": {t.name: environment_entry(t, env_info["jax"]) for t in targets}},
                               outcomes, target_specs={t.name: t.config_text for t in targets})
         written = Path(out_dir) / f"results-jax-{names.check('jax version', version)}.json"
@@ -148,6 +163,8 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         entry.environment, entry.results_file, entry.outcomes = env_info, str(path) if path else None, lean
         return entry
     finally:
+        if live is not None:
+            _LIVE_POOLS.discard(live)
         if isinstance(compiler, (CompilerPool, shared_xla.Recorder)):
             compiler.close()
         entry.run_seconds = round(time.perf_counter() - start, 2)
@@ -204,20 +221,24 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
         return run_version(v, futures.get(v), cases, targets, profiles, mode, goldens_root, out_dir, progress,
                            workers, cache, share)
 
+    runners = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run")
+    interrupted = False
     try:
         for v in needs_env:
             futures[v] = builder.submit(build, v)
-        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run") as pool:
-            done: dict[str, Future] = {}
-            for v in [v for v in versions if v not in twins] + [v for v in versions if v in twins]:
-                done[v] = pool.submit(one, v)
-            entries = [done[v].result() for v in versions]
+        done: dict[str, Future] = {}
+        for v in [v for v in versions if v not in twins] + [v for v in versions if v in twins]:
+            done[v] = runners.submit(one, v)
+        entries = [done[v].result() for v in versions]
     except BaseException:
+        interrupted = True  # Ctrl-C or a signal: kill the running compiles instead of waiting for them
         for f in futures.values():
             f.cancel()
+        _abort_running()
         raise
     finally:
-        builder.shutdown(wait=True, cancel_futures=True)
+        runners.shutdown(wait=not interrupted, cancel_futures=True)
+        builder.shutdown(wait=not interrupted, cancel_futures=True)
         progress.stop()
     return Matrix(entries, mode, [t.name for t in targets], profiles,
                   wall_seconds=round(time.perf_counter() - start, 2))
@@ -228,7 +249,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
 
 def write_html(result_files: list[str], path: Path) -> bool:
     """The HTML report of the per-version results files (one typed `Results` per JAX version)."""
-    from harness.report.page import write_report
+    from fp8_check.report.page import write_report
 
     write_report([results.load(Path(f)) for f in result_files], Path(path))
     return True
@@ -251,8 +272,11 @@ def register(subparsers) -> dict:
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
-    p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if harness.report.page exists)")
+    p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if fp8_check.report.page exists)")
     p.add_argument("--no-html", action="store_true")
+    p.add_argument("--history", action="store_true",
+                   help="also list the blessed history: signature changes between versions that the goldens expect "
+                        "(collapsed to one line by default)")
     p.add_argument("--fail-on", type=runner.fail_on_type(FAIL_ON), default="any",
                    help="what makes the exit code 1 (default: any; regression: only a FAIL classified as a regression or mixed, "
                         "or UNRESOLVED, on any version; cost:1%% or cost:40us: only such regressions whose estimated cost "
@@ -275,7 +299,7 @@ def versions_from_args(args) -> list[str]:
         if not names:
             raise VersionError(f"--jax {args.jax!r}: no version given (e.g. --jax 0.6.1,0.12.0.1)")
         if "nightly" in names:
-            from harness.versions.releases import jax_index, newest_on_index
+            from fp8_check.versions.releases import jax_index, newest_on_index
 
             index = jax_index(getattr(args, "jax_index", None))
             if not index:
@@ -301,7 +325,7 @@ def cmd_matrix(args) -> int:
             mode = selection.mode(args.mode)
             profiles = selection.profiles(args.profile, mode)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
-            from harness.pipeline.outputs import check_dir, check_file  # fail before building environments
+            from fp8_check.pipeline.outputs import check_dir, check_file  # fail before building environments
 
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
@@ -322,14 +346,15 @@ def cmd_matrix(args) -> int:
             raise
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from harness.pipeline import outputs
+    from fp8_check.pipeline import outputs
 
     outputs.write_all([outputs.Output("matrix JSON", args.out, lambda p: write(p, m), primary=True)])  # results_file paths relative to it
-    print_report(m, sort=args.sort)
+    print_report(m, sort=args.sort, history=args.history)
     print(f"\nmatrix: {args.out}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         html = args.html or args.out.with_suffix(".html")
         if files:  # the same policy as run: the report only warns
             outputs.write_all([outputs.Output("HTML report", html, lambda p: write_html(files, p), announce="report: {path}")])
+    print(closing_line(m))  # the last line: the one-line verdict
     return m.exit_code(args.fail_on)

@@ -23,24 +23,25 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from harness.outcome import CODES, UNSUPPORTED, Code, Outcome
-from harness.pipeline import cost
-from harness.pipeline import golden
-from harness.pipeline import results
-from harness.pipeline.golden import FieldDiff
-from harness.versions.releases import parse_version
-from harness.verdict import Verdict, classify
+from fp8_check.errors import BadInput
+from fp8_check.outcome import CODES, UNSUPPORTED, Code, Outcome
+from fp8_check.pipeline import cost
+from fp8_check.pipeline import golden
+from fp8_check.pipeline import results
+from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.versions.releases import parse_version
+from fp8_check.verdict import Verdict, classify
 
 SCHEMA = "fp8-check/matrix/2"
 READABLE = ("fp8-check/matrix/1", SCHEMA)
-from harness.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402,F401  (one home for exit codes)
+from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402,F401  (one home for exit codes)
 FAIL_ON = ("any", "newest", "regression", "never")
 
 Row = tuple[str, str, str]  # (case, target, profile)
 
 
-class MatrixError(ValueError):
-    """A matrix (or results) file that cannot be read: one line naming the file and what is wrong."""
+class MatrixError(BadInput, ValueError):
+    """A matrix (or results) file that cannot be read: one line naming the file and what is wrong (exit 2)."""
 
 
 class Status(StrEnum):
@@ -189,7 +190,7 @@ class Matrix:
             # the newest version asked for could not be installed (or is broken): a broken release must not pass
             return EXIT_ENV if self.versions and self.versions[-1].status.not_run else EXIT_OK
         if fail_on == "regression" or fail_on.startswith("cost:"):
-            from harness.pipeline.runner import fails
+            from fp8_check.pipeline.runner import fails
 
             if any(fails(o, fail_on) for e in self.versions for o in e.outcomes):
                 return EXIT_FAIL
@@ -262,7 +263,7 @@ def write(path: Path, m: Matrix) -> None:
 
 
 def _read(path: Path) -> dict:
-    from harness.pipeline.safe_yaml import ReadError, load_json
+    from fp8_check.pipeline.safe_yaml import ReadError, load_json
 
     if not Path(path).exists():
         raise MatrixError(f"{path}: no such file")
@@ -291,7 +292,7 @@ def entry_from_results(res: results.Results) -> VersionEntry:
 
 
 def _too_old(jax: str) -> bool:
-    from harness.pipeline.runner import deviceless_unsupported
+    from fp8_check.pipeline.runner import deviceless_unsupported
 
     return bool(deviceless_unsupported(jax))
 

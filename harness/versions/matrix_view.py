@@ -1,6 +1,6 @@
 """The matrix on a terminal: the case x version grid (rich), its legend, the summaries, and build/compile progress.
 
-Symbols and styles come from the outcome codes (`harness.outcome`); a version where
+Symbols and styles come from the outcome codes (`fp8_check.outcome`); a version where
 nothing ran shows its status letter (`Status.not_run`).
 """
 
@@ -10,9 +10,9 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from harness.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS
-from harness.versions.envs import Env
-from harness.versions.matrix_document import Matrix, Status, VersionEntry
+from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS
+from fp8_check.versions.envs import Env
+from fp8_check.versions.matrix_document import Matrix, Status, VersionEntry
 
 # The signature changed since the previous version: marker and background by the change's class.
 CHANGE_MARKS = {"regression": "▼", "improvement": "▲", "neutral": "~", "mixed": "±"}
@@ -22,7 +22,9 @@ VERDICT_MARKS = {"regression": "r", "improvement": "i", "neutral": "n", "mixed":
 
 LEGEND = ("  ".join(f"{c.symbol} {c.name}" for c in (PASS, FAIL, XFAIL, XPASS, UNSUPPORTED, UNRESOLVED)) + f"  {NEW.symbol} {NEW.name} (no golden for "
           "the version); the number is the kernel count; the signature changed since the previous version: "
-          "▼ regression, ▲ improvement, ~ neutral (rename), ± mixed; a FAIL's verdict against the golden: r i n m; "
+          "▼ regression, ▲ improvement, ~ neutral (rename), ± mixed — on a coloured background when the result differs "
+          "from the golden, plain when the golden expects the change (blessed history); a FAIL's verdict against the "
+          "golden: r i n m; "
           f"{Status.INSTALL_FAILED.not_run} the version could not be installed, {Status.BROKEN.not_run} its "
           "environment is broken")
 
@@ -33,7 +35,11 @@ def grid_table(m: Matrix, sort: str = "case"):
     from rich.table import Table
     from rich.text import Text
 
-    changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
+    from fp8_check.versions.news import split_changes
+
+    news, history = split_changes(m)
+    changed = {(c.case, c.target, c.profile, c.after): c.cls for c in news}
+    blessed = {(c.case, c.target, c.profile, c.after): c.cls for c in history}
     costs = m.row_costs() if sort == "cost" else {}
     table = Table(title=f"fp8-check matrix ({m.mode or '?'})", show_lines=False, pad_edge=False)
     table.add_column("case", no_wrap=True)
@@ -56,10 +62,12 @@ def grid_table(m: Matrix, sort: str = "case"):
                 continue
             text = o.code.symbol + (str(o.signature.kernels) if o.signature else "")
             style = o.code.style
-            if row + (e.jax,) in changed:
+            if row + (e.jax,) in changed:  # news: differs from the golden
                 cls = changed[row + (e.jax,)]
                 text += CHANGE_MARKS.get(cls, "*")
                 style += " on " + CHANGE_BACKGROUNDS.get(cls, "yellow")
+            elif row + (e.jax,) in blessed:  # as the golden expects: the mark alone, no alarm colour
+                text += CHANGE_MARKS.get(blessed[row + (e.jax,)], "*")
             if o.code is FAIL and o.verdict is not None:
                 text += VERDICT_MARKS.get(o.verdict.cls, "")
             cells.append(Text(text, style=style))
@@ -78,8 +86,14 @@ def same_xla_note(e: VersionEntry) -> str:
     return f" (same XLA commit as jax {rep}: compiled once, judged for both)" if rep else ""
 
 
-def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, sort: str = "case") -> None:
+def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, sort: str = "case",
+                 history: bool = False) -> None:
+    """The grid, news (changes whose result differs from the golden, regressions first), the blessed history
+    collapsed to one line (`history=True`: listed), per-version counts. The command ends with the closing verdict
+    line (news.closing_line), after the paths it wrote."""
     from rich.console import Console
+
+    from fp8_check.versions.news import split_changes
 
     stream = stream or sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
@@ -91,18 +105,15 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
     for e in m.versions:
         if e.status in (Status.INSTALL_FAILED, Status.BROKEN):
             console.print(f"jax {e.jax}: {e.status}: {e.error}", style="red", markup=False, soft_wrap=True)
-    changes = m.changes()
-    if changes:
-        console.print(f"\nSignature changes between adjacent versions ({len(changes)}; expected: the earlier version, "
-                      "found: the later):", markup=False)
-        for c in changes:
-            console.print(f"  {c.target}/{c.profile} {c.case}: {c.before} -> {c.after}"
-                          + (f"  [{c.cls}] {c.verdict.summary()}" if c.verdict else "")
-                          + (f"; {c.verdict.cost.text()}" if c.verdict and c.verdict.cost else ""), markup=False, soft_wrap=True)
-            for d in c.diffs[:max_diffs]:
-                console.print(f"      {_short(str(d))}", markup=False, soft_wrap=True)
-            if len(c.diffs) > max_diffs:
-                console.print(f"      ... {len(c.diffs) - max_diffs} more field(s)", markup=False)
+    news, blessed = split_changes(m)
+    if news:
+        _print_changes(console, f"Signature changes whose result differs from the golden ({len(news)}, regressions first; "
+                       "expected: the earlier version, found: the later):", news, max_diffs)
+    if blessed and history:
+        _print_changes(console, f"Blessed history: signature changes the goldens expect ({len(blessed)}):", blessed, max_diffs)
+    if blessed and not history:
+        console.print(f"\n{len(blessed)} signature change(s) between versions match the goldens (blessed history; "
+                      "`--history` lists them)", markup=False, soft_wrap=True)
     console.print("\nPer version:", markup=False)
     for e in m.versions:
         console.print(f"  jax {e.jax:<9} {summary_text(e) or e.status}{same_xla_note(e)}", markup=False)
@@ -112,6 +123,18 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
         for r in regressions:
             prev = f" (was {r.previous[1]} on {r.previous[0]})" if r.previous else ""
             console.print(f"  {r.code.name:<10} {r.target}/{r.profile} {r.case}{prev}", markup=False)
+
+
+def _print_changes(console, title: str, changes, max_diffs: int) -> None:
+    console.print(f"\n{title}", markup=False)
+    for c in changes:
+        console.print(f"  {c.target}/{c.profile} {c.case}: {c.before} -> {c.after}"
+                      + (f"  [{c.cls}] {c.verdict.summary()}" if c.verdict else "")
+                      + (f"; {c.verdict.cost.text()}" if c.verdict and c.verdict.cost else ""), markup=False, soft_wrap=True)
+        for d in c.diffs[:max_diffs]:
+            console.print(f"      {_short(str(d))}", markup=False, soft_wrap=True)
+        if len(c.diffs) > max_diffs:
+            console.print(f"      ... {len(c.diffs) - max_diffs} more field(s)", markup=False)
 
 
 def _short(text: str, limit: int = 160) -> str:

@@ -12,7 +12,7 @@ into a version list: the CLI (`fp8-check matrix --jax-range`, `--list-versions`)
 and the nightly workflow's version job both call it.
 
 Standalone (needs only `packaging`), as the nightly workflow's first job runs it:
-    python -m harness.versions.releases --jax-range 0.6.1.. [--select minor] [--format json|lines|github]
+    python -m fp8_check.versions.releases --jax-range 0.6.1.. [--select minor] [--format json|lines|github]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.pipeline.cache import cache_dir  # noqa: F401  (re-exported: defined with the compile cache)
+from fp8_check.pipeline.cache import cache_dir  # noqa: F401  (re-exported: defined with the compile cache)
 
 PACKAGE = "jax"
 CACHE_SECONDS = 3600
@@ -54,7 +54,7 @@ def _pip_commands() -> list[list[str]]:
     cmds = []
     for py in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", sys.executable)]):
         cmds.append([py, "-m", "pip", "index", "versions", PACKAGE])
-    from harness.versions.uvbin import find_uv
+    from fp8_check.versions.uvbin import find_uv
 
     uv = find_uv()
     if uv:
@@ -229,7 +229,7 @@ def format_list(versions: list[str], fmt: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m harness.versions.releases", description="List released JAX versions in a range.")
+    p = argparse.ArgumentParser(prog="python -m fp8_check.versions.releases", description="List released JAX versions in a range.")
     p.add_argument("--jax-range", required=True)
     p.add_argument("--select", choices=SELECTIONS, default="all")
     p.add_argument("--format", choices=("lines", "json", "github"), default="lines")

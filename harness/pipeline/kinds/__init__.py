@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from harness.pipeline.case_model import Case
-from harness.pipeline.source import Rendered
-from harness.pipeline.kinds import block_scaled, pattern, python
+from fp8_check.pipeline.case_model import Case
+from fp8_check.pipeline.source import Rendered
+from fp8_check.pipeline.kinds import block_scaled, pattern, python
 
 
 class Kind(Protocol):

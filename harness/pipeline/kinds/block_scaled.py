@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.dtypes import BLOCK_SCALE_DTYPES, DATA_DTYPES, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
-from harness.pipeline.case_model import Block, Case, CaseError, boolean, choice, pos_int, shape
-from harness.pipeline.source import ENV, Rendered, docstring
+from fp8_check.dtypes import BLOCK_SCALE_DTYPES, DATA_DTYPES, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
+from fp8_check.pipeline.case_model import Block, Case, CaseError, boolean, choice, pos_int, shape
+from fp8_check.pipeline.source import ENV, Rendered, docstring
 
 NAME = "block_scaled"
 REDUCIBLE = False  # `fp8-check reduce` and the minimal repro work on pattern fields

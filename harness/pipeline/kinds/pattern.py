@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8 as FP8_DTYPES, JAX_WIDE, SCALE_DTYPES
-from harness.pipeline.case_model import Case, CaseError, boolean, choice, shape
-from harness.pipeline.source import ENV, Rendered, docstring
+from fp8_check.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8 as FP8_DTYPES, JAX_WIDE, SCALE_DTYPES
+from fp8_check.pipeline.case_model import Case, CaseError, boolean, choice, shape
+from fp8_check.pipeline.source import ENV, Rendered, docstring
 
 NAME = "pattern"
 REDUCIBLE = True  # `fp8-check reduce` and the minimal repro drop and simplify its fields

@@ -8,11 +8,11 @@ checkout or the run's directory, so a repro stands alone); a dependency the case
 
 from __future__ import annotations
 
-from harness.dtypes import DATA_DTYPES, SCALE_DTYPES
-from harness.pipeline.case_model import Case, CaseError, choice, is_name, string
-from harness.pipeline.sharded_cases import jsonable, validate_sharded
-from harness.pipeline.source import ENV, Rendered, docstring
-from harness.pipeline.user_modules import closure
+from fp8_check.dtypes import DATA_DTYPES, SCALE_DTYPES
+from fp8_check.pipeline.case_model import Case, CaseError, choice, is_name, string
+from fp8_check.pipeline.sharded_cases import jsonable, validate_sharded
+from fp8_check.pipeline.source import ENV, Rendered, docstring
+from fp8_check.pipeline.user_modules import closure
 
 NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
@@ -75,7 +75,7 @@ def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
 
 
 def render(case: Case) -> Rendered:
-    """The module is imported by the worker, never pasted (harness.pipeline.user_modules finds its project files)."""
+    """The module is imported by the worker, never pasted (fp8_check.pipeline.user_modules finds its project files)."""
     args = arg_specs(case)
     module, function = (case.callable or ":").split(":")
     specs_args: list = list(args)

@@ -1,0 +1,222 @@
+"""GitHub-native CI output for a matrix: the job summary, error annotations on case files, issue bodies,
+and opening or updating one issue per regression with `gh`.
+
+    fp8-check ci summary MATRIX.json [--cases DIR…] [--issues-dir reports/issues] [--summary-file F]
+    fp8-check ci issues [--issues-dir reports/issues] [--label fp8-check] [--repo OWNER/NAME]
+
+`summary` appends markdown to $GITHUB_STEP_SUMMARY (or --summary-file): the closing verdict, the
+results that differ from the goldens (regressions first, each at its first bad version with its
+one-line verdict and the file holding its ready issue body), and the case x version grid (rows
+with news first). It prints one `::error file=…,line=…::` workflow command per finding, pointing
+at the case's YAML, and writes the issue bodies (`<case>--<target>--<profile>.md`, the body of
+`fp8-check report --markdown CASE`) into --issues-dir. `issues` files them: each body carries a
+hidden marker; an open issue with the same marker is updated (`gh issue edit`), otherwise one
+is created (`gh issue create`). Each writer is a plain function of the typed matrix, so it can
+sit beside the terminal and HTML writers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from fp8_check.pipeline.golden import atomic_write
+from fp8_check.versions.matrix_document import Matrix, load_matrix
+from fp8_check.versions.news import Finding, closing_line, findings, first_bad
+
+MARKER = "<!-- fp8-check-issue: {key} -->"
+SUMMARY_LIMIT = 900_000  # GitHub takes at most 1 MiB of summary per step
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def issue_key(f: Finding) -> str:
+    o = f.outcome
+    return f"{o.case}/{o.target}/{o.profile}/{o.mode}"
+
+
+def body_name(f: Finding) -> str:
+    o = f.outcome
+    return _UNSAFE.sub("_", f"{o.case}--{o.target}--{o.profile}") + ".md"
+
+
+def one_line(f: Finding) -> str:
+    """The finding's one-line verdict: a FAIL's classified summary, else the first line of its reason."""
+    o = f.outcome
+    if o.verdict is not None and o.verdict.lines:
+        return f"{o.verdict.cls}: {o.verdict.summary(limit=1)}"
+    lines = (o.reason or o.code.meaning or "").strip().splitlines()
+    return lines[0][:200] if lines else ""
+
+
+def _md(text: str) -> str:
+    """Text for a markdown table cell: no markup gets through (a case id is user input)."""
+    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("`", "'").replace("\n", " ")
+
+
+def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
+    """The markdown job summary: verdict, findings (first bad version each, regressions first), then the grid."""
+    first = first_bad(m)
+    lines = ["## fp8-check", "", f"**{closing_line(m)}**", ""]
+    if first:
+        lines += ["### Differs from the golden (regressions first)", "",
+                  "| case | target/profile | first bad jax | outcome | verdict | issue body |", "|---|---|---|---|---|---|"]
+        for f in first:
+            o = f.outcome
+            if f.is_regression:
+                where = f"`{issues_dir}/{body_name(f)}` (artifact)" if issues_dir else "`fp8-check report --markdown CASE`"
+            else:  # nothing to file upstream
+                where = {"NEW": "none: bless it", "XPASS": "none: the known issue is fixed, update the case"}.get(
+                    o.code.name, "none: not a regression, update the golden")
+            lines.append(f"| {_md(o.case)} | {o.target}/{o.profile} | {f.jax} | {o.code.name} | {_md(one_line(f))} | {where} |")
+        lines.append("")
+    lines += grid_markdown(m, {(f.outcome.case, f.outcome.target, f.outcome.profile) for f in findings(m)})
+    text = "\n".join(lines) + "\n"
+    if len(text.encode()) > SUMMARY_LIMIT:
+        text = text.encode()[:SUMMARY_LIMIT].decode(errors="ignore") + "\n\n…(truncated: see the report artifact)\n"
+    return text
+
+
+def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
+    from fp8_check.versions.matrix_view import CHANGE_MARKS
+
+    changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
+    rows = sorted(m.rows(), key=lambda r: (r not in news_rows,))  # rows with news first, else in run order
+    out = ["### Grid", "", "<details" + (" open" if news_rows else "") + "><summary>case × JAX version "
+           f"({len(rows)} rows; ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
+           "previous version)</summary>", "",
+           "| case | target/profile | " + " | ".join(e.jax for e in m.versions) + " |",
+           "|---|---|" + "---|" * len(m.versions)]
+    for row in rows:
+        cells = []
+        for e in m.versions:
+            o = e.outcome(row)
+            if e.status.not_run:
+                cells.append(e.status.not_run)
+            elif o is None:
+                cells.append("")
+            else:
+                cells.append(o.code.symbol + (str(o.signature.kernels) if o.signature else "")
+                             + CHANGE_MARKS.get(changed.get(row + (e.jax,), ""), ""))
+        out.append(f"| {_md(row[0])} | {row[1]}/{row[2]} | " + " | ".join(cells) + " |")
+    return out + ["", "</details>", ""]
+
+
+def _escape_command(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def error_annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: Path | None = None) -> list[str]:
+    """One `::error` workflow command per row that differs from its golden (at its first bad version)."""
+    root = (root or Path.cwd()).resolve()
+    out = []
+    for f in first_bad(m):
+        o = f.outcome
+        file, line = case_lines.get(o.case, (o.file, 0))
+        try:
+            file = str(Path(file).resolve().relative_to(root))
+        except ValueError:
+            pass
+        props = f"file={_escape_command(file, True)}" + (f",line={line}" if line else "")
+        title = f"fp8-check {o.code.name}: {o.case} on {o.target}/{o.profile} since jax {f.jax}"
+        out.append(f"::error {props},title={_escape_command(title, True)}::{_escape_command(one_line(f))}")
+    return out
+
+
+def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
+    """The first-bad-version issue body of every regression (runner.is_regression), from the per-version results."""
+    from fp8_check.pipeline import results
+    from fp8_check.report.issue import markdown_for
+
+    inputs = [results.load(e.results_file) for e in m.versions if e.results_file and Path(e.results_file).is_file()]
+    written = []
+    for f in first_bad(m):
+        o = f.outcome
+        if not f.is_regression:
+            continue  # NEW, XPASS, an improvement or a rename: nothing to file upstream
+        [body] = markdown_for(inputs, o.case, o.target, o.profile) or [""]
+        path = issues_dir / body_name(f)
+        atomic_write(path, body.rstrip("\n") + "\n\n" + MARKER.format(key=issue_key(f)) + "\n")
+        written.append(path)
+    return written
+
+
+def case_lines(paths: list[Path]) -> dict[str, tuple[str, int]]:
+    from fp8_check.pipeline import cases
+
+    try:
+        return {c.id: (str(c.file), c.line) for c in cases.load(paths)}
+    except cases.CaseError:
+        return {}
+
+
+def file_issues(issues_dir: Path, label: str, repo: str | None, gh: str = "gh") -> list[str]:
+    """Open or update one issue per body in `issues_dir` (deduplicated by the body's marker). Returns what it did."""
+    repo_args = ["--repo", repo] if repo else []
+    listed = subprocess.run([gh, "issue", "list", *repo_args, "--state", "open", "--label", label, "--limit", "500",
+                             "--json", "number,body"], capture_output=True, text=True, check=True)
+    existing: dict[str, int] = {}
+    for issue in json.loads(listed.stdout or "[]"):
+        for key in re.findall(r"<!-- fp8-check-issue: (\S+) -->", issue.get("body") or ""):
+            existing.setdefault(key, issue["number"])
+    done = []
+    for path in sorted(issues_dir.glob("*.md")):
+        text = path.read_text()
+        keys = re.findall(r"<!-- fp8-check-issue: (\S+) -->", text)
+        title = text.splitlines()[0].lstrip("# ").strip() if text else path.stem
+        if keys and keys[0] in existing:
+            subprocess.run([gh, "issue", "edit", str(existing[keys[0]]), *repo_args, "--body-file", str(path)], check=True)
+            done.append(f"updated #{existing[keys[0]]}: {title}")
+        else:
+            subprocess.run([gh, "issue", "create", *repo_args, "--title", title, "--body-file", str(path),
+                            "--label", label], check=True)
+            done.append(f"created: {title}")
+    return done
+
+
+def cmd_ci(args) -> int:
+    if args.ci_command == "summary":
+        m = load_matrix(args.matrix)
+        issues_dir = Path(args.issues_dir)
+        bodies = write_issue_bodies(m, issues_dir)
+        summary_file = args.summary_file or os.environ.get("GITHUB_STEP_SUMMARY")
+        text = job_summary(m, str(issues_dir) if bodies else None)
+        if summary_file:
+            with open(summary_file, "a", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
+        for line in error_annotations(m, case_lines([Path(p) for p in args.cases])):
+            print(line)
+        print(closing_line(m))
+        return 0
+    try:
+        for line in file_issues(Path(args.issues_dir), args.label, args.repo, args.gh):
+            print(line)
+    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+        print(f"fp8-check ci issues: gh failed: {exc}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def register(subparsers) -> dict:
+    p = subparsers.add_parser("ci", help="GitHub CI output: job summary, annotations and issue bodies; file issues with gh")
+    sub = p.add_subparsers(dest="ci_command", required=True)
+    s = sub.add_parser("summary", help="append the job summary to $GITHUB_STEP_SUMMARY, print ::error annotations, "
+                                       "write the first-bad-version issue bodies")
+    s.add_argument("matrix", type=Path, help="the matrix JSON (fp8-check matrix --out)")
+    s.add_argument("--cases", nargs="*", default=["cases"], help="case files or directories, for the annotations' lines")
+    s.add_argument("--issues-dir", default="reports/issues", help="where the issue bodies go (default reports/issues)")
+    s.add_argument("--summary-file", help="write here instead of $GITHUB_STEP_SUMMARY (unset: stdout)")
+    i = sub.add_parser("issues", help="open or update one issue per body in --issues-dir (deduplicated), with gh")
+    i.add_argument("--issues-dir", default="reports/issues")
+    i.add_argument("--label", default="fp8-check", help="label of the issues (default fp8-check; must exist)")
+    i.add_argument("--repo", help="OWNER/NAME (default: gh's current repository)")
+    i.add_argument("--gh", default="gh", help=argparse.SUPPRESS)  # the gh program (tests: a stand-in)
+    return {"ci": cmd_ci}

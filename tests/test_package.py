@@ -1,0 +1,169 @@
+"""The package people install: the wheel exposes the import name `fp8_check` (the code stays in the folder
+harness/), installs outside the checkout, and `fp8-check --version` names the JAX it runs with; the requirement
+`fp8-check init` writes into the CI workflow installs (a local git URL standing in for the published repository).
+
+Packages come from uv's cache, pinned to uv.lock (slow: a fresh environment with jax[cuda12] each)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fp8_check.versions.envs import find_uv
+
+from .conftest import REPO
+
+IMPORT_NAME = "fp8_check"
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+    env.update(UV_PYTHON_DOWNLOADS="never", FP8_CHECK_NO_GPU="1")
+    return env
+
+
+def _run(cmd, cwd: Path, env: dict, timeout: int = 1200) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], cwd=str(cwd), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _venv(tmp_path: Path, name: str, env: dict) -> Path:
+    uv = find_uv()
+    venv = tmp_path / name
+    p = _run([uv, "venv", "--python", getattr(sys, "_base_executable", sys.executable), venv], tmp_path, env)
+    assert p.returncode == 0, p.stderr
+    return venv
+
+
+def _constraints(tmp_path: Path, env: dict) -> Path:
+    out = tmp_path / "constraints.txt"
+    p = _run([find_uv(), "export", "--locked", "--all-extras", "--no-hashes", "--no-emit-project", "-o", out], REPO, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out
+
+
+def _version_of(py: Path, dist: str, cwd: Path, env: dict) -> str:
+    p = _run([py, "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"], cwd, env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_the_wheel_installs_outside_the_checkout_as_fp8_check(tmp_path):
+    env = _env()
+    dist = tmp_path / "dist"
+    p = _run([find_uv(), "build", "--wheel", "--out-dir", dist, REPO], tmp_path, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    [wheel] = dist.glob("fp8_check-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {IMPORT_NAME, next(t for t in tops if t.endswith(".dist-info"))}, tops  # no top-level harness
+    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert f"fp8-check = {IMPORT_NAME}.cli:main" in entry_points and f"fp8_check = {IMPORT_NAME}.pytest_plugin" in entry_points
+
+    venv = _venv(tmp_path, "venv", env)
+    py = venv / "bin" / "python"
+    p = _run([find_uv(), "pip", "install", "--python", py, "-c", _constraints(tmp_path, env), wheel], tmp_path, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = _run([py, "-c", f"import {IMPORT_NAME}, {IMPORT_NAME}.api as api; print({IMPORT_NAME}.__file__); "
+                        f"print({IMPORT_NAME}.assert_fusion is api.assert_fusion)"], elsewhere, env)
+    assert p.returncode == 0, p.stderr
+    where, same = p.stdout.split()
+    assert Path(where).is_relative_to(venv) and same == "True"
+    p = _run([py, "-c", "import harness"], elsewhere, env)
+    assert p.returncode != 0 and "No module named 'harness'" in p.stderr
+    # the pytest plugin is registered under the new name
+    p = _run([py, "-c", "from importlib.metadata import entry_points; print([e.value for e in entry_points(group='pytest11')])"],
+             elsewhere, env)
+    assert f"'{IMPORT_NAME}.pytest_plugin'" in p.stdout
+
+    p = _run([venv / "bin" / "fp8-check", "--version"], elsewhere, env)
+    assert p.returncode == 0, p.stderr
+    jax, jaxlib, plugin = (_version_of(py, d, elsewhere, env) for d in ("jax", "jaxlib", "jax-cuda12-plugin"))
+    assert p.stdout.startswith(f"fp8-check 0.1.0 (jax {jax}, jaxlib {jaxlib}, CUDA plugin {plugin}; Python "), p.stdout
+    p = _run([venv / "bin" / "fp8-check"], elsewhere, env)
+    assert p.returncode == 0 and p.stdout.startswith("usage: fp8-check"), p.stdout + p.stderr
+
+
+def _git_copy_of_the_checkout(dest: Path, env: dict) -> str:
+    """A git repository holding this checkout's files as they are now (tracked and untracked, not ignored): the
+    stand-in for the published one."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        src, dst = REPO / rel, dest / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the work tree
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "stand-in"]):
+        subprocess.run(git + cmd, check=True, env=env)
+    return subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_the_requirement_init_writes_installs(tmp_path):
+    env = _env()
+    repo = tmp_path / "published"
+    commit = _git_copy_of_the_checkout(repo, env)
+    constraints = _constraints(tmp_path, env)
+    # 1. a user installs fp8-check from the repository's git URL …
+    first = _venv(tmp_path, "first", env)
+    p = _run([find_uv(), "pip", "install", "--python", first / "bin" / "python", "-c", constraints,
+              f"fp8-check[flax] @ git+file://{repo}@{commit}"], tmp_path, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # 2. … and scaffolds a project: the CI's requirement is that URL at that commit, never the unpublished PyPI name
+    project = tmp_path / "project"
+    p = _run([first / "bin" / "fp8-check", "init", project], tmp_path, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    workflow = yaml.safe_load((project / ".github" / "workflows" / "fp8-check.yml").read_text())
+    requirement = workflow["jobs"]["fp8-check"]["with"]["requirement"]
+    assert requirement == f"fp8-check[flax] @ git+file://{repo}@{commit}"
+    # 3. the reusable workflow's install step, run as a script with that requirement, installs an importable fp8_check
+    reusable = yaml.safe_load((REPO / ".github" / "workflows" / "fp8-check.yml").read_text())
+    [step] = [s for s in reusable["jobs"]["fp8-check"]["steps"] if s.get("name") == "Install fp8-check"]
+    runner_temp, github_path = tmp_path / "runner-temp", tmp_path / "github-path"
+    runner_temp.mkdir()
+    step_env = dict(env, REQUIREMENT=requirement, RUNNER_TEMP=str(runner_temp), GITHUB_PATH=str(github_path),
+                    UV_CONSTRAINT=str(constraints))
+    p = _run(["bash", "-eo", "pipefail", "-c", step["run"]], tmp_path, step_env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    bin_dir = Path(github_path.read_text().strip())
+    p = _run([bin_dir / "python", "-c", f"import {IMPORT_NAME}; print({IMPORT_NAME}.__file__)"], tmp_path, env)
+    assert p.returncode == 0 and str(runner_temp) in p.stdout, p.stdout + p.stderr
+    p = _run([bin_dir / "fp8-check", "--version"], tmp_path, env)
+    assert p.returncode == 0 and p.stdout.startswith("fp8-check 0.1.0 (jax "), p.stdout + p.stderr
+    # the optional issues job: its step installs fp8-check without JAX and files a body through `gh`
+    #  (a stand-in on PATH that records its arguments)
+    [issues_step] = [s for s in reusable["jobs"]["issues"]["steps"] if s.get("name") == "Open or update issues"]
+    work = tmp_path / "issues-job"
+    (work / "reports" / "issues").mkdir(parents=True)
+    (work / "reports" / "issues" / "c--h100--cublas.md").write_text(
+        "# [XLA:GPU] a title\n\nbody\n<!-- fp8-check-issue: c/h100/cublas/deviceless -->\n")
+    gh_log, gh = tmp_path / "gh.log", tmp_path / "gh-bin" / "gh"
+    gh.parent.mkdir()
+    gh.write_text(f"#!/bin/sh\necho \"$*\" >> {gh_log}\n[ \"$1 $2\" = \"issue list\" ] && echo '[]'\nexit 0\n")
+    gh.chmod(0o755)
+    temp2 = tmp_path / "runner-temp-2"
+    temp2.mkdir()
+    p = _run(["bash", "-eo", "pipefail", "-c", issues_step["run"]], work,
+             dict(step_env, RUNNER_TEMP=str(temp2), LABEL="fp8-check", PATH=f"{gh.parent}{os.pathsep}{env['PATH']}"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = gh_log.read_text().splitlines()
+    assert calls[0].startswith("issue list") and calls[1].startswith("issue create --title [XLA:GPU] a title --body-file")
+    assert not (temp2 / "fp8-check" / "lib" / "python3.12" / "site-packages" / "jax").exists()  # no JAX needed
+    # an empty requirement (the reusable workflow's default) stops with an annotation saying what to set
+    p = _run(["bash", "-eo", "pipefail", "-c", step["run"]], tmp_path, dict(step_env, REQUIREMENT=""))
+    assert p.returncode == 2 and p.stdout.startswith("::error::set the 'requirement' input"), p.stdout
