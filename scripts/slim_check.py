@@ -5,7 +5,7 @@
     python scripts/slim_check.py --table               # only rewrite the table from the saved results
 
 For each version it builds two environments with uv in a scratch directory: the full
-`jax[cuda12]==V` (device mode's set) and the slim set (`harness.versions.wheels`:
+`jax[cuda12]==V` (device mode's set) and the slim set (`fp8_check.versions.wheels`:
 `jax[cuda12-local]==V` plus SLIM_EXTRAS, or the candidate extras given with --extras), then
 compiles the whole case library (every case x --target x cublas/triton, deviceless, no compile
 cache) in each and compares, request by request, the optimized HLO text (or, where a compile
@@ -41,12 +41,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import selection  # noqa: E402
-from harness.pipeline import render, runner  # noqa: E402
-from harness.pipeline.compile import CompileRequest  # noqa: E402
-from harness.pipeline.pool import CompilerPool  # noqa: E402
-from harness.versions import releases, wheels  # noqa: E402
-from harness.versions.envs import InstallError, Manager  # noqa: E402
+from fp8_check import selection  # noqa: E402
+from fp8_check.pipeline import render, runner  # noqa: E402
+from fp8_check.pipeline.compile import CompileRequest  # noqa: E402
+from fp8_check.pipeline.pool import CompilerPool  # noqa: E402
+from fp8_check.versions import releases, wheels  # noqa: E402
+from fp8_check.versions.envs import InstallError, Manager  # noqa: E402
 
 OUT = REPO / "docs"
 RESULTS_DIR = OUT / "slim_envs.d"
@@ -230,7 +230,7 @@ def write_table(versions: list[str]) -> None:
 
 def _same_hlo_twins(rows: list[dict]) -> list[str]:
     """For the checked versions sharing an XLA commit: whether their full environments compiled the same."""
-    from harness.versions import shared_xla
+    from fp8_check.versions import shared_xla
 
     by = {r["jax"]: r for r in rows if r.get("hlo_sha256")}
     out = []

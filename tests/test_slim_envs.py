@@ -1,4 +1,4 @@
-"""Slim deviceless environments (harness.versions.wheels) and versions that share an XLA commit (shared_xla)."""
+"""Slim deviceless environments (fp8_check.versions.wheels) and versions that share an XLA commit (shared_xla)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.upstream import xla_commits
-from harness.versions import envs, shared_xla, wheels
-from harness.versions.matrix_document import load_matrix
+from fp8_check.upstream import xla_commits
+from fp8_check.versions import envs, shared_xla, wheels
+from fp8_check.versions.matrix_document import load_matrix
 
 from .conftest import REPO
 from .test_matrix import TEST_CACHE

@@ -35,17 +35,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from harness.pipeline import golden
-from harness.outcome import NEW, UNRESOLVED, UNSUPPORTED, Outcome
-from harness.pipeline import runner
-from harness.pipeline.signature import Signature
-from harness.pipeline.compile import Compiler, WorkerError
-from harness.versions import envs, wheels
-from harness.versions.envs import InstallError, Manager
-from harness.versions.releases import VersionError, between, parse_version
-from harness import selection
-from harness.pipeline.cases import CaseError
-from harness import verdict as verdict_mod
+from fp8_check.pipeline import golden
+from fp8_check.outcome import NEW, UNRESOLVED, UNSUPPORTED, Outcome
+from fp8_check.pipeline import runner
+from fp8_check.pipeline.signature import Signature
+from fp8_check.pipeline.compile import Compiler, WorkerError
+from fp8_check.versions import envs, wheels
+from fp8_check.versions.envs import InstallError, Manager
+from fp8_check.versions.releases import VersionError, between, parse_version
+from fp8_check import selection
+from fp8_check.pipeline.cases import CaseError
+from fp8_check import verdict as verdict_mod
 
 CRITERIA = ("signature", "golden", "regression")
 _BY_REFERENCE = ("signature", "regression")  # criteria judged against the --good version's signature

@@ -1,7 +1,7 @@
 """One isolated environment per JAX version, made with uv and cached for reuse.
 
 Each environment holds only JAX for version V, in one of two wheel sets
-(`harness.versions.wheels`): for deviceless compiles (the default) the slim
+(`fp8_check.versions.wheels`): for deviceless compiles (the default) the slim
 `jax[cuda12-local]==V` plus ptxas (jax, jaxlib, CUDA plugin, PJRT, nvidia-cuda-nvcc-cu12:
 about 1 GB, proved to compile identically to the full set by scripts/slim_check.py), for device mode the full
 `jax[cuda12]==V` with NVIDIA's runtime wheels (about 5.5 GB). The compile worker needs
@@ -41,9 +41,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.versions.releases import cache_dir, parse_version
-from harness.versions import wheels
-from harness.versions.uvbin import UV_MISSING, find_uv
+from fp8_check.versions.releases import cache_dir, parse_version
+from fp8_check.versions import wheels
+from fp8_check.versions.uvbin import UV_MISSING, find_uv
 
 MARKER = "fp8-check-env.json"
 
@@ -197,7 +197,7 @@ class Manager:
     def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
                  index_url: str | None = None, extras: list[str] | None = None, kind: str = wheels.DEVICELESS,
                  slim_extras: list[str] | None = None):
-        from harness.versions.releases import jax_index
+        from fp8_check.versions.releases import jax_index
 
         # Extra requirements installed with jax in every environment (`--with`), resolved by uv per version.
         self.extras = sorted({check_requirement(r) for r in (extras or [])})

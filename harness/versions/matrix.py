@@ -1,7 +1,7 @@
 """`fp8-check matrix`: the case library across JAX versions, one isolated environment per version.
 
 For each version, `envs.Manager` makes (or reuses) an environment with only
-JAX V (deviceless: the slim wheel set of `harness.versions.wheels`; device mode: `jax[cuda12]==V`); the harness itself stays in this process and starts ONE
+JAX V (deviceless: the slim wheel set of `fp8_check.versions.wheels`; device mode: `jax[cuda12]==V`); the harness itself stays in this process and starts ONE
 pool of compile workers inside that environment (`CompilerPool(mode, python=env python)`,
 behind the compile cache), which compiles every case of that version. Each outcome is judged against the
 golden expectation covering that version (`Golden.expected_for`), so
@@ -36,20 +36,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
-from harness import selection
-from harness.pipeline import golden, names
-from harness.pipeline import results
-from harness.pipeline import runner
-from harness.pipeline.cases import CaseError
-from harness.pipeline import pool as pool_mod
-from harness.pipeline.cache import CompileCache
-from harness.pipeline.compile import Compilation, CompileService, WorkerError
-from harness.pipeline.outputs import WriteError
-from harness.pipeline.pool import CompilerPool
-from harness.targets import PROFILES
-from harness.versions import envs, shared_xla, wheels
-from harness.versions.envs import Env, InstallError, Manager
-from harness.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
+from fp8_check import selection
+from fp8_check.pipeline import golden, names
+from fp8_check.pipeline import results
+from fp8_check.pipeline import runner
+from fp8_check.pipeline.cases import CaseError
+from fp8_check.pipeline import pool as pool_mod
+from fp8_check.pipeline.cache import CompileCache
+from fp8_check.pipeline.compile import Compilation, CompileService, WorkerError
+from fp8_check.pipeline.outputs import WriteError
+from fp8_check.pipeline.pool import CompilerPool
+from fp8_check.targets import PROFILES
+from fp8_check.versions import envs, shared_xla, wheels
+from fp8_check.versions.envs import Env, InstallError, Manager
+from fp8_check.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
 from fp8_check.versions.matrix_view import Progress, print_report
 from fp8_check.versions.news import closing_line

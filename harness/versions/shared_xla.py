@@ -1,7 +1,7 @@
 """JAX versions that ship the same XLA commit are compiled once in a matrix, and reported for each.
 
 JAX 0.8.2 and 0.8.3, 0.9.0 and 0.9.0.1 were built from the same XLA commit (the shipped
-table, `harness.upstream.xla_commits`): their compiler is the same, so the matrix compiles
+table, `fp8_check.upstream.xla_commits`): their compiler is the same, so the matrix compiles
 the library once, with the newest of them (`twins`), and judges those compilations again
 for the others against the goldens covering each (`Replay`). Each twin's matrix entry says
 so (`env["same_xla_as"]`, and `environment["compiled_by_jax"]`). Whether the optimized HLO
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from harness.pipeline.compile import Compilation, CompileRequest
-from harness.versions.releases import sort_versions
+from fp8_check.pipeline.compile import Compilation, CompileRequest
+from fp8_check.versions.releases import sort_versions
 
 
 def twins(versions: list[str], table: dict | None = None) -> dict[str, str]:
     """{version: the version compiled for it} for the versions that share their XLA commit with a
     newer one in `versions` (those are left out; a version with no recorded XLA commit never is)."""
-    from harness.upstream import xla_commits
+    from fp8_check.upstream import xla_commits
 
     table = xla_commits.load() if table is None else table
     by_commit: dict[str, list[str]] = {}
