@@ -202,9 +202,9 @@ def test_with_requirements_name_their_own_environments(tmp_path):
     a = envs.Manager(tmp_path, python="python3", extras=["optax", "flax>=0.10"])
     b = envs.Manager(tmp_path, python="python3", extras=["flax>=0.10", "optax", "flax>=0.10"])
     a._tag = b._tag = "py3.12"
-    assert plain.name("0.8.0") == "jax-0.8.0-py3.12"
+    assert plain.name("0.8.0") == "jax-0.8.0-slim-py3.12"  # the slim deviceless set (versions/wheels.py)
     assert a.name("0.8.0") == b.name("0.8.0") != plain.name("0.8.0")
-    assert a.name("0.8.0").startswith("jax-0.8.0-py3.12-with-")
+    assert a.name("0.8.0").startswith("jax-0.8.0-slim-py3.12-with-")
     with pytest.raises(ValueError, match="chosen per version"):
         envs.check_requirement("jax==0.7.0")
     with pytest.raises(ValueError, match="not a requirement"):
