@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,20 +52,6 @@ def rx_bytes() -> int:
     return total
 
 
-def _du(path: Path) -> int:
-    seen, total = set(), 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                st = os.lstat(os.path.join(root, f))
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_size
-    return total
-
-
 def env_row(version: str, kind: str, scratch_root: Path) -> dict:
     """One environment built with an empty uv cache, then asked for again."""
     row = {"jax": version, "kind": kind}
@@ -79,7 +64,7 @@ def env_row(version: str, kind: str, scratch_root: Path) -> dict:
             env = manager.ensure(version)
             row["empty_uv_cache_s"] = round(time.perf_counter() - t, 1)
             row["received_mb"] = round((rx_bytes() - rx) / 1e6)
-            row["env_mb"] = round(_du(env.path) / 1e6)
+            row["env_mb"] = round(envs.disk_bytes(env.path) / 1e6)
             row["requirement"] = env.info.get("requirement")
             t = time.perf_counter()
             manager.ensure(version)

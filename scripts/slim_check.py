@@ -45,28 +45,13 @@ from fp8_check import selection  # noqa: E402
 from fp8_check.pipeline import render, runner  # noqa: E402
 from fp8_check.pipeline.compile import CompileRequest  # noqa: E402
 from fp8_check.pipeline.pool import CompilerPool  # noqa: E402
-from fp8_check.versions import releases, wheels  # noqa: E402
+from fp8_check.versions import envs, releases, wheels  # noqa: E402
 from fp8_check.versions.envs import InstallError, Manager  # noqa: E402
 
 OUT = REPO / "docs"
 RESULTS_DIR = OUT / "slim_envs.d"
 # extra wheels tried, in order, when the bare slim set compiles differently
 CANDIDATES: list[list[str]] = [["nvidia-cuda-nvcc-cu12"], ["nvidia-cuda-nvcc-cu12", "nvidia-cuda-runtime-cu12"]]
-
-
-def du(path: Path) -> int:
-    """Bytes of the files under `path` (apparent size, each hard-linked file once)."""
-    seen, total = set(), 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                st = os.lstat(os.path.join(root, f))
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_size
-    return total
 
 
 def installed(python: Path) -> dict[str, str]:
@@ -104,7 +89,7 @@ def build(manager: Manager, version: str) -> tuple[Path, dict]:
     t = time.perf_counter()
     env = manager.ensure(version)
     seconds = time.perf_counter() - t
-    return env.path, {"build_s": round(seconds, 1), "bytes": du(env.path), "requirement": env.info.get("requirement"),
+    return env.path, {"build_s": round(seconds, 1), "bytes": envs.disk_bytes(env.path), "requirement": env.info.get("requirement"),
                       "wheels": sorted(f"{k}=={v}" for k, v in installed(env.python).items())}
 
 

@@ -367,3 +367,18 @@ def _installed(python: Path, requirements: list[str]) -> dict:
 def _last_lines(text: str, n: int = 6) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return "\n".join(lines[-n:]) if lines else "(no output)"
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes of the files under `path` (apparent size, each hard-linked file once): an environment's size."""
+    seen, total = set(), 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(root, f))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
