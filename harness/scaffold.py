@@ -93,9 +93,13 @@ on:
 jobs:
   fp8-check:
     uses: {uses}
+    # actions: read lets the reusable workflow read this run's `referenced_workflows`, which names the
+    # fp8-check commit it was called at: what it installs when `requirement` is not set.
+    permissions:
+      contents: read
+      actions: read
     with:
-      requirement: {requirement}
-      jax-range: "0.6.1.."
+{requirement_line}      jax-range: "0.6.1.."
       select: minor
       targets: h100
 """
@@ -106,7 +110,8 @@ def files(uses: str, requirement: str) -> dict[str, str]:
         "cases/fp8_example.yaml": CASES,
         "goldens/README.md": GOLDENS,
         "tests/test_fp8_fusion.py": TEST,
-        ".github/workflows/fp8-check.yml": WORKFLOW.format(uses=uses, requirement=_yaml_string(requirement)),
+        ".github/workflows/fp8-check.yml": WORKFLOW.format(
+            uses=uses, requirement_line=f"      requirement: {_yaml_string(requirement)}\n" if requirement else ""),
     }
 
 
@@ -141,8 +146,8 @@ def cmd_init(args) -> int:
 
         args.requirement = install_requirement()
         if not args.requirement:
-            print("fp8-check init: note: no git URL or wheel URL is known for this fp8-check; the workflow's "
-                  "`requirement` is left empty: fill it in (a git URL of fp8-check, or a release wheel's URL)")
+            print("fp8-check init: note: no git URL or wheel URL is known for this fp8-check; the workflow installs "
+                  "fp8-check from the repository and commit it calls (set `requirement` to pin another)")
     for rel, text in files(args.uses, args.requirement).items():
         path = root / rel
         if path.exists() and not args.force:

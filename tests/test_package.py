@@ -6,6 +6,7 @@ Packages come from uv's cache, pinned to uv.lock (slow: a fresh environment with
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -112,11 +113,74 @@ def _git_copy_of_the_checkout(dest: Path, env: dict) -> str:
     return subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 
 
+class _ActionsAPI:
+    """A stand-in for the GitHub Actions API on 127.0.0.1: `GET /repos/caller/project/actions/runs/42` answers
+    `run` when the request's token is `token` (or, with `anonymous`, has none), 403 otherwise; `seen` records
+    (path, Authorization header) of every request."""
+
+    def __init__(self, run: dict, token: str = "good-token", anonymous: bool = True):
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.run, self.token, self.anonymous, self.seen = run, token, anonymous, []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                auth = self.headers.get("Authorization")
+                api.seen.append((self.path, auth))
+                ok = self.path == "/repos/caller/project/actions/runs/42" and (
+                    auth == f"Bearer {api.token}" if auth else api.anonymous)
+                body = json.dumps(api.run if ok else {"message": "Resource not accessible by integration"}).encode()
+                self.send_response(200 if ok else 403)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _reusable_step(name: str, job: str = "fp8-check") -> dict:
+    reusable = yaml.safe_load((REPO / ".github" / "workflows" / "fp8-check.yml").read_text())
+    [step] = [s for s in reusable["jobs"][job]["steps"] if s.get("name") == name]
+    return step
+
+
+_OUTPUTS = itertools.count()
+
+
+def _resolve(tmp_path: Path, api: _ActionsAPI, server: Path, requirement: str = "", token: str = "good-token"):
+    """Run the reusable workflow's `Which fp8-check to install` step (`shell: python`, standard library only, so
+    with the base interpreter in isolated mode) as GitHub would for run 42 of caller/project; its
+    (process, `requirement` output)."""
+    step = _reusable_step("Which fp8-check to install")
+    assert step["shell"] == "python"
+    out = tmp_path / f"github-output-{next(_OUTPUTS)}"  # a fresh $GITHUB_OUTPUT for each step run
+    env = dict(_env(), REQUIREMENT=requirement, TOKEN=token, GITHUB_API_URL=api.url, GITHUB_SERVER_URL=f"file://{server}",
+               GITHUB_REPOSITORY="caller/project", GITHUB_RUN_ID="42", GITHUB_OUTPUT=str(out))
+    p = _run([getattr(sys, "_base_executable", sys.executable), "-I", "-c", step["run"]], tmp_path, env, timeout=120)
+    lines = out.read_text().splitlines() if out.exists() else []
+    values = dict(line.split("=", 1) for line in lines)
+    return p, values.get("requirement")
+
+
 @pytest.mark.slow
 @pytest.mark.network
 def test_the_requirement_init_writes_installs(tmp_path):
     env = _env()
-    repo = tmp_path / "published"
+    server = tmp_path / "server"  # GITHUB_SERVER_URL: file://server, so repositories are server/OWNER/NAME
+    repo = server / "someone" / "fp8-check"
     commit = _git_copy_of_the_checkout(repo, env)
     constraints = _constraints(tmp_path, env)
     # 1. a user installs fp8-check from the repository's git URL …
@@ -129,11 +193,24 @@ def test_the_requirement_init_writes_installs(tmp_path):
     p = _run([first / "bin" / "fp8-check", "init", project], tmp_path, env)
     assert p.returncode == 0, p.stdout + p.stderr
     workflow = yaml.safe_load((project / ".github" / "workflows" / "fp8-check.yml").read_text())
-    requirement = workflow["jobs"]["fp8-check"]["with"]["requirement"]
-    assert requirement == f"fp8-check[flax] @ git+file://{repo}@{commit}"
-    # 3. the reusable workflow's install step, run as a script with that requirement, installs an importable fp8_check
-    reusable = yaml.safe_load((REPO / ".github" / "workflows" / "fp8-check.yml").read_text())
-    [step] = [s for s in reusable["jobs"]["fp8-check"]["steps"] if s.get("name") == "Install fp8-check"]
+    caller = workflow["jobs"]["fp8-check"]
+    assert caller["with"]["requirement"] == f"fp8-check[flax] @ git+file://{repo}@{commit}"
+    assert caller["permissions"] == {"contents": "read", "actions": "read"}
+    # 3. the reusable workflow's DEFAULT requirement (input left empty): the repository and commit it was called
+    #    at, from the calling run's `referenced_workflows` (a stand-in Actions API) — the same URL init wrote
+    api = _ActionsAPI({"id": 42, "referenced_workflows": [
+        {"path": "someone/fp8-check/.github/workflows/fp8-check.yml@refs/tags/v1", "sha": commit, "ref": "refs/tags/v1"},
+        {"path": "caller/project/.github/workflows/lint.yml@refs/heads/main", "sha": "0" * 40}]})
+    try:
+        p, requirement = _resolve(tmp_path, api, server)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert requirement == caller["with"]["requirement"], (requirement, p.stdout)
+        assert api.seen == [("/repos/caller/project/actions/runs/42", "Bearer good-token")]
+    finally:
+        api.close()
+    # 4. the install step, run as a script with that requirement, installs an importable fp8_check
+    step = _reusable_step("Install fp8-check")
+    assert step["env"]["REQUIREMENT"] == "${{ steps.requirement.outputs.requirement }}"
     runner_temp, github_path = tmp_path / "runner-temp", tmp_path / "github-path"
     runner_temp.mkdir()
     step_env = dict(env, REQUIREMENT=requirement, RUNNER_TEMP=str(runner_temp), GITHUB_PATH=str(github_path),
@@ -146,8 +223,9 @@ def test_the_requirement_init_writes_installs(tmp_path):
     p = _run([bin_dir / "fp8-check", "--version"], tmp_path, env)
     assert p.returncode == 0 and p.stdout.startswith("fp8-check 0.1.0 (jax "), p.stdout + p.stderr
     # the optional issues job: its step installs fp8-check without JAX and files a body through `gh`
-    #  (a stand-in on PATH that records its arguments)
-    [issues_step] = [s for s in reusable["jobs"]["issues"]["steps"] if s.get("name") == "Open or update issues"]
+    #  (a stand-in on PATH that records its arguments); it installs what the first job resolved
+    issues_step = _reusable_step("Open or update issues", job="issues")
+    assert issues_step["env"]["REQUIREMENT"] == "${{ needs.fp8-check.outputs.requirement }}"
     work = tmp_path / "issues-job"
     (work / "reports" / "issues").mkdir(parents=True)
     (work / "reports" / "issues" / "c--h100--cublas.md").write_text(
@@ -164,6 +242,41 @@ def test_the_requirement_init_writes_installs(tmp_path):
     calls = gh_log.read_text().splitlines()
     assert calls[0].startswith("issue list") and calls[1].startswith("issue create --title [XLA:GPU] a title --body-file")
     assert not (temp2 / "fp8-check" / "lib" / "python3.12" / "site-packages" / "jax").exists()  # no JAX needed
-    # an empty requirement (the reusable workflow's default) stops with an annotation saying what to set
-    p = _run(["bash", "-eo", "pipefail", "-c", step["run"]], tmp_path, dict(step_env, REQUIREMENT=""))
-    assert p.returncode == 2 and p.stdout.startswith("::error::set the 'requirement' input"), p.stdout
+
+
+def test_the_default_requirement_falls_back_to_anonymous_and_fails_in_one_line(tmp_path):
+    """The resolve step alone (no install): a token without `actions: read` is refused, so the run is read
+    anonymously (public repositories); when that fails too, or the run does not call fp8-check.yml exactly
+    once, one `::error::` line says what to grant or set; an explicit requirement is passed through untouched."""
+    sha = "a" * 40
+    server = tmp_path / "server"
+    called = {"path": "someone/fp8-check/.github/workflows/fp8-check.yml@main", "sha": sha, "ref": "refs/heads/main"}
+    api = _ActionsAPI({"referenced_workflows": [called]}, token="a-token-with-actions-read")
+    try:
+        p, requirement = _resolve(tmp_path, api, server, token="a-token-without-it")
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert requirement == f"fp8-check[flax] @ git+file://{server}/someone/fp8-check@{sha}"
+        assert [auth for _, auth in api.seen] == ["Bearer a-token-without-it", None]
+
+        api.anonymous, api.seen[:] = False, []
+        p, requirement = _resolve(tmp_path, api, server, token="a-token-without-it")
+        assert p.returncode == 2 and requirement is None
+        [line] = p.stdout.splitlines()
+        assert line.startswith("::error::cannot tell which fp8-check to install: reading this run from the Actions "
+                               "API failed (with the job's token: HTTP Error 403") and "anonymously: HTTP Error 403" in line
+        assert "actions: read" in line and "set the 'requirement' input" in line and not p.stderr
+
+        api.anonymous = True
+        for workflows, count in (([], 0), ([called, dict(called, sha="b" * 40)], 2)):
+            api.run = {"referenced_workflows": workflows}
+            p, requirement = _resolve(tmp_path, api, server)
+            assert p.returncode == 2 and requirement is None
+            assert p.stdout.startswith(f"::error::cannot tell which fp8-check to install: this run calls {count} "
+                                       "fp8-check.yml workflows"), p.stdout
+
+        api.seen[:] = []
+        p, requirement = _resolve(tmp_path, api, server, requirement="fp8-check[flax] @ https://example.invalid/x.whl")
+        assert p.returncode == 0 and requirement == "fp8-check[flax] @ https://example.invalid/x.whl"
+        assert api.seen == []
+    finally:
+        api.close()
