@@ -68,7 +68,8 @@ def test_outcomes_identical_with_and_without_cache_and_rerun_is_all_hits(workspa
     code2, out2, _ = run_cli("run", *DL, "-j", "2", "--json", workspace / "warm.json", cwd=workspace)
     assert code0 == code1 == code2 == 1
     assert "compile cache off; 17 compiled" in out0
-    assert "compile cache: 0 hit(s), 17 compiled" in out1  # 16 cases + the canary
+    # 16 cases + the canary, which is seed_plain_f32's program (only the docstring differs): compiled once
+    assert "compile cache: 0 hit(s), 16 compiled, 1 shared" in out1
     assert "compile cache: 17 hit(s), 0 compiled" in out2
     nocache, cold, warm = (results(workspace / f"{n}.json") for n in ("nocache", "cold", "warm"))
     codes = [r["outcome"] for r in nocache]
@@ -81,6 +82,9 @@ def test_outcomes_identical_with_and_without_cache_and_rerun_is_all_hits(workspa
             r.pop("compile_seconds")  # measured anew without the cache
         assert a == b, name
     assert without_cache_flag(cold) == without_cache_flag(warm)  # including the (cached) compile seconds
+    # the shared compilation is seed_plain_f32's own, in its own file's name: identical to compiling it (above)
+    [shared] = [r for r in cold if r["case"] == "seed_plain_f32" and r["profile"] == "cublas"]
+    assert "fp8_case_seed_plain_f32.py" in shared["hlo"] and "canary" not in shared["hlo"]
     # printed in plan order, whatever order the workers finished in
     lines = lambda out: [ln.split()[1:3] for ln in out.splitlines() if re.match(r"^(PASS|FAIL|NEW)\s", ln)]
     assert lines(out0) == lines(out1) == lines(out2) and len(lines(out0)) == 16
@@ -94,9 +98,11 @@ def test_each_real_key_component_misses(workspace, run_cli, tmp_path, monkeypatc
 
     def run(*extra):
         code, out, err = run_cli("run", *DL, *sel, *extra, cwd=workspace)
-        m = re.search(r"compile cache: (\d+) hit\(s\), (\d+) compiled", out)
+        m = re.search(r"compile cache: (\d+) hit\(s\), (\d+) compiled(?:, (\d+) shared)?", out)
         assert m, out + err
-        return int(m.group(1)), int(m.group(2))
+        # (hits, misses); a miss is compiled, or shared with an identical compilation of another case: the
+        # canary's program is seed_plain_f32's (tests/test_sharing.py)
+        return int(m.group(1)), int(m.group(2)) + int(m.group(3) or 0)
 
     assert run() == (0, 2)  # canary + case
     assert run() == (2, 0)

@@ -31,6 +31,11 @@ def prepare_environment(mode, dump_dir):
     os.environ["XLA_FLAGS"] = (flags + " --xla_dump_to=" + dump_dir + " --xla_dump_hlo_as_text").strip()
 
 
+def case_file_name(case_id):
+    """The file name a case's rendered source is compiled under (it reaches the HLO's metadata)."""
+    return "fp8_case_%s.py" % case_id
+
+
 # A multi-device target (harness/targets.py: `h100x8`, `h100x2x4`) states its topology in one
 # comment line of its GpuTargetConfig text, which the text-proto parser ignores:
 #   # fp8-check topology: 1x1x8      (slices x hosts x devices per host)

@@ -101,6 +101,7 @@ class Compilation:
     kind: FailureKind | None = None  # with `error`: what failed (default: a compile error, or unsupported)
 
     cached: bool = False  # answered from the compile cache (seconds: the original compile's)
+    shared_from: str | None = None  # answered from the identical compilation of this case (pipeline/sharing.py)
 
     @property
     def ok(self) -> bool:

@@ -21,17 +21,19 @@ details belong to the environment and to the cache key).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 from fp8_check.pipeline.cache import CompileCache, Entry, KeyMaterial, cacheable, imported_modules
 from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, Compiler, WorkerError
+from fp8_check.pipeline import sharing
 from fp8_check.pipeline.render import Rendered
 from fp8_check.targets import Profile, Target
 
@@ -63,10 +65,11 @@ def from_args(args, mode: str, python: str | None = None, jobs: int | None = Non
 
 
 class _Key:
-    """A request's cache key, or why it is not cached."""
+    """A request's cache key, or why it is not cached; and the key it shares with identical compilations
+    of other cases (`pipeline/sharing.py`), if it may share one."""
 
-    def __init__(self, key: str | None, why_not: str | None, imports: dict):
-        self.key, self.why_not, self.imports = key, why_not, imports
+    def __init__(self, key: str | None, why_not: str | None, imports: dict, shared: str | None = None):
+        self.key, self.why_not, self.imports, self.shared = key, why_not, imports, shared
 
 
 class CompilerPool:
@@ -86,7 +89,9 @@ class CompilerPool:
         self._environment: dict | None = None
         self._prefetched: dict[tuple, Future] = {}
         self._warmed = False
+        self._shared: dict[str, Future] = {}  # shared key -> the first such request's compilation
         self.compiled = 0  # compilations done by a worker (misses and uncached requests)
+        self.shared = 0  # answered from another case's identical compilation
 
     # ------------------------------------------------------------ workers
 
@@ -178,7 +183,9 @@ class CompilerPool:
             requires=tuple(getattr(r.rendered, "requires", ())),
             device=env.get("device") if self.mode == "device" else None,
         )
-        return _Key(material.key(), None, imports)
+        shareable = sharing.shareable_source(r.rendered.source) if r.inputs is None else None
+        shared = dataclasses.replace(material, source=shareable).key() if shareable is not None else None
+        return _Key(material.key(), None, imports, shared)
 
     # ------------------------------------------------------------ compiling
 
@@ -188,14 +195,52 @@ class CompilerPool:
         with self._lock:
             self.compiled += 1
         if key.key and self.cache is not None:
-            if comp.ok or comp.unsupported:
-                self.cache.put(key.key, Entry(comp.hlo, comp.stablehlo, comp.seconds, comp.error, comp.unsupported),
-                               note={"case": r.rendered.case_id, "target": r.target.name, "profile": r.profile.name,
-                                     "mode": self.mode})
+            self._store(r, key, comp)
         elif key.why_not and self.cache is not None:
             with self._lock:
                 self.cache.stats.uncacheable += 1
         return comp
+
+    def _store(self, r: CompileRequest, key: _Key, comp: Compilation) -> None:
+        if key.key and self.cache is not None and (comp.ok or comp.unsupported):
+            self.cache.put(key.key, Entry(comp.hlo, comp.stablehlo, comp.seconds, comp.error, comp.unsupported),
+                           note={"case": r.rendered.case_id, "target": r.target.name, "profile": r.profile.name,
+                                 "mode": self.mode})
+
+    def _follow(self, first: Future, r: CompileRequest, key: _Key) -> Future:
+        """`r`'s compilation, derived from `first` (an identical compilation of another case) once it is done;
+        compiled on its own if `first` failed (a crash or a timeout may be transient) or was cancelled."""
+        out: Future = Future()
+
+        def settle(result: Compilation | None = None, error: BaseException | None = None) -> None:
+            if out.set_running_or_notify_cancel():  # False: cancelled, nobody waits for it
+                if error is not None:
+                    out.set_exception(error)
+                else:
+                    out.set_result(result)
+
+        def own_done(g: Future) -> None:
+            if g.cancelled():
+                settle(error=CancelledError())
+            else:
+                settle(g.result() if g.exception() is None else None, g.exception())
+
+        def first_done(f: Future) -> None:
+            comp = None if f.cancelled() or f.exception() is not None else f.result()
+            if comp is not None and (comp.ok or comp.unsupported):
+                derived = sharing.derive(comp, r.rendered.case_id, r.target.name, r.profile.name)
+                with self._lock:
+                    self.shared += 1
+                self._store(r, key, derived)
+                settle(derived)
+                return
+            try:
+                self._executor.submit(self._run, r, key).add_done_callback(own_done)
+            except RuntimeError as exc:  # the pool is shutting down
+                settle(error=exc)
+
+        first.add_done_callback(first_done)
+        return out
 
     @staticmethod
     def _identity(r: CompileRequest) -> tuple:
@@ -216,9 +261,21 @@ class CompilerPool:
                 done.set_result(Compilation(r.rendered.case_id, r.target.name, r.profile.name, self.mode,
                                             hlo=entry.hlo, stablehlo=entry.stablehlo, seconds=entry.seconds,
                                             error=entry.error, unsupported=entry.unsupported, cached=True))
+                if key.shared:
+                    with self._lock:
+                        self._shared.setdefault(key.shared, done)
                 return done
+        if key.shared:
+            with self._lock:
+                first = self._shared.get(key.shared)
+            if first is not None:
+                return self._follow(first, r, key)
         self._warm_up(r.target)
-        return self._executor.submit(self._run, r, key)
+        future = self._executor.submit(self._run, r, key)
+        if key.shared:
+            with self._lock:
+                self._shared.setdefault(key.shared, future)
+        return future
 
     def _warm_up(self, target: Target) -> None:
         """At the first compile, let every other worker import JAX and build its device meanwhile."""
@@ -274,6 +331,8 @@ class CompilerPool:
             return f"compile cache off; {self.compiled} compiled"
         s = self.cache.stats
         text = f"compile cache: {s.hits} hit(s), {self.compiled} compiled"
+        if self.shared:
+            text += f", {self.shared} shared (an identical compilation of another case)"
         if s.uncacheable:
             text += f" ({s.uncacheable} not cacheable)"
         if s.corrupt:

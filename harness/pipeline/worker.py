@@ -362,7 +362,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                     continue
                 worker_guard.forget_project_modules(_site_dirs())
                 module = types.ModuleType("fp8_case_" + request["case_id"].replace("-", "_").replace(".", "_"))
-                path = os.path.join(dump_dir, "..", "fp8_case_%s.py" % request["case_id"])
+                path = os.path.join(dump_dir, "..", aot.case_file_name(request["case_id"]))
                 code = compile(request["source"], os.path.abspath(path), "exec")
                 try:
                     exec(code, module.__dict__)
