@@ -19,7 +19,7 @@ fresh process, interpreter start to exit):
 
 bare and the cold/warm runs are measured --repeat times, interleaved; the ratios use the
 medians. The machine's load average is recorded before and after.
-Writes benchmarks/out/bench_run.json and benchmarks/out/bench_run.md.
+Writes benchmarks/out/bench_run.json and .md (--out-name to name them otherwise).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ print("compiled", n, "of", len(jobs))
 '''
 
 
-def plan_jobs(target: str, profiles: list[str]) -> list[dict]:
+def plan_jobs(target: str, profiles: list[str], paths: list[Path] | None = None) -> list[dict]:
     """What `fp8-check run --mode deviceless` compiles: the canary, then every planned case, in plan order."""
     from fp8_check.pipeline import cases as case_mod
     from fp8_check.pipeline import render, runner
@@ -71,7 +71,7 @@ def plan_jobs(target: str, profiles: list[str]) -> list[dict]:
     t = load_target(target)
     jobs = [{"case": runner.CANARY.id, "source": render.render(runner.CANARY).source, "target_config": t.config_text,
              "compiler_options": PROFILES["cublas"].compiler_options}]
-    cases = case_mod.load([REPO / "cases"])
+    cases = case_mod.load(paths or [REPO / "cases"])
     for case, tgt, profile in runner.plan(cases, [t], profiles):
         jobs.append({"case": case.id, "source": render.render(case).source, "target_config": tgt.config_text,
                      "compiler_options": profile.compiler_options})
@@ -106,27 +106,33 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1, help="measure bare / cold / warm this many times (medians)")
     p.add_argument("--matrix-versions", default="0.6.1,0.9.2,0.12.0.1", help="'' skips the matrix")
     p.add_argument("--skip-old-run", action="store_true", help="skip `run --no-cache -j 1`")
+    p.add_argument("--cases", default="", help="comma-separated case files (relative to the checkout) instead of "
+                   "the whole library in cases/, e.g. to measure the pattern library without the model cases")
+    p.add_argument("--out-name", default="bench_run", help="basename of the .json/.md written to benchmarks/out")
     args = p.parse_args()
     out = REPO / "benchmarks" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    logs = out / "bench_run_logs"
+    logs = out / f"{args.out_name}_logs"
     logs.mkdir(exist_ok=True)
     py = sys.executable
     fp8 = [py, "-m", "fp8_check.cli"]
     profiles = args.profiles.split(",")
-    jobs = plan_jobs(args.target, profiles)
+    case_paths = [REPO / c for c in args.cases.split(",") if c] or None
+    jobs = plan_jobs(args.target, profiles, case_paths)
     scratch = Path(tempfile.mkdtemp(prefix="fp8-bench-run-"))
     jobs_file = scratch / "jobs.json"
     jobs_file.write_text(json.dumps(jobs))
     report = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
               "compiles": len(jobs), "target": args.target, "profiles": profiles,
+              "cases": args.cases.split(",") if args.cases else ["cases/"],
               "load_average_before": os.getloadavg(), "runs": {}}
     print(f"{len(jobs)} compiles per run (canary + cases x profiles); load average {os.getloadavg()}", flush=True)
 
     base_env = dict(os.environ)
     base_env.pop("FP8_CHECK_COMPILE_CACHE", None)
-    run_args = ["run", "--mode", "deviceless", "--target", args.target, "--profile", args.profiles]
+    run_args = ["run", "--mode", "deviceless", "--target", args.target, "--profile", args.profiles,
+                *[str(c) for c in case_paths or []]]
     samples: dict[str, list[float]] = {"bare": [], "cold": [], "warm": []}
     for i in range(args.repeat):
         env = dict(base_env, FP8_CHECK_COMPILE_CACHE=str(scratch / f"cache-{i}"))
@@ -161,7 +167,7 @@ def main() -> int:
     versions = [v for v in args.matrix_versions.split(",") if v]
     if not versions:  # keep the last matrix measurement, saying when it was taken
         try:
-            previous = json.loads((out / "bench_run.json").read_text())
+            previous = json.loads((out / f"{args.out_name}.json").read_text())
         except (OSError, ValueError):
             previous = {}
         if previous.get("matrix"):
@@ -195,13 +201,14 @@ def main() -> int:
     import shutil
 
     shutil.rmtree(scratch, ignore_errors=True)
-    (out / "bench_run.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / f"{args.out_name}.json").write_text(json.dumps(report, indent=1) + "\n")
     r = report["runs"]
     lines = [f"# fp8-check run benchmark ({report['created']})", "",
              f"{report['machine']['cpus']} CPUs, {report['machine']['platform']}, Python {report['machine']['python']}; "
              f"load average before {tuple(round(x, 2) for x in report['load_average_before'])}, after "
              f"{tuple(round(x, 2) for x in report['load_average_after'])} (the machine is shared)", "",
-             f"{report['compiles']} compiles per run: canary + library x {', '.join(profiles)} for {args.target}, deviceless.",
+             f"{report['compiles']} compiles per run: canary + {', '.join(report['cases'])} x {', '.join(profiles)} "
+             f"for {args.target}, deviceless.",
              "", "| what | wall (s), median | wall samples (s) | CPU (s), with workers | load at start | ratio to the bare loop (medians) |",
              "|---|---|---|---|---|---|"]
     names = {"bare": "bare single-process compile loop", "old_nocache_j1": "`run --no-cache -j 1` (previous behaviour)",
@@ -223,7 +230,7 @@ def main() -> int:
             lines.append(f"| {label} | {m[k]['wall_s']} | {m[k]['per_version_s']} | {m[k].get('cpu_s', '')} | {m[k]['results']} | "
                          f"{m[k]['cached']} |")
         lines += ["", f"Warm matrix: {m['warm_speedup_per_version']}x faster per version than the previous path."]
-    (out / "bench_run.md").write_text("\n".join(lines) + "\n")
+    (out / f"{args.out_name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
