@@ -63,19 +63,25 @@ print("compiled", n, "of", len(jobs))
 
 
 def plan_jobs(target: str, profiles: list[str], paths: list[Path] | None = None) -> list[dict]:
-    """What `fp8-check run --mode deviceless` compiles: the canary, then every planned case, in plan order."""
+    """Exactly what `fp8-check run --mode deviceless` compiles, in its order: the target's canary requests (the
+    canary, and the cuDNN probe where the target expects cuDNN), then every planned case that is not
+    UNSUPPORTED here, each with the XLA options its kind adds (`optional_options`: this XLA has them all)."""
+    from importlib.metadata import version
+
+    from fp8_check.pipeline import canary as canary_mod
     from fp8_check.pipeline import cases as case_mod
-    from fp8_check.pipeline import render, runner
-    from fp8_check.targets import PROFILES, load_target
+    from fp8_check.pipeline import runner
+    from fp8_check.targets import load_target
 
     t = load_target(target)
-    jobs = [{"case": runner.CANARY.id, "source": render.render(runner.CANARY).source, "target_config": t.config_text,
-             "compiler_options": PROFILES["cublas"].compiler_options}]
+    jax_version = version("jax")
+    requests = canary_mod.requests([t], "deviceless", jax_version)
     cases = case_mod.load(paths or [REPO / "cases"])
     for case, tgt, profile in runner.plan(cases, [t], profiles):
-        jobs.append({"case": case.id, "source": render.render(case).source, "target_config": tgt.config_text,
-                     "compiler_options": profile.compiler_options})
-    return jobs
+        if runner.unsupported_reason(profile, "deviceless", jax_version) is None:
+            requests.append(runner.request_for(case, tgt, profile))
+    return [{"case": r.rendered.case_id, "source": r.rendered.source, "target_config": r.target.config_text,
+             "compiler_options": dict(r.profile.compiler_options, **(r.optional_options or {}))} for r in requests]
 
 
 CPU: dict[str, list[float]] = {}

@@ -34,8 +34,8 @@ class Instruction:
         """The raw text of attribute `key` (balanced braces/quotes respected)."""
         return _attr(self.attrs, key)
 
-    @property
-    def called(self) -> list[str]:
+    @functools.cached_property
+    def called(self) -> list[str]:  # asked for every instruction a walk passes, many times: computed once
         names: list[str] = []
         for key in ("calls", "to_apply", "called_computations", "body", "condition", "branch_computations"):
             raw = self.attr(key)

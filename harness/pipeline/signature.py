@@ -9,6 +9,8 @@ which pattern ops stayed outside the gemms as separate kernels.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 from fp8_check import dtypes
@@ -43,8 +45,14 @@ _DOT_OPS = {"dot", "scaled-dot"}
 BLOCK_SCALED_TARGETS = {"__cudnn$blockScaledDot": "cudnn", "__op$block_scaled_dot": "unrewritten"}
 
 
+@functools.lru_cache(maxsize=4)
+def _parse(text: str) -> hlo.Module:
+    """A judged program is read twice, by `extract` and by `kernels` (the cost model): parsed once (both only read it)."""
+    return hlo.parse(text)
+
+
 def extract(text: str) -> Signature:
-    module = hlo.parse(text)
+    module = _parse(text)
     kernels: list[tuple[hlo.Instruction, hlo.Computation]] = []
     _collect_kernels(module, module.entry, kernels, depth=0)
     gemms: list[Gemm] = []
@@ -80,7 +88,7 @@ class Kernel:
 
 def kernels(text: str) -> list[Kernel]:
     """Every kernel ENTRY launches (as `extract` counts them), with its operand and result types."""
-    module = hlo.parse(text)
+    module = _parse(text)
     found: list[tuple[hlo.Instruction, hlo.Computation]] = []
     out: list = []
     _collect_kernels(module, module.entry, found, depth=0)
