@@ -31,9 +31,9 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
+from fp8_check.pipeline import sharing
 from fp8_check.pipeline.cache import CompileCache, Entry, KeyMaterial, cacheable, imported_modules
 from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, Compiler, WorkerError
-from fp8_check.pipeline import sharing
 from fp8_check.pipeline.render import Rendered
 from fp8_check.targets import Profile, Target
 

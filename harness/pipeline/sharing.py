@@ -15,7 +15,8 @@ A source is shared only when that holds by construction:
   `__doc__`, `__file__`, `__name__`, `__spec__`, `__loader__`, `__cached__`, `globals`, `vars`,
   `inspect`, `sys._getframe` or a traceback;
 - the request is cacheable (its key covers everything else it depends on; `cache.cacheable`).
-`tests/test_sharing.py` compares every outcome of a run with sharing against one without.
+`tests/test_pool.py` compares every outcome of a run with sharing against `--no-cache` (HLO included);
+`tests/test_sharing.py` tests these rules.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def shareable_source(source: str) -> str | None:
     lines = source.splitlines(keepends=True)
     start, end = first.lineno - 1, first.end_lineno or first.lineno
     last = lines[end - 1].rstrip("\r\n").rstrip()
-    if first.col_offset != 0 or first.end_col_offset != len(last) or lines[start][: first.col_offset].strip():
+    if first.col_offset != 0 or first.end_col_offset != len(last):
         return None  # the docstring shares a line with code
     return "".join(lines[:start]) + "\n" * (end - start) + "".join(lines[end:])
 
@@ -65,6 +66,7 @@ def derive(comp: Compilation, case_id: str, target: str, profile: str) -> Compil
     def rename(text: str | None) -> str | None:
         return text.replace(old, new) if text else text
 
-    return dataclasses.replace(comp, case_id=case_id, target=target, profile=profile, hlo=rename(comp.hlo), stablehlo=rename(comp.stablehlo),
+    return dataclasses.replace(comp, case_id=case_id, target=target, profile=profile,
+                               hlo=rename(comp.hlo), stablehlo=rename(comp.stablehlo),
                                error=rename(comp.error), unsupported=rename(comp.unsupported), cached=False,
                                shared_from=comp.case_id)
