@@ -8,6 +8,7 @@ parent reports the case UNRESOLVED and starts a new worker.
 """
 
 import base64
+import functools
 import json
 import os
 import platform
@@ -55,6 +56,7 @@ def _jaxlib_git_hash_without_import():
     return None
 
 
+@functools.lru_cache(maxsize=None)  # asked at every compile; the interpreter's directories do not change
 def _site_dirs():
     import site
     import sysconfig
@@ -70,7 +72,14 @@ def _site_dirs():
             dirs.add(sysconfig.get_paths()[key])
         except KeyError:
             pass
-    return [os.path.realpath(d) for d in dirs if d]
+    return tuple(os.path.realpath(d) for d in dirs if d)
+
+
+@functools.lru_cache(maxsize=None)  # each probe asks; scanning every installed distribution takes ~0.1 s
+def _packages_distributions():
+    import importlib.metadata as md
+
+    return md.packages_distributions()
 
 
 def resolve_imports(names):
@@ -80,10 +89,9 @@ def resolve_imports(names):
     'missing' (not importable); 'local:PATH' (anything else: the checkout, PYTHONPATH,
     an editable install) — the compile cache never caches sources that import those.
     """
-    import importlib.metadata as md
     import importlib.util
 
-    packages = md.packages_distributions()
+    packages = _packages_distributions()
     sites = _site_dirs()
     out = {}
     for name in names:
@@ -320,11 +328,13 @@ def effective_config(request):
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "deviceless"
+    # `--codegen-threads N`: this worker's share of the cores (a pool of several; see aot.prepare_environment)
+    threads = int(sys.argv[sys.argv.index("--codegen-threads") + 1]) if "--codegen-threads" in sys.argv else None
     _die_with_parent()
 
     _PARENT_ENV.update({k: v for k, v in os.environ.items() if k.startswith(COMPILE_ENV_PREFIXES)})
     dump_dir = tempfile.mkdtemp(prefix="fp8-check-dump-")
-    aot.prepare_environment(mode, dump_dir)
+    aot.prepare_environment(mode, dump_dir, codegen_threads=threads)
     # The protocol gets its own copy of stdout; fd 1 then points at stderr so
     # that anything JAX, XLA or a case prints cannot corrupt the protocol.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -337,6 +347,11 @@ def main():
         import shutil
 
         shutil.rmtree(dump_dir, ignore_errors=True)
+    # The parent closed the request stream: every reply is written and the dumps are gone. Leave without
+    # Python's and XLA's teardown (unloading JAX and the PJRT client takes ~0.4 s that the parent would wait).
+    for stream in (proto, sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
 
 
 def serve(mode, dump_dir, proto, devices, requests=None):
