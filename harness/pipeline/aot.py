@@ -17,8 +17,17 @@ import shutil
 import time
 
 
-def prepare_environment(mode, dump_dir):
-    """Set the process environment for `mode` ('deviceless' or 'device'); call before importing jax."""
+CODEGEN_THREADS_FLAG = "--xla_gpu_force_compilation_parallelism"
+
+
+def prepare_environment(mode, dump_dir, codegen_threads=None):
+    """Set the process environment for `mode` ('deviceless' or 'device'); call before importing jax.
+
+    `codegen_threads`: how many threads XLA compiles a module's LLVM IR on (its default is
+    every core). A pool of several workers gives each its share of the cores, so that they do
+    not compete; it changes how the PTX is produced, never the optimized HLO. A value the
+    user put in XLA_FLAGS wins.
+    """
     if mode == "deviceless":
         # Never touch a GPU: only the CPU backend is initialised, the CUDA plugin
         # is used as a compiler. The plugin's CUDA version check calls cuInit,
@@ -28,6 +37,8 @@ def prepare_environment(mode, dump_dir):
     # compiled.as_text() is empty for deviceless executables on JAX 0.6-0.8;
     # the optimized-HLO dump works on every version.
     flags = os.environ.get("XLA_FLAGS", "")
+    if codegen_threads and CODEGEN_THREADS_FLAG not in flags:
+        flags = "%s=%d %s" % (CODEGEN_THREADS_FLAG, codegen_threads, flags)
     os.environ["XLA_FLAGS"] = (flags + " --xla_dump_to=" + dump_dir + " --xla_dump_hlo_as_text").strip()
 
 

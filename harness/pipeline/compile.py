@@ -152,8 +152,10 @@ class CompileService(Protocol):
 
 
 class Worker:
-    def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 codegen_threads: int | None = None):
         self.mode = mode
+        self.codegen_threads = codegen_threads  # None: XLA's default (every core); see aot.prepare_environment
         self.python = python or sys.executable
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
@@ -172,7 +174,8 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         self.proc = subprocess.Popen(
-            [self.python, "-m", f"{PACKAGE}.pipeline.worker", self.mode],
+            [self.python, "-m", f"{PACKAGE}.pipeline.worker", self.mode,
+             *(["--codegen-threads", str(self.codegen_threads)] if self.codegen_threads else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -241,10 +244,11 @@ class Worker:
 class Compiler:
     """Compiles rendered cases for (target, profile) in a worker for `mode`."""
 
-    def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 codegen_threads: int | None = None):
         self.mode = mode
         self.timeout = timeout
-        self.worker = Worker(mode, python=python, timeout=timeout)
+        self.worker = Worker(mode, python=python, timeout=timeout, codegen_threads=codegen_threads)
         self._environment: dict | None = None
         self._prepared: set[tuple[int, str]] = set()  # (worker pid, target config) with a device built
 
