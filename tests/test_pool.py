@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,13 +34,18 @@ def load(tmp_path: Path, text: str):
     return case_mod.load([tmp_path / "cases" / "c.yaml"])
 
 
-def test_pool_yields_in_request_order_and_a_crash_or_hang_hits_only_its_case(tmp_path):
+def test_pool_yields_in_request_order_and_a_crash_or_hang_hits_only_its_case(tmp_path, monkeypatch):
+    scratch = tmp_path / "tmp"  # where the workers' dump directories go: none may be left behind
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     cases = load(tmp_path, py_case("p1", "plain") + py_case("crash", "crash") + py_case("p2", "plain")
                  + py_case("hang", "sleeps") + py_case("p3", "plain") + py_case("p4", "plain"))
     h100 = load_target("h100")
     requests = [CompileRequest(render.render(c), h100, PROFILES["cublas"]) for c in cases]
     with CompilerPool("deviceless", jobs=2, timeout=20.0, cache=None) as pool:
         comps = list(pool.imap(requests))
+        dumps = [c.worker.dump_dir for c in pool._compilers]  # None: that worker was killed (the hang) and gone
+    assert any(dumps) and all(d.startswith(str(scratch)) for d in dumps if d), dumps
     assert [c.case_id for c in comps] == ["p1", "crash", "p2", "hang", "p3", "p4"]
     by = {c.case_id: c for c in comps}
     assert "worker crashed" in by["crash"].error and "exited with status" in by["crash"].error
@@ -47,6 +54,7 @@ def test_pool_yields_in_request_order_and_a_crash_or_hang_hits_only_its_case(tmp
         assert by[ok].ok, by[ok].error
         assert '"__cublas$lt$matmul$f8"' in by[ok].hlo or "__cublas$lt$matmul$f8" in by[ok].hlo
     assert pool.compiled == 6
+    assert not list(scratch.glob("fp8-check-dump-*")), list(scratch.iterdir())
 
 
 def results(path: Path) -> list[dict]:
@@ -209,3 +217,59 @@ def test_the_canary_is_compiled_alongside_the_cases_and_only_once(tmp_path, monk
     assert started[0] == runner.CANARY.id and sorted(started[1:]) == ["p1", "p2", "p3"]
     assert pool.compiled == 4
     assert [o.case for o in outcomes] == ["p1", "p2", "p3"] and {o.code.name for o in outcomes} == {"NEW"}, [o.reason for o in outcomes]
+
+
+def test_workers_share_the_cores_compile_the_same_hlo_and_leave_nothing_behind(tmp_path, monkeypatch):
+    # Several workers each compile LLVM IR on their share of the cores (aot.prepare_environment's
+    # codegen_threads); the optimized HLO is the one a lone worker, on XLA's default, compiles.
+    # A closed worker leaves at once (os._exit) but only after removing its dump directory.
+    from fp8_check.pipeline.aot import CODEGEN_THREADS_FLAG
+    from fp8_check.pipeline.compile import Compiler
+    from fp8_check.pipeline.pool import default_jobs
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    cases = load(tmp_path, py_case("p1", "plain") + py_case("p2", "plain"))
+    h100 = load_target("h100")
+    requests = [CompileRequest(render.render(c), h100, PROFILES["cublas"]) for c in cases]
+    with Compiler("deviceless") as alone:
+        reference = alone.compile(requests[0].rendered, h100, PROFILES["cublas"])
+        assert CODEGEN_THREADS_FLAG not in alone.environment()["xla_flags"]
+    with CompilerPool("deviceless", jobs=2, cache=None) as pool:
+        comps = list(pool.imap(requests))
+        share = max(1, default_jobs() // 2)
+        flags = [c.environment()["xla_flags"] for c in pool._compilers]
+        procs = [c.worker.proc for c in pool._compilers]
+        dumps = [c.worker.dump_dir for c in pool._compilers]
+    assert all(d and d.startswith(str(scratch)) for d in dumps), dumps
+    assert all(f"{CODEGEN_THREADS_FLAG}={share} " in f for f in flags), flags
+    assert all(p is not None and p.returncode == 0 for p in procs), [p and p.returncode for p in procs]
+    assert not list(scratch.glob("fp8-check-dump-*")), list(scratch.iterdir())
+
+    def masked(hlo: str) -> str:
+        return hlo.replace(str(scratch), "TMP")
+
+    assert reference.ok and comps[0].ok, (reference.error, comps[0].error)
+    assert re.sub(r"TMP/[\w.-]+/", "TMP/", masked(comps[0].hlo)) == re.sub(r"TMP/[\w.-]+/", "TMP/", masked(reference.hlo))
+
+
+def test_a_flag_the_user_set_wins_over_the_pools_share(monkeypatch, tmp_path):
+    from fp8_check.pipeline import aot
+
+    # device mode: prepare_environment then changes only XLA_FLAGS, which monkeypatch restores
+    monkeypatch.setenv("XLA_FLAGS", f"{aot.CODEGEN_THREADS_FLAG}=4")
+    aot.prepare_environment("device", str(tmp_path), codegen_threads=1)
+    assert os.environ["XLA_FLAGS"].count(aot.CODEGEN_THREADS_FLAG) == 1 and f"{aot.CODEGEN_THREADS_FLAG}=4" in os.environ["XLA_FLAGS"]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_triton_gemm=false")
+    aot.prepare_environment("device", str(tmp_path), codegen_threads=1)
+    assert os.environ["XLA_FLAGS"].startswith(f"{aot.CODEGEN_THREADS_FLAG}=1 --xla_gpu_enable_triton_gemm=false")
+
+
+def test_a_second_probe_reuses_the_first_workers_process():
+    with CompilerPool("deviceless", jobs=2, cache=None) as pool:
+        pool.environment()
+        pool._resolve({"numpy", "yaml"})
+        started = [c.worker.proc is not None for c in pool._compilers]
+    assert sorted(started) == [False, True]  # one process answered both

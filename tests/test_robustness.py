@@ -420,10 +420,16 @@ def test_timeout_makes_the_case_unresolved_and_the_run_goes_on(tmp_path, run_cli
 
 
 def _children(pid: int) -> list[int]:
+    """The child processes of `pid`, whichever of its threads started them (workers are started by one)."""
     from pathlib import Path
 
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(x) for x in path.read_text().split()] if path.exists() else []
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            pass
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -447,10 +453,15 @@ def test_signal_stops_the_run_and_its_worker(tmp_path, signame):
 
     from .conftest import REPO, write_cases
 
+    import os
+
     write_cases(tmp_path / "cases" / "sleepy.yaml", SLEEPY)
+    scratch = tmp_path / "tmp"  # the temporary directory of both processes: nothing may be left in it
+    scratch.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "fp8_check.cli", "run", "--mode", "deviceless", "--json",
                              str(tmp_path / "r.json"), str(tmp_path / "cases")], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TMPDIR=str(scratch)))
     try:
         header = proc.stdout.readline()  # printed once the worker is up; then it compiles a_sleeps
         assert header.startswith("fp8-check: jax"), header + proc.stderr.read()
@@ -465,6 +476,7 @@ def test_signal_stops_the_run_and_its_worker(tmp_path, signame):
                 break
             time.sleep(0.1)
         assert not any(_alive(w) for w in workers), "the worker outlived fp8-check"
+        assert not list(scratch.glob("fp8-check-dump-*")), list(scratch.iterdir())  # killed, and cleaned up
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -7,14 +7,18 @@ stderr) and the next case starts a fresh worker.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
+import queue
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import enum
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Protocol
@@ -151,6 +155,38 @@ class CompileService(Protocol):
     def close(self) -> None: ...
 
 
+class _Spawner:
+    """Starts the worker processes, all from one thread that lives as long as this process.
+
+    A worker asks Linux for SIGTERM when its parent dies (PR_SET_PDEATHSIG), and Linux means the
+    *thread* that started it: a worker started from a pool's thread was killed when that thread
+    ended, at the pool's close, before it could remove its dump directory."""
+
+    _lock = threading.Lock()
+    _requests: "queue.SimpleQueue[tuple[Future, list[str], dict]] | None" = None
+
+    @classmethod
+    def popen(cls, argv: list[str], **kwargs) -> subprocess.Popen:
+        with cls._lock:
+            if cls._requests is None:
+                cls._requests = queue.SimpleQueue()
+                threading.Thread(target=cls._serve, args=(cls._requests,), name="fp8-worker-spawner",
+                                 daemon=True).start()
+            requests = cls._requests
+        started: Future = Future()
+        requests.put((started, argv, kwargs))
+        return started.result()
+
+    @staticmethod
+    def _serve(requests: "queue.SimpleQueue[tuple[Future, list[str], dict]]") -> None:
+        while True:
+            started, argv, kwargs = requests.get()
+            try:
+                started.set_result(subprocess.Popen(argv, **kwargs))
+            except BaseException as exc:  # e.g. the interpreter is missing: the caller gets it
+                started.set_exception(exc)
+
+
 class Worker:
     def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                  codegen_threads: int | None = None):
@@ -160,10 +196,13 @@ class Worker:
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
         self._stderr: IO[bytes] | None = None
+        self.dump_dir: str | None = None  # XLA's dumps, made here and removed here once the process is gone
         self.case_dir = os.getcwd()  # python cases' modules resolve from here (and PYTHONPATH)
 
     def start(self) -> None:
+        self._forget()
         self._stderr = tempfile.TemporaryFile(mode="w+b")
+        self.dump_dir = tempfile.mkdtemp(prefix="fp8-check-dump-")
         env = dict(os.environ)
         # The worker imports the package from this checkout (or installed package), whatever environment
         # it runs in, and `kind: python` callables from where user_modules.source_roots finds them (this
@@ -173,8 +212,8 @@ class Worker:
         paths = [str(harness_path()), *checkout, self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-        self.proc = subprocess.Popen(
-            [self.python, "-m", f"{PACKAGE}.pipeline.worker", self.mode,
+        self.proc = _Spawner.popen(
+            [self.python, "-m", f"{PACKAGE}.pipeline.worker", self.mode, "--dump-dir", self.dump_dir,
              *(["--codegen-threads", str(self.codegen_threads)] if self.codegen_threads else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -221,7 +260,14 @@ class Worker:
     def _died(self, why: str, timed_out: bool = False) -> dict:
         tail = self.stderr_tail().strip()
         self.proc = None
+        self._forget()
         raise WorkerError(why + (":\n" + tail if tail else ""), timed_out=timed_out)
+
+    def _forget(self) -> None:
+        """Remove the dump directory of a process that is gone (it may have been killed before removing it)."""
+        if self.dump_dir is not None:
+            shutil.rmtree(self.dump_dir, ignore_errors=True)
+            self.dump_dir = None
 
     def kill(self) -> None:
         """Stop the worker now (interrupted run): it may be in the middle of a compile."""
@@ -229,6 +275,7 @@ class Worker:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+        self._forget()
 
     def close(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -238,7 +285,9 @@ class Worker:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
         self.proc = None
+        self._forget()
 
 
 class Compiler:

@@ -293,11 +293,22 @@ def missing_optional(requires):
     return ""
 
 
-def _die_with_parent():
-    """Linux: get SIGTERM when the parent process dies, so that no worker outlives fp8-check."""
+def _die_with_parent(dump_dir):
+    """Linux: get SIGTERM when the parent process dies, so that no worker outlives fp8-check; on SIGTERM
+    remove `dump_dir` and leave (the parent, gone, cannot remove it). Linux sends it when the parent's
+    *thread* that started this process ends, so the parent starts workers from one long-lived thread
+    (`fp8_check.pipeline.compile`)."""
+    import signal
+
+    def leave(signum, frame):
+        import shutil
+
+        shutil.rmtree(dump_dir, ignore_errors=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
     try:
         import ctypes
-        import signal
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -330,10 +341,12 @@ def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "deviceless"
     # `--codegen-threads N`: this worker's share of the cores (a pool of several; see aot.prepare_environment)
     threads = int(sys.argv[sys.argv.index("--codegen-threads") + 1]) if "--codegen-threads" in sys.argv else None
-    _die_with_parent()
+    # `--dump-dir DIR`: where XLA dumps (made by the parent, which removes it when this worker is gone)
+    dump_dir = sys.argv[sys.argv.index("--dump-dir") + 1] if "--dump-dir" in sys.argv else tempfile.mkdtemp(
+        prefix="fp8-check-dump-")
+    _die_with_parent(dump_dir)
 
     _PARENT_ENV.update({k: v for k, v in os.environ.items() if k.startswith(COMPILE_ENV_PREFIXES)})
-    dump_dir = tempfile.mkdtemp(prefix="fp8-check-dump-")
     aot.prepare_environment(mode, dump_dir, codegen_threads=threads)
     # The protocol gets its own copy of stdout; fd 1 then points at stderr so
     # that anything JAX, XLA or a case prints cannot corrupt the protocol.
