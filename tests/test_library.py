@@ -25,7 +25,7 @@ def _run_repro(case, tmp_path):
     script = tmp_path / f"{case.id}.py"
     script.write_text(render.repro(case, load_target("h100"), PROFILES["cublas"], jax.__version__))
     # nothing from this checkout on the path, no inherited JAX settings: only the installed packages
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp_path / "tmp")}
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
     return case, proc
 
@@ -33,6 +33,7 @@ def _run_repro(case, tmp_path):
 @pytest.mark.slow
 def test_every_repro_runs_standalone_and_reproduces_the_golden(tmp_path):
     failures = []
+    (tmp_path / "tmp").mkdir()
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         runnable = [c for c in LIBRARY if "cublas" in c.profiles and (not c.targets or "h100" in c.targets)]
         for case, proc in pool.map(lambda c: _run_repro(c, tmp_path), runnable):
@@ -47,6 +48,7 @@ def test_every_repro_runs_standalone_and_reproduces_the_golden(tmp_path):
             if bool(diffs) != bool(issue):  # a known issue's golden states the fused signature it should get
                 failures.append(f"{case.id}: repro signature vs golden: {[str(d) for d in diffs][:3]}")
     assert not failures, "\n".join(failures)
+    assert not list((tmp_path / "tmp").iterdir())  # each repro removed its dump directory
 
 
 @pytest.mark.parametrize("family", ["scale_", "dequant_", "epi_", "dtype_", "layout_", "flax_", "seed_", "bs_"])

@@ -124,8 +124,11 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
     """
     from fp8_check.versions.envs import Manager
 
+    if work is None:  # the per-pass dumps are read here and then removed
+        with tempfile.TemporaryDirectory(prefix="fp8-check-explain-") as scratch:
+            return investigate(case, target, profile, good, bad, expected, manager, Path(scratch), log)
     manager = manager or Manager()
-    root = Path(work or tempfile.mkdtemp(prefix="fp8-check-explain-"))
+    root = Path(work)
     runs: dict[str, passes.Run] = {}
     clean = Manager(manager.root, manager.python, reuse_self=False)
     for version in (good, bad):
