@@ -110,4 +110,7 @@ def child(check_here, argv: list[str]) -> None:
         with open(status, "w") as f:
             json.dump({"code": code}, f)
     sys.stderr.flush()
+    from fp8_check.pipeline.compile import remove_harness_link
+
+    remove_harness_link()  # fp8-check's own clean-up, which os._exit skips
     os._exit(code)  # no atexit handler of the checked code runs after the verdict

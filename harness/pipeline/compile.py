@@ -46,13 +46,22 @@ def harness_path() -> Path:
         return REPO_ROOT
     if _HARNESS_LINK is None or not (_HARNESS_LINK / PACKAGE).exists():
         import atexit
-        import shutil
 
         link_dir = Path(tempfile.mkdtemp(prefix="fp8-check-package-"))
         (link_dir / PACKAGE).symlink_to(PACKAGE_DIR, target_is_directory=True)
-        atexit.register(shutil.rmtree, link_dir, True)
+        if _HARNESS_LINK is None:
+            atexit.register(remove_harness_link)
         _HARNESS_LINK = link_dir
     return _HARNESS_LINK
+
+
+def remove_harness_link() -> None:
+    """Remove the directory `harness_path` made: at exit, and before a process that leaves with `os._exit`
+    (`fp8_check.check_process`) does."""
+    global _HARNESS_LINK
+    if _HARNESS_LINK is not None:
+        shutil.rmtree(_HARNESS_LINK, ignore_errors=True)
+        _HARNESS_LINK = None
 
 
 _HARNESS_LINK: Path | None = None

@@ -293,29 +293,6 @@ def missing_optional(requires):
     return ""
 
 
-def _die_with_parent(dump_dir):
-    """Linux: get SIGTERM when the parent process dies, so that no worker outlives fp8-check; on SIGTERM
-    remove `dump_dir` and leave (the parent, gone, cannot remove it). Linux sends it when the parent's
-    *thread* that started this process ends, so the parent starts workers from one long-lived thread
-    (`fp8_check.pipeline.compile`)."""
-    import signal
-
-    def leave(signum, frame):
-        import shutil
-
-        shutil.rmtree(dump_dir, ignore_errors=True)
-        os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, leave)
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 # The `name` of the ImportError a rendered block-scaled case raises when this JAX lacks its API
 # (harness/templates/block.py.j2): the case is UNSUPPORTED here, not broken.
 MISSING_API = "fp8_check.missing_api"
@@ -339,12 +316,12 @@ def effective_config(request):
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "deviceless"
-    # `--codegen-threads N`: this worker's share of the cores (a pool of several; see aot.prepare_environment)
-    threads = int(sys.argv[sys.argv.index("--codegen-threads") + 1]) if "--codegen-threads" in sys.argv else None
-    # `--dump-dir DIR`: where XLA dumps (made by the parent, which removes it when this worker is gone)
-    dump_dir = sys.argv[sys.argv.index("--dump-dir") + 1] if "--dump-dir" in sys.argv else tempfile.mkdtemp(
-        prefix="fp8-check-dump-")
-    _die_with_parent(dump_dir)
+    option = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+    # --dump-dir DIR: XLA's dumps (the parent made it, and removes it once this worker is gone);
+    # --codegen-threads N: this worker's share of the cores (one of several; aot.prepare_environment)
+    dump_dir = option.get("--dump-dir") or tempfile.mkdtemp(prefix="fp8-check-dump-")
+    threads = int(option["--codegen-threads"]) if "--codegen-threads" in option else None
+    worker_guard.die_with_parent(dump_dir)
 
     _PARENT_ENV.update({k: v for k, v in os.environ.items() if k.startswith(COMPILE_ENV_PREFIXES)})
     aot.prepare_environment(mode, dump_dir, codegen_threads=threads)
@@ -360,8 +337,7 @@ def main():
         import shutil
 
         shutil.rmtree(dump_dir, ignore_errors=True)
-    # The parent closed the request stream: every reply is written and the dumps are gone. Leave without
-    # Python's and XLA's teardown (unloading JAX and the PJRT client takes ~0.4 s that the parent would wait).
+    # Requests ended, replies written, dumps gone: skip Python's and XLA's teardown (~0.4 s the parent waited)
     for stream in (proto, sys.stdout, sys.stderr):
         stream.flush()
     os._exit(0)

@@ -8,6 +8,7 @@ so it runs inside per-version environments that hold only JAX).
   an earlier case imported are dropped, so each case imports its python module afresh, as when it
   was the only one: JAX never answers from its cache of an earlier case's identical function
   (XLA would then neither compile nor dump again).
+- `die_with_parent()`: the worker ends (and removes its dump directory) when fp8-check does.
 """
 
 import os
@@ -40,3 +41,26 @@ def forget_project_modules(site_dirs):
         path = getattr(sys.modules[name], "__file__", None)
         if path and not os.path.realpath(path).startswith(sites):
             del sys.modules[name]
+
+
+def die_with_parent(dump_dir):
+    """Linux: get SIGTERM when the parent process dies, so that no worker outlives fp8-check; on SIGTERM
+    remove `dump_dir` and leave (the parent, gone, cannot remove it). Linux sends it when the parent's
+    *thread* that started this process ends, so the parent starts workers from one long-lived thread
+    (`fp8_check.pipeline.compile`)."""
+    import signal
+
+    def leave(signum, frame):
+        import shutil
+
+        shutil.rmtree(dump_dir, ignore_errors=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
