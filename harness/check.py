@@ -397,6 +397,11 @@ def _cmd_check(args) -> int:
     from fp8_check.pipeline import golden
 
     specs, expect, targets, profiles, mode = _validate(args)
+    json_out = None
+    if args.json == "-":  # stdout carries the JSON alone: what the checked code prints goes to stderr
+        sys.stdout.flush()
+        json_out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
     fn = resolve(args.function, "check")
     factory = resolve(args.factory, "--args") if args.factory else None
     call_args, call_kwargs = build_args(specs, factory)
@@ -418,8 +423,9 @@ def _cmd_check(args) -> int:
            "results": [r.to_dict() for r in results]}
     if args.json:
         text = json.dumps(doc, indent=1) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
+        if json_out is not None:
+            json_out.write(text)
+            json_out.flush()
         else:
             golden.atomic_write(Path(args.json), text)
             print(f"results: {args.json}")

@@ -172,9 +172,17 @@ def test_check_cli_prints_signature_and_follows_run_exit_codes(run_cli, tmp_path
     assert "FAIL        a100/cublas  usermodel_i16.scaled_relu  (" in out
     assert "      fp8_gemms: expected 1, found 0 (__cublas$lt$matmul f32xf32->f32)" in out
     assert "  gemms: 1 (1 on FP8 operands)" in out and "  kernels: " in out
+    # `--json -`: stdout is the JSON alone; what the checked code prints (at import, in the --args
+    # factory, while traced) goes to stderr
+    printing = "print('importing the model')\n" + MODEL.replace(
+        "def example_args():\n", "def example_args():\n    print('making the args')\n").replace(
+        "def scaled_relu(a, b, a_scale, b_scale):\n", "def scaled_relu(a, b, a_scale, b_scale):\n    print('tracing')\n")
+    assert printing.count("print(") == 3
+    (tmp_path / "usermodel_i16.py").write_text(printing)
     code, out, err = run_cli("check", "usermodel_i16:scaled_relu", "--args", "usermodel_i16:example_args",
                              "--json", "-", "--golden", "sr", "--bless", cwd=tmp_path)
     assert code == 0, err
+    assert "importing the model" in err and "making the args" in err and "tracing" in err, err
     doc = json.loads(out)
     assert doc["results"][0]["outcome"] == "PASS" and doc["results"][0]["signature"]["gemms"][0]["epilogue"] == "RELU"
     assert (tmp_path / "goldens" / "h100" / "cublas" / "deviceless" / "sr.yaml").is_file()
