@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fp8_check import verdict
-from fp8_check.pipeline import aot, cases, collectives, hlo
+from fp8_check.pipeline import aot, attribution, cases, collectives, hlo
 from fp8_check.pipeline.cases import CaseError
 from fp8_check.pipeline.render import render
 from fp8_check.pipeline.signature import Signature, extract
@@ -207,9 +207,13 @@ def test_signature_without_collectives_is_unchanged():
     ("jit(step)/(jvp(up)/mul:jvp(down)/mul:jvp(up)/mul)", "up+down"),
     ("jit(call)/call_exported/jit(f)/mul", ""),
     ("jit(f)/mul", ""),
+    # the gemms' reading of the name stack (attribution.layer_of): a function boundary is no layer
+    ("pjit(train_step)/transpose(jvp(Decoder))/attn/q_proj/bqhd,bkhd->bhqk/dot_general", "Decoder/attn/q_proj"),
 ])
-def test_layer_of(op_name, layer):
-    assert collectives.layer_of(op_name) == layer
+def test_group_of(op_name, layer):
+    assert attribution.group_of(op_name) == layer
+    if "->" not in op_name and ":" not in op_name:  # no einsum spec, no merged op: the gemms' layer
+        assert layer == (attribution.layer_of(op_name)[0] or "")
 
 
 def test_a_computation_closed_with_execution_thread_ends_there():

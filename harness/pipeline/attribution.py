@@ -20,9 +20,9 @@ module's stack-frame tables (`FileNames`, `FunctionNames`, `FileLocations`,
 - `source`: `file:line` of the innermost frame outside JAX, flax, optax and
   fp8-check itself (the user's model code), else the innermost frame recorded.
 
-Pure: text in, dataclasses out. Used by `signature.extract` (one call per gemm)
-and meant for any other stage that needs to name an instruction's layer (e.g.
-collectives).
+Pure: text in, dataclasses out. Used by `signature.extract` (one call per gemm);
+`group_of` names the layer of a collective (`collectives.extract`) from the same
+reading of the name stack.
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ def parse_metadata(raw: str | None) -> dict[str, str]:
     return {k: _unquote(v) for k, v in _KV.findall(raw.strip().strip("{}"))}
 
 
-def split_name_stack(op_name: str) -> list[str]:
-    """Split on `/` outside parentheses and brackets."""
+def split_name_stack(op_name: str, sep: str = "/") -> list[str]:
+    """Split on `sep` outside parentheses and brackets (`jit(f)/jvp(a/b)/dot` has three parts)."""
     parts: list[str] = []
     depth = 0
     cur: list[str] = []
@@ -137,7 +137,7 @@ def split_name_stack(op_name: str) -> list[str]:
             depth += 1
         elif ch in ")]}":
             depth -= 1
-        if ch == "/" and depth <= 0:
+        if ch == sep and depth <= 0:
             parts.append("".join(cur))
             cur = []
         else:
@@ -146,25 +146,38 @@ def split_name_stack(op_name: str) -> list[str]:
     return [p for p in parts if p]
 
 
+def _scope(component: str) -> str | None:
+    """One name-stack component as a scope: parameters stripped (old JAX: `transpose[permutation=(1, 0)]`),
+    transformation wrappers unwrapped (`jvp(MLP)` -> MLP), function boundaries dropped (None)."""
+    comp = re.sub(r"\[.*\]$", "", component.strip())
+    while m := _UNWRAP.match(comp):
+        comp = m.group(2)
+    return None if not comp or _DROP.match(comp) else comp
+
+
 def layer_of(op_name: str) -> tuple[str | None, str | None, bool]:
     """(layer path, primitive, backward?) from a name stack."""
-    backward = False
-    names = []
-    for comp in split_name_stack(op_name):
-        comp = re.sub(r"\[.*\]$", "", comp.strip())  # old JAX: primitive parameters `transpose[permutation=(1, 0)]`
-        if "transpose(" in comp:
-            backward = True
-        while True:
-            m = _UNWRAP.match(comp)
-            if not m:
-                break
-            comp = m.group(2)
-        if not comp or _DROP.match(comp):
-            continue
-        names.append(comp)
+    names = [scope for comp in split_name_stack(op_name) if (scope := _scope(comp))]
+    backward = "transpose(" in op_name
     if not names:
         return None, None, backward
     return ("/".join(names[:-1]) or None), names[-1], backward
+
+
+def group_of(op_name: str) -> str:
+    """The layer a collective or another non-matmul op is grouped under: its layer path without einsum specs
+    (`bsd,df->bsf`: they tell a layer's matmuls apart, not its collectives), '' when it names none. An op XLA
+    merged from several (`(jvp(up)/mul:jvp(down)/mul)`) serves each of their layers: `up+down`."""
+    parts = split_name_stack(op_name)
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if part.startswith("(") and part.endswith(")"):  # merged ops: alternatives separated by ':'
+            merged = "+".join(dict.fromkeys(g for alt in split_name_stack(part[1:-1], ":") if (g := group_of(alt))))
+            if merged:
+                out.append(merged)
+        elif i < len(parts) - 1 and (scope := _scope(part)) and "->" not in scope:  # the last part: the primitive
+            out.append(scope)
+    return "/".join(out)
 
 
 def attribute(metadata_raw: str | None, table: StackTable | None = None) -> Attribution:

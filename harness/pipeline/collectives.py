@@ -16,8 +16,7 @@ all-reduce, all-to-all and collective-permute — synchronous, `*-start`/`*-done
 - `loop`: `windowed-einsum` when it sits in a while loop whose body also runs a gemm (XLA's
   collective matmul decomposing a sharded matmul into steps), else ''.
 
-The layer is read by a small helper here (`layer_of`): per-layer attribution of whole
-signatures is a separate stage (issue #23); when it lands, this should use it.
+The layer is the op's name stack read by `attribution.group_of`, the one reader of name stacks.
 """
 
 from __future__ import annotations
@@ -29,15 +28,12 @@ from dataclasses import asdict, dataclass
 
 from fp8_check import dtypes
 from fp8_check.pipeline import hlo
+from fp8_check.pipeline.attribution import group_of
 
 OPS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _START = {op + "-start": op for op in ("all-gather", "all-reduce", "collective-permute", "all-to-all", "reduce-scatter")}
 # Bits per element, from the dtype vocabulary (harness/dtypes.py; f4e2m1fn: half a byte); pred and complex added here.
 _BITS = {**dtypes.BITS, "pred": 8, "c64": 64, "c128": 128}
-_WRAPPER = re.compile(r"^([A-Za-z_]\w*)\((.*)\)$")
-# JAX transformations that wrap a scope name in op_name: jvp(Block) -> Block.
-_TRANSFORMS = {"jvp", "transpose", "vmap", "remat", "checkpoint", "pjit", "shard_map", "xmap", "custom_jvp_call",
-               "custom_vjp_call", "cond", "while", "scan", "rematted_computation", "checkpoint_name"}
 
 
 @dataclass
@@ -160,47 +156,6 @@ def groups_of(instr: hlo.Instruction) -> str:
     return f"{len(groups)}x{len(groups[0])}"
 
 
-def layer_of(op_name: str) -> str:
-    """The named scopes of an op_name: `jit(step)/transpose(jvp(Block))/mlp/dot_general` -> `Block/mlp`.
-
-    Wrappers (jit, jvp, transpose, ...) and einsum specs are dropped, and the last part (the primitive);
-    an op XLA merged from several (`(jvp(up)/mul:jvp(down)/mul)`) serves each of their layers (`up+down`).
-    """
-    parts = [p for p in _split_path(op_name) if p]
-    out: list[str] = []
-    for i, part in enumerate(parts):
-        if part.startswith("(") and part.endswith(")"):  # merged ops: alternatives separated by ':'
-            layers = [layer_of(alt) for alt in _split_path(part[1:-1], ":")]
-            merged = "+".join(dict.fromkeys(x for x in layers if x))
-            if merged:
-                out.append(merged)
-            continue
-        inner = part
-        while True:
-            m = _WRAPPER.match(inner)
-            if not m:
-                break
-            inner = m.group(2) if m.group(1) in _TRANSFORMS else ""
-        if inner and "->" not in inner and inner != "call_exported" and i < len(parts) - 1:  # the last part: the primitive
-            out.append(inner)
-    return "/".join(out)
-
-
-def _split_path(op_name: str, sep: str = "/") -> list[str]:
-    """Split on `sep` outside parentheses (`jit(f)/jvp(a/b)/dot` has three parts)."""
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(op_name):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            out.append(op_name[start:i])
-            start = i + 1
-    out.append(op_name[start:])
-    return out
-
-
 def _is_sync(instr: hlo.Instruction | None) -> bool:
     """XLA marks a collective it scheduled as a start/done pair but runs synchronously with `is_sync: true`."""
     if instr is None:
@@ -264,7 +219,7 @@ def extract(module: hlo.Module) -> list[Collective]:
                 op=op, dtype=hlo.dtype_of(main), shape=_shape_text(main), bytes=max(read, wrote),
                 groups=groups_of(instr),
                 asynchronous=(start or caller is not None) and not (_is_sync(instr) or _is_sync(caller)),
-                layer=layer_of(_op_name(instr) or (_op_name(caller) if caller is not None else "")),
+                layer=group_of(_op_name(instr) or (_op_name(caller) if caller is not None else "")),
                 loop="windowed-einsum" if in_loop else "",
             ))
     out.sort(key=lambda c: (c.op, c.layer, c.dtype, c.shape, c.groups, c.loop, c.asynchronous))
