@@ -44,7 +44,7 @@ from typing import Any, Callable
 from fp8_check.export import cpu_only_without_gpu, export_callable, sharding_of
 from fp8_check.pipeline import golden
 from fp8_check.pipeline.golden import FieldDiff
-from fp8_check import dtypes
+from fp8_check import dtypes, platforms
 from fp8_check.pipeline.signature import Signature, extract
 from fp8_check.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
 from fp8_check.verdict import Verdict
@@ -160,7 +160,7 @@ class Checker:
         try:
             return self.compiler.environment()
         except WorkerError as exc:
-            raise EnvironmentProblem(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
+            raise EnvironmentProblem(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
 
     def _check_canary(self, target: Target) -> None:
         from fp8_check.pipeline import runner

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+from fp8_check import platforms
+
 
 def _is_array(leaf: Any) -> bool:
     """Traced: arrays and jax.ShapeDtypeStructs (anything with a shape and a dtype). Everything else is static."""
@@ -76,7 +78,7 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
         # which jax.export cannot serialize as a pytree; the compiled program is the same
         return jax.tree_util.tree_leaves(fn(*a, **k))
 
-    exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)
+    exported = export.export(jax.jit(flat), platforms=[platforms.DEFAULT.jax_platform])(*specs)
     return bytes(exported.serialize())
 
 

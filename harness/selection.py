@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.pipeline import cases as case_mod
 from fp8_check.pipeline import runner
 from fp8_check.pipeline import pool
@@ -93,8 +94,9 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
 
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
+    python = platform_python(check_targets) if mode_name == "deviceless" else None
     try:
-        compiler = pool.from_args(args, mode_name, jobs=workers, timeout=timeout)
+        compiler = pool.from_args(args, mode_name, python=python, jobs=workers, timeout=timeout)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -103,11 +105,38 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
             check_target_spec(compiler, t)
     except WorkerError as exc:
         compiler.close()
-        raise BrokenEnvironment(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
+        raise BrokenEnvironment(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
     except BaseException:  # a bad target spec (UsageError), or interrupted while starting
         compiler.kill()
         raise
     return compiler, env
+
+
+def env_platform(targets) -> platforms.Platform | None:
+    """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (None: the
+    default platform's alone); UsageError when targets need two different ones."""
+    others = {t.platform.name: t.platform for t in targets if t.platform is not platforms.DEFAULT}
+    if len(others) > 1:
+        raise UsageError(f"--target: targets of {', '.join(sorted(others))} compile in different environments; "
+                         "run them separately")
+    return next(iter(others.values()), None)
+
+
+def platform_python(targets) -> str | None:
+    """The interpreter that compiles for `targets`: None (this one) when its JAX has every plugin they need,
+    else the cached environment of the newest JAX release with the other platform's plugin (built on first
+    use, deviceless: `fp8_check.versions.envs`, e.g. ROCm for mi300x)."""
+    from fp8_check.versions import envs
+
+    platform = env_platform(targets)
+    if platform is None or platform.installed():
+        return None
+    version = platform.default_release
+    assert version is not None
+    try:
+        return str(envs.Manager(platform=platform).ensure(version).python)
+    except envs.InstallError as exc:
+        raise BrokenEnvironment(f"cannot build the {platform.vendor} environment for jax {version}: {exc}") from None
 
 
 def check_spec_files(given: str | None, mode_name: str, option: str = "--target") -> None:

@@ -12,23 +12,25 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from fp8_check.pipeline.signature import Gemm, Signature
+from fp8_check import platforms
+from fp8_check.platforms import Platform
 
 
-def engine(g: Gemm) -> str:
-    """Where the matmul runs, and on what: `cuBLASLt FP8`, `Triton FP8`, `cuDNN block-scaled`, `cuBLAS bf16`, ..."""
+def engine(g: Gemm, platform: Platform = platforms.DEFAULT) -> str:
+    """Where the matmul runs, and on what: `cuBLASLt FP8`, `Triton FP8`, `cuDNN block-scaled`, `cuBLAS bf16`, ...
+    (the gemm libraries named as on `platform`: `hipBLASLt FP8` on AMD)."""
     t = g.target or "?"
     dtypes = sorted(set(g.operand_dtypes)) or ["?"]
     kind = "x".join(dtypes)
-    if t.startswith("__cublas$lt$matmul$f8"):
-        return "cuBLASLt FP8"
-    if t.startswith("__cudnn") and g.fp8:
-        return "cuDNN block-scaled"
+    library = platform.engine_of(t)
+    if library is not None and library.fp8:
+        return library.label
+    if library is not None and library.fp8_label and g.fp8:
+        return library.fp8_label
     if "triton" in t:
         return "Triton FP8" if g.fp8 else f"Triton {kind}"
-    if t.startswith("__cublas"):
-        return f"cuBLAS {kind}"
-    if t.startswith("__cudnn"):
-        return f"cuDNN {kind}"
+    if library is not None:
+        return f"{library.label} {kind}"
     return f"{t} {kind} (no gemm emitter)"
 
 
@@ -65,7 +67,7 @@ class Coverage:
 
 
 def _is_low(engine_name: str) -> bool:
-    return engine_name in ("cuBLASLt FP8", "Triton FP8", "cuDNN block-scaled")
+    return engine_name == "Triton FP8" or any(engine_name in p.low_precision_labels() for p in platforms.PLATFORMS)
 
 
 def coverage(sig: Signature) -> Coverage:
