@@ -46,7 +46,7 @@ from fp8_check.pipeline import golden
 from fp8_check.pipeline.golden import FieldDiff
 from fp8_check import dtypes, platforms
 from fp8_check.pipeline.signature import Signature, extract
-from fp8_check.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
+from fp8_check.targets import MODES, PROFILES, Profile, Target, load_target, platform_of, resolve_mode
 from fp8_check.verdict import Verdict
 
 cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
@@ -84,6 +84,8 @@ class FusionReport:
     hlo: str
     stablehlo: str
     seconds: float
+    # What the target cannot run natively, one line each (an FP8 type its gemm library lacks: XLA upcasts it)
+    warnings: tuple[str, ...] = ()
 
     @property
     def kernels(self) -> int:
@@ -107,7 +109,8 @@ class FusionReport:
         """Per layer and pass: the engine and operand dtypes of its matmuls, then the coverage line."""
         from fp8_check.pipeline.coverage import coverage, layer_table
 
-        return "\n".join([*layer_table(self.signature), coverage(self.signature).line()])
+        platform = platform_of(self.target)
+        return "\n".join([*layer_table(self.signature, platform), coverage(self.signature, platform).line()])
 
     def where(self) -> str:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
@@ -117,12 +120,28 @@ class FusionReport:
              "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict(annotations=True)}
         from fp8_check.pipeline.coverage import attributed, coverage
 
-        d["coverage"] = coverage(self.signature).to_dict()
+        d["coverage"] = coverage(self.signature, platform_of(self.target)).to_dict()
+        if self.warnings:
+            d["warnings"] = list(self.warnings)
         if attributed(self.signature):
-            d["coverage"]["line"] = coverage(self.signature).line()
+            d["coverage"]["line"] = coverage(self.signature, platform_of(self.target)).line()
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
+
+
+def non_native_fp8(target: Target, args: tuple = (), kwargs: dict | None = None) -> tuple[str, ...]:
+    """A warning per FP8 dtype among the arguments that `target`'s gemm library does not run: XLA compiles it
+    without complaint and upcasts its gemms (OCP E4M3 on MI300X/gfx942, fnuz on MI350X/gfx950)."""
+    import jax
+
+    native = target.native_fp8
+    if not native:
+        return ()
+    seen = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves((args, kwargs or {}))
+                   if hasattr(leaf, "dtype") and dtypes.is_fp8(str(leaf.dtype))} - set(native))
+    return tuple(f"{d} is not native on {target.name} ({target.arch} runs {', '.join(native)} in FP8 gemms): "
+                 f"XLA upcasts gemms on {d} operands to a wider type" for d in seen)
 
 
 def _name_of(fn: Callable) -> str:
@@ -151,14 +170,35 @@ class Checker:
             if not gpu_present():
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
+        self._timeout = timeout or DEFAULT_TIMEOUT
+        # Targets of a platform whose plugin this environment lacks (mi300x: ROCm) compile in that platform's
+        # cached environment (fp8_check.versions.envs.python_for), on a compiler of their own.
+        self._others: dict[str, Compiler] = {}
         self._canary: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
-    def environment(self) -> dict:
+    def compiler_for(self, target: Target):
+        """The compiler that compiles for `target` (this environment's, or its platform's own)."""
+        from fp8_check.pipeline.compile import Compiler
+        from fp8_check.versions import envs
+
+        if self.mode != "deviceless" or target.platform is platforms.DEFAULT:
+            return self.compiler
+        try:
+            python = envs.python_for([target])
+        except envs.InstallError as exc:
+            raise EnvironmentProblem(f"cannot build the {target.platform.vendor} environment: {exc}") from None
+        if python is None:
+            return self.compiler
+        if python not in self._others:
+            self._others[python] = Compiler(self.mode, python=python, timeout=self._timeout)
+        return self._others[python]
+
+    def environment(self, target: Target | None = None) -> dict:
         from fp8_check.pipeline.compile import WorkerError
 
         try:
-            return self.compiler.environment()
+            return (self.compiler if target is None else self.compiler_for(target)).environment()
         except WorkerError as exc:
             raise EnvironmentProblem(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
 
@@ -167,13 +207,14 @@ class Checker:
 
         if target.name not in self._canary:
             problem = None
-            if self.mode == "device" or not runner.deviceless_unsupported(self.environment()["jax"]):
+            jax_version = self.environment(target)["jax"]
+            if self.mode == "device" or not runner.deviceless_unsupported(jax_version, [target]):
                 try:
-                    runner.check_canary(self.compiler, target)
+                    runner.check_canary(self.compiler_for(target), target)
                 except runner.CanaryError as exc:
                     problem = str(exc)
             else:
-                problem = runner.deviceless_unsupported(self.environment()["jax"])
+                problem = runner.deviceless_unsupported(jax_version, [target])
             self._canary[target.name] = problem
         if self._canary[target.name]:
             raise EnvironmentProblem(self._canary[target.name])
@@ -199,20 +240,22 @@ class Checker:
                 raise ValueError(f"target: the inputs are sharded over a mesh of {devices} devices "
                                  f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
                                  f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
-        data = export_callable(fn, args, kwargs)
+        data = export_callable(fn, args, kwargs, platform=t.platform.jax_platform)
         with self._lock:
-            env = self.environment()
+            env = self.environment(t)
             self._check_canary(t)
-            comp = self.compiler.compile_exported(name or _name_of(fn), data, t, p, sharding=sharding)
+            comp = self.compiler_for(t).compile_exported(name or _name_of(fn), data, t, p, sharding=sharding)
         label = name or _name_of(fn)
         if not comp.ok:
             raise RuntimeError(f"{label} did not compile for {t.name}/{p.name} ({self.mode}): {comp.error}")
         hlo = comp.hlo or ""  # set whenever the compilation succeeded
         return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(hlo), hlo,
-                            comp.stablehlo or "", comp.seconds)
+                            comp.stablehlo or "", comp.seconds, non_native_fp8(t, args, kwargs))
 
     def close(self) -> None:
         self.compiler.close()
+        for other in self._others.values():
+            other.close()
 
     def __enter__(self) -> "Checker":
         return self

@@ -53,7 +53,7 @@ def _cpu_only_without_gpu() -> None:
         pass
 
 
-def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
+def export_callable(fn: Callable, args: tuple, kwargs: dict, platform: str = platforms.DEFAULT.jax_platform) -> bytes:
     """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`."""
     _cpu_only_without_gpu()
     import jax
@@ -78,7 +78,7 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
         # which jax.export cannot serialize as a pytree; the compiled program is the same
         return jax.tree_util.tree_leaves(fn(*a, **k))
 
-    exported = export.export(jax.jit(flat), platforms=[platforms.DEFAULT.jax_platform])(*specs)
+    exported = export.export(jax.jit(flat), platforms=[platform])(*specs)
     return bytes(exported.serialize())
 
 

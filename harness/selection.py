@@ -113,30 +113,25 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
 
 
 def env_platform(targets) -> platforms.Platform | None:
-    """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (None: the
-    default platform's alone); UsageError when targets need two different ones."""
-    others = {t.platform.name: t.platform for t in targets if t.platform is not platforms.DEFAULT}
-    if len(others) > 1:
-        raise UsageError(f"--target: targets of {', '.join(sorted(others))} compile in different environments; "
-                         "run them separately")
-    return next(iter(others.values()), None)
+    """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (envs.other_platform)."""
+    from fp8_check.versions import envs
+
+    try:
+        return envs.other_platform(targets)
+    except ValueError as exc:
+        raise UsageError(f"--target: {exc}") from None
 
 
 def platform_python(targets) -> str | None:
-    """The interpreter that compiles for `targets`: None (this one) when its JAX has every plugin they need,
-    else the cached environment of the newest JAX release with the other platform's plugin (built on first
-    use, deviceless: `fp8_check.versions.envs`, e.g. ROCm for mi300x)."""
+    """The interpreter that compiles for `targets` (envs.python_for): None for this one."""
     from fp8_check.versions import envs
 
-    platform = env_platform(targets)
-    if platform is None or platform.installed():
-        return None
-    version = platform.default_release
-    assert version is not None
     try:
-        return str(envs.Manager(platform=platform).ensure(version).python)
+        return envs.python_for(targets)
+    except ValueError as exc:
+        raise UsageError(f"--target: {exc}") from None
     except envs.InstallError as exc:
-        raise BrokenEnvironment(f"cannot build the {platform.vendor} environment for jax {version}: {exc}") from None
+        raise BrokenEnvironment(f"cannot build the environment for {', '.join(t.name for t in targets)}: {exc}") from None
 
 
 def check_spec_files(given: str | None, mode_name: str, option: str = "--target") -> None:

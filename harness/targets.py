@@ -133,8 +133,23 @@ def target_names() -> tuple[str, ...]:
 
 # Multi-device targets: a shipped GPU spec and a topology. `<gpu>x<N>` is one host with N GPUs,
 # `<gpu>x<H>x<N>` H hosts with N GPUs each; these are the ones the case library and goldens use.
-MULTI_DEVICE_TARGETS = ("h100x8", "h100x2x4", "b200x4")
+MULTI_DEVICE_TARGETS = ("h100x8", "h100x2x4", "b200x4", "mi300x8", "mi350x8")
 _MULTI = re.compile(r"^([a-z][a-z0-9]*?\d)x(\d+)(?:x(\d+))?$")
+_COUNTS = re.compile(r"^(\d+)(?:x(\d+))?$")
+
+
+def _split_multi(name: str) -> tuple[str, str, str | None] | None:
+    """(GPU spec, N, None) or (spec, HOSTS, N) of a multi-device name: `h100x8`, `h100x2x4`, and for a spec
+    whose own name ends in `x` (`mi300x`), `mi300x8`."""
+    m = _MULTI.fullmatch(name)
+    if m and (TARGET_DIR / f"{m.group(1)}.txtpb").is_file():
+        return m.group(1), m.group(2), m.group(3)
+    for spec in sorted(target_names(), key=len, reverse=True):
+        prefix = spec if spec.endswith("x") else spec + "x"
+        counts = _COUNTS.fullmatch(name[len(prefix):]) if name.startswith(prefix) else None
+        if counts:
+            return spec, counts.group(1), counts.group(2)
+    return None
 
 
 def all_target_names() -> tuple[str, ...]:
@@ -148,13 +163,13 @@ def _multi_device(name: str) -> Target | None:
 
     from fp8_check.pipeline.aot import TOPOLOGY_LINE
 
-    m = _MULTI.fullmatch(name)
-    if not m or not (TARGET_DIR / f"{m.group(1)}.txtpb").is_file():
+    m = _split_multi(name)
+    if m is None:
         return None
-    hosts, per_host = (int(m.group(2)), int(m.group(3))) if m.group(3) else (1, int(m.group(2)))
+    hosts, per_host = (int(m[1]), int(m[2])) if m[2] else (1, int(m[1]))
     if not 1 <= hosts <= 64 or not 1 <= per_host <= 64 or hosts * per_host < 2:
         return None
-    base = load_target(m.group(1))
+    base = load_target(m[0])
     topology = f"1x{hosts}x{per_host}"
     where = f"{hosts} hosts x {per_host} GPUs" if hosts > 1 else f"{per_host} GPUs"
     return replace(base, name=name, topology=topology, description=f"{where}, each {base.description}",

@@ -88,7 +88,7 @@ def test_gemm_engines(target, family, label):
 
 def test_rocm_plugin_releases():
     assert AMD.requirements("0.12.0", "deviceless") == ["jax==0.12.0", "jaxlib==0.12.0", "jax-rocm7-plugin==0.12.0",
-                                                       "jax-rocm7-pjrt==0.12.0"]
+                                                       "jax-rocm7-pjrt==0.12.0", "flatbuffers"]
     for version in ("0.6.2", "0.7.0", "0.8.1", "0.9.0", "0.12.0.1"):
         assert AMD.requirements(version, "deviceless") is None
         assert "no ROCm plugin for JAX " + version in AMD.unsupported_reason(version)

@@ -89,3 +89,34 @@ def test_a_call_beyond_registration_aborts_in_strict_mode(rocm_env, tmp_path):
 def test_a_version_without_a_rocm_plugin_is_refused():
     with pytest.raises(envs.InstallError, match="no ROCm plugin for JAX 0.8.1"):
         envs.Manager(platform=AMD).requirements("0.8.1")
+
+
+FP8_MATMULS = '''import jax.numpy as jnp
+
+
+def two_matmuls(a, b, c):
+    # a, b: fnuz (MI300's FP8); c: OCP E4M3 (MI350's and H100's)
+    x = jnp.dot(a, b, preferred_element_type=jnp.float32)
+    y = jnp.dot(c, b.astype(c.dtype), preferred_element_type=jnp.float32)
+    return x + y
+'''
+
+
+def test_check_reports_the_native_fp8_gemm_and_warns_on_the_other_family(run_cli, tmp_path, monkeypatch):
+    (tmp_path / "fp8mm_rocm.py").write_text(FP8_MATMULS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = run_cli("check", "fp8mm_rocm:two_matmuls", "--arg", "a=float8_e4m3fnuz[64,64]",
+                             "--arg", "b=float8_e4m3fnuz[64,64]", "--arg", "c=float8_e4m3fn[64,64]",
+                             "--target", "mi300x,mi350x", "--json", str(tmp_path / "out.json"), cwd=tmp_path)
+    assert code == 0, out + err
+    reports = {r["target"]: r for r in json.loads((tmp_path / "out.json").read_text())["results"]}
+    gemms = {t: sorted((g["target"], tuple(g["operand_dtypes"])) for g in r["signature"]["gemms"]) for t, r in reports.items()}
+    # MI300X (gfx942): the fnuz matmul is an FP8 hipBLASLt gemm, the OCP one is upcast; MI350X (gfx950): the reverse
+    assert gemms["mi300x"] == [("__cublas$lt$matmul", ("f16", "f16")), ("__cublas$lt$matmul$f8", ("f8e4m3fnuz", "f8e4m3fnuz"))]
+    assert gemms["mi350x"] == [("__cublas$lt$matmul", ("f16", "f16")), ("__cublas$lt$matmul$f8", ("f8e4m3fn", "f8e4m3fn"))]
+    assert "coverage: 2 matmuls, 1 FP8/FP4 (1 hipBLASLt FP8), 1 wider (1 hipBLASLt f16)" in out
+    assert ("warning: fp8mm_rocm.two_matmuls on mi300x/cublas: float8_e4m3fn is not native on mi300x (gfx942 runs "
+            "float8_e4m3fnuz, float8_e5m2fnuz in FP8 gemms)") in err
+    assert "on mi350x/cublas: float8_e4m3fnuz is not native on mi350x (gfx950 runs float8_e4m3fn, float8_e5m2" in err
+    assert len(reports["mi300x"]["warnings"]) == 1 and "float8_e4m3fn is not native" in reports["mi300x"]["warnings"][0]
+    assert reports["mi300x"]["jax"] == ROCM_JAX  # compiled in the ROCm environment, not the main one

@@ -70,8 +70,8 @@ def _is_low(engine_name: str) -> bool:
     return engine_name == "Triton FP8" or any(engine_name in p.low_precision_labels() for p in platforms.PLATFORMS)
 
 
-def coverage(sig: Signature) -> Coverage:
-    engines = Counter(engine(g) for g in sig.gemms)
+def coverage(sig: Signature, platform: Platform = platforms.DEFAULT) -> Coverage:
+    engines = Counter(engine(g, platform) for g in sig.gemms)
     ordered = dict(sorted(engines.items(), key=lambda kv: (not _is_low(kv[0]), -kv[1], kv[0])))
     sized = [g for g in sig.gemms if g.flops]
     return Coverage(len(sig.gemms), sum(g.fp8 for g in sig.gemms), ordered,
@@ -94,12 +94,12 @@ class LayerRow:
     source: str
 
 
-def layer_rows(sig: Signature) -> list[LayerRow]:
+def layer_rows(sig: Signature, platform: Platform = platforms.DEFAULT) -> list[LayerRow]:
     """One row per layer x pass x engine x dtypes, in layer order (forward before backward)."""
     groups: dict[tuple, list[Gemm]] = {}
     for g in sig.gemms:
         dtypes = f"{' x '.join(g.operand_dtypes)} -> {g.output or '?'}"
-        key = (g.layer or "(no layer)", g.pass_ or "-", engine(g), dtypes)
+        key = (g.layer or "(no layer)", g.pass_ or "-", engine(g, platform), dtypes)
         groups.setdefault(key, []).append(g)
     order = {"forward": 0, "backward-input": 1, "backward-weight": 2, "backward": 3}
     rows = [LayerRow(k[0], k[1], k[2], k[3], len(v), sum(g.flops or 0 for g in v),
@@ -115,11 +115,11 @@ def layers_text(sig: Signature | None) -> str:
     return "\n".join([*layer_table(sig), "", coverage(sig).line()])
 
 
-def layer_table(sig: Signature) -> list[str]:
+def layer_table(sig: Signature, platform: Platform = platforms.DEFAULT) -> list[str]:
     """The per-layer table as aligned text lines (header first); [] when no matmul carries a layer."""
     if not attributed(sig):
         return []
-    rows = layer_rows(sig)
+    rows = layer_rows(sig, platform)
     width = max(len("layer"), *(len(r.layer) for r in rows))
     eng = max(len("engine"), *(len(r.engine) + (len(f"{r.count}x ") if r.count > 1 else 0) for r in rows))
     out = [f"{'layer':<{width}}  {'pass':<15}  {'engine':<{eng}}  operands -> output  (source)"]

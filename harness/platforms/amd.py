@@ -51,8 +51,10 @@ class _Amd(Platform):
     def requirements(self, jax_version: str, kind: str, extras: list[str] | None = None) -> list[str] | None:
         if jax_version not in PLUGIN_RELEASES:
             return None
+        # flatbuffers: `check` and the API compile functions serialized with jax.export here (mi300x has no
+        # other environment), and JAX deserializes them only with it
         return [f"jax=={jax_version}", f"jaxlib=={jax_version}", f"{PLUGIN}=={jax_version}", f"{PJRT}=={jax_version}",
-                *(extras or [])]
+                "flatbuffers", *(extras or [])]
 
     def install(self, jax_version: str) -> str:
         return f"jax=={jax_version} {PLUGIN}=={jax_version}"

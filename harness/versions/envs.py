@@ -356,6 +356,30 @@ class Manager:
         return False
 
 
+def other_platform(targets) -> Platform | None:
+    """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (None: the
+    default platform's alone); ValueError when targets need two different ones."""
+    from fp8_check import platforms
+
+    others = {t.platform.name: t.platform for t in targets if t.platform is not platforms.DEFAULT}
+    if len(others) > 1:
+        raise ValueError(f"targets of {', '.join(sorted(others))} compile in different environments; run them separately")
+    return next(iter(others.values()), None)
+
+
+def python_for(targets) -> str | None:
+    """The interpreter that compiles for `targets` deviceless: None (this one) when its JAX has every plugin
+    they need, else the cached environment of the newest JAX release with the other platform's plugin (built
+    on first use, e.g. ROCm for mi300x). Raises ValueError (mixed platforms) or InstallError."""
+    platform = other_platform(targets)
+    if platform is None or platform.installed():
+        return None
+    version = platform.default_release
+    if version is None:
+        raise InstallError("", f"no JAX release to compile for {platform.vendor} targets with")
+    return str(Manager(platform=platform).ensure(version).python)
+
+
 def add_with_options(p) -> None:
     """`--with REQ` (repeatable) and `--with-requirements FILE`: extra packages in every per-version environment."""
     p.add_argument("--with", dest="with_", action="append", default=[], metavar="REQUIREMENT",
