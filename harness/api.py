@@ -41,10 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fp8_check.export import cpu_only_without_gpu, export_callable, sharding_of
+from fp8_check.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of
 from fp8_check.pipeline import golden
 from fp8_check.pipeline.golden import FieldDiff
 from fp8_check import dtypes, platforms
+from fp8_check.other_environments import OtherEnvironments
 from fp8_check.pipeline.signature import Signature, extract
 from fp8_check.targets import MODES, PROFILES, Profile, Target, load_target, platform_of, resolve_mode
 from fp8_check.verdict import Verdict
@@ -109,8 +110,7 @@ class FusionReport:
         """Per layer and pass: the engine and operand dtypes of its matmuls, then the coverage line."""
         from fp8_check.pipeline.coverage import coverage, layer_table
 
-        platform = platform_of(self.target)
-        return "\n".join([*layer_table(self.signature, platform), coverage(self.signature, platform).line()])
+        return "\n".join([*layer_table(self.signature, p := platform_of(self.target)), coverage(self.signature, p).line()])
 
     def where(self) -> str:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
@@ -121,27 +121,12 @@ class FusionReport:
         from fp8_check.pipeline.coverage import attributed, coverage
 
         d["coverage"] = coverage(self.signature, platform_of(self.target)).to_dict()
-        if self.warnings:
-            d["warnings"] = list(self.warnings)
+        d.update({"warnings": list(self.warnings)} if self.warnings else {})
         if attributed(self.signature):
             d["coverage"]["line"] = coverage(self.signature, platform_of(self.target)).line()
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
-
-
-def non_native_fp8(target: Target, args: tuple = (), kwargs: dict | None = None) -> tuple[str, ...]:
-    """A warning per FP8 dtype among the arguments that `target`'s gemm library does not run: XLA compiles it
-    without complaint and upcasts its gemms (OCP E4M3 on MI300X/gfx942, fnuz on MI350X/gfx950)."""
-    import jax
-
-    native = target.native_fp8
-    if not native:
-        return ()
-    seen = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves((args, kwargs or {}))
-                   if hasattr(leaf, "dtype") and dtypes.is_fp8(str(leaf.dtype))} - set(native))
-    return tuple(f"{d} is not native on {target.name} ({target.arch} runs {', '.join(native)} in FP8 gemms): "
-                 f"XLA upcasts gemms on {d} operands to a wider type" for d in seen)
 
 
 def _name_of(fn: Callable) -> str:
@@ -170,29 +155,13 @@ class Checker:
             if not gpu_present():
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
-        self._timeout = timeout or DEFAULT_TIMEOUT
-        # Targets of a platform whose plugin this environment lacks (mi300x: ROCm) compile in that platform's
-        # cached environment (fp8_check.versions.envs.python_for), on a compiler of their own.
-        self._others: dict[str, Compiler] = {}
+        self._others = OtherEnvironments(self.mode, timeout or DEFAULT_TIMEOUT)  # mi300x: the ROCm environment
         self._canary: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def compiler_for(self, target: Target):
         """The compiler that compiles for `target` (this environment's, or its platform's own)."""
-        from fp8_check.pipeline.compile import Compiler
-        from fp8_check.versions import envs
-
-        if self.mode != "deviceless" or target.platform is platforms.DEFAULT:
-            return self.compiler
-        try:
-            python = envs.python_for([target])
-        except envs.InstallError as exc:
-            raise EnvironmentProblem(f"cannot build the {target.platform.vendor} environment: {exc}") from None
-        if python is None:
-            return self.compiler
-        if python not in self._others:
-            self._others[python] = Compiler(self.mode, python=python, timeout=self._timeout)
-        return self._others[python]
+        return self._others.compiler_for(target, self.compiler, EnvironmentProblem)
 
     def environment(self, target: Target | None = None) -> dict:
         from fp8_check.pipeline.compile import WorkerError
@@ -206,15 +175,13 @@ class Checker:
         from fp8_check.pipeline import runner
 
         if target.name not in self._canary:
-            problem = None
-            jax_version = self.environment(target)["jax"]
-            if self.mode == "device" or not runner.deviceless_unsupported(jax_version, [target]):
+            problem = runner.deviceless_unsupported(self.environment(target)["jax"], [target])
+            if self.mode == "device" or not problem:
+                problem = None
                 try:
                     runner.check_canary(self.compiler_for(target), target)
                 except runner.CanaryError as exc:
                     problem = str(exc)
-            else:
-                problem = runner.deviceless_unsupported(jax_version, [target])
             self._canary[target.name] = problem
         if self._canary[target.name]:
             raise EnvironmentProblem(self._canary[target.name])
@@ -254,8 +221,7 @@ class Checker:
 
     def close(self) -> None:
         self.compiler.close()
-        for other in self._others.values():
-            other.close()
+        self._others.close()
 
     def __enter__(self) -> "Checker":
         return self

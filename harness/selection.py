@@ -85,16 +85,17 @@ def mode(value: str | None) -> str:
 
 
 def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=(), args=None,
-                   workers: int | None = None) -> tuple[CompilerPool, dict]:
+                   workers: int | None = None, for_targets=()) -> tuple[CompilerPool, dict]:
     """A pool of compile workers behind the compile cache, and its environment (versions, device); deviceless,
     `check_targets`' specs are parsed by XLA first, so that a malformed one is bad input (UsageError), not a
     broken environment. Shipped targets are known to parse and are not checked (a fully cached run starts no JAX).
-    `args` may carry `-j/--workers` and `--no-cache` (fp8_check.pipeline.pool.add_options); `workers` overrides -j."""
+    `args` may carry `-j/--workers` and `--no-cache` (fp8_check.pipeline.pool.add_options); `workers` overrides -j.
+    The workers run in the environment that compiles for `check_targets` and `for_targets` (`platform_python`)."""
     from fp8_check.targets import gpu_present
 
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
-    python = platform_python(check_targets) if mode_name == "deviceless" else None
+    python = platform_python([*check_targets, *for_targets]) if mode_name == "deviceless" else None
     try:
         compiler = pool.from_args(args, mode_name, python=python, jobs=workers, timeout=timeout)
     except ValueError as exc:
