@@ -12,7 +12,6 @@ from pathlib import Path
 
 from fp8_check.pipeline import kinds
 from fp8_check.pipeline.case_model import Case
-from fp8_check import platforms
 from fp8_check.pipeline.source import ENV as _ENV, Rendered, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
 from fp8_check.pipeline.user_modules import Closure
 from fp8_check.targets import Profile, Target
@@ -61,5 +60,5 @@ def repro_script(case_source: str, target: Target, profile: Profile, jax_version
         jax_version=jax_version,
         platform=target.platform,
         install=target.platform.install(jax_version),
-        deviceless_env=platforms.deviceless_environment(),
+        deviceless_env=target.platform.deviceless_env,
     )

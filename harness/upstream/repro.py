@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 
-from fp8_check import platforms
 from fp8_check.pipeline.aot import target_config_for
 from fp8_check.pipeline import kinds
 from fp8_check.pipeline.cases import Case
@@ -92,7 +91,7 @@ def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> s
         f" {_comment(target.name)}, profile {profile.name}; prints the gemm and fusion kernels (--hlo: the optimized HLO)",
         "import glob, os, sys, tempfile",
         "D = tempfile.mkdtemp()",
-        "os.environ.update(JAX_PLATFORMS=\"cpu\", " + "".join(f'{k}="{v}", ' for k, v in platforms.deviceless_environment().items())
+        "os.environ.update(JAX_PLATFORMS=\"cpu\", " + "".join(f'{k}="{v}", ' for k, v in target.platform.deviceless_env.items())
         + 'XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={D} --xla_dump_hlo_as_text")',
     ]
     body = [line for line in lines if not line.startswith(("import jax", "import jax.numpy"))]
