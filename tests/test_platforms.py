@@ -93,3 +93,23 @@ def test_rocm_plugin_releases():
         assert AMD.requirements(version, "deviceless") is None
         assert "no ROCm plugin for JAX " + version in AMD.unsupported_reason(version)
     assert AMD.needs_runtime_version("0.11.2") and not AMD.needs_runtime_version("0.12.0")
+
+
+def test_the_wrong_fp8_family_silently_upcast_is_a_regression():
+    # E4M3 (OCP) golden on gfx950 has an FP8 hipBLASLt gemm; the same case on gfx942 (or a release that stopped
+    # running the family) upcasts it: judged like any FP8 gemm that became a wider one, in the same words
+    import yaml
+
+    from fp8_check import verdict
+
+    def sig(target: str) -> dict:
+        path = HARNESS.parent / "goldens" / target / "cublas" / "deviceless" / "seed_plain_f32.yaml"
+        return yaml.safe_load(path.read_text())["expect"][0]["signature"]
+
+    fp8, upcast = sig("mi350x"), sig("mi300x")
+    assert fp8["gemms"][0]["target"] == "__cublas$lt$matmul$f8" and upcast["gemms"][0]["operand_dtypes"] == ["f32", "f32"]
+    v = verdict.classify(fp8, upcast)
+    assert v.cls == verdict.REGRESSION and any("FP8 gemm -> " in line.why for line in v.lines), v
+    assert any(line.cls == verdict.IMPROVEMENT for line in v.lines)  # the dropped transpose no longer makes it "mixed"
+    back = verdict.classify(upcast, fp8)  # regaining FP8 does not decide alone (the transpose came back)
+    assert back.cls == verdict.MIXED and any(x.cls == verdict.IMPROVEMENT and "-> cuBLASLt FP8 gemm" in x.why for x in back.lines)
