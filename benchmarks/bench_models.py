@@ -39,6 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from fp8_check import api  # noqa: E402
 from fp8_check.layers import decoder  # noqa: E402
+from fp8_check import platforms  # noqa: E402
 from fp8_check.pipeline import aot  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
 
@@ -56,7 +57,7 @@ def main() -> int:
 
     target = load_target("h100")
     config = aot.target_config_for(target.config_text, target.versions_dict(), jax.__version__)
-    device = aot.compile_device("deviceless", config)
+    device = aot.compile_device("deviceless", config, platforms.of_spec(config).jax_platform)
     sharding = jax.sharding.SingleDeviceSharding(device)
     placed = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in specs]
     options = dict(PROFILES["cublas"].compiler_options)

@@ -41,16 +41,17 @@ sys.path.insert(0, str(REPO))
 BARE_LOOP = r'''
 import os, sys, tempfile, time, types
 sys.path.insert(0, sys.argv[1])
+from fp8_check import platforms
 from fp8_check.pipeline import aot
 dump = tempfile.mkdtemp(prefix="fp8-bench-dump-")
-aot.prepare_environment("deviceless", dump)            # the worker's environment and XLA flags
+aot.prepare_environment("deviceless", dump, deviceless_env=platforms.deviceless_environment())            # the worker's environment and XLA flags
 import json
 jobs = json.load(open(sys.argv[2]))
 devices = {}
 n = 0
 for job in jobs:
     if job["target_config"] not in devices:
-        devices[job["target_config"]] = aot.compile_device("deviceless", job["target_config"])
+        devices[job["target_config"]] = aot.compile_device("deviceless", job["target_config"], platforms.of_spec(job["target_config"]).jax_platform)
     module = types.ModuleType("case")
     exec(compile(job["source"], "case.py", "exec"), module.__dict__)
     try:

@@ -9,10 +9,13 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
+from fp8_check import platforms
+
 DISTRIBUTION = "fp8-check"
-# The JAX distributions, as `name (label)`: the CUDA plugin's distribution name carries the CUDA major version.
-JAX_DISTRIBUTIONS = (("jax", "jax"), ("jaxlib", "jaxlib"), ("jax-cuda12-plugin", "CUDA plugin"),
-                     ("jax-cuda13-plugin", "CUDA 13 plugin"))
+# The JAX distributions, as `name (label)`: each platform's plugins (the distribution name carries the
+# runtime's major version; the first one found is the platform's plugin).
+JAX_DISTRIBUTIONS = (("jax", "jax"), ("jaxlib", "jaxlib"),
+                     *((d, p.plugin_label) for p in platforms.PLATFORMS for d in p.plugin_distributions))
 
 
 def installed(name: str) -> str | None:
@@ -29,7 +32,11 @@ def version() -> str:
 
 def version_line() -> str:
     """`fp8-check 0.1.0 (jax 0.12.0.1, jaxlib 0.12.0.1, CUDA plugin 0.12.0.1; Python 3.12.1)`."""
-    parts = [f"{label} {v}" for name, label in JAX_DISTRIBUTIONS if (v := installed(name))]
+    parts, seen = [], set()
+    for name, label in JAX_DISTRIBUTIONS:
+        if label not in seen and (v := installed(name)):
+            parts.append(f"{label} {v}")
+            seen.add(label)
     jax = ", ".join(parts) if parts else "jax not installed"
     return f"fp8-check {version()} ({jax}; Python {platform.python_version()})"
 

@@ -41,12 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fp8_check.export import cpu_only_without_gpu, export_callable, sharding_of
+from fp8_check.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of
 from fp8_check.pipeline import golden
 from fp8_check.pipeline.golden import FieldDiff
-from fp8_check import dtypes
+from fp8_check import dtypes, platforms
+from fp8_check.other_environments import OtherEnvironments
 from fp8_check.pipeline.signature import Signature, extract
-from fp8_check.targets import MODES, PROFILES, Profile, Target, load_target, resolve_mode
+from fp8_check.targets import MODES, PROFILES, Profile, Target, load_target, platform_of, resolve_mode
 from fp8_check.verdict import Verdict
 
 cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
@@ -84,6 +85,8 @@ class FusionReport:
     hlo: str
     stablehlo: str
     seconds: float
+    # What the target cannot run natively, one line each (an FP8 type its gemm library lacks: XLA upcasts it)
+    warnings: tuple[str, ...] = ()
 
     @property
     def kernels(self) -> int:
@@ -107,7 +110,7 @@ class FusionReport:
         """Per layer and pass: the engine and operand dtypes of its matmuls, then the coverage line."""
         from fp8_check.pipeline.coverage import coverage, layer_table
 
-        return "\n".join([*layer_table(self.signature), coverage(self.signature).line()])
+        return "\n".join([*layer_table(self.signature, p := platform_of(self.target)), coverage(self.signature, p).line()])
 
     def where(self) -> str:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
@@ -117,9 +120,10 @@ class FusionReport:
              "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict(annotations=True)}
         from fp8_check.pipeline.coverage import attributed, coverage
 
-        d["coverage"] = coverage(self.signature).to_dict()
+        d["coverage"] = coverage(self.signature, platform_of(self.target)).to_dict()
+        d.update({"warnings": list(self.warnings)} if self.warnings else {})
         if attributed(self.signature):
-            d["coverage"]["line"] = coverage(self.signature).line()
+            d["coverage"]["line"] = coverage(self.signature, platform_of(self.target)).line()
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
@@ -151,29 +155,33 @@ class Checker:
             if not gpu_present():
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
+        self._others = OtherEnvironments(self.mode, timeout or DEFAULT_TIMEOUT)  # mi300x: the ROCm environment
         self._canary: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
-    def environment(self) -> dict:
+    def compiler_for(self, target: Target):
+        """The compiler that compiles for `target` (this environment's, or its platform's own)."""
+        return self._others.compiler_for(target, self.compiler, EnvironmentProblem)
+
+    def environment(self, target: Target | None = None) -> dict:
         from fp8_check.pipeline.compile import WorkerError
 
         try:
-            return self.compiler.environment()
+            return (self.compiler if target is None else self.compiler_for(target)).environment()
         except WorkerError as exc:
-            raise EnvironmentProblem(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
+            raise EnvironmentProblem(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
 
     def _check_canary(self, target: Target) -> None:
         from fp8_check.pipeline import runner
 
         if target.name not in self._canary:
-            problem = None
-            if self.mode == "device" or not runner.deviceless_unsupported(self.environment()["jax"]):
+            problem = runner.deviceless_unsupported(self.environment(target)["jax"], [target])
+            if self.mode == "device" or not problem:
+                problem = None
                 try:
-                    runner.check_canary(self.compiler, target)
+                    runner.check_canary(self.compiler_for(target), target)
                 except runner.CanaryError as exc:
                     problem = str(exc)
-            else:
-                problem = runner.deviceless_unsupported(self.environment()["jax"])
             self._canary[target.name] = problem
         if self._canary[target.name]:
             raise EnvironmentProblem(self._canary[target.name])
@@ -199,20 +207,21 @@ class Checker:
                 raise ValueError(f"target: the inputs are sharded over a mesh of {devices} devices "
                                  f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
                                  f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
-        data = export_callable(fn, args, kwargs)
+        data = export_callable(fn, args, kwargs, platform=t.platform.jax_platform)
         with self._lock:
-            env = self.environment()
+            env = self.environment(t)
             self._check_canary(t)
-            comp = self.compiler.compile_exported(name or _name_of(fn), data, t, p, sharding=sharding)
+            comp = self.compiler_for(t).compile_exported(name or _name_of(fn), data, t, p, sharding=sharding)
         label = name or _name_of(fn)
         if not comp.ok:
             raise RuntimeError(f"{label} did not compile for {t.name}/{p.name} ({self.mode}): {comp.error}")
         hlo = comp.hlo or ""  # set whenever the compilation succeeded
         return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(hlo), hlo,
-                            comp.stablehlo or "", comp.seconds)
+                            comp.stablehlo or "", comp.seconds, non_native_fp8(t, args, kwargs))
 
     def close(self) -> None:
         self.compiler.close()
+        self._others.close()
 
     def __enter__(self) -> "Checker":
         return self

@@ -174,6 +174,8 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                     continue
                 res.report = report.to_dict()
                 res.diffs = [str(d) for d in api.fusion_diffs(report.signature, **expect)]
+                for warning in report.warnings:
+                    print(f"fp8-check check: warning: {label} on {t}/{p}: {warning}", file=sys.stderr)
                 for problem in baked_in(report.hlo, report.stablehlo):
                     print(f"fp8-check check: warning: {label} on {t}/{p}: {problem}: XLA may fold them (and FP8 scales) "
                           "at compile time, which makes the fusion rosier than with real inputs; pass parameters and FP8 "
@@ -275,11 +277,14 @@ def _print_result(res: CheckResult, report, label: str) -> None:
         print(f"  unfused: {', '.join(sig['unfused']) or '(none)'}")
         from fp8_check.pipeline.coverage import attributed, coverage, layer_table
 
+        from fp8_check.targets import platform_of
+
+        platform = platform_of(report.target)
         if attributed(report.signature):
             print("  layers:")
-            for row in layer_table(report.signature):
+            for row in layer_table(report.signature, platform):
                 print(f"    {row}")
-        print(f"  {coverage(report.signature).line()}")
+        print(f"  {coverage(report.signature, platform).line()}")
         if report.signature.collectives:
             print(f"  collectives: {len(report.signature.collectives)}")
             for c in report.signature.collectives:

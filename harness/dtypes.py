@@ -49,17 +49,20 @@ BITS = {
 # ------------------------------------------------------------------ JAX / NumPy names (case files)
 
 JAX_FP8 = ("float8_e4m3fn", "float8_e5m2")
+# The fnuz variants (no negative zero, NaN at 0x80; E4M3 max 240): what AMD's gfx942 (MI300) runs natively,
+# where the OCP types above are upcast (harness/platforms/amd.py).
+JAX_FP8_FNUZ = ("float8_e4m3fnuz", "float8_e5m2fnuz")
 JAX_FP4 = ("float4_e2m1fn",)
 JAX_SCALE = ("float8_e8m0fnu",)
 JAX_WIDE = ("float32", "bfloat16", "float16")
 # Low-precision operand formats a case may use (pattern and block-scaled cases).
-DATA_DTYPES = JAX_FP8 + JAX_FP4
+DATA_DTYPES = JAX_FP8 + JAX_FP8_FNUZ + JAX_FP4
 # Scalar scale dtypes of pattern cases: E8M0 is a power-of-two scale (MX formats).
 SCALE_DTYPES = JAX_WIDE + JAX_SCALE
 # Per-block scale dtypes of block-scaled cases: E8M0 (MX formats), E4M3 (NVFP4).
 BLOCK_SCALE_DTYPES = JAX_SCALE + JAX_FP8[:1]
 # Largest finite value of each FP8 format (what a clamp saturates to).
-FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0, "float8_e4m3fnuz": 240.0, "float8_e5m2fnuz": 57344.0}
 
 _JAX_TO_HLO = {
     "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2", "float8_e4m3": "f8e4m3", "float8_e4m3fnuz": "f8e4m3fnuz",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+from fp8_check import platforms
+
 
 def _is_array(leaf: Any) -> bool:
     """Traced: arrays and jax.ShapeDtypeStructs (anything with a shape and a dtype). Everything else is static."""
@@ -51,7 +53,7 @@ def _cpu_only_without_gpu() -> None:
         pass
 
 
-def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
+def export_callable(fn: Callable, args: tuple, kwargs: dict, platform: str = platforms.DEFAULT.jax_platform) -> bytes:
     """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`."""
     _cpu_only_without_gpu()
     import jax
@@ -76,7 +78,7 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
         # which jax.export cannot serialize as a pytree; the compiled program is the same
         return jax.tree_util.tree_leaves(fn(*a, **k))
 
-    exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)
+    exported = export.export(jax.jit(flat), platforms=[platform])(*specs)
     return bytes(exported.serialize())
 
 
@@ -109,3 +111,19 @@ def sharding_of(args: tuple, kwargs: dict) -> dict | None:
         return [list(e) if isinstance(e, tuple) else e for e in leaf.sharding.spec]
 
     return {"mesh": mesh, "in_specs": [spec(leaf) for leaf in leaves]}
+
+
+def non_native_fp8(target, args: tuple = (), kwargs: dict | None = None) -> tuple[str, ...]:
+    """A warning per FP8 dtype among the arguments that `target`'s gemm library does not run: XLA compiles it
+    without complaint and upcasts its gemms (OCP E4M3 on MI300X/gfx942, fnuz on MI350X/gfx950)."""
+    import jax
+
+    from fp8_check import dtypes
+
+    native = target.native_fp8
+    if not native:
+        return ()
+    seen = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves((args, kwargs or {}))
+                   if hasattr(leaf, "dtype") and dtypes.is_fp8(str(leaf.dtype))} - set(native))
+    return tuple(f"{d} is not native on {target.name} ({target.arch} runs {', '.join(native)} in FP8 gemms): "
+                 f"XLA upcasts gemms on {d} operands to a wider type" for d in seen)

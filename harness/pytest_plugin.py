@@ -206,7 +206,7 @@ class _Session:
                 return None, self._env_error
             options = SimpleNamespace(workers=jobs, no_cache=self.config.getoption("fp8_no_cache"))
             try:
-                self._compiler, _ = selection.start_compiler(self.mode, args=options)
+                self._compiler, _ = selection.start_compiler(self.mode, args=options, for_targets=self.targets())
             except (selection.BrokenEnvironment, selection.UsageError) as exc:
                 self._env_error = f"broken environment: {exc}"
                 return None, self._env_error

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.pipeline import cases as case_mod
 from fp8_check.pipeline import runner
 from fp8_check.pipeline import pool
@@ -84,17 +85,19 @@ def mode(value: str | None) -> str:
 
 
 def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=(), args=None,
-                   workers: int | None = None) -> tuple[CompilerPool, dict]:
+                   workers: int | None = None, for_targets=()) -> tuple[CompilerPool, dict]:
     """A pool of compile workers behind the compile cache, and its environment (versions, device); deviceless,
     `check_targets`' specs are parsed by XLA first, so that a malformed one is bad input (UsageError), not a
     broken environment. Shipped targets are known to parse and are not checked (a fully cached run starts no JAX).
-    `args` may carry `-j/--workers` and `--no-cache` (fp8_check.pipeline.pool.add_options); `workers` overrides -j."""
+    `args` may carry `-j/--workers` and `--no-cache` (fp8_check.pipeline.pool.add_options); `workers` overrides -j.
+    The workers run in the environment that compiles for `check_targets` and `for_targets` (`platform_python`)."""
     from fp8_check.targets import gpu_present
 
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
+    python = platform_python([*check_targets, *for_targets]) if mode_name == "deviceless" else None
     try:
-        compiler = pool.from_args(args, mode_name, jobs=workers, timeout=timeout)
+        compiler = pool.from_args(args, mode_name, python=python, jobs=workers, timeout=timeout)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -103,11 +106,33 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
             check_target_spec(compiler, t)
     except WorkerError as exc:
         compiler.close()
-        raise BrokenEnvironment(f"cannot start the compile worker (is jax[cuda12] installed?): {exc}") from None
+        raise BrokenEnvironment(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
     except BaseException:  # a bad target spec (UsageError), or interrupted while starting
         compiler.kill()
         raise
     return compiler, env
+
+
+def env_platform(targets) -> platforms.Platform | None:
+    """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (envs.other_platform)."""
+    from fp8_check.versions import envs
+
+    try:
+        return envs.other_platform(targets)
+    except ValueError as exc:
+        raise UsageError(f"--target: {exc}") from None
+
+
+def platform_python(targets) -> str | None:
+    """The interpreter that compiles for `targets` (envs.python_for): None for this one."""
+    from fp8_check.versions import envs
+
+    try:
+        return envs.python_for(targets)
+    except ValueError as exc:
+        raise UsageError(f"--target: {exc}") from None
+    except envs.InstallError as exc:
+        raise BrokenEnvironment(f"cannot build the environment for {', '.join(t.name for t in targets)}: {exc}") from None
 
 
 def check_spec_files(given: str | None, mode_name: str, option: str = "--target") -> None:

@@ -28,7 +28,16 @@ def cmd_check(args) -> int:
     from fp8_check.selection import _shipped, check_target_spec
     from fp8_check.targets import TargetSpecError, load_target, target_names
 
+    from fp8_check import platforms
+    from fp8_check.versions import envs
+
     names = [args.spec] if args.spec else list(target_names())
+    if not args.spec:  # the targets this environment compiles for; another platform's are checked by name
+        elsewhere = [n for n in names if load_target(n).platform not in (platforms.DEFAULT,) and not load_target(n).platform.installed()]
+        names = [n for n in names if n not in elsewhere]
+        if elsewhere:
+            print(f"fp8-check target check: {', '.join(elsewhere)} compile in another environment; check each by name "
+                  f"(fp8-check target check {elsewhere[0]})")
     targets = []
     for name in names:
         try:
@@ -38,7 +47,10 @@ def cmd_check(args) -> int:
         except TargetSpecError as exc:
             print(f"fp8-check: refused: {exc}", file=sys.stderr)
             return 3
-    compiler = Compiler("deviceless")
+    try:
+        compiler = Compiler("deviceless", python=envs.python_for(targets))
+    except (ValueError, envs.InstallError) as exc:
+        raise broken_environment(f"cannot build the environment for {', '.join(names)}: {exc}") from None
     failed = 0
     with compiler:
         try:
@@ -52,8 +64,12 @@ def cmd_check(args) -> int:
         print(f"fp8-check target check: jax {jax_version} (cuDNN read from {_field(jax_version)})")
         for t in targets:
             e = environment_entry(t, jax_version)
-            print(f"{t.name}: compute capability {e['compute_capability']}, CUDA runtime {e['cuda_runtime']}, "
-                  f"cuDNN {e['cudnn']} (written to runtime_version and {e['cudnn_field']})")
+            if t.platform is platforms.DEFAULT:
+                print(f"{t.name}: compute capability {e['compute_capability']}, CUDA runtime {e['cuda_runtime']}, "
+                      f"cuDNN {e['cudnn']} (written to runtime_version and {e['cudnn_field']})")
+            else:
+                print(f"{t.name}: {t.platform.vendor} {t.arch}, {t.platform.runtime_header.replace('_', ' ')} "
+                      f"{e['cuda_runtime']} (written to runtime_version), native FP8: {', '.join(t.native_fp8)}")
             for note in t.notes:
                 print(f"  fixed: {note}")
             if args.print_spec:

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.errors import BrokenEnvironmentError
+from fp8_check.platforms import Platform, nvidia
 
 TARGET_DIR = Path(__file__).parent / "targets"
 MODES = ("auto", "deviceless", "device")
@@ -63,6 +65,16 @@ class Target:
     # Slices x hosts x GPUs per host (JAX's topology string); multi-device targets (`h100x8`, `h100x2x4`)
     # state it in one comment line of `config_text` too (harness/pipeline/aot.py reads it from there).
     topology: str = "1x1x1"
+    arch: str = ""  # the architecture the spec names: `sm_90`, `gfx942`
+
+    @property
+    def platform(self) -> Platform:
+        return platforms.of_spec(self.config_text)
+
+    @property
+    def native_fp8(self) -> tuple[str, ...]:
+        """The FP8 dtypes this target's gemm library runs natively (() when it has no FP8 gemms)."""
+        return self.platform.native_fp8(self.arch, self.compute_capability)
 
     @property
     def devices(self) -> int:
@@ -72,8 +84,8 @@ class Target:
 
     @property
     def fp8_capable(self) -> bool:
-        """FP8 tensor cores exist from sm_89 (Ada) on."""
-        return self.compute_capability >= (8, 9)
+        """The target has FP8 gemms (NVIDIA: sm_89 and newer; AMD: gfx942, gfx950)."""
+        return bool(self.native_fp8)
 
     @property
     def has_runtime_version(self) -> bool:
@@ -121,8 +133,23 @@ def target_names() -> tuple[str, ...]:
 
 # Multi-device targets: a shipped GPU spec and a topology. `<gpu>x<N>` is one host with N GPUs,
 # `<gpu>x<H>x<N>` H hosts with N GPUs each; these are the ones the case library and goldens use.
-MULTI_DEVICE_TARGETS = ("h100x8", "h100x2x4", "b200x4")
+MULTI_DEVICE_TARGETS = ("h100x8", "h100x2x4", "b200x4", "mi300x8", "mi350x8")
 _MULTI = re.compile(r"^([a-z][a-z0-9]*?\d)x(\d+)(?:x(\d+))?$")
+_COUNTS = re.compile(r"^(\d+)(?:x(\d+))?$")
+
+
+def _split_multi(name: str) -> tuple[str, str, str | None] | None:
+    """(GPU spec, N, None) or (spec, HOSTS, N) of a multi-device name: `h100x8`, `h100x2x4`, and for a spec
+    whose own name ends in `x` (`mi300x`), `mi300x8`."""
+    m = _MULTI.fullmatch(name)
+    if m and (TARGET_DIR / f"{m.group(1)}.txtpb").is_file():
+        return m.group(1), m.group(2), m.group(3)
+    for spec in sorted(target_names(), key=len, reverse=True):
+        prefix = spec if spec.endswith("x") else spec + "x"
+        counts = _COUNTS.fullmatch(name[len(prefix):]) if name.startswith(prefix) else None
+        if counts:
+            return spec, counts.group(1), counts.group(2)
+    return None
 
 
 def all_target_names() -> tuple[str, ...]:
@@ -136,13 +163,13 @@ def _multi_device(name: str) -> Target | None:
 
     from fp8_check.pipeline.aot import TOPOLOGY_LINE
 
-    m = _MULTI.fullmatch(name)
-    if not m or not (TARGET_DIR / f"{m.group(1)}.txtpb").is_file():
+    m = _split_multi(name)
+    if m is None:
         return None
-    hosts, per_host = (int(m.group(2)), int(m.group(3))) if m.group(3) else (1, int(m.group(2)))
+    hosts, per_host = (int(m[1]), int(m[2])) if m[2] else (1, int(m[1]))
     if not 1 <= hosts <= 64 or not 1 <= per_host <= 64 or hosts * per_host < 2:
         return None
-    base = load_target(m.group(1))
+    base = load_target(m[0])
     topology = f"1x{hosts}x{per_host}"
     where = f"{hosts} hosts x {per_host} GPUs" if hosts > 1 else f"{per_host} GPUs"
     return replace(base, name=name, topology=topology, description=f"{where}, each {base.description}",
@@ -190,7 +217,8 @@ def load_target(name: str) -> Target:
 # Shipped specs state their versions in a header, once:
 #   # cuda_runtime: 12.8.0  source: ...
 #   # cudnn: 9.13.0  source: ...
-_HEADER_VERSION = re.compile(r"^#\s*(cuda_runtime|cudnn):\s*(\d+)\.(\d+)\.(\d+)\b(.*)$", re.M)
+#   # rocm_runtime: 7.0.0  source: ...      (an AMD target: its runtime, written to runtime_version; no cuDNN)
+_HEADER_VERSION = re.compile(r"^#\s*(cuda_runtime|rocm_runtime|cudnn):\s*(\d+)\.(\d+)\.(\d+)\b(.*)$", re.M)
 _BLOCK_VERSION = r"^\s*{name}\s*\{{([^{{}}]*)\}}"
 
 
@@ -202,7 +230,7 @@ def _block_version(text: str, name: str) -> tuple[int, ...] | None:
     return tuple(int(p.group(1)) if p else 0 for p in parts)
 
 
-def parse_versions(text: str, where: str) -> tuple[TargetVersions, tuple[str, ...]]:
+def parse_versions(text: str, where: str, platform: Platform = platforms.DEFAULT) -> tuple[TargetVersions, tuple[str, ...]]:
     """The CUDA runtime and cuDNN versions a spec states, and notes on what fp8-check rewrites.
 
     Refuses (TargetSpecError) a spec without a CUDA runtime or cuDNN version, or one
@@ -215,6 +243,14 @@ def parse_versions(text: str, where: str) -> tuple[TargetVersions, tuple[str, ..
     m = re.search(r'^\s*dnn_version\s*:\s*"(\d+)\.(\d+)(?:\.(\d+))?"', text, re.M)
     device_dnn = tuple(int(x or 0) for x in m.groups()) if m else None
     notes: list[str] = []
+    if platform.runtime_header != "cuda_runtime":
+        runtime = header.get(platform.runtime_header, (None, ""))[0] or runtime_block
+        if runtime is None:
+            raise TargetSpecError(where, "runtime_version", f"no {platform.vendor} runtime version: add a header line "
+                                  f"'# {platform.runtime_header}: 7.0.0' or runtime_version {{ major: 7 }}; without it "
+                                  "XLA before JAX 0.12.0 never emits FP8 gemms")
+        sources = "; ".join(f"{k} {v[1]}".strip() for k, v in sorted(header.items()) if v[1])
+        return TargetVersions(runtime, (), sources or "read from the spec's own fields"), ()
     runtime = header.get("cuda_runtime", (None, ""))[0] or runtime_block
     if runtime is None:
         raise TargetSpecError(where, "runtime_version", "no CUDA runtime version: without it XLA assumes an unknown "
@@ -239,27 +275,29 @@ def parse_versions(text: str, where: str) -> tuple[TargetVersions, tuple[str, ..
 def _with_version_header(text: str, versions: TargetVersions) -> str:
     """`text` stating its versions in the header form, so that it parses back to the same Target."""
     have = {m.group(1) for m in _HEADER_VERSION.finditer(text)}
+    runtime_key = "rocm_runtime" if "rocm_runtime" in have or not versions.cudnn else "cuda_runtime"
     lines = [f"# {key}: {TargetVersions.text(value)}  source: {versions.source}"
-             for key, value in (("cuda_runtime", versions.cuda_runtime), ("cudnn", versions.cudnn))
+             for key, value in ((runtime_key, versions.cuda_runtime), ("cudnn", versions.cudnn))
              if key not in have and value]
     return "\n".join(lines + [text]) if lines else text
 
 
 def parse_target(name: str, text: str, where: str | None = None) -> Target:
-    cc = re.search(r"cuda_compute_capability\s*\{([^}]*)\}", text)
-    if not cc:
-        raise ValueError(f"target '{name}': no cuda_compute_capability in its GpuTargetConfig")
-    major = re.search(r"major:\s*(\d+)", cc.group(1))
-    minor = re.search(r"minor:\s*(\d+)", cc.group(1))
+    platform = platforms.of_spec(text)
+    try:
+        arch, compute_capability = platform.arch_of_spec(text)
+    except ValueError as exc:
+        raise ValueError(f"target '{name}': {exc}") from None
     first = text.splitlines()[0] if text else ""
     desc = first.split(":", 1)[1].strip() if first.startswith("# fp8-check target spec:") else name
     from fp8_check.pipeline.aot import strip_version_fields
 
-    versions, notes = parse_versions(text, where or f"target '{name}'")
+    versions, notes = parse_versions(text, where or f"target '{name}'", platform)
     return Target(
         name=name,
         config_text=_with_version_header(strip_version_fields(text), versions),
-        compute_capability=(int(major.group(1)) if major else 0, int(minor.group(1)) if minor else 0),
+        compute_capability=compute_capability,
+        arch=arch,
         description=desc,
         versions=versions,
         notes=notes,
@@ -271,9 +309,9 @@ def gpu_present() -> bool:
     """Cheap check for a local NVIDIA GPU, without initialising CUDA in this process."""
     if os.environ.get("FP8_CHECK_NO_GPU"):
         return False
-    if Path("/dev/nvidia0").exists():
+    if Path(nvidia.DEVICE_NODE).exists():
         return True
-    smi = shutil.which("nvidia-smi")
+    smi = shutil.which(nvidia.SMI)
     if smi:
         try:
             out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
@@ -281,6 +319,15 @@ def gpu_present() -> bool:
         except (OSError, subprocess.SubprocessError):
             return False
     return False
+
+
+def platform_of(name: str) -> Platform:
+    """The platform of the target named `name` (a shipped or multi-device target, or a spec path);
+    the default platform when no such spec can be read."""
+    try:
+        return load_target(name).platform
+    except KeyError:
+        return platforms.DEFAULT
 
 
 def resolve_mode(mode: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fp8_check import dtypes
+from fp8_check import dtypes, platforms
 
 REGRESSION, IMPROVEMENT, NEUTRAL, MIXED = "regression", "improvement", "neutral", "mixed"
 LINE_CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL)
@@ -38,14 +38,13 @@ def _list(value: Any) -> list:
 
 def _family(target: Any) -> str:
     t = str(target)
-    if t.startswith("__cublas$lt$matmul$f8"):
-        return "cublas-fp8"
-    if t.startswith("__cublas"):
-        return "cublas"
+    library = platforms.engine_of(t)
+    if library is not None and library.family != "cudnn":
+        return library.family
     if t.startswith("__triton") or "triton" in t:
         return "triton"
-    if t.startswith("__cudnn"):
-        return "cudnn"
+    if library is not None:
+        return library.family
     return "plain"  # a dot left in a loop/input fusion, or a bare dot: no gemm emitter
 
 

@@ -110,10 +110,14 @@ def test_nothing_imports_the_cli():
 
 
 def test_the_compile_worker_imports_only_aot():
-    # it runs inside per-version environments that hold only JAX
-    assert GRAPH["fp8_check.pipeline.worker"] <= {"fp8_check.pipeline.aot", "fp8_check.pipeline.worker_guard", "fp8_check.pipeline", IMPORT_NAME}
+    # it runs inside per-version environments that hold only JAX (and asks the platforms, standard library only)
+    platform_modules = {m for m in GRAPH if m == "fp8_check.platforms" or m.startswith("fp8_check.platforms.")}
+    assert GRAPH["fp8_check.pipeline.worker"] <= {"fp8_check.pipeline.aot", "fp8_check.pipeline.worker_guard", "fp8_check.pipeline",
+                                                  IMPORT_NAME} | platform_modules
     assert GRAPH["fp8_check.pipeline.worker_guard"] == set()  # standard library only
     assert GRAPH["fp8_check.pipeline.aot"] == set()
+    for m in platform_modules:
+        assert GRAPH[m] <= platform_modules | {IMPORT_NAME}, m
 
 
 def test_outcome_codes_are_defined_once():
@@ -203,6 +207,7 @@ def test_kinds_do_not_import_each_other():
 # never one above. The first entry naming a module (exactly, or as a package prefix ending in '.') wins.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("domain", (  # values and pure rules: no compiling, no files but the goldens/case text they parse
+        "fp8_check.platforms", "fp8_check.platforms.",  # what differs between GPU vendors (standard library only)
         "fp8_check.errors", "fp8_check.dtypes", "fp8_check.targets", "fp8_check.pipeline.aot", "fp8_check.pipeline.hlo", "fp8_check.pipeline.safe_yaml",
         "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
         "fp8_check.pipeline.case_model", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
@@ -214,7 +219,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("pipeline", ("fp8_check.pipeline.", "fp8_check.export")),  # plan -> render -> compile -> signature -> judge
     ("services", (  # built on the pipeline: the API, versions, upstream, reports, GPU-only checks
-        "fp8_check.api", "fp8_check.check_process", "fp8_check.target_check", "fp8_check.layers.", "fp8_check.versions.matrix_document",
+        "fp8_check.api", "fp8_check.other_environments", "fp8_check.check_process", "fp8_check.target_check", "fp8_check.layers.", "fp8_check.versions.matrix_document",
         "fp8_check.versions.matrix_view", "fp8_check.versions.news", "fp8_check.versions.goldens", "fp8_check.versions.envs", "fp8_check.versions.releases",
         "fp8_check.versions.uvbin", "fp8_check.versions.wheels", "fp8_check.versions.shared_xla", "fp8_check.upstream.",
         "fp8_check.report.", "fp8_check.gpu.numerics",

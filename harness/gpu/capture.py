@@ -34,6 +34,8 @@ import time
 from typing import AbstractSet, Any
 from pathlib import Path
 
+from fp8_check import platforms
+from fp8_check.platforms import amd
 from fp8_check.targets import TARGET_DIR, parse_target
 from fp8_check import selection
 
@@ -72,7 +74,7 @@ SCHEMA: dict[str, dict[int, tuple]] = {
         2: ("minor", _INT, None),
         3: ("feature_extension", _ENUM, ("UNSPECIFIED", "NONE", "ACCELERATED_FEATURES", "FAMILY_COMPATIBLE_FEATURES")),
     },
-    "RocmComputeCapabilityProto": {1: ("gcn_arch_name", _STR, None)},
+    "RocmComputeCapabilityProto": {1: (amd.ARCH_NAME, _STR, None)},
     "OneAPIComputeCapabilityProto": {1: ("architecture", _STR, None)},
     "ExecutionUnitDescriptionProto": {1: ("rate_infos", _MAP, "RateInfosEntry")},
     "RateInfosEntry": {1: ("key", _INT, None), 2: ("value", _MSG, "RateInfoProto")},
@@ -94,8 +96,8 @@ SCHEMA: dict[str, dict[int, tuple]] = {
         13: ("clock_rate_ghz", _FLOAT, None),
         14: ("device_memory_size", _INT, None),
         15: ("shared_memory_per_block_optin", _INT, None),
-        16: ("cuda_compute_capability", _MSG, "CudaComputeCapabilityProto"),
-        17: ("rocm_compute_capability", _MSG, "RocmComputeCapabilityProto"),
+        16: (platforms.NVIDIA.arch_field, _MSG, "CudaComputeCapabilityProto"),
+        17: (platforms.AMD.arch_field, _MSG, "RocmComputeCapabilityProto"),
         18: ("registers_per_core_limit", _INT, None),
         19: ("registers_per_block_limit", _INT, None),
         20: ("scalar_unit_description", _MSG, "ExecutionUnitDescriptionProto"),

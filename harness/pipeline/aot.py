@@ -20,8 +20,10 @@ import time
 CODEGEN_THREADS_FLAG = "--xla_gpu_force_compilation_parallelism"
 
 
-def prepare_environment(mode, dump_dir, codegen_threads=None):
+def prepare_environment(mode, dump_dir, codegen_threads=None, deviceless_env=None):
     """Set the process environment for `mode` ('deviceless' or 'device'); call before importing jax.
+
+    `deviceless_env`: what the GPU plugins need to compile without their GPU (fp8_check.platforms says).
 
     `codegen_threads`: how many threads XLA compiles a module's LLVM IR on (its default is
     every core). A pool of several workers gives each its share of the cores, so that they do
@@ -29,11 +31,10 @@ def prepare_environment(mode, dump_dir, codegen_threads=None):
     user put in XLA_FLAGS wins.
     """
     if mode == "deviceless":
-        # Never touch a GPU: only the CPU backend is initialised, the CUDA plugin
-        # is used as a compiler. The plugin's CUDA version check calls cuInit,
-        # which fails without a driver, so it is skipped.
+        # Never touch a GPU: only the CPU backend is initialised, the GPU plugin
+        # is used as a compiler.
         os.environ["JAX_PLATFORMS"] = "cpu"
-        os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+        os.environ.update(deviceless_env or {})
     # compiled.as_text() is empty for deviceless executables on JAX 0.6-0.8;
     # the optimized-HLO dump works on every version.
     flags = os.environ.get("XLA_FLAGS", "")
@@ -68,9 +69,9 @@ def device_count(topology):
     return count
 
 
-def compile_device(mode, target_config):
-    """What to compile for: one device (a compile-only device built from `target_config`, or the local
-    GPU), or, for a multi-device topology, a tuple of them."""
+def compile_device(mode, target_config, platform):
+    """What to compile for: one device (a compile-only device built from `target_config` for JAX's
+    `platform`, or the local GPU), or, for a multi-device topology, a tuple of them."""
     import jax
 
     topology = topology_of(target_config)
@@ -82,7 +83,7 @@ def compile_device(mode, target_config):
         return gpus[0] if count == 1 else tuple(gpus[:count])
     from jax.experimental import topologies
 
-    topo = topologies.get_topology_desc(platform="cuda", target_config=target_config, topology=topology)
+    topo = topologies.get_topology_desc(platform=platform, target_config=target_config, topology=topology)
     return topo.devices[0] if count == 1 else tuple(topo.devices)
 
 
@@ -289,16 +290,16 @@ def target_config_for(config_text, versions, jax_version):
 #
 # An unknown flag in the compile options aborts the whole process at the first
 # compile on versions that lack it, so a flag that only some versions have is
-# looked up first, by name, in the XLA that compiles for the GPU (the CUDA plugin).
+# looked up first, by name, in the XLA that compiles for the GPU (the GPU plugin's modules).
 
 _FLAG_CACHE: dict = {}
 
 
-def _xla_libraries():
+def _xla_libraries(plugin_modules):
     import importlib.util
 
     paths = []
-    for module in ("jax_plugins.xla_cuda12", "jax_plugins.xla_cuda13", "jax_cuda12_plugin", "jaxlib"):
+    for module in tuple(plugin_modules) + ("jaxlib",):
         try:
             spec = importlib.util.find_spec(module)
         except (ImportError, ValueError):
@@ -312,17 +313,19 @@ def _xla_libraries():
     return paths
 
 
-def xla_has_flag(name):
-    """True when the XLA this process compiles with defines the DebugOptions flag `name`."""
+def xla_has_flag(name, plugin_modules):
+    """True when the XLA this process compiles with (in `plugin_modules`, else jaxlib) defines the
+    DebugOptions flag `name`."""
     import mmap
 
-    if name not in _FLAG_CACHE:
+    key = (name, tuple(plugin_modules))
+    if key not in _FLAG_CACHE:
         needle = name.encode()
         found = False
-        for path in _xla_libraries():
+        for path in _xla_libraries(plugin_modules):
             with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
                 if m.find(needle) >= 0:
                     found = True
                     break
-        _FLAG_CACHE[name] = found
-    return _FLAG_CACHE[name]
+        _FLAG_CACHE[key] = found
+    return _FLAG_CACHE[key]

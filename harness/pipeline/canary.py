@@ -19,11 +19,12 @@ first by `runner.prefetch`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
 from fp8_check.errors import BrokenEnvironmentError
+from fp8_check.platforms import NVIDIA
 from fp8_check.pipeline import render, signature
 from fp8_check.pipeline.case_model import Block, Case, Shape
 from fp8_check.pipeline.compile import CompileRequest, CompileService
@@ -39,6 +40,16 @@ CANARY = Case(
 )
 
 
+def canary_for(target: Target) -> Case:
+    """The FP8 canary in the target's own FP8 type: E4M3 (OCP) on NVIDIA and gfx950, E4M3 fnuz on gfx942."""
+    native = target.native_fp8
+    if not native or native[0] == CANARY.a_dtype:
+        return CANARY
+    short = native[0].replace("float8_", "")
+    return replace(CANARY, id=f"canary_{short}_plain", a_dtype=native[0], b_dtype=native[0],
+                   description=f"plain {short} x {short} matmul; on {target.arch} it must become an FP8 gemm")
+
+
 class CanaryError(BrokenEnvironmentError, RuntimeError):
     """The environment cannot produce FP8 gemms at all: reporting regressions would be noise."""
 
@@ -46,14 +57,14 @@ class CanaryError(BrokenEnvironmentError, RuntimeError):
 
 
 
-BLOCK_SCALED_TARGET = "__cudnn$blockScaledDot"
+BLOCK_SCALED_TARGET = next(iter(NVIDIA.block_scaled_targets))
 
 PROBE = Case(
     id="canary_cudnn_block_scaled",
     file="<built-in>",
     line=0,
     kind="block_scaled",
-    description="tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become __cudnn$blockScaledDot",
+    description=f"tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become {BLOCK_SCALED_TARGET}",
     block=Block("scaled_matmul", "mxfp8", 32),
     a_dtype="float8_e4m3fn",
     b_dtype="float8_e4m3fn",
@@ -122,15 +133,17 @@ def check_canary(compiler: CompileService, target: Target, cudnn: bool = True) -
     With `cudnn` (deviceless), also prove that the target's cuDNN version took effect
     (`harness/target_check.py`): a CanaryError naming the field and the JAX version if not.
     """
-    comp = compiler.compile(render.render(CANARY), target, PROFILES["cublas"])
+    canary = canary_for(target)
+    comp = compiler.compile(render.render(canary), target, PROFILES["cublas"])
     if not comp.ok:
-        raise CanaryError(f"canary '{CANARY.id}' did not compile for {target.name}: {comp.error.splitlines()[0] if comp.error else ''}")
+        raise CanaryError(f"canary '{canary.id}' did not compile for {target.name}: {comp.error.splitlines()[0] if comp.error else ''}")
     sig = signature.extract(comp.hlo or "")
     if target.fp8_capable and sig.fp8_gemms == 0:
         hint = "" if target.has_runtime_version else " (its target config has no runtime_version)"
         found = ", ".join(f"{g.target} {'x'.join(g.operand_dtypes)}" for g in sig.gemms) or "no gemm"
         raise CanaryError(
-            f"broken environment: a plain E4M3 x E4M3 matmul did not become an FP8 gemm on FP8-capable target "
+            f"broken environment: a plain {'E4M3 x E4M3' if canary is CANARY else canary.a_dtype + ' x ' + canary.b_dtype} "
+            f"matmul did not become an FP8 gemm on FP8-capable target "
             f"{target.name}{hint}; found {found}"
         )
     if cudnn and compiler.mode == "deviceless":
@@ -145,7 +158,7 @@ def requests(targets: list[Target], mode: str, jax_version: str) -> list[Compile
     """The canaries' compilations for `targets` (queued before the cases by runner.prefetch)."""
     out: list[CompileRequest] = []
     for t in targets:
-        out.append(CompileRequest(render.render(CANARY), t, PROFILES["cublas"]))
+        out.append(CompileRequest(render.render(canary_for(t)), t, PROFILES["cublas"]))
         if mode == "deviceless" and expects_cudnn(t, jax_version):
             out.append(CompileRequest(render.render(PROBE), t, PROFILES["cublas"]))
     return out

@@ -34,6 +34,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from fp8_check import platforms
 from fp8_check.pipeline import cost_table
 from fp8_check.pipeline import signature as sigmod
 from fp8_check.pipeline.collectives import device_groups
@@ -87,7 +88,8 @@ def hardware(target) -> Hardware:
         target = load_target(target)
     text = target.config_text
     m = re.search(r'device_description_str\s*:\s*"([^"]*)"', text)
-    part, note = cost_table.part_for(m.group(1) if m else target.description, target.name, target.compute_capability)
+    cc = target.compute_capability if target.platform is platforms.DEFAULT else (0, 0)  # the table: NVIDIA parts only
+    part, note = cost_table.part_for(m.group(1) if m else target.description, target.name, cc)
     notes = [note] if note else []
     hbm = _spec_number(text, "memory_bandwidth")
     if not hbm:

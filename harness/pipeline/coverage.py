@@ -12,23 +12,25 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from fp8_check.pipeline.signature import Gemm, Signature
+from fp8_check import platforms
+from fp8_check.platforms import Platform
 
 
-def engine(g: Gemm) -> str:
-    """Where the matmul runs, and on what: `cuBLASLt FP8`, `Triton FP8`, `cuDNN block-scaled`, `cuBLAS bf16`, ..."""
+def engine(g: Gemm, platform: Platform = platforms.DEFAULT) -> str:
+    """Where the matmul runs, and on what: `cuBLASLt FP8`, `Triton FP8`, `cuDNN block-scaled`, `cuBLAS bf16`, ...
+    (the gemm libraries named as on `platform`: `hipBLASLt FP8` on AMD)."""
     t = g.target or "?"
     dtypes = sorted(set(g.operand_dtypes)) or ["?"]
     kind = "x".join(dtypes)
-    if t.startswith("__cublas$lt$matmul$f8"):
-        return "cuBLASLt FP8"
-    if t.startswith("__cudnn") and g.fp8:
-        return "cuDNN block-scaled"
+    library = platform.engine_of(t)
+    if library is not None and library.fp8:
+        return library.label
+    if library is not None and library.fp8_label and g.fp8:
+        return library.fp8_label
     if "triton" in t:
         return "Triton FP8" if g.fp8 else f"Triton {kind}"
-    if t.startswith("__cublas"):
-        return f"cuBLAS {kind}"
-    if t.startswith("__cudnn"):
-        return f"cuDNN {kind}"
+    if library is not None:
+        return f"{library.label} {kind}"
     return f"{t} {kind} (no gemm emitter)"
 
 
@@ -65,11 +67,11 @@ class Coverage:
 
 
 def _is_low(engine_name: str) -> bool:
-    return engine_name in ("cuBLASLt FP8", "Triton FP8", "cuDNN block-scaled")
+    return engine_name == "Triton FP8" or any(engine_name in p.low_precision_labels() for p in platforms.PLATFORMS)
 
 
-def coverage(sig: Signature) -> Coverage:
-    engines = Counter(engine(g) for g in sig.gemms)
+def coverage(sig: Signature, platform: Platform = platforms.DEFAULT) -> Coverage:
+    engines = Counter(engine(g, platform) for g in sig.gemms)
     ordered = dict(sorted(engines.items(), key=lambda kv: (not _is_low(kv[0]), -kv[1], kv[0])))
     sized = [g for g in sig.gemms if g.flops]
     return Coverage(len(sig.gemms), sum(g.fp8 for g in sig.gemms), ordered,
@@ -92,12 +94,12 @@ class LayerRow:
     source: str
 
 
-def layer_rows(sig: Signature) -> list[LayerRow]:
+def layer_rows(sig: Signature, platform: Platform = platforms.DEFAULT) -> list[LayerRow]:
     """One row per layer x pass x engine x dtypes, in layer order (forward before backward)."""
     groups: dict[tuple, list[Gemm]] = {}
     for g in sig.gemms:
         dtypes = f"{' x '.join(g.operand_dtypes)} -> {g.output or '?'}"
-        key = (g.layer or "(no layer)", g.pass_ or "-", engine(g), dtypes)
+        key = (g.layer or "(no layer)", g.pass_ or "-", engine(g, platform), dtypes)
         groups.setdefault(key, []).append(g)
     order = {"forward": 0, "backward-input": 1, "backward-weight": 2, "backward": 3}
     rows = [LayerRow(k[0], k[1], k[2], k[3], len(v), sum(g.flops or 0 for g in v),
@@ -113,11 +115,11 @@ def layers_text(sig: Signature | None) -> str:
     return "\n".join([*layer_table(sig), "", coverage(sig).line()])
 
 
-def layer_table(sig: Signature) -> list[str]:
+def layer_table(sig: Signature, platform: Platform = platforms.DEFAULT) -> list[str]:
     """The per-layer table as aligned text lines (header first); [] when no matmul carries a layer."""
     if not attributed(sig):
         return []
-    rows = layer_rows(sig)
+    rows = layer_rows(sig, platform)
     width = max(len("layer"), *(len(r.layer) for r in rows))
     eng = max(len("engine"), *(len(r.engine) + (len(f"{r.count}x ") if r.count > 1 else 0) for r in rows))
     out = [f"{'layer':<{width}}  {'pass':<15}  {'engine':<{eng}}  operands -> output  (source)"]

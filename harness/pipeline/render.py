@@ -58,4 +58,7 @@ def repro_script(case_source: str, target: Target, profile: Profile, jax_version
         target=target,
         profile=profile,
         jax_version=jax_version,
+        platform=target.platform,
+        install=target.platform.install(jax_version),
+        deviceless_env=target.platform.deviceless_env,
     )

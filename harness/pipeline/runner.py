@@ -33,12 +33,18 @@ from fp8_check.verdict import NEUTRAL, Verdict, classify, classify_extra
 MIN_DEVICELESS_JAX = Version("0.6.1")
 
 
-def deviceless_unsupported(jax_version: str) -> str | None:
+def deviceless_unsupported(jax_version: str, targets=()) -> str | None:
+    """Why nothing compiles deviceless on `jax_version` (for `targets`: their platform may have no plugin
+    for that version, e.g. ROCm on JAX 0.8.x), or None."""
     if Version(jax_version) < MIN_DEVICELESS_JAX:
         return (
             f"deviceless compilation needs JAX >= {MIN_DEVICELESS_JAX} (older XLA rejects runtime_version in the "
             "target config and then never emits FP8 gemms); run this version on a real GPU"
         )
+    for target in targets:
+        reason = target.platform.unsupported_reason(jax_version)
+        if reason:
+            return reason
     return None
 
 
@@ -203,10 +209,10 @@ def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Itera
 Job = tuple[Case, Target, Profile, "str | None", "CompileRequest | None"]
 
 
-def unsupported_reason(profile: Profile, mode: str, jax_version: str) -> str | None:
-    """Why nothing compiles for `profile` here (UNSUPPORTED without compiling), or None."""
+def unsupported_reason(profile: Profile, mode: str, jax_version: str, target: Target | None = None) -> str | None:
+    """Why nothing compiles for `profile` (and `target`) here (UNSUPPORTED without compiling), or None."""
     if mode == "deviceless":
-        reason = deviceless_unsupported(jax_version)
+        reason = deviceless_unsupported(jax_version, [target] if target is not None else [])
         if reason is None and not profile.deviceless:
             reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
         return reason
@@ -226,7 +232,7 @@ def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: s
     """Every planned (case, target, profile) with why it does not compile (UNSUPPORTED) or its compile request."""
     jobs: list[Job] = []
     for case, target, profile in plan(cases, targets, profiles):
-        reason = unsupported_reason(profile, mode, jax_version)
+        reason = unsupported_reason(profile, mode, jax_version, target)
         request = None if reason else request_for(case, target, profile, numerics)
         jobs.append((case, target, profile, reason, request))
     return jobs

@@ -13,7 +13,7 @@ import functools
 
 from dataclasses import dataclass
 
-from fp8_check import dtypes
+from fp8_check import dtypes, platforms
 from fp8_check.pipeline import hlo
 from fp8_check.pipeline.collectives import extract as extract_collectives
 # The typed signature lives in signature_types.py; its names are re-exported here for every reader.
@@ -42,7 +42,8 @@ PATTERN_OPS = {
     "add", "tanh", "erf", "exponential", "transpose", "copy", "dot", "scaled-dot",
 }
 _DOT_OPS = {"dot", "scaled-dot"}
-BLOCK_SCALED_TARGETS = {"__cudnn$blockScaledDot": "cudnn", "__op$block_scaled_dot": "unrewritten"}
+BLOCK_SCALED_TARGETS = {**{t: form for p in platforms.PLATFORMS for t, form in p.block_scaled_targets.items()},
+                        "__op$block_scaled_dot": "unrewritten"}
 
 
 @functools.lru_cache(maxsize=4)

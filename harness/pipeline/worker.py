@@ -17,6 +17,7 @@ import tempfile
 import traceback
 import types
 
+from fp8_check import platforms
 from fp8_check.pipeline import aot, worker_guard
 
 
@@ -24,7 +25,7 @@ from fp8_check.pipeline import aot, worker_guard
 # before `aot.prepare_environment` adds the dump flags): part of the compile-cache key.
 COMPILE_ENV_PREFIXES = ("XLA_", "JAX_", "TF_XLA", "CUDA_", "NVIDIA_", "LIBTPU")
 # Set identically by `aot.prepare_environment` in deviceless mode, whatever the parent had.
-_FORCED_DEVICELESS = ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK")
+_FORCED_DEVICELESS = ("JAX_PLATFORMS", *platforms.deviceless_environment())
 _PARENT_ENV: dict = {}
 
 
@@ -133,8 +134,7 @@ def probe(mode, names=()):
             "jax": _distribution_version("jax"),
             "jaxlib": _distribution_version("jaxlib"),
             "jaxlib_git_hash": _jaxlib_git_hash_without_import(),
-            "cuda_plugin": _distribution_version("jax-cuda12-plugin") or _distribution_version("jax-cuda13-plugin"),
-            "cuda_pjrt": _distribution_version("jax-cuda12-pjrt") or _distribution_version("jax-cuda13-pjrt"),
+            **platforms.plugin_versions(_distribution_version),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "xla_flags": _PARENT_ENV.get("XLA_FLAGS", ""),
@@ -167,8 +167,7 @@ def environment(mode):
         "jax": jax.__version__,
         "jaxlib": getattr(jaxlib, "__version__", None) or version("jaxlib"),
         "jaxlib_git_hash": git_hash,
-        "cuda_plugin": version("jax-cuda12-plugin") or version("jax-cuda13-plugin"),
-        "cuda_pjrt": version("jax-cuda12-pjrt") or version("jax-cuda13-pjrt"),
+        **platforms.plugin_versions(version),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
@@ -180,63 +179,8 @@ def environment(mode):
             "compute_capability": getattr(dev, "compute_capability", None),
             "count": len(jax.devices("gpu")),
         }
-        env["device"].update(cuda_versions())
-        env["device"].update(nvidia_smi())
+        env["device"].update(platforms.DEFAULT.device_info())
     return env
-
-
-def _cuda_version_text(value, parts):
-    """12090 -> '12.9' (CUDA runtime/driver), 120903 -> '12.9.3' (cuBLAS, cuDNN 9: major*10000+minor*100+patch)."""
-    if not value:
-        return None
-    if parts == 2:
-        return "%d.%d" % (value // 1000, value % 1000 // 10)
-    return "%d.%d.%d" % (value // 10000, value % 10000 // 100, value % 100)
-
-
-def cuda_versions():
-    """CUDA driver/runtime, cuBLAS and cuDNN versions as loaded by the CUDA plugin (empty if unknown)."""
-    try:
-        from jax._src.lib import cuda_versions as versions
-    except ImportError:
-        versions = None
-    if versions is None:
-        return {}
-    out = {}
-    for key, getter, parts in (
-        ("cuda_driver", "cuda_driver_get_version", 2),
-        ("cuda_runtime", "cuda_runtime_get_version", 2),
-        ("cuda_runtime_build", "cuda_runtime_build_version", 2),
-        ("cublas", "cublas_get_version", 3),
-        ("cublas_build", "cublas_build_version", 3),
-        ("cudnn", "cudnn_get_version", 3),
-    ):
-        try:
-            out[key] = _cuda_version_text(getattr(versions, getter)(), parts)
-        except Exception:  # an older plugin lacks a getter, or the library is missing
-            out[key] = None
-    return out
-
-
-def nvidia_smi():
-    """Driver version, name and compute capability of GPU 0 as nvidia-smi reports them (empty without it)."""
-    import shutil
-    import subprocess
-
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return {}
-    fields = ("driver_version", "name", "compute_cap", "memory.total", "clocks.max.sm")
-    try:
-        out = subprocess.run([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader", "-i", "0"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    if out.returncode != 0 or not out.stdout.strip():
-        return {}
-    values = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",")]
-    keys = ("driver_version", "smi_name", "smi_compute_capability", "memory_total", "max_sm_clock")
-    return dict(zip(keys, values))
 
 
 def _encode(array):
@@ -274,7 +218,8 @@ def topology(mode, target_config):
         topo = topologies.get_attached_topology("gpu")
         topo = topologies.TopologyDescription(topo.devices[:1])
     else:
-        topo = topologies.get_topology_desc(platform="cuda", target_config=target_config, topology="1x1x1")
+        topo = topologies.get_topology_desc(platform=platforms.of_spec(target_config).jax_platform,
+                                            target_config=target_config, topology="1x1x1")
     return base64.b64encode(topo.serialize()).decode()
 
 
@@ -324,7 +269,9 @@ def main():
     worker_guard.die_with_parent(dump_dir)
 
     _PARENT_ENV.update({k: v for k, v in os.environ.items() if k.startswith(COMPILE_ENV_PREFIXES)})
-    aot.prepare_environment(mode, dump_dir, codegen_threads=threads)
+    aot.prepare_environment(mode, dump_dir, codegen_threads=threads, deviceless_env=platforms.deviceless_environment())
+    if mode == "deviceless":
+        platforms.prepare_deviceless()
     # The protocol gets its own copy of stdout; fd 1 then points at stderr so
     # that anything JAX, XLA or a case prints cannot corrupt the protocol.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -343,6 +290,10 @@ def main():
     os._exit(0)
 
 
+def _compile_device(mode, config):
+    return aot.compile_device(mode, config, platforms.of_spec(config).jax_platform)
+
+
 def serve(mode, dump_dir, proto, devices, requests=None):
     for line in requests or sys.stdin:
         request = json.loads(line)
@@ -354,12 +305,12 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 # from the per-case timeout. A malformed target spec fails here.
                 key = request["target_config"]
                 if key not in devices:
-                    devices[key] = aot.compile_device(mode, key)
+                    devices[key] = _compile_device(mode, key)
                 reply = {"ok": True}
             elif request["op"] == "compile":
                 key = effective_config(request)
                 if key not in devices:
-                    devices[key] = aot.compile_device(mode, key)
+                    devices[key] = _compile_device(mode, key)
                 missing = missing_optional(request.get("requires") or ())
                 if missing:
                     proto.write(json.dumps({"ok": False, "unsupported": missing}) + "\n")
@@ -385,7 +336,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                         continue
                     raise
                 options = dict(request["compiler_options"])
-                missing = [n for n in (request.get("optional_options") or {}) if not aot.xla_has_flag(n)]
+                missing = [n for n in (request.get("optional_options") or {}) if not aot.xla_has_flag(n, platforms.of_spec(key).plugin_modules)]
                 if missing:  # setting a flag this XLA does not define would abort it
                     proto.write(json.dumps({"ok": False, "unsupported": "this XLA (jax %s) has no flag %s"
                                             % (_jax_version(), ", ".join(missing))}) + "\n")
@@ -416,7 +367,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
 
                 key = effective_config(request)
                 if key not in devices:
-                    devices[key] = aot.compile_device(mode, key)
+                    devices[key] = _compile_device(mode, key)
                 exported = export.deserialize(bytearray(base64.b64decode(request["exported"])))
                 args = [("arg%d" % i, tuple(a.shape), str(a.dtype)) for i, a in enumerate(exported.in_avals)]
                 sharded = request.get("sharding")  # {mesh: [[axis, size]...], in_specs: [...]} (fp8_check.export)

@@ -19,6 +19,7 @@ from fp8_check.report.diffs import show_expected, show_found, sig_dict, to_yaml
 from fp8_check.report.hlo_text import entry_excerpt
 from fp8_check.report.model import Item, Model, ReportError, build_model, version_story, vkey
 from fp8_check.report.terminal import gemm_summary
+from fp8_check.targets import platform_of as _platform
 from fp8_check.upstream import issue as upstream_issue
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
@@ -229,7 +230,7 @@ def reproducer_section(it: Item, model: Model) -> list[str]:
     if minimal:
         return [minimal]
     return ["### Reproducer", "",
-            f"Standalone script (needs only `pip install \"jax[cuda12]=={it.jax}\"`): `python repro.py` compiles "
+            f"Standalone script (needs only `pip install \"{_platform(it.target).install(it.jax)}\"`): `python repro.py` compiles "
             f"for {it.target} without a GPU and prints the optimized HLO; `python repro.py --device` compiles on a "
             "local GPU.", "", fence(it.repro or "# (no repro script recorded)", "python"), ""]
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from fp8_check.pipeline import golden
 from fp8_check.pipeline.signature import extract
+from fp8_check.platforms import Platform
+from fp8_check.targets import platform_of
 from fp8_check.upstream import passes, xla_commits, xla_test
 from fp8_check.upstream.xla_test import Verification
 from fp8_check.upstream.repro import minimal
@@ -68,13 +70,17 @@ class Explanation:
                  "XLA-style test: " + self.verification.text()]
         return "\n".join(lines)
 
+    @property
+    def target_platform(self) -> Platform:
+        return platform_of(self.target)
+
     def repro_markdown(self) -> str:
         """The issue body's reproducer section: the minimal repro and what it prints on both versions."""
         ok = ", ".join(f"jax {v}: {'yes' if r else '**no**'}" for v, r in self.reproduces.items()) or "(not checked)"
         printed = "\n\n".join(f"It prints on jax {v}:\n\n" + _fence(_strip(t)) for v, t in self.printed.items())
         return "\n".join([
             f"### Minimal reproducer ({self.repro_lines} lines, no fp8-check code)", "",
-            f"`pip install \"jax[cuda12]=={self.bad}\"`, then `python repro.py` compiles for {self.target.upper()} without "
+            f"`pip install \"{self.target_platform.install(self.bad)}\"`, then `python repro.py` compiles for {self.target.upper()} without "
             f"a GPU and prints the gemm and fusion kernels (`--hlo`: the whole optimized module). Run in a clean "
             f"environment, it reproduces fp8-check's fusion signature on {ok}.", "",
             _fence(self.repro, "python"), "", printed, ""])

@@ -87,12 +87,12 @@ def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> s
     fn = next(line.split("(")[0][4:] for line in lines if line.startswith("def "))
     head = [
         _comment(f"# {case.id}: {case.description}").rstrip(": ")[:110],
-        f'# pip install "jax[cuda12]=={jax_version}"; python repro.py [--hlo]: compiles deviceless (no GPU) for'
+        f'# pip install "{target.platform.install(jax_version)}"; python repro.py [--hlo]: compiles deviceless (no GPU) for'
         f" {_comment(target.name)}, profile {profile.name}; prints the gemm and fusion kernels (--hlo: the optimized HLO)",
         "import glob, os, sys, tempfile",
         "D = tempfile.mkdtemp()",
-        'os.environ.update(JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1", XLA_FLAGS='
-        'os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={D} --xla_dump_hlo_as_text")',
+        "os.environ.update(JAX_PLATFORMS=\"cpu\", " + "".join(f'{k}="{v}", ' for k, v in target.platform.deviceless_env.items())
+        + 'XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={D} --xla_dump_hlo_as_text")',
     ]
     body = [line for line in lines if not line.startswith(("import jax", "import jax.numpy"))]
     body = body[:body.index("ARGS = [")] + _args_lines(case)
@@ -102,7 +102,8 @@ def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> s
         "TARGET = (" + spec[0].strip(),
         *spec[1:-1],
         spec[-1] + ")",
-        'dev = topologies.get_topology_desc(platform="cuda", target_config=TARGET, topology="1x1x1").devices[0]',
+        f'dev = topologies.get_topology_desc(platform="{target.platform.jax_platform}", target_config=TARGET, '
+        'topology="1x1x1").devices[0]',
         "specs = [jax.ShapeDtypeStruct(s, jnp.dtype(t), sharding=jax.sharding.SingleDeviceSharding(dev)) for _, s, t in ARGS]",
         "try:",
         f"    jax.jit({fn}).lower(*specs).compile(compiler_options={profile.compiler_options!r})",

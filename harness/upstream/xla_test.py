@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fp8_check import platforms
 from fp8_check.pipeline.filecheck import run_filecheck
 from fp8_check.pipeline.signature import Signature
 
@@ -27,7 +28,8 @@ _KERNEL = r"{{ (fusion|custom-call)\(}}"
 def gemm_checks(sig: Signature) -> str:
     lines = ["; CHECK-LABEL: ENTRY"]
     for g in sig.gemms:
-        if g.target.startswith("__cublas"):
+        engine = platforms.engine_of(g.target)
+        if engine is not None and engine.family.startswith("cublas"):
             out = g.output
             lines.append(f'; CHECK-DAG: custom_call_target="{g.target}"')
             if out:

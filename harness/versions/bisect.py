@@ -102,8 +102,8 @@ class Tester:
     def _signature_on(self, version: str):
         python = None
         if version != "current":
-            if self.mode == "deviceless" and runner.deviceless_unsupported(version):
-                return None, runner.deviceless_unsupported(version)
+            if self.mode == "deviceless" and runner.deviceless_unsupported(version, [self.target]):
+                return None, runner.deviceless_unsupported(version, [self.target])
             try:
                 env = self.manager.ensure(version)
             except InstallError as exc:
@@ -281,7 +281,8 @@ def _cmd_bisect(args) -> int:
     except ValueError as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
         return Verdict.ABORT.exit_code
-    manager = Manager(args.cache, extras=extras, kind=wheels.kind_for_mode(mode))  # device mode: the full wheel set
+    manager = Manager(args.cache, extras=extras, kind=wheels.kind_for_mode(mode),  # device mode: the full wheel set
+                      platform=selection.env_platform([target]))  # mi300x: the ROCm environments
     tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
     where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"
     if args.test:

@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.platforms import NVIDIA, Platform, nvidia
 from fp8_check.versions.releases import cache_dir, parse_version
 from fp8_check.versions import wheels
 from fp8_check.versions.uvbin import UV_MISSING, find_uv
@@ -54,8 +55,8 @@ _PROBE = (
     "        return m.version(d)\n"
     "    except m.PackageNotFoundError:\n"
     "        return None\n"
-    "print(json.dumps({'jax': v('jax'), 'jaxlib': v('jaxlib'), 'cuda_plugin': v('jax-cuda12-plugin'),"
-    " 'cuda_pjrt': v('jax-cuda12-pjrt'), 'python': platform.python_version()}))\n"
+    f"print(json.dumps({{'jax': v('jax'), 'jaxlib': v('jaxlib'), 'cuda_plugin': v({NVIDIA.plugin_distributions[0]!r}),"
+    f" 'cuda_pjrt': v({NVIDIA.pjrt_distributions[0]!r}), 'python': platform.python_version()}}))\n"
 )
 
 
@@ -86,11 +87,12 @@ def own_jax() -> dict:
     import importlib.metadata as md
 
     try:
-        info = {"jax": md.version("jax"), "jaxlib": md.version("jaxlib"), "cuda_plugin": md.version("jax-cuda12-plugin")}
+        info = {"jax": md.version("jax"), "jaxlib": md.version("jaxlib"),
+                "cuda_plugin": md.version(NVIDIA.plugin_distributions[0])}
     except md.PackageNotFoundError:
         return {}
     try:
-        md.version("nvidia-cublas-cu12")
+        md.version(nvidia.DEVICE_MARKER)
         info["wheels"] = wheels.DEVICE
     except md.PackageNotFoundError:
         info["wheels"] = wheels.DEVICELESS
@@ -169,7 +171,7 @@ def check_requirement(text: str, where: str = "--with") -> str:
         req = Requirement(text)
     except InvalidRequirement as exc:
         raise ValueError(f"{where} {text!r}: not a requirement: {exc}") from None
-    if req.name.lower().replace("_", "-") in ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt"):
+    if req.name.lower().replace("_", "-") in ("jax", "jaxlib", *NVIDIA.plugin_distributions[:1], *NVIDIA.pjrt_distributions[:1]):
         raise ValueError(f"{where} {text!r}: jax itself is chosen per version (--jax / --jax-range)")
     return str(req)
 
@@ -196,7 +198,7 @@ class Manager:
 
     def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
                  index_url: str | None = None, extras: list[str] | None = None, kind: str = wheels.DEVICELESS,
-                 slim_extras: list[str] | None = None):
+                 slim_extras: list[str] | None = None, platform: Platform | None = None):
         from fp8_check.versions.releases import jax_index
 
         # Extra requirements installed with jax in every environment (`--with`), resolved by uv per version.
@@ -206,6 +208,11 @@ class Manager:
         if kind not in wheels.KINDS:
             raise ValueError(f"unknown environment kind {kind!r}")
         self.kind, self.slim_extras = kind, slim_extras
+        # platform: another GPU platform whose plugin joins the CUDA one (deviceless only): its environments
+        # are named after it and finished by it (the ROCm plugin's runtime stand-ins).
+        self.platform = None if platform is None or platform is NVIDIA else platform
+        if self.platform is not None and kind != wheels.DEVICELESS:
+            raise ValueError(f"{self.platform.vendor} environments are deviceless only")
         self.root = Path(root) if root else envs_root()
         # An extra index for JAX builds that are not released (nightlies): uv looks there first
         # (jax, jaxlib and the plugins come from it when it has them) and allows pre-releases.
@@ -222,13 +229,21 @@ class Manager:
 
     def name(self, version: str) -> str:
         slim = "-slim" if self.kind == wheels.DEVICELESS else ""
+        if self.platform is not None:
+            slim += f"-{self.platform.name}"
         base = f"jax-{parse_version(version)}{slim}-{self.tag}"
         if not self.extras:
             return base
         return base + "-with-" + hashlib.sha256("\n".join(self.extras).encode()).hexdigest()[:8]
 
     def requirements(self, version: str) -> list[str]:
-        return wheels.requirements(version, self.kind, self.slim_extras)
+        out = wheels.requirements(version, self.kind, self.slim_extras)
+        if self.platform is not None:
+            more = self.platform.requirements(version, self.kind)
+            if more is None:
+                raise InstallError(version, self.platform.unsupported_reason(version))
+            out += [r for r in more if r.split("==")[0] not in ("jax", "jaxlib")]
+        return out
 
     def path_for(self, version: str) -> Path:
         return self.root / self.name(version)
@@ -238,6 +253,8 @@ class Manager:
         info = _read_marker(path)
         if info and info.get("requirement", "").split() not in ([], self.requirements(version)):
             return None  # built with another wheel set (SLIM_EXTRAS changed): rebuilt by ensure()
+        if info and self.platform is not None and not self.platform.finished(info.get("finished") or {}):
+            return None  # finished by an older fp8-check (other stand-in libraries): rebuilt by ensure()
         return Env(version, path, False, 0.0, info) if info else None
 
     def list(self) -> list[Env]:
@@ -254,6 +271,7 @@ class Manager:
         start = time.perf_counter()
         own = own_jax() if self.reuse_self else {}
         if (own and own["jax"] == str(parse_version(version)) and _satisfied(self.extras)
+                and (self.platform is None or self.platform.installed())
                 and (self.kind == wheels.DEVICELESS or own["wheels"] == wheels.DEVICE)):
             # The version fp8-check itself runs with: its own (locked) environment is that version's environment.
             return Env(version, Path(sys.prefix), False, time.perf_counter() - start,
@@ -311,6 +329,12 @@ class Manager:
         info = json.loads(probe.stdout)
         if info.get("jax") != str(parse_version(version)) and info.get("jax") != version:
             raise InstallError(version, f"asked for jax {version}, got {info.get('jax')}")
+        if self.platform is not None:
+            try:
+                info["finished"] = self.platform.finish_environment(_site_packages(tmp))
+            except Exception as exc:  # StandinError, OSError: the environment cannot load its plugin
+                raise InstallError(version, f"cannot finish the {self.platform.vendor} environment: {exc}") from None
+            info["gpu_platform"] = self.platform.name
         if self.index_url:
             info["index_url"] = self.index_url
         if self.extras:
@@ -330,6 +354,30 @@ class Manager:
             shutil.rmtree(doomed, ignore_errors=True)
             return True
         return False
+
+
+def other_platform(targets) -> Platform | None:
+    """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (None: the
+    default platform's alone); ValueError when targets need two different ones."""
+    from fp8_check import platforms
+
+    others = {t.platform.name: t.platform for t in targets if t.platform is not platforms.DEFAULT}
+    if len(others) > 1:
+        raise ValueError(f"targets of {', '.join(sorted(others))} compile in different environments; run them separately")
+    return next(iter(others.values()), None)
+
+
+def python_for(targets) -> str | None:
+    """The interpreter that compiles for `targets` deviceless: None (this one) when its JAX has every plugin
+    they need, else the cached environment of the newest JAX release with the other platform's plugin (built
+    on first use, e.g. ROCm for mi300x). Raises ValueError (mixed platforms) or InstallError."""
+    platform = other_platform(targets)
+    if platform is None or platform.installed():
+        return None
+    version = platform.default_release
+    if version is None:
+        raise InstallError("", f"no JAX release to compile for {platform.vendor} targets with")
+    return str(Manager(platform=platform).ensure(version).python)
 
 
 def add_with_options(p) -> None:
@@ -362,6 +410,13 @@ def _installed(python: Path, requirements: list[str]) -> dict:
         return json.loads(out.stdout)
     except ValueError:
         return {}
+
+
+def _site_packages(env: Path) -> Path:
+    found = sorted(env.glob("lib/python*/site-packages"))
+    if not found:
+        raise InstallError("", f"{env}: no site-packages")
+    return found[0]
 
 
 def _last_lines(text: str, n: int = 6) -> str:

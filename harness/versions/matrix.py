@@ -110,7 +110,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     for this version instead of compiling."""
     entry = VersionEntry(version)
     total = planned(cases, targets, profiles)
-    reason = runner.deviceless_unsupported(version) if mode == "deviceless" else None
+    reason = runner.deviceless_unsupported(version, targets) if mode == "deviceless" else None
     start = time.perf_counter()
     progress.version_started(version)
     compiler: CompileService | None = None
@@ -189,7 +189,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     per_version = planned(cases, targets, profiles)
-    needs_env = [v for v in versions if not (mode == "deviceless" and runner.deviceless_unsupported(v))]
+    needs_env = [v for v in versions if not (mode == "deviceless" and runner.deviceless_unsupported(v, targets))]
     # not with --with: the extra packages are resolved per version, so the environments differ beyond XLA
     twins = shared_xla.twins(needs_env) if mode == "deviceless" and not manager.extras else {}
     shared: dict[str, dict] = {rep: {"record": True} for rep in twins.values()}
@@ -331,7 +331,7 @@ def cmd_matrix(args) -> int:
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
             manager = Manager(args.cache, index_url=args.jax_index, extras=envs.extras_from_args(args),
-                              kind=wheels.kind_for_mode(mode))
+                              kind=wheels.kind_for_mode(mode), platform=selection.env_platform(targets))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"
                   + (f"; with {', '.join(manager.extras)}" if manager.extras else ""), flush=True)

@@ -15,19 +15,14 @@ that make it identical, listed in `SLIM_EXTRAS`.
 
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from fp8_check.platforms import nvidia
 
-DEVICELESS = "deviceless"  # slim: jax, jaxlib, jax-cuda12-plugin, jax-cuda12-pjrt
-DEVICE = "device"  # full: jax[cuda12] with the NVIDIA runtime wheels
+DEVICELESS = nvidia.DEVICELESS  # slim: jax, jaxlib, the CUDA plugin and its PJRT library, ptxas
+DEVICE = nvidia.DEVICE  # full: JAX's CUDA extra with the NVIDIA runtime wheels
 KINDS = (DEVICELESS, DEVICE)
 
-# JAX versions (specifier) -> extra wheels the slim set needs there. Every supported version needs
-# a PTX compiler: without one the plugin stops with "No PTX compilation provider is available.
-# Neither ptxas/nvlink nor nvjitlink is available" (a machine with a CUDA toolkit in /usr/local/cuda
-# hides this: XLA finds its ptxas). nvidia-cuda-nvcc-cu12 (ptxas) works for all of 0.6.1 .. 0.12.0.1;
-# nvidia-nvjitlink-cu12 only for the newer ones (0.6.1 rejects it), at the same size.
-SLIM_EXTRAS: dict[str, tuple[str, ...]] = {">=0.6.1": ("nvidia-cuda-nvcc-cu12",)}
+# JAX versions (specifier) -> extra wheels the slim set needs there (fp8_check.platforms.nvidia says why).
+SLIM_EXTRAS = nvidia.SLIM_EXTRAS
 
 
 def kind_for_mode(mode: str) -> str:
@@ -36,20 +31,11 @@ def kind_for_mode(mode: str) -> str:
 
 
 def slim_extras(version: str, table: dict[str, tuple[str, ...]] | None = None) -> list[str]:
-    v = Version(version)
-    out: list[str] = []
-    for spec, wheels in (SLIM_EXTRAS if table is None else table).items():
-        if v in SpecifierSet(spec, prereleases=True):
-            out += [w for w in wheels if w not in out]
-    return out
+    return nvidia.slim_extras(version, table)
 
 
 def requirements(version: str, kind: str = DEVICELESS, extras: list[str] | None = None) -> list[str]:
     """The requirements uv installs for `version`'s environment of `kind`.
 
     `extras` replaces `SLIM_EXTRAS`' answer (the check script tries candidates with it)."""
-    if kind == DEVICE:
-        return [f"jax[cuda12]=={version}"]
-    if kind != DEVICELESS:
-        raise ValueError(f"unknown environment kind {kind!r} (one of {', '.join(KINDS)})")
-    return [f"jax[cuda12-local]=={version}", *(slim_extras(version) if extras is None else extras)]
+    return nvidia.NVIDIA.requirements(version, kind, extras)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fp8_check.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8 as FP8_DTYPES, JAX_WIDE, SCALE_DTYPES
+from fp8_check.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8, JAX_FP8_FNUZ, JAX_WIDE, SCALE_DTYPES
 from fp8_check.pipeline.case_model import Case, CaseError, boolean, choice, shape
 from fp8_check.pipeline.source import ENV, Rendered, docstring
 
@@ -18,6 +18,7 @@ NAME = "pattern"
 REDUCIBLE = True  # `fp8-check reduce` and the minimal repro drop and simplify its fields
 
 DEQUANT_DTYPES = JAX_WIDE
+FP8_DTYPES = JAX_FP8 + JAX_FP8_FNUZ
 OUT_DTYPES = FP8_DTYPES + ("bfloat16", "float16", "float32")
 INPUT_SCALES = ("none", "a", "b", "both")
 OUTPUT_SCALES = ("none", "multiply", "divide")
