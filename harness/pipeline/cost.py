@@ -1,31 +1,18 @@
 """Price a compiled program: a roofline estimate in microseconds per kernel, gemm and collective.
 
-Each kernel ENTRY launches (`signature.kernels`) costs
+Each kernel ENTRY launches (`signature.kernels`) costs max(FLOPs / rate of what executes it, bytes / HBM
+bandwidth) + a launch: a gemm 2 * batch * m * n * k FLOPs on the engine that runs it (cost_engine.py: a library
+gemm on the tensor cores of its operands' class, a dot XLA emitted as a loop fusion on CUDA cores), any other
+kernel one FLOP per element per op on CUDA cores; bytes are what it reads and writes (a cuBLAS workspace is
+not traffic); a collective moves `collective_bytes` per device over its link, its `-done` half only waits.
+The program's estimate is the sum (one stream). Rates: the target spec and the part's table
+(harness/targets/rates/*.yaml via cost_table.py), each with its source (cost_rates.rate_table).
 
-    max(FLOPs / peak of its data type, bytes / HBM bandwidth) + launch overhead
-
-- a **gemm** (cuBLAS custom-call or Triton gemm fusion) does 2 * batch * m * n * k FLOPs, m, n, k
-  and batch read from its lhs/rhs shapes and dot dimension numbers, at the dense tensor-core peak
-  of its operands' class (fp4, fp8, bf16/f16, tf32 for f32, fp64; the wider operand decides);
-- any other kernel does one FLOP per element per op inside it (elementwise, reductions), at the
-  CUDA-core FP32 rate the target spec gives (core_count x fpus_per_core x 2 x clock);
-- bytes are every array it reads (its operands) and writes (its results; a cuBLAS workspace is
-  not traffic);
-- a **collective** moves `collective_bytes(kind, size, devices)` per device over the link
-  bandwidth (`collective_us`); its `-done` half only waits and costs nothing.
-
-The program's estimate is the sum (kernels run one after another on one stream). Constants:
-the target spec (HBM bandwidth, core count, clock) and harness/pipeline/cost_table.py (dense
-peaks, NVLink, the launch overhead), every number with its source.
-
-A change is priced as `CostDelta`: between two compiled programs (`between`: matrix columns,
-exact within the model), or against a golden, which states a signature but no program
-(`against_expected`): the compiled program is taken apart along the signature diff — kernels the
-golden does not list are dropped, a kernel only the golden lists is priced as the compiled kernel
-with the same pattern ops (a renamed fusion kind; a gemm: the compiled gemm) or else as a bare
-launch — its shapes are not known, so the baseline is then a lower bound and the change's cost an
-upper bound — and a gemm whose operand/output dtypes differ is repriced at the golden's dtypes.
-Pure: no I/O, no JAX.
+A change is `CostDelta`: between two compiled programs (`between`: exact within the model), or against a
+golden, which states a signature but no program (`against_expected`): kernels the golden does not list are
+dropped, a kernel only the golden lists is priced as the compiled kernel with the same pattern ops or else
+as a bare launch (its shapes are not known: the baseline is then a lower bound), and a gemm whose dtypes or
+engine differ is repriced as the golden states it. Pure: no I/O, no JAX.
 """
 
 from __future__ import annotations
@@ -34,9 +21,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from fp8_check.pipeline import cost_table
+from fp8_check.pipeline import cost_engine, cost_table
 from fp8_check.pipeline import signature as sigmod
 from fp8_check.pipeline.collectives import device_groups
+from fp8_check.pipeline.cost_engine import in_library
 from fp8_check.pipeline.cost_table import DTYPE_BYTES, DTYPE_CLASS, LAUNCH_US, Part
 
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
@@ -62,16 +50,17 @@ class Hardware:
     per_host: int = 0  # a multi-host target (h100x2x4): GPUs per host; a group across hosts runs over `network`
     network: float = 0.0  # bytes/s one way per GPU between hosts
 
+    def class_used(self, cls: str) -> str:
+        """The class a gemm of class `cls` runs at: its own where the part has tensor cores for it, else the next
+        wider one it has ('fp32': CUDA cores)."""
+        for c in cost_table.CLASS_ORDER[cost_table.CLASS_ORDER.index(cls):]:
+            if c == "fp32" or c in self.peak:
+                return c
+        return "fp32"
+
     def peak_for(self, cls: str) -> float:
         """FLOP/s for a gemm of class `cls`: its tensor-core peak, else the next wider class the part has."""
-        if cls == "fp32":
-            return self.fp32
-        for c in cost_table.CLASS_ORDER[cost_table.CLASS_ORDER.index(cls):]:
-            if c == "fp32":
-                return self.fp32
-            if c in self.peak:
-                return self.peak[c]
-        return self.fp32
+        return self.peak.get(self.class_used(cls), self.fp32)
 
 
 def _spec_number(text: str, key: str) -> float | None:
@@ -134,9 +123,12 @@ class KernelCost:
     bound: str  # compute | memory | launch | link | wait
     gemm: tuple[int, int, int, int] | None = None  # batch, m, n, k
     dtypes: tuple[str, ...] = ()  # a gemm's a, b, output dtypes
+    engine: str = ""  # what executes it (cost_engine.py): "fp8 tensor cores", "CUDA cores: dot in a loop fusion", ...
 
     def to_dict(self) -> dict:
         d = {"label": self.label, "us": round(self.us, 3), "flops": self.flops, "bytes": self.bytes, "bound": self.bound}
+        if self.engine:
+            d["engine"] = self.engine
         if self.gemm:
             d["gemm"] = list(self.gemm)
             d["dtypes"] = list(self.dtypes)
@@ -145,7 +137,8 @@ class KernelCost:
     @classmethod
     def from_dict(cls, d: dict) -> "KernelCost":
         return cls(str(d["label"]), float(d["us"]), float(d.get("flops", 0)), float(d.get("bytes", 0)),
-                   str(d.get("bound", "")), tuple(d["gemm"]) if d.get("gemm") else None, tuple(d.get("dtypes") or ()))
+                   str(d.get("bound", "")), tuple(d["gemm"]) if d.get("gemm") else None, tuple(d.get("dtypes") or ()),
+                   str(d.get("engine", "")))
 
 
 def roofline(flops: float, nbytes_: float, peak: float, hw: Hardware) -> tuple[float, str]:
@@ -178,12 +171,14 @@ def gemm_class(a: str, b: str) -> str:
 
 
 def price_gemm(batch: int, m: int, n: int, k: int, a: str, b: str, out: str, hw: Hardware,
-               other_bytes: float = 0.0, label: str = "gemm") -> KernelCost:
-    """A gemm of these sizes and dtypes: 2*batch*m*n*k FLOPs at its class's peak; a, b, the output and `other_bytes` moved."""
+               other_bytes: float = 0.0, label: str = "gemm", target: str = "__cublas$lt$matmul") -> KernelCost:
+    """A gemm of these sizes and dtypes run by `target` (a library: tensor cores; a loop fusion: CUDA cores):
+    2*batch*m*n*k FLOPs at that engine's rate; a, b, the output and `other_bytes` moved."""
     flops = 2.0 * batch * m * n * k
     moved = batch * (m * k * DTYPE_BYTES.get(a, 4) + k * n * DTYPE_BYTES.get(b, 4) + m * n * DTYPE_BYTES.get(out, 4))
-    us, bound = roofline(flops, moved + other_bytes, hw.peak_for(gemm_class(a, b)), hw)
-    return KernelCost(label, us, flops, moved + other_bytes, bound, (batch, m, n, k), (a, b, out))
+    engine, rate = cost_engine.gemm_engine(target, gemm_class(a, b), hw)
+    us, bound = roofline(flops, moved + other_bytes, rate, hw)
+    return KernelCost(label, us, flops, moved + other_bytes, bound, (batch, m, n, k), (a, b, out), engine)
 
 
 def collective_bytes(kind: str, size: float, devices: int) -> float:
@@ -245,20 +240,23 @@ def price_kernel(k: sigmod.Kernel, hw: Hardware) -> KernelCost:
         if k.opcode.endswith("-done"):
             return KernelCost(k.label, 0.0, 0.0, 0.0, "wait")
         size = sum(nbytes(t) for t in (results if base == "all-gather" else k.operand_types))
-        us = collective_us(base, size, group_size(k.attrs), link_for(k.attrs, hw))
-        return KernelCost(k.label, us + hw.launch_us, 0.0, moved, "link" if us > hw.launch_us else "launch")
+        link = link_for(k.attrs, hw)
+        us = collective_us(base, size, group_size(k.attrs), link)
+        return KernelCost(k.label, us + hw.launch_us, 0.0, moved, "link" if us > hw.launch_us else "launch",
+                          engine="network" if hw.per_host and link == hw.network else "NVLink")
     if k.gemm is not None:
         dims = gemm_dims(k.dot_types, k.gemm.dims)
         if dims:
             a, b = (k.gemm.operand_dtypes + ["f32", "f32"])[:2]
             batch, m, n, kk = dims
             flops = 2.0 * batch * m * n * kk
-            us, bound = roofline(flops, moved, hw.peak_for(gemm_class(a, b)), hw)
-            return KernelCost(k.label, us, flops, moved, bound, dims, (a, b, k.gemm.output))
+            engine, rate = cost_engine.gemm_engine(k.gemm.target, gemm_class(a, b), hw)
+            us, bound = roofline(flops, moved, rate, hw)
+            return KernelCost(k.label, us, flops, moved, bound, dims, (a, b, k.gemm.output), engine)
     ops = max(1, len(_label_ops(k.label)))
     flops = float(ops * max([elements(t) for t in (*k.operand_types, *results)] or [0]))
     us, bound = roofline(flops, moved, hw.fp32, hw)
-    return KernelCost(k.label, us, flops, moved, bound)
+    return KernelCost(k.label, us, flops, moved, bound, engine=cost_engine.CUDA_CORES)
 
 
 def _label_ops(label: str) -> list[str]:
@@ -372,10 +370,10 @@ def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: H
             continue
         g = sig.gemms[i]
         a, b = (list(eg.get("operand_dtypes") or g.operand_dtypes) + ["f32", "f32"])[:2]
-        out = str(eg.get("output") or g.output)
-        if [a, b, out] == [*g.operand_dtypes[:2], g.output]:
-            continue
-        at = next((j for j, k in enumerate(base) if k.gemm and k.label == f"gemm {g.target}"
+        out, runs = str(eg.get("output") or g.output), str(eg.get("target") or g.target)
+        if [a, b, out] == [*g.operand_dtypes[:2], g.output] and in_library(runs) == in_library(g.target):
+            continue  # same dtypes on the same kind of engine (a renamed library call costs the same)
+        at = next((j for j, k in enumerate(base) if k.gemm and k.label in (f"gemm {g.target}", f"gemm {runs}")
                    and list(k.dtypes) == [*g.operand_dtypes[:2], g.output]), None)
         if at is None:
             continue
@@ -385,7 +383,7 @@ def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: H
         batch, m, n, kk = k.gemm
         own = batch * (m * kk * DTYPE_BYTES.get(k.dtypes[0], 4) + kk * n * DTYPE_BYTES.get(k.dtypes[1], 4)
                        + m * n * DTYPE_BYTES.get(k.dtypes[2], 4))
-        base[at] = price_gemm(batch, m, n, kk, a, b, out, hw, max(0.0, k.bytes - own), k.label)
+        base[at] = price_gemm(batch, m, n, kk, a, b, out, hw, max(0.0, k.bytes - own), k.label, runs)
     _reprice_collectives(expected, sig, base, hw)
     return CostDelta(math.fsum(k.us for k in base), est.total_us, est.hardware, "golden", est.shape)
 
@@ -423,7 +421,8 @@ def _baseline_kernels(expected: dict, est: Estimate) -> list[KernelCost]:
             twin = _pair(label, extra)
             if twin is not None:
                 extra.remove(twin)
-                kept.append(KernelCost(label, twin.us, twin.flops, twin.bytes, twin.bound, twin.gemm, twin.dtypes))
+                kept.append(KernelCost(label, twin.us, twin.flops, twin.bytes, twin.bound, twin.gemm, twin.dtypes,
+                                       twin.engine))
             else:
                 kept.append(KernelCost(label, LAUNCH_US, 0.0, 0.0, "launch"))
         return kept
