@@ -207,7 +207,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
         "fp8_check.pipeline.case_model", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
         "fp8_check.pipeline.cost", "fp8_check.pipeline.cost_table", "fp8_check.pipeline.cost_policy",  # pure: HLO text -> estimate
-        "fp8_check.pipeline.cost_engine", "fp8_check.pipeline.cost_rates",
+        "fp8_check.pipeline.cost_engine", "fp8_check.pipeline.cost_rates", "fp8_check.pipeline.cost_delta",
         "fp8_check.pipeline.signature_types", "fp8_check.pipeline.collectives", "fp8_check.pipeline.attribution",
         "fp8_check.pipeline.coverage", "fp8_check.pipeline.layer_rules", "fp8_check.pipeline.sharded_cases",
         "fp8_check.collective_rules", "fp8_check.pipeline.names", "fp8_check.pipeline.typed",

@@ -21,13 +21,16 @@ import math
 import re
 from dataclasses import dataclass
 
+from fp8_check import dtypes
 from fp8_check.pipeline import cost_engine, cost_table
 from fp8_check.pipeline import signature as sigmod
 from fp8_check.pipeline.collectives import device_groups
+from fp8_check.pipeline.cost_delta import AT_LEAST, AT_MOST, CostDelta
 from fp8_check.pipeline.cost_engine import in_library
 from fp8_check.pipeline.cost_table import DTYPE_BYTES, DTYPE_CLASS, LAUNCH_US, Part
 
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+UNKNOWN = "unknown: a golden kernel whose shapes are not known (a bare launch)"
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                "collective-broadcast", "ragged-all-to-all")
 
@@ -276,6 +279,14 @@ class Estimate:
     shape: str = ""  # where it was priced when not at the case's own shapes (`price_at`)
     notes: tuple[str, ...] = ()
     stored_us: float | None = None  # the total read back from a lean record (no per-kernel list)
+    stored_fp8_us: float | None = None
+
+    @property
+    def fp8_us(self) -> float:
+        """What its FP8/FP4 gemms take (tensor cores or cuDNN block-scaled): a model step's FP8 share."""
+        if not self.kernels and self.stored_fp8_us is not None:
+            return self.stored_fp8_us
+        return math.fsum(k.us for k in self.kernels if cost_engine.narrow(k.engine))
 
     @property
     def total_us(self) -> float:
@@ -286,6 +297,8 @@ class Estimate:
     def to_dict(self, kernels: bool = True) -> dict:
         """`kernels=False`: the lean record (the matrix's per-version outcomes), totals only."""
         d = {"hardware": self.hardware, "us": round(self.total_us, 3)}
+        if self.kernels or self.stored_fp8_us is not None:
+            d["fp8_us"] = round(self.fp8_us, 3)
         if kernels:
             d["kernels"] = [k.to_dict() for k in self.kernels]
         if self.shape:
@@ -299,7 +312,8 @@ class Estimate:
         if not isinstance(d, dict) or not isinstance(d.get("kernels", []), list) or "us" not in d:
             return None
         return cls(str(d.get("hardware", "")), tuple(KernelCost.from_dict(k) for k in d.get("kernels", [])),
-                   str(d.get("shape", "")), tuple(d.get("notes") or ()), float(d["us"]))
+                   str(d.get("shape", "")), tuple(d.get("notes") or ()), float(d["us"]),
+                   float(d["fp8_us"]) if isinstance(d.get("fp8_us"), (int, float)) else None)
 
 
 def estimate(hlo_text: str, hw: Hardware, shape: str = "") -> Estimate:
@@ -310,61 +324,19 @@ def estimate(hlo_text: str, hw: Hardware, shape: str = "") -> Estimate:
 # ------------------------------------------------------------------ a change
 
 
-@dataclass(frozen=True)
-class CostDelta:
-    """What a change costs per call: the estimates before and after it, on one GPU."""
-
-    before_us: float
-    after_us: float
-    hardware: str
-    basis: str  # compiled: both programs priced | golden: the baseline rebuilt from the golden's signature
-    shape: str = ""  # the shapes priced at when not the case's own (`price_at`)
-
-    @property
-    def delta_us(self) -> float:
-        return self.after_us - self.before_us
-
-    @property
-    def pct(self) -> float | None:
-        return self.delta_us / self.before_us * 100 if self.before_us > 0 else None
-
-    def short(self) -> str:
-        """`+4.0 µs (+3.1 %)`."""
-        pct = f" ({round(self.pct, 1) + 0.0:+.1f} %)" if self.pct is not None else ""  # + 0.0: never "-0.0"
-        return f"{round(self.delta_us, 1) + 0.0:+.1f} µs{pct}"
-
-    def text(self) -> str:
-        """`estimated +41.0 µs (+18.0 %) per call on H100 SXM at these shapes`."""
-        where = f"at {self.shape}" if self.shape else "at these shapes"
-        return f"estimated {self.short()} per call on {self.hardware} {where}"
-
-    def detail(self) -> str:
-        """The totals behind it and where the baseline comes from."""
-        base = "both programs compiled" if self.basis == "compiled" else "baseline rebuilt from the golden's signature"
-        return f"{self.before_us:.1f} -> {self.after_us:.1f} µs; {base}"
-
-    def to_dict(self) -> dict:
-        pct = self.pct
-        return {"before_us": round(self.before_us, 3), "after_us": round(self.after_us, 3),
-                "delta_us": round(self.delta_us, 3), "delta_pct": round(pct, 3) if pct is not None else None,
-                "hardware": self.hardware, "basis": self.basis, "shape": self.shape}
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "CostDelta | None":
-        if not isinstance(d, dict) or "before_us" not in d:
-            return None
-        return cls(float(d["before_us"]), float(d["after_us"]), str(d.get("hardware", "")), str(d.get("basis", "")),
-                   str(d.get("shape") or ""))
-
-
 def between(before: Estimate, after: Estimate) -> CostDelta:
     """Two compiled programs (adjacent versions of a matrix row)."""
     return CostDelta(before.total_us, after.total_us, after.hardware, "compiled", after.shape)
 
 
 def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: Hardware) -> CostDelta:
-    """The compiled program `est` (signature `sig`) against a golden's expected signature (see the module doc)."""
+    """The compiled program `est` (signature `sig`) against a golden's expected signature (see the module doc).
+
+    A gemm that lost FP8 (or left the gemm library) is never priced as cheaper than before: what it alone costs
+    is the floor, stated as "at least" when the rest of the baseline nets below it or is not known
+    (cost_delta.py)."""
     base = _baseline_kernels(expected, est)
+    floor = 0.0
     for i, eg in enumerate(expected.get("gemms") or []):
         if not isinstance(eg, dict) or i >= len(sig.gemms):
             continue
@@ -384,8 +356,14 @@ def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: H
         own = batch * (m * kk * DTYPE_BYTES.get(k.dtypes[0], 4) + kk * n * DTYPE_BYTES.get(k.dtypes[1], 4)
                        + m * n * DTYPE_BYTES.get(k.dtypes[2], 4))
         base[at] = price_gemm(batch, m, n, kk, a, b, out, hw, max(0.0, k.bytes - own), k.label, runs)
+        lost_fp8 = dtypes.is_narrow(a) and dtypes.is_narrow(b) and not g.fp8
+        if lost_fp8 or (in_library(runs) and not in_library(g.target)):
+            floor += max(0.0, k.us - base[at].us)
     _reprice_collectives(expected, sig, base, hw)
-    return CostDelta(math.fsum(k.us for k in base), est.total_us, est.hardware, "golden", est.shape)
+    before = math.fsum(k.us for k in base)
+    unknown = sum(1 for k in base if k.engine == UNKNOWN)
+    bound = AT_LEAST if floor > 0 and (est.total_us - before < floor or unknown) else (AT_MOST if unknown else "")
+    return CostDelta(before, est.total_us, est.hardware, "golden", est.shape, bound, floor, unknown)
 
 
 def _reprice_collectives(expected: dict, sig: sigmod.Signature, base: list[KernelCost], hw: Hardware) -> None:
@@ -424,7 +402,7 @@ def _baseline_kernels(expected: dict, est: Estimate) -> list[KernelCost]:
                 kept.append(KernelCost(label, twin.us, twin.flops, twin.bytes, twin.bound, twin.gemm, twin.dtypes,
                                        twin.engine))
             else:
-                kept.append(KernelCost(label, LAUNCH_US, 0.0, 0.0, "launch"))
+                kept.append(KernelCost(label, LAUNCH_US, 0.0, 0.0, "launch", engine=UNKNOWN))
         return kept
     count = expected.get("kernels")
     if isinstance(count, int) and count != len(kernels):
@@ -433,7 +411,7 @@ def _baseline_kernels(expected: dict, est: Estimate) -> list[KernelCost]:
             for k in others[: len(kernels) - count]:
                 kernels.remove(k)
         else:
-            kernels += [KernelCost("kernel", LAUNCH_US, 0.0, 0.0, "launch")] * (count - len(kernels))
+            kernels += [KernelCost("kernel", LAUNCH_US, 0.0, 0.0, "launch", engine=UNKNOWN)] * (count - len(kernels))
     return kernels
 
 

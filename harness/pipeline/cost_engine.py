@@ -38,3 +38,8 @@ def gemm_engine(gemm_target: str, cls: str, hw) -> tuple[str, float]:
     if used == "fp32":
         return CUDA_CORES, hw.fp32
     return f"{used} tensor cores", hw.peak_for(cls)
+
+
+def narrow(engine: str) -> bool:
+    """An engine running FP8 or FP4 operands (the share of a step a model case reports)."""
+    return engine.startswith(("fp8 ", "fp4 ", "cuDNN block-scaled fp8", "cuDNN block-scaled fp4"))
