@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from fp8_check import dtypes
-from fp8_check.pipeline import cost_engine, cost_table
+from fp8_check.pipeline import cost_engine, cost_pairs, cost_table
 from fp8_check.pipeline import signature as sigmod
 from fp8_check.pipeline.collectives import device_groups
 from fp8_check.pipeline.cost_delta import AT_LEAST, AT_MOST, CostDelta
@@ -329,41 +329,49 @@ def between(before: Estimate, after: Estimate) -> CostDelta:
     return CostDelta(before.total_us, after.total_us, after.hardware, "compiled", after.shape)
 
 
-def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: Hardware) -> CostDelta:
+def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: Hardware,
+                     judged: sigmod.Signature | None = None) -> CostDelta:
     """The compiled program `est` (signature `sig`) against a golden's expected signature (see the module doc).
 
-    A gemm that lost FP8 (or left the gemm library) is never priced as cheaper than before: what it alone costs
-    is the floor, stated as "at least" when the rest of the baseline nets below it or is not known
-    (cost_delta.py)."""
+    `judged`: the signature judged against the golden when `est` was priced at other shapes (`price_at`); each
+    golden gemm is paired with a judged gemm (by layer and pass, else by position) and priced at the dims of its
+    twin in `est`. A gemm that lost FP8 (or left the gemm library) is never priced as cheaper than before: what
+    it alone costs is the floor, stated "at least" when the rest nets below it or is not known (cost_delta.py)."""
+    judged = judged or sig
     base = _baseline_kernels(expected, est)
-    floor = 0.0
-    for i, eg in enumerate(expected.get("gemms") or []):
-        if not isinstance(eg, dict) or i >= len(sig.gemms):
-            continue
-        g = sig.gemms[i]
-        a, b = (list(eg.get("operand_dtypes") or g.operand_dtypes) + ["f32", "f32"])[:2]
-        out, runs = str(eg.get("output") or g.output), str(eg.get("target") or g.target)
-        if [a, b, out] == [*g.operand_dtypes[:2], g.output] and in_library(runs) == in_library(g.target):
+    floor, kept_fp8 = 0.0, []
+    twins = cost_pairs.twins(sig, est)
+    for eg, jg in cost_pairs.align(expected.get("gemms") or [], judged.gemms):
+        a, b = (list(eg.get("operand_dtypes") or jg.operand_dtypes) + ["f32", "f32"])[:2]
+        out, runs = str(eg.get("output") or jg.output), str(eg.get("target") or jg.target)
+        if [a, b, out] == [*jg.operand_dtypes[:2], jg.output] and in_library(runs) == in_library(jg.target):
             continue  # same dtypes on the same kind of engine (a renamed library call costs the same)
-        at = next((j for j, k in enumerate(base) if k.gemm and k.label in (f"gemm {g.target}", f"gemm {runs}")
-                   and list(k.dtypes) == [*g.operand_dtypes[:2], g.output]), None)
-        if at is None:
-            continue
-        k = base[at]
-        if k.gemm is None:  # `at` was chosen among gemm kernels
+        pg = cost_pairs.same_gemm(jg, judged, sig)
+        k = twins.get(id(pg)) if pg is not None else None
+        if k is None or k.gemm is None:
             continue
         batch, m, n, kk = k.gemm
         own = batch * (m * kk * DTYPE_BYTES.get(k.dtypes[0], 4) + kk * n * DTYPE_BYTES.get(k.dtypes[1], 4)
                        + m * n * DTYPE_BYTES.get(k.dtypes[2], 4))
-        base[at] = price_gemm(batch, m, n, kk, a, b, out, hw, max(0.0, k.bytes - own), k.label, runs)
-        lost_fp8 = dtypes.is_narrow(a) and dtypes.is_narrow(b) and not g.fp8
-        if lost_fp8 or (in_library(runs) and not in_library(g.target)):
-            floor += max(0.0, k.us - base[at].us)
+        golden_k = price_gemm(batch, m, n, kk, a, b, out, hw, max(0.0, k.bytes - own), k.label, runs)
+        fa, fb = (list(jg.operand_dtypes) + ["f32", "f32"])[:2]
+        found_k = price_gemm(batch, m, n, kk, fa, fb, jg.output, hw, max(0.0, k.bytes - own), k.label, jg.target)
+        at = next((j for j, x in enumerate(base) if x is k), None)  # else its copy under the golden's label:
+        at = at if at is not None else next((j for j, x in enumerate(base) if (x.gemm, x.dtypes, x.us) == (k.gemm, k.dtypes, k.us)), None)
+        if at is not None:
+            base[at] = golden_k if pg is jg else KernelCost(k.label, k.us + golden_k.us - found_k.us, k.flops, k.bytes, k.bound,
+                                            k.gemm, k.dtypes, k.engine)
+        if (dtypes.is_narrow(a) and dtypes.is_narrow(b) and not jg.fp8) or (in_library(runs) and not in_library(jg.target)):
+            floor += max(0.0, found_k.us - golden_k.us)
+            if pg is not jg and pg is not None and pg.fp8:
+                kept_fp8.append((jg.layer or "?").split("/")[-2 if (jg.layer or "").count("/") > 1 else -1])
     _reprice_collectives(expected, sig, base, hw)
     before = math.fsum(k.us for k in base)
     unknown = sum(1 for k in base if k.engine == UNKNOWN)
-    bound = AT_LEAST if floor > 0 and (est.total_us - before < floor or unknown) else (AT_MOST if unknown else "")
-    return CostDelta(before, est.total_us, est.hardware, "golden", est.shape, bound, floor, unknown)
+    bound = AT_LEAST if floor > 0 and (est.total_us - before < floor or unknown or kept_fp8) else (AT_MOST if unknown else "")
+    note = (f"at these shapes XLA keeps FP8 on {', '.join(dict.fromkeys(kept_fp8))}: the case-shape loss is priced at "
+            "their dims" if kept_fp8 else "")
+    return CostDelta(before, est.total_us, est.hardware, "golden", est.shape, bound, floor, unknown, note)
 
 
 def _reprice_collectives(expected: dict, sig: sigmod.Signature, base: list[KernelCost], hw: Hardware) -> None:

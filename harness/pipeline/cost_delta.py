@@ -31,6 +31,7 @@ class CostDelta:
     bound: str = ""  # "" exact within the model | "at least" | "at most" (module doc)
     floor_us: float = 0.0  # "at least": what the lost FP8 alone costs
     unknown: int = 0  # golden kernels of unknown size (priced as bare launches)
+    note: str = ""  # e.g. XLA keeps FP8 at the shapes priced: the case-shape loss is priced at their dims
 
     @property
     def delta_us(self) -> float:
@@ -73,6 +74,8 @@ class CostDelta:
             why = "; the FP8 loss alone, with the golden's gemms repriced at FP8"
         if self.unknown:
             why += f"; {self.unknown} golden kernel(s) of unknown size priced as bare launches"
+        if self.note:
+            why += f"; {self.note}"
         return f"{self.before_us:.1f} -> {self.after_us:.1f} µs; {base}{why}"
 
     def to_dict(self) -> dict:
@@ -86,6 +89,8 @@ class CostDelta:
             d["unknown_kernels"] = self.unknown
         if self.below_resolution:
             d["below_resolution"] = True
+        if self.note:
+            d["note"] = self.note
         return d
 
     @classmethod
@@ -95,4 +100,4 @@ class CostDelta:
         bound = str(d.get("bound") or "")
         return cls(float(d["before_us"]), float(d["after_us"]), str(d.get("hardware", "")), str(d.get("basis", "")),
                    str(d.get("shape") or ""), bound, float(d.get("delta_us") or 0.0) if bound == AT_LEAST else 0.0,
-                   int(d.get("unknown_kernels") or 0))
+                   int(d.get("unknown_kernels") or 0), str(d.get("note") or ""))

@@ -315,7 +315,8 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
             text, sig, where = priced.hlo, signature.extract(priced.hlo), case.production_text()
         out.estimate = cost.estimate(text, hw, where)
         if out.verdict is not None and isinstance(out.expected, dict):
-            out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw))
+            out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw,
+                                                                                      out.signature))
     except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):  # a parser gap must not stop the run
         out.estimate = None
 
