@@ -336,6 +336,7 @@ def test_calibrate_refuses_without_a_gpu_and_times_the_cpu_backend(run_cli, caps
     assert float(ratio) == pytest.approx(float(measured) / float(est), rel=0.01)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not __import__("fp8_check.targets", fromlist=["x"]).gpu_present(),
                     reason="calibration times compiled cases on an NVIDIA GPU; this machine has none")
 def test_the_8192_gemm_estimate_is_near_the_measured_time_on_a_gpu(run_cli):

@@ -330,20 +330,24 @@ def between(before: Estimate, after: Estimate) -> CostDelta:
 
 
 def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: Hardware,
-                     judged: sigmod.Signature | None = None) -> CostDelta:
+                     judged: sigmod.Signature | None = None, must_fp8: tuple[int, ...] = ()) -> CostDelta:
     """The compiled program `est` (signature `sig`) against a golden's expected signature (see the module doc).
 
     `judged`: the signature judged against the golden when `est` was priced at other shapes (`price_at`); each
     golden gemm is paired with a judged gemm (by layer and pass, else by position) and priced at the dims of its
-    twin in `est`. A gemm that lost FP8 (or left the gemm library) is never priced as cheaper than before: what
+    twin in `est`. `must_fp8`: judged gemms a golden's layer rule wants in FP8 (a known issue's golden may record
+    the loss itself). A gemm that lost FP8 (or left the gemm library) is never priced as cheaper than before: what
     it alone costs is the floor, stated "at least" when the rest nets below it or is not known (cost_delta.py)."""
     judged = judged or sig
     base = _baseline_kernels(expected, est)
     floor, kept_fp8 = 0.0, []
     twins = cost_pairs.twins(sig, est)
-    for eg, jg in cost_pairs.align(expected.get("gemms") or [], judged.gemms):
-        a, b = (list(eg.get("operand_dtypes") or jg.operand_dtypes) + ["f32", "f32"])[:2]
-        out, runs = str(eg.get("output") or jg.output), str(eg.get("target") or jg.target)
+    wanted = [((list(eg.get("operand_dtypes") or jg.operand_dtypes) + ["f32", "f32"])[:2], str(eg.get("output") or jg.output),
+               str(eg.get("target") or jg.target), jg, True) for eg, jg in cost_pairs.align(expected.get("gemms") or [], judged.gemms)]
+    fp8 = ["f8e4m3fn", "f8e4m3fn"]
+    wanted += [(fp8, g.output, "__cublas$lt$matmul$f8", g, False) for i, g in enumerate(judged.gemms)
+               if i in must_fp8 and not g.fp8 and not any(w[3] is g and dtypes.is_narrow(w[0][0]) for w in wanted)]
+    for (a, b), out, runs, jg, golden in wanted:
         if [a, b, out] == [*jg.operand_dtypes[:2], jg.output] and in_library(runs) == in_library(jg.target):
             continue  # same dtypes on the same kind of engine (a renamed library call costs the same)
         pg = cost_pairs.same_gemm(jg, judged, sig)
@@ -358,19 +362,19 @@ def against_expected(expected: dict, sig: sigmod.Signature, est: Estimate, hw: H
         found_k = price_gemm(batch, m, n, kk, fa, fb, jg.output, hw, max(0.0, k.bytes - own), k.label, jg.target)
         at = next((j for j, x in enumerate(base) if x is k), None)  # else its copy under the golden's label:
         at = at if at is not None else next((j for j, x in enumerate(base) if (x.gemm, x.dtypes, x.us) == (k.gemm, k.dtypes, k.us)), None)
-        if at is not None:
+        if at is not None and golden:  # a layer rule's FP8 is not the golden's baseline: it only sets the floor
             base[at] = golden_k if pg is jg else KernelCost(k.label, k.us + golden_k.us - found_k.us, k.flops, k.bytes, k.bound,
-                                            k.gemm, k.dtypes, k.engine)
+                                                           k.gemm, k.dtypes, k.engine)
         if (dtypes.is_narrow(a) and dtypes.is_narrow(b) and not jg.fp8) or (in_library(runs) and not in_library(jg.target)):
             floor += max(0.0, found_k.us - golden_k.us)
             if pg is not jg and pg is not None and pg.fp8:
-                kept_fp8.append((jg.layer or "?").split("/")[-2 if (jg.layer or "").count("/") > 1 else -1])
+                kept_fp8.append(jg.layer.split("/")[-2 if jg.layer.count("/") > 1 else -1] if jg.layer else "its gemm")
     _reprice_collectives(expected, sig, base, hw)
     before = math.fsum(k.us for k in base)
     unknown = sum(1 for k in base if k.engine == UNKNOWN)
     bound = AT_LEAST if floor > 0 and (est.total_us - before < floor or unknown or kept_fp8) else (AT_MOST if unknown else "")
-    note = (f"at these shapes XLA keeps FP8 on {', '.join(dict.fromkeys(kept_fp8))}: the case-shape loss is priced at "
-            "their dims" if kept_fp8 else "")
+    note = (f"at these shapes XLA keeps FP8 on {', '.join(dict.fromkeys(kept_fp8))}: the loss at the case's shapes is "
+            "priced at their dims" if kept_fp8 else "")
     return CostDelta(before, est.total_us, est.hardware, "golden", est.shape, bound, floor, unknown, note)
 
 

@@ -11,6 +11,7 @@ they select cases and present outcomes.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
@@ -18,7 +19,7 @@ from packaging.version import Version
 
 from fp8_check.pipeline import cost
 from fp8_check.pipeline import cost_policy
-from fp8_check.pipeline import golden, golden_source
+from fp8_check.pipeline import golden, golden_source, layer_rules
 from fp8_check.pipeline import render
 from fp8_check.pipeline import signature
 from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Code, NumericsResult, Outcome
@@ -125,17 +126,16 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
             f"known issue {name} ({issue.jax}) no longer reproduces: the expected fused signature is back"
             if matches else f"known issue {name}" + (f": {issue.summary}" if issue.summary else "")
         )
-        if not matches:  # a known loss is still priced (price): what the known issue costs
-            out.verdict = classify(exp.signature, sig)
     else:
         out.code = PASS if matches else FAIL
         if not matches:
             out.reason = f"{len(out.diffs)} field(s) differ from {gpath}"
-            out.verdict = classify(exp.signature, sig)
-            if fc_problem:
-                out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
-            for d in layer_diffs:
-                out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
+    if not matches and out.code in (FAIL, XFAIL):  # a known issue is classified and priced (price) too
+        out.verdict = classify(exp.signature, sig)
+        if fc_problem:
+            out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
+        for d in layer_diffs:
+            out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
     if source.fallback:
         out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
             + source.fidelity_note()
@@ -315,8 +315,10 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
             text, sig, where = priced.hlo, signature.extract(priced.hlo), case.production_text()
         out.estimate = cost.estimate(text, hw, where)
         if out.verdict is not None and isinstance(out.expected, dict):
+            rules = tuple(int(m.group(1)) for d in out.diffs if d.expected == layer_rules.LOW
+                          and (m := re.fullmatch(r"layers\[.*\]\.gemms\[(\d+)\]", d.path)))  # layers a rule wants in FP8
             out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw,
-                                                                                      out.signature))
+                                                                                      out.signature, rules))
     except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):  # a parser gap must not stop the run
         out.estimate = None
 
