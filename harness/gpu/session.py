@@ -8,11 +8,11 @@ runs), each writing its files as it goes, so a partial run still leaves results 
 | step | budget | what it writes |
 |---|---|---|
 | `environment` | 20 s | `environment.json`: JAX, jaxlib, CUDA plugin, device, driver |
-| `gpu-tests` | 100 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
-| `capture` | 20 s | `target-h100-captured.txtpb`: the device's GpuTargetConfig (`target capture`) |
+| `capture` | 20 s | `h100-captured.txtpb`: the device's GpuTargetConfig (`target capture`) |
+| `calibrate` | 120 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
 | `fidelity` | 130 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default`, `cublas`, `triton`) |
 | `numerics` | 70 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
-| `calibrate` | 120 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
+| `gpu-tests` | 100 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
 
 Total 460 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
 budget, its status (ok, failed, timed out) and its time; they are rewritten after each step.
@@ -51,13 +51,15 @@ class Step:
     what: str
 
 
+# Most valuable first (a session whose machine is taken back early still has them): the calibration the cost
+# model has never had, then fidelity and numerics; the GPU-only tests last (they repeat those checks on seed cases).
 STEPS = (
     Step("environment", 20, "JAX, jaxlib, CUDA plugin, the device and its driver"),
-    Step("gpu-tests", 100, "the GPU-only tests (pytest -m gpu)"),
     Step("capture", 20, "the device's GpuTargetConfig (fp8-check target capture)"),
+    Step("calibrate", 120, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
     Step("fidelity", 130, "deviceless vs device signatures, profiles default, cublas, triton"),
     Step("numerics", 70, "executed outputs vs the float64 reference (run --numerics)"),
-    Step("calibrate", 120, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
+    Step("gpu-tests", 100, "the GPU-only tests (pytest -m gpu)"),
 )
 
 
