@@ -53,7 +53,9 @@ def test_the_dry_run_executes_every_step_deviceless_and_writes_the_files(tmp_pat
     md = (out / "SESSION.md").read_text()
     assert "dry run on a CPU: no GPU numbers" in md and all(f"| {s.name} | {s.budget_s} | ok |" in md for s in session.STEPS)
     # each step's files
-    assert json.loads((out / "environment.json").read_text())["gpu"] is False
+    env_doc = json.loads((out / "environment.json").read_text())
+    assert env_doc["gpu"] is False
+    assert "fp8-check-session-" in env_doc["imported_from"]  # through the script's link to harness/, not an install
     tests_log = (out / "gpu-tests.log").read_text()
     assert "skipped" in tests_log and "needs an NVIDIA GPU" in tests_log and "failed" not in tests_log
     assert "h100" in (out / "capture.log").read_text()

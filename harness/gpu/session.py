@@ -101,7 +101,10 @@ def step_environment(out: Path, dry: bool) -> None:
     import jax
 
     devices = [{"kind": d.device_kind, "platform": d.platform} for d in jax.devices()]
-    doc = {"fp8_check": about.version_line(), "jax": jax.__version__, "devices": devices, "gpu": gpu_present(),
+    import fp8_check
+
+    doc = {"fp8_check": about.version_line(), "imported_from": str(Path(fp8_check.__file__).parent),
+           "jax": jax.__version__, "devices": devices, "gpu": gpu_present(),
            "dry_run": dry, "python": sys.version.split()[0]}
     for name in ("jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "flax", "ml_dtypes"):
         doc[name] = about.installed(name)
