@@ -213,3 +213,38 @@ def test_a_known_fp8_loss_is_priced_as_a_positive_delta_in_the_terminal_the_json
     assert r["verdict"]["cost"]["bound"] == AT_LEAST and r["verdict"]["cost"]["delta_us"] > 69
     code, md, _ = run_cli("report", workspace / "r.json", "--markdown", "my_layer", cwd=workspace)
     assert code == 0 and "Cost: estimated at least +69.4 µs" in md, md[:2000]
+
+
+@pytest.mark.slow
+def test_a_python_case_can_be_priced_by_a_factory_of_production_arguments(workspace, run_cli):
+    (workspace / "usermm.py").write_text(USER + textwrap.dedent('''
+        def production():
+            return [("a", (4096, 4096), "float8_e4m3fn"), ("b", (4096, 4096), "float8_e4m3fn")]
+    '''))
+    write_cases(workspace / "cases" / "mine.yaml", """cases:
+  - id: my_factory_matmul
+    kind: python
+    callable: usermm:matmul
+    profiles: [cublas]
+    targets: [h100]
+    args:
+      - {name: a, shape: [64, 64], dtype: float8_e4m3fn}
+      - {name: b, shape: [64, 64], dtype: float8_e4m3fn}
+    price_at: {factory: production}
+""")
+    code, out, err = run_cli("run", "cases/mine.yaml", "--mode", "deviceless", "--json", workspace / "r.json",
+                             cwd=workspace)
+    assert "estimate: " in out and "at the arguments usermm.production() returns; FP8 gemms" in out, out + err
+    [r] = json.loads((workspace / "r.json").read_text())["results"]
+    gemm = next(k for k in r["estimate"]["kernels"] if k.get("gemm"))
+    assert gemm["gemm"] == [1, 4096, 4096, 4096] and r["estimate"]["us"] > 69.4
+    write_cases(workspace / "cases" / "bad.yaml", """cases:
+  - id: bad_factory
+    kind: python
+    callable: usermm:matmul
+    args:
+      - {name: a, shape: [64, 64], dtype: float8_e4m3fn}
+    price_at: {factory: 'os.system'}
+""")
+    code, out, err = run_cli("list", "cases/bad.yaml", cwd=workspace)
+    assert code == 2 and "bad_factory" in err and "price_at.factory" in err, err

@@ -43,11 +43,18 @@ def _args(path, line, cid, value):
 
 
 def _price_args(path, line, cid, value, args):
-    """`price_at: {args: {NAME: SHAPE, ...}}`: the production shapes of some arguments (the others keep theirs);
-    the function is compiled a second time with them and its cost estimate priced there."""
+    """`price_at: {args: {NAME: SHAPE, ...}}`: the production shapes of some arguments (the others keep theirs); or
+    `price_at: {factory: FUNCTION}`: a function of the callable's module returning [(name, shape, dtype), ...] at
+    production shapes (called in the compile worker). The function is compiled a second time there and priced."""
     names = {n: s for n, s, _ in args}
+    if isinstance(value, dict) and set(value) == {"factory"}:
+        if not isinstance(value["factory"], str) or not is_name(value["factory"]):
+            raise CaseError(path, line, cid, "price_at.factory", f"expected the name of a function in the callable's "
+                            f"module, got {value['factory']!r}")
+        return value["factory"]
     if not isinstance(value, dict) or set(value) != {"args"} or not isinstance(value["args"], dict) or not value["args"]:
-        raise CaseError(path, line, cid, "price_at", "expected {args: {NAME: [production shape], ...}} for a python case")
+        raise CaseError(path, line, cid, "price_at", "expected {args: {NAME: [production shape], ...}} or "
+                        "{factory: FUNCTION} for a python case")
     out = []
     for name, shape in value["args"].items():
         fld = f"price_at.args.{name}"
@@ -82,7 +89,8 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
                             f"expected a list of optional top-level modules such as [flax], got {value!r}")
         kw["requires"] = tuple(dict.fromkeys(value))
     if "price_at" in merged:
-        kw["price_args"] = _price_args(path, line, cid, merged["price_at"], kw["args"])
+        at = _price_args(path, line, cid, merged["price_at"], kw["args"])
+        kw["price_factory" if isinstance(at, str) else "price_args"] = at
     kw.update(validate_sharded(path, line, cid, merged, merged["args"], kw["args"], kw.get("targets", ()), CaseError))
     return Case(**kw)
 
@@ -106,7 +114,7 @@ def render(case: Case) -> Rendered:
         specs_args = [(a, jsonable(spec)) for a, spec in zip(args, specs)]
     source = ENV.get_template("python.py.j2").render(
         case=case, docstring=docstring(case), module=module, function=function, args=specs_args,
-        mesh=[list(axis) for axis in case.mesh],
+        mesh=[list(axis) for axis in case.mesh], factory=case.args_factory,
         out_specs=[jsonable(s) for s in case.out_shardings] if case.out_shardings is not None else None,
     )
     return Rendered(case.id, source, case.requires, closure(module))
