@@ -114,3 +114,20 @@ def test_a_bad_rate_table_names_its_file_and_field(tmp_path: Path, body, field):
     (tmp_path / "bad.yaml").write_text(f"part: X\nmatch: [x]\ncompute_capability: [9, 0]\n{body}\n")
     with pytest.raises(ValueError, match=rf"^bad\.yaml: {field}"):
         cost_table.load_parts(tmp_path)
+
+
+def test_block_scaled_and_collectives_name_their_engines():
+    # recorded real compiles (tests/fixtures/hlo): a cuDNN NVFP4 block-scaled dot on B200, an all-reduce over 8 H100s
+    fixtures = Path(__file__).parent / "fixtures" / "hlo"
+    b200 = cost.hardware("b200")
+    text = (fixtures / "jax-0.12.0.1" / "block_sm_nvfp4_global.b200.cublas.txt").read_text()
+    [dot] = [k for k in cost.estimate(text, b200).kernels if k.gemm]
+    assert dot.engine == "cuDNN block-scaled fp4" and dot.us == pytest.approx(
+        max(dot.flops / 9e15, dot.bytes / b200.hbm) * 1e6 + b200.launch_us)
+    # on H100 (no FP4 tensor cores) the same class runs at the FP8 rate
+    assert cost.cost_engine.gemm_engine("__cudnn$blockScaledDot", "fp4", H100) == ("cuDNN block-scaled fp8", 1979e12)
+    text = (fixtures / "llm" / "collective" / "tp8_allreduce.h100.txt").read_text()
+    est = cost.estimate(text, H100)
+    assert {k.engine for k in est.kernels if k.label == "all-reduce"} == {"NVLink"}
+    assert {k.engine for k in est.kernels if k.gemm} == {"bf16 tensor cores"}
+    assert {k.engine for k in est.kernels if not k.gemm and k.label != "all-reduce"} <= {"CUDA cores", "NVLink"}
