@@ -6,30 +6,16 @@
     print(report.summary())                                         # 3 kernels; __cublas$lt$matmul$f8 ...
     assert_fusion(my_fn, x, w, target="h100", fp8_gemms=1, epilogue="RELU", fp8_output=True)
 
-Works for plain functions, `jax.jit`-ed ones, flax `model.apply` (pass the variables
-as an argument: `fusion_signature(model.apply, variables, x)`), and gradients
-(`jax.grad(loss, argnums=(0, 1))`). Positional and keyword arguments may be pytrees;
-their array and `jax.ShapeDtypeStruct` leaves become the compiled function's inputs (only
-shapes and dtypes matter), every other leaf (`training=False`, a size, a string) is static,
-baked into the function as with `functools.partial`.
+Works for plain functions, `jax.jit`-ed ones, flax `model.apply` (variables as an argument) and gradients.
+Arguments may be pytrees: array and `jax.ShapeDtypeStruct` leaves become inputs (shapes and dtypes only),
+other leaves are static. A callable is lowered *in the caller's process* with `jax.export` (no GPU needed)
+and compiled by fp8-check's compile worker exactly as the YAML cases are (deviceless); closures, bound
+modules and gradients work, and an XLA abort kills only the worker. Limit: `jax.export` refuses custom calls
+without a compatibility guarantee (e.g. cuDNN attention). `FusionReport.estimate()` prices the program
+(harness/pipeline/cost.py); `check_golden`'s FAIL carries the change's cost (`verdict.cost`).
 
-How a callable reaches the compiler: it is traced and lowered *in the caller's
-process* with `jax.export` for the `cuda` platform (no GPU needed), and the
-serialized `Exported` (StableHLO bytecode plus its calling convention) is sent to
-fp8-check's compile worker, a subprocess that compiles it for the target exactly as
-it compiles the YAML cases (deviceless: `JAX_PLATFORMS=cpu` and a compile-only
-device from the target's GpuTargetConfig). This way closures, bound flax modules,
-`functools.partial` and gradients work — nothing has to be importable by name —,
-an XLA abort kills only the worker, and the caller's own JAX configuration
-(platforms, devices) is left alone. The worker runs this process's interpreter, so
-both sides have the same JAX version (the serialization is versioned by JAX anyway).
-Limit: `jax.export` refuses custom calls without a compatibility guarantee (for
-example cuDNN attention lowered for the `cuda` platform); such a function cannot be
-checked this way.
-
-Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`,
-`Checker`, `FusionReport`, `FusionMismatch`, `EnvironmentProblem`. Everything they take
-is keyword-only past the callable and its arguments.
+Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`, `Checker`, `FusionReport`,
+`FusionMismatch`, `EnvironmentProblem`; keyword-only past the callable and its arguments.
 """
 
 from __future__ import annotations
@@ -115,6 +101,14 @@ class FusionReport:
     def where(self) -> str:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
 
+    def estimate(self):
+        """The program's roofline estimate on its target (pipeline.cost.Estimate: `total_us`, `fp8_us`, `kernels`)."""
+        from fp8_check.pipeline import cost
+        try:
+            return cost.estimate(self.hlo, cost.hardware(_target(self.target)))
+        except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):
+            return None
+
     def to_dict(self, with_text: bool = False) -> dict:
         d: dict = {"name": self.name, "target": self.target, "profile": self.profile, "mode": self.mode, "jax": self.jax,
              "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict(annotations=True)}
@@ -124,6 +118,8 @@ class FusionReport:
         d.update({"warnings": list(self.warnings)} if self.warnings else {})
         if attributed(self.signature):
             d["coverage"]["line"] = coverage(self.signature, platform_of(self.target)).line()
+        if (est := self.estimate()) is not None:
+            d["estimate"] = est.to_dict(kernels=with_text)
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
@@ -393,6 +389,8 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     # judged exactly as `fp8-check run` judges a case (fp8_check.pipeline.runner.judge_signature)
     out = runner.judge_signature(Outcome(case, report.target, report.profile, report.mode, report.jax, UNRESOLVED),
                                  report.signature, Path(goldens_root))
+    out.hlo = report.hlo
+    runner.price(out, _target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
     if out.code is NEW:
         why = out.reason.split(";")[0]
         raise FusionMismatch(f"NEW {report.where()}: {why} at {path}; record it with pytest --fp8-bless "
@@ -400,7 +398,9 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     if out.diffs:
         raise FusionMismatch(mismatch_message(report, out.diffs, f"FAIL {report.where()}: {len(out.diffs)} field(s) "
                                                                  f"differ from {path}"
-                                              + (f" [{out.verdict.cls}]" if out.verdict else "")),
+                                              + (f" [{out.verdict.cls}]" if out.verdict else "")
+                                              + (f"; {out.verdict.cost.text()}" if out.verdict and out.verdict.cost
+                                                 else "")),
                              out.diffs, report, out.verdict)
     return ""
 

@@ -285,6 +285,13 @@ def _print_result(res: CheckResult, report, label: str) -> None:
             for row in layer_table(report.signature, platform):
                 print(f"    {row}")
         print(f"  {coverage(report.signature, platform).line()}")
+        est = report.estimate()
+        if est is not None:
+            from fp8_check.report.terminal import estimate_line
+
+            print(f"  estimate: {estimate_line(est)}")
+        if res.verdict is not None and res.verdict.cost is not None:
+            print(f"  cost against the golden: {res.verdict.cost.text()} ({res.verdict.cost.detail()})")
         if report.signature.collectives:
             print(f"  collectives: {len(report.signature.collectives)}")
             for c in report.signature.collectives:

@@ -30,7 +30,13 @@ if not os.environ.get("FP8_CHECK_COMPILE_CACHE"):
 
 REPO = Path(__file__).resolve().parent.parent
 
-requires_gpu = pytest.mark.skipif(not gpu_present(), reason="needs an NVIDIA GPU (device mode); this machine has none")
+_WITHOUT_GPU = pytest.mark.skipif(not gpu_present(), reason="needs an NVIDIA GPU (device mode); this machine has none")
+
+
+def requires_gpu(fn):
+    """A GPU-only test: marked `gpu` (the GPU session runs `pytest -m gpu`, harness/gpu/session.py) and skipped,
+    with the reason, on a machine without one."""
+    return pytest.mark.gpu(_WITHOUT_GPU(fn))
 
 
 @pytest.fixture

@@ -212,6 +212,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
         "fp8_check.pipeline.case_model", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
         "fp8_check.pipeline.cost", "fp8_check.pipeline.cost_table", "fp8_check.pipeline.cost_policy",  # pure: HLO text -> estimate
+        "fp8_check.pipeline.cost_engine", "fp8_check.pipeline.cost_rates", "fp8_check.pipeline.cost_delta",
+        "fp8_check.pipeline.cost_pairs",
         "fp8_check.pipeline.signature_types", "fp8_check.pipeline.collectives", "fp8_check.pipeline.attribution",
         "fp8_check.pipeline.coverage", "fp8_check.pipeline.layer_rules", "fp8_check.pipeline.sharded_cases",
         "fp8_check.collective_rules", "fp8_check.pipeline.names", "fp8_check.pipeline.typed",
@@ -228,7 +230,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("options", ("fp8_check.selection",)),  # what a command runs on (CLI options, shared with the pytest plugin)
     ("commands", (  # modules that register subcommands or plug into pytest; nothing below imports them
         "fp8_check.versions.matrix", "fp8_check.versions.bisect", "fp8_check.gpu.capture", "fp8_check.gpu.fidelity",
-        "fp8_check.gpu.calibrate",
+        "fp8_check.gpu.calibrate", "fp8_check.gpu.session",
         "fp8_check.upstream.reduce", "fp8_check.report.page", "fp8_check.check", "fp8_check.scaffold", "fp8_check.commands",
         "fp8_check.target_check_cli", "fp8_check.pytest_plugin", "fp8_check.cli",
     )),

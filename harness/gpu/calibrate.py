@@ -70,6 +70,27 @@ def measure(case: Case, target: Target, profile: Profile, repeats: int = 50, bac
     return Row(case.id, profile.name, shape_text(at.shape), est.total_us, statistics.median(times) * 1e6, len(est.kernels))
 
 
+def measure_unfused(case: Case, repeats: int = 10, backend: str = "gpu") -> float:
+    """Median µs per call of `case` (at its `price_at` shapes) run op by op (jax.disable_jit: one kernel per op,
+    nothing fused): the unfused variant a fused case is timed against."""
+    import jax
+    import numpy as np
+
+    at = dataclasses.replace(case, shape=case.price_at) if case.price_at else case
+    ns: dict = {}
+    exec(compile(render.render(at).source, f"<fp8-check case {case.id}>", "exec"), ns)  # our own template's output
+    device = jax.devices(backend)[0]
+    inputs = [jax.device_put(np.zeros(shape, dtype=jax.numpy.dtype(dtype)), device) for _, shape, dtype in ns["ARGS"]]
+    times = []
+    with jax.disable_jit():
+        jax.block_until_ready(ns["FN"](*inputs))
+        for _ in range(max(1, repeats)):
+            start = time.perf_counter()
+            jax.block_until_ready(ns["FN"](*inputs))
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
 NO_GPU = ("needs an NVIDIA GPU: it times the compiled cases on the local device; this machine has none "
           "(--backend cpu checks the machinery on JAX's CPU backend)")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fp8_check.errors import BadInput
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 PROFILES = ("cublas", "triton", "default")
@@ -104,11 +104,34 @@ class Case:
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
     requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
     price_at: Shape | None = None  # production shapes the cost estimate is priced at (compiled a second time)
+    price_args: tuple[tuple[str, tuple[int, ...]], ...] = ()  # kind: python: `price_at: {args: {name: shape}}`
+    price_factory: str | None = None  # kind: python: `price_at: {factory: FUNCTION}` in the callable's module
+    args_factory: str | None = None  # set on the production copy: the rendered ARGS come from that function
     mesh: tuple[tuple[str, int], ...] = ()  # sharded (kind: python; see pipeline/sharded_cases.py): mesh, specs, XLA flags
     shardings: tuple[tuple, ...] = ()
     out_shardings: tuple[tuple, ...] | None = None
     xla_options: tuple[tuple[str, object], ...] = ()
     yaml_text: str = ""
+
+    @property
+    def priced_elsewhere(self) -> bool:
+        """The cost estimate is priced at production shapes (`price_at`): compiled a second time there."""
+        return self.price_at is not None or bool(self.price_args) or self.price_factory is not None
+
+    def at_production(self) -> "Case":
+        """The case at its `price_at` shapes (a pattern's m, n, k; a python case's argument shapes)."""
+        at = dict(self.price_args)
+        return replace(self, shape=self.price_at or self.shape, args=tuple((n, at.get(n, s), d) for n, s, d in self.args),
+                       args_factory=self.price_factory)
+
+    def production_text(self) -> str:
+        """Where it is priced: `m=4096, n=14336, k=4096` or `x=[8, 2048, 1024], target=[8, 2048, 1024]`."""
+        if self.price_at is not None:
+            s = self.price_at
+            return f"m={s.m}, n={s.n}, k={s.k}" + (f", batch={s.batch}" if s.batch else "")
+        if self.price_factory:
+            return f"the arguments {(self.callable or ':').split(':')[0]}.{self.price_factory}() returns"
+        return ", ".join(f"{n}=[{', '.join(map(str, shape))}]" for n, shape in self.price_args)
 
     @property
     def has_bias(self) -> bool:

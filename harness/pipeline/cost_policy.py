@@ -17,9 +17,9 @@ class Threshold:
 
     def met_by(self, delta: CostDelta) -> bool:
         if self.unit == "us":
-            return delta.delta_us >= self.value
+            return delta.shown_us >= self.value
         if delta.pct is None:  # nothing to take a share of: any added cost counts
-            return delta.delta_us > 0
+            return delta.shown_us > 0
         return delta.pct >= self.value
 
 

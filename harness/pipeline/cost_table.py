@@ -1,28 +1,27 @@
-"""The published numbers the cost model (harness/pipeline/cost.py) prices kernels with, each with its source.
+"""The rates the cost model (harness/pipeline/cost.py) prices kernels with, each with its source.
 
-Tensor-core peaks are **dense** (NVIDIA's datasheets print most of them "with sparsity",
-i.e. 2:4 structured sparsity, which doubles them; a footnote says the dense figure is half).
-FLOP/s per data-type class of a gemm's operands:
+One table per part, as data: `harness/targets/rates/<part>.yaml` (a new part, an AMD GPU for
+instance, is one new file; nothing here changes). Each rate names what executes a kernel and
+where the number comes from:
 
-| part | fp4 | fp8 | bf16 / f16 | tf32 | fp64 (tensor) | HBM | NVLink (per GPU, both directions) |
-|---|---|---|---|---|---|---|---|
-| H100 SXM | — | 1979 T | 989.5 T | 494.5 T | 67 T | 3.35 TB/s | 900 GB/s |
-| H200 SXM | — | 1979 T | 989.5 T | 494.5 T | 67 T | 4.8 TB/s | 900 GB/s |
-| B200 (HGX) | 9 P | 4.5 P | 2.25 P | 1.1 P | 37 T | 8 TB/s | 1.8 TB/s |
-| A100 SXM 80GB | — | — | 312 T | 156 T | 19.5 T | 2.039 TB/s | 600 GB/s |
+| rate | executes | source |
+|---|---|---|
+| `fp4_tensor`, `fp8_tensor`, `bf16_tensor`, `tf32_tensor`, `fp64_tensor` | a gemm in a library (cuBLAS, cuBLASLt, Triton's gemm fusions, cuDNN's block-scaled dot) on tensor cores, by its operands' class | datasheet, **dense** (most print "with sparsity", twice the dense figure) |
+| CUDA-core FP32 | a dot XLA emitted as a loop or reduction fusion (no gemm library), and every other kernel | the target spec: core_count x fpus_per_core x 2 (an FMA) x clock_rate_ghz; `fp32_cuda` in the table is the datasheet figure it is checked against |
+| `hbm` | every kernel's bytes | the target spec's `memory_bandwidth`; the table's datasheet figure when the spec has none |
+| `nvlink`, `NETWORK_PER_GPU` | collectives within a host / across hosts | datasheet |
+| `LAUNCH_US` | every kernel | model constant (below); `fp8-check calibrate` measures it |
 
-What the model reads from the **target spec** instead (harness/targets/*.txtpb): the HBM
-bandwidth (`memory_bandwidth`; the table's figure is kept to check the spec against) and
-the CUDA-core FP32 rate for non-gemm kernels, core_count x fpus_per_core x 2 (an FMA) x
-clock_rate_ghz (H100: 132 x 128 x 2 x 1.98 GHz = 66.9 TFLOP/s; datasheet: 67).
-
-A part without a tensor-core path for a class (FP8 on A100, FP4 before Blackwell) prices
-such a gemm at the next wider class it has (XLA upcasts there anyway).
+`rate_table(target)` prints a target's table (multi-GPU targets add their links); docs/cost_model.md
+holds the shipped targets' tables (tests/test_cost_engines.py keeps it current).
+A part without a tensor-core path for a class (FP8 on A100, FP4 before Blackwell) prices such a gemm at
+the next wider class it has (XLA upcasts there anyway).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fp8_check import dtypes
 
@@ -62,40 +61,73 @@ class Part:
     nvlink: float  # bytes/s per GPU, both directions together, datasheet
     source: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    rates: dict = field(default_factory=dict)  # rate name -> Rate (value, unit, source)
 
 
-PARTS = (
-    Part("H100 SXM", ("h100",), (9, 0),
-         {"fp8": 1979 * T, "bf16": 989.5 * T, "tf32": 494.5 * T, "fp64": 67 * T},
-         3.35e12, 900 * G,
-         "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: FP8 3,958 / BF16 and FP16 1,979 / TF32 989 "
-         "TFLOPS with sparsity (dense: half), FP64 Tensor Core 67 TFLOPS, GPU memory bandwidth 3.35 TB/s, "
-         "NVLink 900 GB/s"),
-    Part("H200 SXM", ("h200",), (9, 0),
-         {"fp8": 1979 * T, "bf16": 989.5 * T, "tf32": 494.5 * T, "fp64": 67 * T},
-         4.8e12, 900 * G,
-         "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: FP8 3,958 / BF16 and FP16 1,979 / TF32 989 "
-         "TFLOPS with sparsity (dense: half), FP64 Tensor Core 67 TFLOPS, GPU memory bandwidth 4.8 TB/s, "
-         "NVLink 900 GB/s"),
-    Part("B200", ("b200",), (10, 0),
-         {"fp4": 9 * P, "fp8": 4.5 * P, "bf16": 2.25 * P, "tf32": 1.1 * P, "fp64": 37 * T},
-         8e12, 1800 * G,
-         "NVIDIA HGX B200 datasheet, per GPU (one eighth of the 8-GPU figures): FP4 18 / FP8 9 / FP16 and BF16 "
-         "4.5 / TF32 2.2 PFLOPS with sparsity (dense: half), FP64 37 TFLOPS, HBM3e 8 TB/s, fifth-generation NVLink "
-         "1.8 TB/s"),
-    Part("A100 SXM 80GB", ("a100",), (8, 0),
-         {"bf16": 312 * T, "tf32": 156 * T, "fp64": 19.5 * T},
-         2.039e12, 600 * G,
-         "NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column: BF16 and FP16 Tensor Core 312 / TF32 156 "
-         "TFLOPS dense (624 / 312 with sparsity), FP64 Tensor Core 19.5 TFLOPS, GPU memory bandwidth 2,039 GB/s, "
-         "NVLink 600 GB/s; no FP8 tensor cores"),
-)
+RATES_DIR = Path(__file__).resolve().parent.parent / "targets" / "rates"
+UNITS = {"PFLOP/s": 1e15, "TFLOP/s": 1e12, "GFLOP/s": 1e9, "TB/s": 1e12, "GB/s": 1e9}
+TENSOR_RATES = {"fp4_tensor": "fp4", "fp8_tensor": "fp8", "bf16_tensor": "bf16", "tf32_tensor": "tf32",
+                "fp64_tensor": "fp64"}
+RATE_NAMES = (*TENSOR_RATES, "fp32_cuda", "hbm", "nvlink")
+
+
+@dataclass(frozen=True)
+class Rate:
+    value: float  # FLOP/s or bytes/s
+    unit: str  # as the table states it
+    source: str
+
+    def text(self) -> str:
+        return f"{self.value / UNITS[self.unit]:g} {self.unit}"
+
+
+def load_part(path: Path) -> Part:
+    """One rate table (harness/targets/rates/*.yaml) -> Part; ValueError naming the file and field."""
+    import yaml
+
+    where = path.name
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{where}: not YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rates"), dict):
+        raise ValueError(f"{where}: expected a mapping with part, match, compute_capability, source and rates")
+    rates: dict[str, Rate] = {}
+    for key, r in doc["rates"].items():
+        if key not in RATE_NAMES:
+            raise ValueError(f"{where}: rates.{key}: unknown rate; allowed: {', '.join(RATE_NAMES)}")
+        if not isinstance(r, dict) or r.get("unit") not in UNITS or not isinstance(r.get("value"), (int, float)) \
+                or not str(r.get("source") or "").strip():
+            raise ValueError(f"{where}: rates.{key}: expected {{value: NUMBER, unit: {'|'.join(UNITS)}, source: TEXT}}")
+        rates[key] = Rate(float(r["value"]) * UNITS[r["unit"]], str(r["unit"]), str(r["source"]))
+    for key in ("bf16_tensor", "hbm", "nvlink"):
+        if key not in rates:
+            raise ValueError(f"{where}: rates.{key}: missing")
+    cc = doc.get("compute_capability")
+    if not (isinstance(cc, list) and len(cc) == 2 and all(isinstance(x, int) for x in cc)):
+        raise ValueError(f"{where}: compute_capability: expected [major, minor]")
+    match = doc.get("match")
+    if not (isinstance(match, list) and match and all(isinstance(m, str) for m in match)):
+        raise ValueError(f"{where}: match: expected a list of lower-case substrings of the device description")
+    return Part(str(doc.get("part") or path.stem), tuple(m.lower() for m in match), (cc[0], cc[1]),
+                {cls: rates[k].value for k, cls in TENSOR_RATES.items() if k in rates},
+                rates["hbm"].value, rates["nvlink"].value, str(doc.get("source") or ""), rates=rates)
+
+
+def load_parts(directory: Path = RATES_DIR) -> tuple[Part, ...]:
+    return tuple(load_part(p) for p in sorted(directory.glob("*.yaml")))
+
+
+PARTS = load_parts()
+PARTS = tuple(sorted(PARTS, key=lambda p: p.name != "H100 SXM"))  # H100 first: the fallback of last resort
 
 
 # Between hosts (multi-host targets such as h100x2x4): one 400 Gb/s NIC per GPU, both directions together
 # here as for NVLink. Source: NVIDIA DGX H100 and DGX B200 datasheets, "8x single-port NVIDIA ConnectX-7 VPI,
 # up to 400 Gb/s InfiniBand/Ethernet" for 8 GPUs.
 NETWORK_PER_GPU = 2 * 400e9 / 8
+NETWORK_SOURCE = ("NVIDIA DGX H100 / DGX B200 datasheets: 8x single-port ConnectX-7, up to 400 Gb/s each, for 8 GPUs "
+                  "(one 400 Gb/s NIC per GPU)")
 
 
 def part_for(description: str, name: str, compute_capability: tuple[int, int]) -> tuple[Part, str]:

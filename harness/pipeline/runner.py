@@ -11,6 +11,7 @@ they select cases and present outcomes.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
@@ -18,7 +19,7 @@ from packaging.version import Version
 
 from fp8_check.pipeline import cost
 from fp8_check.pipeline import cost_policy
-from fp8_check.pipeline import golden, golden_source
+from fp8_check.pipeline import golden, golden_source, layer_rules
 from fp8_check.pipeline import render
 from fp8_check.pipeline import signature
 from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Code, NumericsResult, Outcome
@@ -135,11 +136,12 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.code = PASS if matches else FAIL
         if not matches:
             out.reason = f"{len(out.diffs)} field(s) differ from {gpath}"
-            out.verdict = classify(exp.signature, sig)
-            if fc_problem:
-                out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
-            for d in layer_diffs:
-                out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
+    if not matches and out.code in (FAIL, XFAIL):  # a known issue is classified and priced (price) too
+        out.verdict = classify(exp.signature, sig)
+        if fc_problem:
+            out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
+        for d in layer_diffs:
+            out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
     if source.fallback:
         out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
             + source.fidelity_note()
@@ -273,7 +275,7 @@ def run(
     requests = []
     for case, _t, _p, _r, request in jobs:
         if request is not None:  # a case with `price_at` is compiled a second time, at those shapes, right behind
-            requests += [request] + ([price_request(case, request)] if case.price_at else [])
+            requests += [request] + ([price_request(case, request)] if case.priced_elsewhere else [])
     prefetch(compiler, targets, mode, requests, canary=canary)
     for t in targets if canary else ():
         check_canary(compiler, t)
@@ -285,7 +287,7 @@ def run(
                           description=case.description, yaml=case.yaml_text, file=case.file)
         else:
             comp = next(compiled)
-            priced = next(compiled) if case.price_at else None
+            priced = next(compiled) if case.priced_elsewhere else None
             out = judge(case, comp, jax_version, goldens_root)
             out.source = request.rendered.source
             price(out, target, priced, case)
@@ -299,8 +301,7 @@ def run(
 
 def price_request(case: Case, request: CompileRequest) -> CompileRequest:
     """The compilation of `case` at its production shapes (`price_at`), which its cost estimate is priced at."""
-    shape = case.price_at or case.shape
-    return dataclasses.replace(request, rendered=render.render(dataclasses.replace(case, shape=shape)), inputs=None)
+    return dataclasses.replace(request, rendered=render.render(case.at_production()), inputs=None)
 
 
 def shape_text(shape) -> str:
@@ -316,11 +317,14 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
     try:
         hw = cost.hardware(target)
         text, sig, where = out.hlo, out.signature, ""
-        if priced is not None and priced.ok and priced.hlo and case is not None and case.price_at:
-            text, sig, where = priced.hlo, signature.extract(priced.hlo), shape_text(case.price_at)
+        if priced is not None and priced.ok and priced.hlo and case is not None and case.priced_elsewhere:
+            text, sig, where = priced.hlo, signature.extract(priced.hlo), case.production_text()
         out.estimate = cost.estimate(text, hw, where)
         if out.verdict is not None and isinstance(out.expected, dict):
-            out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw))
+            rules = tuple(int(m.group(1)) for d in out.diffs if d.expected == layer_rules.LOW
+                          and (m := re.fullmatch(r"layers\[.*\]\.gemms\[(\d+)\]", d.path)))  # layers a rule wants in FP8
+            out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw,
+                                                                                      out.signature, rules))
     except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):  # a parser gap must not stop the run
         out.estimate = None
 

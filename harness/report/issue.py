@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from fp8_check.outcome import CODES, FAIL, UNRESOLVED, XPASS
+from fp8_check.outcome import CODES, FAIL, UNRESOLVED, XFAIL, XPASS
 from fp8_check.pipeline.results import Results
 from fp8_check.report.diffs import show_expected, show_found, sig_dict, to_yaml
 from fp8_check.report.hlo_text import entry_excerpt
@@ -202,7 +202,8 @@ def summary(it: Item, model: Model) -> str:
                 + (f" (better at the same time: {'; '.join(dict.fromkeys(x.why for x in o.verdict.improvements))})"
                    if o.verdict.improvements else "") + ". ")
         if o.verdict.cost is not None:  # harness/pipeline/cost.py: a roofline estimate, not a measurement
-            lead += f"Cost: {o.verdict.cost.text()} (roofline estimate from the compiled HLO, not a measurement). "
+            lead += f"Cost: {o.verdict.cost.text()} (roofline estimate from the compiled HLO, not a measurement" \
+                + (f"; {o.verdict.cost.note}" if o.verdict.cost.note else "") + "). "
     what = upstream_issue.what_changed(o.diffs, gemm) if older else None  # issue 12: class-aware
     if what:
         return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits `{gemm}`, but compared "
@@ -330,6 +331,9 @@ def markdown_for(inputs: list[Results], case: str, target: str | None = None, pr
         raise ReportError(f"no result for case '{case}'" + (" with the given --target/--profile/--jax" if (target or profile or jax) else "")
                           + f"; cases in these results: {', '.join(known[:20])}{' ...' if len(known) > 20 else ''}")
     bad = [it for it in mine if it.code.file_upstream]
+    known = [it for it in mine if it.code is XFAIL and it.outcome.verdict is not None]
+    if not bad and known:  # a declared known issue, not filed upstream yet: its body, with what it costs
+        return [issue_markdown(it, model) for it in sorted(known, key=lambda it: (it.row, vkey(it.jax)))]
     if not bad:
         seen = ", ".join(f"{it.target}/{it.profile} jax {it.jax}: {it.code}" for it in mine)
         names = "/".join(c.name for c in CODES if c.file_upstream)

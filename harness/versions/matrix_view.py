@@ -114,6 +114,13 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
     if blessed and not history:
         console.print(f"\n{len(blessed)} signature change(s) between versions match the goldens (blessed history; "
                       "`--history` lists them)", markup=False, soft_wrap=True)
+    known = [(e.jax, o) for e in m.versions for o in e.outcomes if o.code is XFAIL and o.verdict and o.verdict.cost]
+    if known:
+        console.print(f"\nKnown issues, priced against their goldens ({len(known)}):", markup=False)
+        for jax, o in known:
+            cost = o.verdict.cost
+            console.print(f"  jax {jax} {o.target}/{o.profile} {o.case}: {cost.text()} ({cost.detail()})", markup=False,
+                          soft_wrap=True)
     console.print("\nPer version:", markup=False)
     for e in m.versions:
         console.print(f"  jax {e.jax:<9} {summary_text(e) or e.status}{same_xla_note(e)}", markup=False)

@@ -17,7 +17,8 @@ from fp8_check.pipeline.user_modules import closure
 NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
 
-KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options")
+KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options",
+                           "price_at")
 
 
 
@@ -41,6 +42,32 @@ def _args(path, line, cid, value):
 
 
 
+def _price_args(path, line, cid, value, args):
+    """`price_at: {args: {NAME: SHAPE, ...}}`: the production shapes of some arguments (the others keep theirs); or
+    `price_at: {factory: FUNCTION}`: a function of the callable's module returning [(name, shape, dtype), ...] at
+    production shapes (called in the compile worker). The function is compiled a second time there and priced."""
+    names = {n: s for n, s, _ in args}
+    if isinstance(value, dict) and set(value) == {"factory"}:
+        if not isinstance(value["factory"], str) or not is_name(value["factory"]):
+            raise CaseError(path, line, cid, "price_at.factory", f"expected the name of a function in the callable's "
+                            f"module, got {value['factory']!r}")
+        return value["factory"]
+    if not isinstance(value, dict) or set(value) != {"args"} or not isinstance(value["args"], dict) or not value["args"]:
+        raise CaseError(path, line, cid, "price_at", "expected {args: {NAME: [production shape], ...}} or "
+                        "{factory: FUNCTION} for a python case")
+    out = []
+    for name, shape in value["args"].items():
+        fld = f"price_at.args.{name}"
+        if name not in names:
+            raise CaseError(path, line, cid, fld, f"no argument named {name!r}; the case has {', '.join(names)}")
+        if not isinstance(shape, list) or len(shape) != len(names[name]) or \
+                not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+            raise CaseError(path, line, cid, fld, f"expected a list of {len(names[name])} positive integers "
+                            f"(the argument's rank), got {shape!r}")
+        out.append((name, tuple(shape)))
+    return tuple(out)
+
+
 def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
     """The case, with `callable`, `args` and `requires` of `merged` added to the common fields in `kw`."""
     if "callable" not in merged:
@@ -61,6 +88,9 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
             raise CaseError(path, line, cid, "requires",
                             f"expected a list of optional top-level modules such as [flax], got {value!r}")
         kw["requires"] = tuple(dict.fromkeys(value))
+    if "price_at" in merged:
+        at = _price_args(path, line, cid, merged["price_at"], kw["args"])
+        kw["price_factory" if isinstance(at, str) else "price_args"] = at
     kw.update(validate_sharded(path, line, cid, merged, merged["args"], kw["args"], kw.get("targets", ()), CaseError))
     return Case(**kw)
 
@@ -84,7 +114,7 @@ def render(case: Case) -> Rendered:
         specs_args = [(a, jsonable(spec)) for a, spec in zip(args, specs)]
     source = ENV.get_template("python.py.j2").render(
         case=case, docstring=docstring(case), module=module, function=function, args=specs_args,
-        mesh=[list(axis) for axis in case.mesh],
+        mesh=[list(axis) for axis in case.mesh], factory=case.args_factory,
         out_specs=[jsonable(s) for s in case.out_shardings] if case.out_shardings is not None else None,
     )
     return Rendered(case.id, source, case.requires, closure(module))

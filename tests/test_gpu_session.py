@@ -1,0 +1,81 @@
+"""The H100 session (harness/gpu/session.py, scripts/gpu_session.sh): its dry run executes every step deviceless on
+this CPU machine, from the checkout, and leaves every file a real session writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fp8_check.gpu import session
+
+from .conftest import REPO
+
+
+def test_the_steps_and_their_budgets_fit_eight_minutes():
+    assert [s.name for s in session.STEPS] == ["environment", "capture", "calibrate", "fidelity", "numerics", "gpu-tests"]
+    assert all(s.budget_s > 0 for s in session.STEPS)
+    assert sum(s.budget_s for s in session.STEPS) <= session.TOTAL_S == 480
+    out = subprocess.run(["bash", str(REPO / "scripts" / "gpu_session.sh"), "--list"], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHON": sys.executable})
+    assert out.returncode == 0, out.stderr
+    for s in session.STEPS:
+        assert f"{s.name:<12} {s.budget_s:>4} s" in out.stdout
+
+
+def test_every_gpu_only_test_is_in_the_sessions_files():
+    # a GPU-only test (requires_gpu, or marked gpu) in a file the session does not run would never run on a GPU
+    marked = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("test_*.py")
+                    if p.name != "test_gpu_session.py"
+                    and ("\n@requires_gpu" in p.read_text() or "\n@pytest.mark.gpu" in p.read_text()))
+    assert marked and set(marked) <= set(session.GPU_TEST_FILES), marked
+
+
+@pytest.mark.slow
+def test_the_dry_run_executes_every_step_deviceless_and_writes_the_files(tmp_path):
+    out = tmp_path / "session"
+    # the script makes fp8_check importable from harness/ itself (a link on PYTHONPATH): run it with the plain
+    # interpreter and no PYTHONPATH of ours
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_session.sh"), "--dry-run", "--out", str(out),
+                           "--budget-scale", "3"], capture_output=True, text=True, timeout=1800,
+                          env={**env, "PYTHON": sys.executable}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for s in session.STEPS:
+        assert f"gpu-session: {s.name} (budget {3 * s.budget_s} s)" in proc.stdout
+        assert f"gpu-session: {s.name}: ok in " in proc.stdout
+    record = json.loads((out / "session.json").read_text())
+    assert record["dry_run"] is True and [r["status"] for r in record["steps"]] == ["ok"] * len(session.STEPS)
+    assert [(r["name"], r["budget_s"]) for r in record["steps"]] == [(s.name, s.budget_s) for s in session.STEPS]
+    md = (out / "SESSION.md").read_text()
+    assert "dry run on a CPU: no GPU numbers" in md and all(f"| {s.name} | {s.budget_s} | ok |" in md for s in session.STEPS)
+    # each step's files
+    env_doc = json.loads((out / "environment.json").read_text())
+    assert env_doc["gpu"] is False
+    assert "fp8-check-session-" in env_doc["imported_from"]  # through the script's link to harness/, not an install
+    tests_log = (out / "gpu-tests.log").read_text()
+    assert "skipped" in tests_log and "needs an NVIDIA GPU" in tests_log and "failed" not in tests_log
+    assert "h100" in (out / "capture.log").read_text()
+    fidelity = json.loads((out / "fidelity.json").read_text())
+    assert fidelity and "agree" in (out / "fidelity.md").read_text()
+    numerics = json.loads((out / "numerics.json").read_text())
+    assert numerics["backend"] == "cpu" and numerics["cases"] and all(c["status"] == "pass" for c in numerics["cases"]
+                                                                      if c["status"] != "skipped")
+    cal = json.loads((out / "calibration.json").read_text())
+    assert cal["dry_run"] is True and [r["case"] for r in cal["rows"]] == session.CALIBRATE.split(",")
+    for r in cal["rows"]:
+        assert "error" not in r, r
+        assert r["estimated_us"] > 0 and r["measured_us"] > 0 and r["unfused_us"] > 0 and r["fusion_speedup"] > 0
+    assert "Dry run on a CPU" in (out / "calibration.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_step_over_its_budget_is_stopped_and_the_session_goes_on(tmp_path):
+    steps = (session.Step("environment", 1, "a budget too small to import JAX"), session.Step("capture", 60, "then this"))
+    record = session.run_session(tmp_path, dry=True, steps=steps)
+    assert record[0]["status"] == "timed out" and record[0]["seconds"] < 30
+    assert record[1]["status"] == "ok"
+    assert json.loads((tmp_path / "session.json").read_text())["steps"][0]["status"] == "timed out"
