@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -107,8 +108,12 @@ def base_python() -> str:
 def _python_tag(python: str) -> str:
     if python == base_python() and Path(python).resolve() == Path(getattr(sys, "_base_executable", sys.executable)).resolve():
         return f"py{sys.version_info.major}.{sys.version_info.minor}"
-    out = subprocess.run([python, "-c", "import sys; print('py%d.%d' % sys.version_info[:2])"],
-                         capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('py%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:  # $FP8_CHECK_PYTHON names nothing runnable, or it hangs
+        raise InstallError("", f"cannot run the interpreter {python} ($FP8_CHECK_PYTHON): "
+                               f"{getattr(exc, 'strerror', None) or type(exc).__name__}") from None
     if out.returncode != 0:
         raise InstallError("", f"cannot run the interpreter {python}: {out.stderr.strip()}")
     return out.stdout.strip()
@@ -298,17 +303,32 @@ class Manager:
         for cmd in steps:
             if log:
                 log(f"$ {' '.join(cmd)}")
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=_uv_env(), cwd=str(self.root))
+            limit = _uv_timeout()
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=_uv_env(), cwd=str(self.root),
+                                      stdin=subprocess.DEVNULL, timeout=limit)
+            except subprocess.TimeoutExpired:
+                raise InstallError(version, f"uv did not finish within {limit:g} s (FP8_CHECK_UV_TIMEOUT)") from None
+            except OSError as exc:  # uv vanished, or an argument list over the system's limit (E2BIG)
+                raise InstallError(version, f"cannot run uv: {exc.strerror or exc}") from None
             output.append(proc.stdout + proc.stderr)
             if proc.returncode != 0:
                 text = (proc.stderr or proc.stdout).strip()
                 wanted = " ".join([*self.requirements(version), *self.extras])
                 raise InstallError(version, f"uv could not install {wanted}: "
                                    f"{_last_lines(text)}", "\n".join(output))
-        probe = subprocess.run([str(tmp / "bin" / "python"), "-c", _PROBE], capture_output=True, text=True, timeout=120)
+        try:
+            probe = subprocess.run([str(tmp / "bin" / "python"), "-c", _PROBE], capture_output=True, text=True,
+                                   timeout=120, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:  # uv said it built, but there is no working interpreter
+            raise InstallError(version, "uv finished but the new environment does not run: "
+                               + (getattr(exc, "strerror", None) or type(exc).__name__)) from None
         if probe.returncode != 0:
             raise InstallError(version, f"the new environment does not run: {_last_lines(probe.stderr)}", probe.stderr)
-        info = json.loads(probe.stdout)
+        try:
+            info = json.loads(probe.stdout)
+        except ValueError:
+            raise InstallError(version, "the new environment's probe printed something that is not JSON") from None
         if info.get("jax") != str(parse_version(version)) and info.get("jax") != version:
             raise InstallError(version, f"asked for jax {version}, got {info.get('jax')}")
         if self.index_url:
@@ -365,8 +385,16 @@ def _installed(python: Path, requirements: list[str]) -> dict:
 
 
 def _last_lines(text: str, n: int = 6) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
+    """The last lines of another program's output, quoted: none starts with `::` (a GitHub workflow command)."""
+    lines = [re.sub(r"^(\s*)::", "\\1\u200b::", line) for line in text.strip().splitlines() if line.strip()]
     return "\n".join(lines[-n:]) if lines else "(no output)"
+
+
+def _uv_timeout() -> float:
+    try:
+        return max(1.0, float(os.environ.get("FP8_CHECK_UV_TIMEOUT") or 3600))
+    except ValueError:
+        return 3600.0
 
 
 def disk_bytes(path: Path) -> int:
