@@ -151,7 +151,8 @@ def cmd_init(args) -> int:
     if root.exists() and not root.is_dir():
         print(f"fp8-check init: error: {root} is not a directory", file=sys.stderr)
         return 2
-    wrote, kept = [], []
+    wrote: list[str] = []
+    kept: list[str] = []
     if args.requirement is None:
         from fp8_check.about import install_requirement
 

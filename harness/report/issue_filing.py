@@ -22,6 +22,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.report.markup import plain
 from fp8_check.versions.news import Finding
 
 MARKER = "<!-- fp8-check-issue: {key} -->"
@@ -140,7 +141,7 @@ def file_issues(issues_dir: Path, label: str, repo: str | None, gh: str = "gh") 
             done.append(f"skipped {_one_line(path.name)}: its last line is not an fp8-check marker")
             continue
         first = text.splitlines()[0] if text else ""
-        title = _CONTROL.sub(" ", first.lstrip("# ").strip())[:240] or path.stem
+        title = _CONTROL.sub(" ", plain(first.lstrip("# ").strip()))[:240] or path.stem
         if key in existing:
             _gh([gh, "issue", "edit", str(existing[key]), *repo_args, "--body-file", str(path)])
             done.append(f"updated #{existing[key]}: {_one_line(title)}")
