@@ -186,7 +186,12 @@ def _satisfied(requirements: list[str]) -> bool:
     from packaging.requirements import Requirement
 
     for text in requirements:
-        req = Requirement(text)
+        try:
+            req = Requirement(text)
+        except ValueError:
+            return False
+        if req.url:  # `flax @ URL`: what the URL holds is unknown until it is installed; any installed flax won't do
+            return False
         try:
             installed = md.version(req.name)
         except md.PackageNotFoundError:
@@ -267,7 +272,11 @@ class Manager:
         if env:
             env.seconds = time.perf_counter() - start
             return env
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # $FP8_CHECK_CACHE=/dev/null, a file, a read-only folder
+            raise InstallError(version, f"cannot make the environments folder {self.root} (under $FP8_CHECK_CACHE): "
+                                        f"{exc.strerror or exc}") from None
         name = self.name(version)
         with open(self.root / f".{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait for it
