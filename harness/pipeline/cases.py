@@ -73,7 +73,7 @@ def _known_issues(path, line, cid, value) -> tuple[KnownIssue, ...]:
             SpecifierSet(spec)
         except InvalidSpecifier:
             raise CaseError(path, line_i, cid, f"{fld}.jax", f"not a version range like '>=0.4.32,<0.4.34': {spec!r}") from None
-        targets = ()
+        targets: tuple[str, ...] = ()
         if "targets" in item:
             targets = _targets(path, line_i, cid, f"{fld}.targets", item["targets"])
         profiles = ()
