@@ -8,11 +8,11 @@ and opening or updating one issue per regression with `gh`.
 results that differ from the goldens (regressions first, each at its first bad version with its
 one-line verdict and the file holding its ready issue body), and the case x version grid (rows
 with news first). It prints one `::error file=…,line=…::` workflow command per finding, pointing
-at the case's YAML, and writes the issue bodies (`<case>--<target>--<profile>.md`, the body of
-`fp8-check report --markdown CASE`) into --issues-dir. `issues` files them: each body carries a
-hidden marker; an open issue with the same marker is updated (`gh issue edit`), otherwise one
-is created (`gh issue create`). Each writer is a plain function of the typed matrix, so it can
-sit beside the terminal and HTML writers.
+at the case's YAML, and writes the issue bodies, one per upstream change (`<first case>--<key>.md`, the
+body of `fp8-check report --markdown CASE`), into --issues-dir. `issues` files them (report/issue_filing.py):
+each body's last line is its marker; an open issue ending in the same marker is updated (`gh issue edit`),
+otherwise one is created (`gh issue create`). Untrusted text is made inert (report/markup.py). Each writer
+is a plain function of the typed matrix, so it can sit beside the terminal and HTML writers.
 """
 
 from __future__ import annotations
