@@ -80,3 +80,12 @@ def test_a_url_requirement_is_never_satisfied_by_the_installed_package():
     assert envs._satisfied(["flax"])  # flax is installed here (the flax extra)
     assert not envs._satisfied(["flax @ https://example.invalid/flax-0.0.1-py3-none-any.whl"])
     assert not envs._satisfied(["flax[all] @ git+https://example.invalid/flax@abc"])
+
+
+def test_uv_output_quoted_in_a_message_is_no_workflow_command(run_cli, tmp_path, cache, monkeypatch):
+    """uv's stderr is quoted when it fails; a line of it starting with `::` must not reach stdout as a command."""
+    monkeypatch.setenv("FP8_CHECK_UV", str(_program(
+        tmp_path, "uv", "import sys; sys.stderr.write('error: no\\n::add-mask::secret\\n  ::stop-commands::tok\\n'); sys.exit(1)")))
+    code, out, err = _matrix(run_cli, tmp_path)
+    _install_failed(code, out, err, "add-mask")
+    assert not any(line.lstrip().startswith("::") for line in (out + err).splitlines()), out + err
