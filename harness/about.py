@@ -64,7 +64,11 @@ def install_requirement(extra: str = "flax") -> str:
     checkout = Path(__file__).resolve().parent.parent
     if (checkout / "pyproject.toml").is_file():
         def git(*a):
-            p = subprocess.run(["git", "-C", str(checkout), *a], capture_output=True, text=True)
+            try:
+                p = subprocess.run(["git", "-C", str(checkout), *a], capture_output=True, text=True, timeout=30,
+                                   stdin=subprocess.DEVNULL)
+            except (OSError, subprocess.SubprocessError):  # no git, or a git that hangs
+                return ""
             return p.stdout.strip() if p.returncode == 0 else ""
         remote, commit = git("remote", "get-url", "origin"), git("rev-parse", "HEAD")
         if remote and commit and not remote.startswith(("/", "file:")):

@@ -35,8 +35,15 @@ def is_collective_path(path: str) -> bool:
 
 
 def _bits(dtype: Any) -> int | None:
-    """Widths from the dtype vocabulary (harness/dtypes.py); a predicate is a byte."""
-    return 8 if str(dtype) == "pred" else dtypes.bits(dtype)
+    """Widths from the dtype vocabulary (harness/dtypes.py); a predicate is a byte; a variadic collective's
+    `a+b` (collectives.dtype_text): its widest operand."""
+    widths = [8 if part == "pred" else dtypes.bits(part) for part in str(dtype).split("+")]
+    return None if None in widths else max(w for w in widths if w is not None)
+
+
+def _narrow(dtype: Any) -> bool:
+    """FP8/FP4/E8M0, every operand of a variadic collective."""
+    return all(_is_fp8(part) for part in str(dtype).split("+"))
 
 
 def _label(c: Any) -> str:
@@ -58,10 +65,10 @@ def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]
         return [(NEUTRAL, "collectives changed")]
     if key == "dtype":
         bb, ba = _bits(before), _bits(after)
-        if _is_fp8(before) and not _is_fp8(after) and (ba or 0) > 8:
-            ratio = f" (bytes x{ba // 8})" if ba else ""
-            return [(REGRESSION, f"FP8 collective now moves {after} instead of {before}{ratio}")]
-        if _is_fp8(after) and not _is_fp8(before) and (bb or 0) > 8:
+        # no "(bytes xN)" here: the width says nothing of the volume; the `bytes` rule reports the real bytes
+        if _narrow(before) and not _narrow(after) and (ba or 0) > 8:
+            return [(REGRESSION, f"FP8 collective now moves {after} instead of {before}")]
+        if _narrow(after) and not _narrow(before) and (bb or 0) > 8:
             return [(IMPROVEMENT, f"collective moves FP8 again ({before} -> {after})")]
         if bb and ba and ba != bb:
             return [(REGRESSION, f"collective moves a wider type ({before} -> {after})") if ba > bb else
@@ -69,9 +76,10 @@ def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]
         return [(NEUTRAL, f"collective dtype {before} -> {after} (same width)")]
     if key == "bytes":
         if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after:
+            ratio = f", x{after / before:.3g}" if before > 0 else ""  # computed from the bytes, never assumed
             if after > before:
-                return [(REGRESSION, f"collective moves more bytes per device ({before} -> {after})")]
-            return [(IMPROVEMENT, f"collective moves fewer bytes per device ({before} -> {after})")]
+                return [(REGRESSION, f"collective moves more bytes per device ({before} -> {after}{ratio})")]
+            return [(IMPROVEMENT, f"collective moves fewer bytes per device ({before} -> {after}{ratio})")]
         return [(NEUTRAL, "collective bytes not comparable")]
     if key == "asynchronous":
         if before is True and after is not True:

@@ -163,6 +163,7 @@ def _bless_from_matrix(args) -> int:
 
 
 def cmd_bless(args) -> int:
+    golden.remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
     if getattr(args, "from_matrix", None):
         return _bless_from_matrix(args)
     sel = selection.from_args(args)

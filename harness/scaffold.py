@@ -10,6 +10,7 @@ Writes (never overwriting an existing file unless --force):
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -98,20 +99,28 @@ jobs:
     permissions:
       contents: read
       actions: read
-    with:
+{issues_permission}    with:
 {requirement_line}      jax-range: "0.6.1.."
       select: minor
       targets: h100
-"""
+{issues_line}"""
+
+# What --uses may name: a local workflow (./…) or OWNER/REPO/PATH@REF, in characters that need no YAML quoting.
+_USES = re.compile(r"\./[A-Za-z0-9_./-]+\.ya?ml|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+\.ya?ml@[A-Za-z0-9_./-]+")
 
 
-def files(uses: str, requirement: str) -> dict[str, str]:
+def files(uses: str, requirement: str, file_issues: bool = False) -> dict[str, str]:
+    if not _USES.fullmatch(uses) or ".." in uses:
+        raise ValueError(f"--uses {uses!r} is not ./PATH.yml or OWNER/REPO/PATH.yml@REF")
     return {
         "cases/fp8_example.yaml": CASES,
         "goldens/README.md": GOLDENS,
         "tests/test_fp8_fusion.py": TEST,
         ".github/workflows/fp8-check.yml": WORKFLOW.format(
-            uses=uses, requirement_line=f"      requirement: {_yaml_string(requirement)}\n" if requirement else ""),
+            uses=uses, requirement_line=f"      requirement: {_yaml_string(requirement)}\n" if requirement else "",
+            # file-issues: the called `issues` job takes the token this job grants (issues: write)
+            issues_permission="      issues: write\n" if file_issues else "",
+            issues_line="      file-issues: true\n" if file_issues else ""),
     }
 
 
@@ -129,6 +138,8 @@ def register(subparsers) -> dict:
     p.add_argument("--requirement", default=None,
                    help="what the CI installs fp8-check from: a requirement, git URL or wheel URL (default: the git URL "
                         "and commit, or the wheel URL, this fp8-check was installed from; fp8-check is not on PyPI)")
+    p.add_argument("--file-issues", action="store_true",
+                   help="the CI opens one issue per upstream change (grants the called workflow issues: write)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     return {"init": cmd_init}
 
@@ -140,7 +151,8 @@ def cmd_init(args) -> int:
     if root.exists() and not root.is_dir():
         print(f"fp8-check init: error: {root} is not a directory", file=sys.stderr)
         return 2
-    wrote, kept = [], []
+    wrote: list[str] = []
+    kept: list[str] = []
     if args.requirement is None:
         from fp8_check.about import install_requirement
 
@@ -148,7 +160,12 @@ def cmd_init(args) -> int:
         if not args.requirement:
             print("fp8-check init: note: no git URL or wheel URL is known for this fp8-check; the workflow installs "
                   "fp8-check from the repository and commit it calls (set `requirement` to pin another)")
-    for rel, text in files(args.uses, args.requirement).items():
+    try:
+        planned = files(args.uses, args.requirement, getattr(args, "file_issues", False))
+    except ValueError as exc:
+        print(f"fp8-check init: error: {exc}", file=sys.stderr)
+        return 2
+    for rel, text in planned.items():
         path = root / rel
         if path.exists() and not args.force:
             kept.append(rel)
@@ -158,7 +175,8 @@ def cmd_init(args) -> int:
             atomic_write(path, text)
         except OSError as exc:  # a read-only directory, `cases` is a file, a full disk: one line, nothing half-written
             print(f"fp8-check init: error: cannot write {path}: {exc.strerror or exc}"
-                  + (f" ({path.parent} exists and is not a directory)" if _blocked(path) else ""), file=sys.stderr)
+                  + (f" ({path.parent} exists and is not a directory)" if _blocked(path) else "")
+                  + (f"; already wrote {', '.join(str(root / r) for r in wrote)}" if wrote else ""), file=sys.stderr)
             return 2
         wrote.append(rel)
     for rel in wrote:

@@ -157,18 +157,36 @@ def all_target_names() -> tuple[str, ...]:
     return target_names() + MULTI_DEVICE_TARGETS
 
 
-def _multi_device(name: str) -> Target | None:
-    """`h100x8` / `h100x2x4`: the GPU spec `h100` on a topology of 1 host x 8 / 2 hosts x 4 GPUs."""
-    from dataclasses import replace
-
-    from fp8_check.pipeline.aot import TOPOLOGY_LINE
-
+def canonical_target(name: object) -> str | None:
+    """The one name of a target a case or `--target` may give: a GPU spec's name, or `<gpu>x<N>` /
+    `<gpu>x<H>x<N>` for any shipped GPU in its normal form (`h100x08` is `h100x8`; a spec whose own name ends
+    in `x` takes the count directly: `mi300x8`); None when it is neither."""
+    if not isinstance(name, str):
+        return None
+    if name in target_names():
+        return name
     m = _split_multi(name)
     if m is None:
         return None
     hosts, per_host = (int(m[1]), int(m[2])) if m[2] else (1, int(m[1]))
     if not 1 <= hosts <= 64 or not 1 <= per_host <= 64 or hosts * per_host < 2:
         return None
+    prefix = m[0] if m[0].endswith("x") else m[0] + "x"
+    return f"{prefix}{hosts}x{per_host}" if m[2] else f"{prefix}{per_host}"
+
+
+def _multi_device(name: str) -> Target | None:
+    """`h100x8` / `h100x2x4`: the GPU spec `h100` on a topology of 1 host x 8 / 2 hosts x 4 GPUs."""
+    from dataclasses import replace
+
+    from fp8_check.pipeline.aot import TOPOLOGY_LINE
+
+    canonical = canonical_target(name)
+    m = _split_multi(canonical) if canonical is not None and canonical not in target_names() else None
+    if canonical is None or m is None:
+        return None
+    name = canonical
+    hosts, per_host = (int(m[1]), int(m[2])) if m[2] else (1, int(m[1]))
     base = load_target(m[0])
     topology = f"1x{hosts}x{per_host}"
     where = f"{hosts} hosts x {per_host} GPUs" if hosts > 1 else f"{per_host} GPUs"
@@ -207,7 +225,8 @@ def load_target(name: str) -> Target:
         target = parse_target(name, text, where=str(path))
     except (ValueError, safe_yaml.ReadError) as exc:
         raise KeyError(f"{path}: {exc}") from None
-    if path != shipped and name in all_target_names() and target.config_text != load_target(name).config_text:
+    # any GPUxN counts as shipped: a one-GPU spec named h100x4.txtpb must not meet the generated 4-GPU goldens
+    if path != shipped and canonical_target(name) is not None and target.config_text != load_target(name).config_text:
         raise KeyError(f"{path}: named like the shipped target '{name}' but a different spec: its results would be "
                        f"judged against (and blessed into) the shipped {name} goldens; rename the file "
                        f"(e.g. {name}-mine.txtpb)")

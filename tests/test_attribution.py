@@ -195,7 +195,7 @@ def test_golden_layers_are_loaded_checked_and_kept_by_bless(tmp_path):
 
 
 def test_with_requirements_name_their_own_environments(tmp_path):
-    from fp8_check.versions import envs
+    from fp8_check.versions import envs, requirements
 
     plain = envs.Manager(tmp_path, python="python3")
     plain._tag = "py3.12"
@@ -206,15 +206,15 @@ def test_with_requirements_name_their_own_environments(tmp_path):
     assert a.name("0.8.0") == b.name("0.8.0") != plain.name("0.8.0")
     assert a.name("0.8.0").startswith("jax-0.8.0-slim-py3.12-with-")
     with pytest.raises(ValueError, match="chosen per version"):
-        envs.check_requirement("jax==0.7.0")
+        requirements.check_requirement("jax==0.7.0")
     with pytest.raises(ValueError, match="not a requirement"):
-        envs.check_requirement("flax>>1")
+        requirements.check_requirement("flax>>1")
     req = tmp_path / "req.txt"
     req.write_text("# models\nflax>=0.10  # the layers\n\noptax\n")
-    assert envs.read_requirements(req) == ["flax>=0.10", "optax"]
+    assert requirements.read_requirements(req) == ["flax>=0.10", "optax"]
     req.write_text("-e .\n")
     with pytest.raises(ValueError, match="req.txt:1"):
-        envs.read_requirements(req)
+        requirements.read_requirements(req)
 
 
 def test_large_constants_are_found():

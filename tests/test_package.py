@@ -229,7 +229,7 @@ def test_the_requirement_init_writes_installs(tmp_path):
     work = tmp_path / "issues-job"
     (work / "reports" / "issues").mkdir(parents=True)
     (work / "reports" / "issues" / "c--h100--cublas.md").write_text(
-        "# [XLA:GPU] a title\n\nbody\n<!-- fp8-check-issue: c/h100/cublas/deviceless -->\n")
+        "# [XLA:GPU] a title\n\nbody\n<!-- fp8-check-issue: 0123456789abcdef -->\n")
     gh_log, gh = tmp_path / "gh.log", tmp_path / "gh-bin" / "gh"
     gh.parent.mkdir()
     gh.write_text(f"#!/bin/sh\necho \"$*\" >> {gh_log}\n[ \"$1 $2\" = \"issue list\" ] && echo '[]'\nexit 0\n")

@@ -86,7 +86,7 @@ def test_sharded_case_loads_and_renders(tmp_path):
     ("out_shardings: [[]]", "out_shardings: []", "out_shardings", "non-empty list"),
     ("    mesh: {tp: 8}\n", "    xla_options: {gpu_flag: 1}\n    mesh: {tp: 8}\n", "xla_options", "not an XLA flag name"),
     ("    mesh: {tp: 8}\n", "    xla_options: {xla_x: [1]}\n    mesh: {tp: 8}\n", "xla_options.xla_x", "true/false"),
-    ("    targets: [h100x8]\n", "    targets: [h100x9x9]\n", "targets", "allowed:"),
+    ("    targets: [h100x8]\n", "    targets: [h100x99]\n", "targets", "allowed:"),
 ])
 def test_sharded_case_errors_are_one_line(tmp_path, old, new, field, needle):
     assert old in SHARDED
@@ -236,10 +236,33 @@ def test_fp8_collective_moving_bf16_is_a_regression():
     v = verdict.classify(_sig(AG_F8), _sig(AG_BF16))
     assert v.cls == "regression"
     dtype = v.for_path("collectives[0].dtype")[0]
-    assert dtype.cls == "regression" and "bytes x2" in dtype.why
-    assert v.for_path("collectives[0].bytes")[0].cls == "regression"
+    assert dtype.cls == "regression" and "bytes" not in dtype.why  # a width is not a volume: no "(bytes x2)"
+    by = v.for_path("collectives[0].bytes")[0]
+    assert by.cls == "regression" and by.why.endswith("(1048576 -> 2097152, x2)")  # computed from the real bytes
+    # the issue's case: the same bytes, the gather moved from the f8 input to the bf16 output: no "x2" anywhere
+    same = verdict.classify(_sig(AG_F8), _sig(dict(AG_BF16, shape="bf16[512,1024]", bytes=1048576)))
+    assert not any("x2" in x.why for x in same.lines) and not same.for_path("collectives[0].bytes")
     assert v.for_path("collectives[0].shape")[0].cls == "neutral"
     assert verdict.classify(_sig(AG_BF16), _sig(AG_F8)).cls == "improvement"
+
+
+def test_a_variadic_collective_names_every_operand_dtype():
+    """FP8 data gathered with its E8M0 scales in one variadic all-gather: both dtypes, not the last operand's."""
+    from fp8_check.pipeline import collectives, hlo
+
+    text = """HloModule m, entry_computation_layout={(f8e4m3fn[128,256]{1,0}, f8e8m0fnu[128,8]{1,0})->f8e4m3fn[1024,256]{1,0}}
+
+ENTRY %main (a: f8e4m3fn[128,256], s: f8e8m0fnu[128,8]) -> f8e4m3fn[1024,256] {
+  %a = f8e4m3fn[128,256]{1,0} parameter(0)
+  %s = f8e8m0fnu[128,8]{1,0} parameter(1)
+  %ag = (f8e4m3fn[1024,256]{1,0}, f8e8m0fnu[1024,8]{1,0}) all-gather(%a, %s), replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}
+  ROOT %g = f8e4m3fn[1024,256]{1,0} get-tuple-element(%ag), index=0
+}
+"""
+    [c] = collectives.extract(hlo.parse(text))
+    assert c.dtype == "f8e4m3fn+f8e8m0fnu" and c.bytes == 1024 * 256 + 1024 * 8
+    v = verdict.classify(_sig(dict(AG_F8, dtype=c.dtype)), _sig(dict(AG_F8, dtype="bf16+f8e8m0fnu")))
+    assert v.for_path("collectives[0].dtype")[0].why == "FP8 collective now moves bf16+f8e8m0fnu instead of f8e4m3fn+f8e8m0fnu"
 
 
 def test_collectives_gained_lost_and_loops():

@@ -27,6 +27,25 @@ from fp8_check.pipeline.kinds.python import PYTHON_KEYS  # noqa: F401  (re-expor
 KINDS = tuple(kinds.KINDS)
 
 
+def _targets(path, line, cid, fld, value) -> tuple[str, ...]:
+    """A case's `targets:`: GPU spec names and any GPUxN / GPUxHOSTSxN, each in its normal form (targets.py)."""
+    from fp8_check.targets import MULTI_DEVICE_TARGETS, canonical_target, target_names
+
+    allowed = ", ".join([*target_names(), "GPUxN or GPUxHOSTSxN (e.g. " + ", ".join(MULTI_DEVICE_TARGETS) + ")"])
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise CaseError(path, line, cid, fld, f"expected a non-empty list, got {value!r}; allowed items: {allowed}")
+    names = []
+    for item in items:
+        name = canonical_target(item)
+        if name is None:
+            raise CaseError(path, line, cid, fld, f"got {item!r}; allowed: {allowed}")
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise CaseError(path, line, cid, fld, f"names one target twice: {items!r}")
+    return tuple(names)
+
+
 def _known_issues(path, line, cid, value) -> tuple[KnownIssue, ...]:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -54,11 +73,9 @@ def _known_issues(path, line, cid, value) -> tuple[KnownIssue, ...]:
             SpecifierSet(spec)
         except InvalidSpecifier:
             raise CaseError(path, line_i, cid, f"{fld}.jax", f"not a version range like '>=0.4.32,<0.4.34': {spec!r}") from None
-        targets = ()
+        targets: tuple[str, ...] = ()
         if "targets" in item:
-            from fp8_check.targets import all_target_names
-
-            targets = _list_of_choices(path, line_i, cid, f"{fld}.targets", item["targets"], all_target_names())
+            targets = _targets(path, line_i, cid, f"{fld}.targets", item["targets"])
         profiles = ()
         if "profiles" in item:
             profiles = _list_of_choices(path, line_i, cid, f"{fld}.profiles", item["profiles"], PROFILES)
@@ -96,9 +113,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     if "profiles" in merged:
         kw["profiles"] = _list_of_choices(path, line, cid, "profiles", merged["profiles"], PROFILES)
     if "targets" in merged:
-        from fp8_check.targets import all_target_names
-
-        kw["targets"] = _list_of_choices(path, line, cid, "targets", merged["targets"], all_target_names())
+        kw["targets"] = _targets(path, line, cid, "targets", merged["targets"])
     if "known_issues" in merged:
         kw["known_issues"] = _known_issues(path, line, cid, merged["known_issues"])
     if "filecheck" in merged:

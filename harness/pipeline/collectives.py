@@ -216,7 +216,7 @@ def extract(module: hlo.Module) -> list[Collective]:
             main = results[-1] if results else "?"
             in_loop = comp.name in loop_bodies or (caller is not None and _in(module, caller, loop_bodies))
             out.append(Collective(
-                op=op, dtype=hlo.dtype_of(main), shape=_shape_text(main), bytes=max(read, wrote),
+                op=op, dtype=dtype_text(results), shape=_shape_text(main), bytes=max(read, wrote),
                 groups=groups_of(instr),
                 asynchronous=(start or caller is not None) and not (_is_sync(instr) or _is_sync(caller)),
                 layer=group_of(_op_name(instr) or (_op_name(caller) if caller is not None else "")),
@@ -224,6 +224,12 @@ def extract(module: hlo.Module) -> list[Collective]:
             ))
     out.sort(key=lambda c: (c.op, c.layer, c.dtype, c.shape, c.groups, c.loop, c.asynchronous))
     return out
+
+
+def dtype_text(results: list[str]) -> str:
+    """The element types a collective moves, per operand of a variadic one in order, each named once:
+    `f8e4m3fn+f8e8m0fnu` for FP8 data gathered with its E8M0 scales (never only the last operand's)."""
+    return "+".join(dict.fromkeys(hlo.dtype_of(r) for r in results)) or "?"
 
 
 def _operand_types(module: hlo.Module, comp: hlo.Computation, instr: hlo.Instruction) -> list[tuple[str, str]]:

@@ -280,6 +280,27 @@ def _remove_leftovers(path: Path) -> None:
                 pass
 
 
+def remove_stale_temporaries(root: Path) -> int:
+    """At the start of a bless: every hidden temporary golden under `root` whose writer is gone (SIGKILLed
+    mid-write: `_remove_leftovers` only sweeps beside a golden written again). Returns how many went."""
+    import re
+
+    gone = 0
+    try:
+        found = list(Path(root).rglob(".*.tmp")) if root and Path(root).is_dir() else []
+    except OSError:  # an unreadable folder: the bless itself will say so
+        return 0
+    for tmp in found:
+        m = re.fullmatch(r"\..+\.(\d+)\.[^.]+\.tmp", tmp.name)
+        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+            try:
+                tmp.unlink()
+                gone += 1
+            except OSError:
+                pass
+    return gone
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -291,6 +291,10 @@ def run(
             out = judge(case, comp, jax_version, goldens_root)
             out.source = request.rendered.source
             price(out, target, priced, case)
+            if priced is not None and not priced.ok and comp.ok:  # never priced at the test shapes instead
+                first = (priced.error or "").strip().splitlines() or ["unknown error"]
+                out.code, out.estimate = UNRESOLVED, None
+                out.reason = f"price_at ({shape_text(case.price_at)}) does not compile: {first[0][:500]}"
             if numerics is not None:
                 apply_numerics(out, case, comp, numerics)
         outcomes.append(out)

@@ -322,17 +322,17 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 try:
                     exec(code, module.__dict__)
                 except ImportError as exc:
-                    # A dependency the case declares optional is UNSUPPORTED, and so is a block-scaling
-                    # API this JAX lacks (the rendered case raises it with name MISSING_API); anything
+                    # A dependency the case declares optional is UNSUPPORTED, and so is a JAX API this JAX lacks
+                    # (the block template raises MISSING_API; a user's module an ImportError from jax); anything
                     # else (a typo in the module, a missing function, a failing import) is an error.
                     if getattr(exc, "name", None) == MISSING_API:
                         proto.write(json.dumps({"ok": False, "unsupported": "the case's API is missing: %s" % exc}) + "\n")
                         continue
                     name = (getattr(exc, "name", None) or "").split(".")[0]
-                    if name and name in (request.get("requires") or ()):
-                        proto.write(json.dumps({"ok": False, "unsupported": "missing optional dependency %r "
-                                                "(requires: %s): %s: %s" % (name, ", ".join(request["requires"]),
-                                                                            type(exc).__name__, exc)}) + "\n")
+                    if name in ("jax", "jaxlib") or (name and name in (request.get("requires") or ())):
+                        why = ("this JAX (%s) lacks an API the case imports" % _jax_version() if name in ("jax", "jaxlib")
+                               else "missing optional dependency %r (requires: %s)" % (name, ", ".join(request["requires"])))
+                        proto.write(json.dumps({"ok": False, "unsupported": "%s: %s: %s" % (why, type(exc).__name__, exc)}) + "\n")
                         continue
                     raise
                 options = dict(request["compiler_options"])

@@ -8,40 +8,31 @@ and opening or updating one issue per regression with `gh`.
 results that differ from the goldens (regressions first, each at its first bad version with its
 one-line verdict and the file holding its ready issue body), and the case x version grid (rows
 with news first). It prints one `::error file=…,line=…::` workflow command per finding, pointing
-at the case's YAML, and writes the issue bodies (`<case>--<target>--<profile>.md`, the body of
-`fp8-check report --markdown CASE`) into --issues-dir. `issues` files them: each body carries a
-hidden marker; an open issue with the same marker is updated (`gh issue edit`), otherwise one
-is created (`gh issue create`). Each writer is a plain function of the typed matrix, so it can
-sit beside the terminal and HTML writers.
+at the case's YAML, and writes the issue bodies, one per upstream change (`<first case>--<key>.md`, the
+body of `fp8-check report --markdown CASE`), into --issues-dir. `issues` files them (report/issue_filing.py):
+each body's last line is its marker; an open issue ending in the same marker is updated (`gh issue edit`),
+otherwise one is created (`gh issue create`). Untrusted text is made inert (report/markup.py). Each writer
+is a plain function of the typed matrix, so it can sit beside the terminal and HTML writers.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 
-from fp8_check.pipeline.golden import atomic_write
+from fp8_check.report.issue_filing import MARKER, FilingError, Group, file_issues, groups
+from fp8_check.report.markup import md_inline, no_commands
 from fp8_check.versions.matrix_document import Matrix, load_matrix
 from fp8_check.versions.news import Finding, closing_line, findings, first_bad
 
-MARKER = "<!-- fp8-check-issue: {key} -->"
 SUMMARY_LIMIT = 900_000  # GitHub takes at most 1 MiB of summary per step
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def issue_key(f: Finding) -> str:
-    o = f.outcome
-    return f"{o.case}/{o.target}/{o.profile}/{o.mode}"
-
-
-def body_name(f: Finding) -> str:
-    o = f.outcome
-    return _UNSAFE.sub("_", f"{o.case}--{o.target}--{o.profile}") + ".md"
+def issue_groups(m: Matrix) -> list[Group]:
+    """The regressions at their first bad version, one group per upstream change (report/issue_filing.py)."""
+    return groups([f for f in first_bad(m) if f.is_regression])
 
 
 def one_line(f: Finding) -> str:
@@ -53,27 +44,39 @@ def one_line(f: Finding) -> str:
     return lines[0][:200] if lines else ""
 
 
+def _row(f: Finding) -> tuple:
+    o = f.outcome
+    return (o.case, o.target, o.profile, o.mode, f.jax)
+
+
+def _code(text: str) -> str:
+    """Text inside a code span in a table cell: nothing is markup there but the span's end and the cell's."""
+    return str(text).replace("`", "'").replace("|", "\\|").replace("\n", " ")
+
+
 def _md(text: str) -> str:
-    """Text for a markdown table cell: no markup gets through (a case id is user input)."""
-    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("|", "\\|").replace("`", "'").replace("\n", " ")
+    """Text for a markdown table cell: no markup gets through (a case id, a reason, a target are input)."""
+    return md_inline(text)
 
 
 def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
     """The markdown job summary: verdict, findings (first bad version each, regressions first), then the grid."""
     first = first_bad(m)
-    lines = ["## fp8-check", "", f"**{closing_line(m)}**", ""]
+    body_of = {_row(f): g.name for g in issue_groups(m) for f in g.findings}
+    lines = ["## fp8-check", "", f"**{_md(closing_line(m))}**", ""]
     if first:
         lines += ["### Differs from the golden (regressions first)", "",
                   "| case | target/profile | first bad jax | outcome | verdict | issue body |", "|---|---|---|---|---|---|"]
         for f in first:
             o = f.outcome
             if f.is_regression:
-                where = f"`{issues_dir}/{body_name(f)}` (artifact)" if issues_dir else "`fp8-check report --markdown CASE`"
+                where = (f"`{_code(issues_dir)}/{body_of.get(_row(f), '?')}` (artifact)" if issues_dir
+                         else "`fp8-check report --markdown CASE`")
             else:  # nothing to file upstream
                 where = {"NEW": "none: bless it", "XPASS": "none: the known issue is fixed, update the case"}.get(
                     o.code.name, "none: not a regression, update the golden")
-            lines.append(f"| {_md(o.case)} | {o.target}/{o.profile} | {f.jax} | {o.code.name} | {_md(one_line(f))} | {where} |")
+            lines.append(f"| {_md(o.case)} | {_md(o.target)}/{_md(o.profile)} | {_md(f.jax)} | {o.code.name} | "
+                         f"{_md(one_line(f))} | {where} |")
         lines.append("")
     lines += grid_markdown(m, {(f.outcome.case, f.outcome.target, f.outcome.profile) for f in findings(m)})
     text = "\n".join(lines) + "\n"
@@ -90,20 +93,20 @@ def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
     out = ["### Grid", "", "<details" + (" open" if news_rows else "") + "><summary>case × JAX version "
            f"({len(rows)} rows; ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
            "previous version)</summary>", "",
-           "| case | target/profile | " + " | ".join(e.jax for e in m.versions) + " |",
+           "| case | target/profile | " + " | ".join(_md(e.jax) for e in m.versions) + " |",
            "|---|---|" + "---|" * len(m.versions)]
     for row in rows:
         cells = []
         for e in m.versions:
             o = e.outcome(row)
             if e.status.not_run:
-                cells.append(e.status.not_run)
+                cells.append(_md(e.status.not_run))
             elif o is None:
                 cells.append("")
             else:
                 cells.append(o.code.symbol + (str(o.signature.kernels) if o.signature else "")
                              + CHANGE_MARKS.get(changed.get(row + (e.jax,), ""), ""))
-        out.append(f"| {_md(row[0])} | {row[1]}/{row[2]} | " + " | ".join(cells) + " |")
+        out.append(f"| {_md(row[0])} | {_md(row[1])}/{_md(row[2])} | " + " | ".join(cells) + " |")
     return out + ["", "</details>", ""]
 
 
@@ -130,21 +133,46 @@ def error_annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: P
 
 
 def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
-    """The first-bad-version issue body of every regression (runner.is_regression), from the per-version results."""
+    """One first-bad-version issue body per upstream change (a group of regressions), from the per-version results.
+    The model is built once: 3000 findings take linear time."""
     from fp8_check.pipeline import results
-    from fp8_check.report.issue import markdown_for
+    from fp8_check.report.issue import first_bad_items, issue_markdown
+    from fp8_check.report.model import build_model
 
     inputs = [results.load(e.results_file) for e in m.versions if e.results_file and Path(e.results_file).is_file()]
+    model = build_model(inputs)
+    bad_of: dict[tuple, list] = {}
+    for it in model.items:
+        if it.code.file_upstream:
+            bad_of.setdefault(it.row, []).append(it)
     written = []
-    for f in first_bad(m):
-        o = f.outcome
-        if not f.is_regression:
-            continue  # NEW, XPASS, an improvement or a rename: nothing to file upstream
-        [body] = markdown_for(inputs, o.case, o.target, o.profile) or [""]
-        path = issues_dir / body_name(f)
-        atomic_write(path, body.rstrip("\n") + "\n\n" + MARKER.format(key=issue_key(f)) + "\n")
+    for g in issue_groups(m):
+        o = g.findings[0].outcome
+        items = first_bad_items(model, bad_of.get((o.case, o.target, o.profile, o.mode), []))
+        body = issue_markdown(items[0], model).rstrip("\n") if items else (
+            f"# fp8-check: {o.code.name} of {o.case} on {o.target}/{o.profile} since jax {g.findings[0].jax}\n\n"
+            f"{md_inline(one_line(g.findings[0]))}\n\n(The per-version results file is missing: `fp8-check report "
+            "--markdown` on it writes the full body.)")
+        if len(g.findings) > 1:
+            body += ("\n\n### The same change in other cases\n\n" + "\n".join(
+                f"- {md_inline(f.outcome.case)} ({md_inline(f.outcome.target)}/{md_inline(f.outcome.profile)})"
+                for f in g.findings[1:]))
+        path = issues_dir / g.name
+        _write_body(path, body + "\n\n" + MARKER.format(key=g.key) + "\n")
         written.append(path)
     return written
+
+
+def _write_body(path: Path, text: str) -> None:
+    """Whole or not at all (a temporary file renamed), without atomic_write's fsync and folder scan per file:
+    bodies are an artifact rebuilt on every run, and thousands of them must take linear time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def case_lines(paths: list[Path]) -> dict[str, tuple[str, int]]:
@@ -156,51 +184,40 @@ def case_lines(paths: list[Path]) -> dict[str, tuple[str, int]]:
         return {}
 
 
-def file_issues(issues_dir: Path, label: str, repo: str | None, gh: str = "gh") -> list[str]:
-    """Open or update one issue per body in `issues_dir` (deduplicated by the body's marker). Returns what it did."""
-    repo_args = ["--repo", repo] if repo else []
-    listed = subprocess.run([gh, "issue", "list", *repo_args, "--state", "open", "--label", label, "--limit", "500",
-                             "--json", "number,body"], capture_output=True, text=True, check=True)
-    existing: dict[str, int] = {}
-    for issue in json.loads(listed.stdout or "[]"):
-        for key in re.findall(r"<!-- fp8-check-issue: (\S+) -->", issue.get("body") or ""):
-            existing.setdefault(key, issue["number"])
-    done = []
-    for path in sorted(issues_dir.glob("*.md")):
-        text = path.read_text()
-        keys = re.findall(r"<!-- fp8-check-issue: (\S+) -->", text)
-        title = text.splitlines()[0].lstrip("# ").strip() if text else path.stem
-        if keys and keys[0] in existing:
-            subprocess.run([gh, "issue", "edit", str(existing[keys[0]]), *repo_args, "--body-file", str(path)], check=True)
-            done.append(f"updated #{existing[keys[0]]}: {title}")
-        else:
-            subprocess.run([gh, "issue", "create", *repo_args, "--title", title, "--body-file", str(path),
-                            "--label", label], check=True)
-            done.append(f"created: {title}")
-    return done
-
-
 def cmd_ci(args) -> int:
     if args.ci_command == "summary":
         m = load_matrix(args.matrix)
         issues_dir = Path(args.issues_dir)
-        bodies = write_issue_bodies(m, issues_dir)
+        try:
+            bodies = write_issue_bodies(m, issues_dir)
+        except OSError as exc:
+            print(f"fp8-check ci summary: error: cannot write the issue bodies into {issues_dir}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
         summary_file = args.summary_file or os.environ.get("GITHUB_STEP_SUMMARY")
         text = job_summary(m, str(issues_dir) if bodies else None)
         if summary_file:
-            with open(summary_file, "a", encoding="utf-8") as fh:
-                fh.write(text)
+            try:
+                with open(summary_file, "a", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as exc:  # a directory, /proc/…, a full disk
+                print(f"fp8-check ci summary: error: cannot append to the summary file {summary_file}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                return 2
         else:
-            sys.stdout.write(text)
+            sys.stdout.write(no_commands(text))
         for line in error_annotations(m, case_lines([Path(p) for p in args.cases])):
-            print(line)
-        print(closing_line(m))
+            print(line)  # fp8-check's own workflow commands, their data escaped
+        print(no_commands(closing_line(m)))
         return 0
+    if not Path(args.issues_dir).is_dir():
+        print(f"fp8-check ci issues: error: {args.issues_dir} is not a directory of issue bodies", file=sys.stderr)
+        return 2
     try:
         for line in file_issues(Path(args.issues_dir), args.label, args.repo, args.gh):
-            print(line)
-    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
-        print(f"fp8-check ci issues: gh failed: {exc}", file=sys.stderr)
+            print(no_commands(line))
+    except FilingError as exc:
+        print(f"fp8-check ci issues: error: {exc}", file=sys.stderr)
         return 3
     return 0
 

@@ -17,6 +17,7 @@ from fp8_check.outcome import CODES, FAIL, UNRESOLVED, XFAIL, XPASS
 from fp8_check.pipeline.results import Results
 from fp8_check.report.diffs import show_expected, show_found, sig_dict, to_yaml
 from fp8_check.report.hlo_text import entry_excerpt
+from fp8_check.report.markup import code_span, md_inline
 from fp8_check.report.model import Item, Model, ReportError, build_model, version_story, vkey
 from fp8_check.report.terminal import gemm_summary
 from fp8_check.targets import platform_of as _platform
@@ -86,8 +87,8 @@ def fence(text: str, lang: str = "") -> str:
 
 
 def md_cell(text: str) -> str:
-    text = text.replace("|", "\\|").replace("\n", " ")
-    return text if len(text) < 200 else text[:197] + "..."
+    text = text if len(text) < 200 else text[:197] + "..."
+    return md_inline(text)  # links, images, HTML, mentions made inert (report/markup.py)
 
 
 def env_lines(env: dict, it: Item) -> list[str]:
@@ -173,17 +174,17 @@ def summary(it: Item, model: Model) -> str:
     """The opening paragraph: what happens, where, and since when."""
     o, gemm = it.outcome, gemm_target(it)
     good, _, _ = version_story(it, model)
-    where = (f"for {it.target.upper()} ({'deviceless, from the target spec; no GPU needed' if it.mode == 'deviceless' else 'on a local GPU'}), "
-             f"profile `{it.profile}`")
+    where = (f"for {md_inline(it.target.upper())} ({'deviceless, from the target spec; no GPU needed' if it.mode == 'deviceless' else 'on a local GPU'}), "
+             f"profile {code_span(it.profile)}")
     if it.code is XPASS:
         ki = o.known_issue or {}
-        return (f"The known issue {ki.get('url', '')} ({ki.get('summary') or 'no summary'}; expected on jax "
-                f"{ki.get('jax', '?')}) no longer reproduces on jax {it.jax}: compiling the FP8 pattern below {where}, "
+        return (f"The known issue {md_inline(ki.get('url', ''))} ({md_inline(ki.get('summary') or 'no summary')}; expected on jax "
+                f"{md_inline(ki.get('jax', '?'))}) no longer reproduces on jax {it.jax}: compiling the FP8 pattern below {where}, "
                 f"XLA fuses it into `{gemm}` again, as the fp8-check golden expects. This is a comment for that "
                 "issue (it can probably be closed), not a new one.")
     if it.code is UNRESOLVED:
         first = (o.reason.strip().splitlines() or ["unknown error"])[0]
-        return (f"Compiling the FP8 pattern below {where} fails on jax {it.jax} with `{first[:300]}`"
+        return (f"Compiling the FP8 pattern below {where} fails on jax {it.jax} with {code_span(first[:300])}"
                 + (f"; it compiled on jax {', '.join(good)}." if good else "."))
     if _not_a_bug(it) and o.verdict is not None:
         return (f"Not an upstream bug: on jax {it.jax} the fusion of this case changed against its golden {where}, and "
@@ -232,7 +233,7 @@ def reproducer_section(it: Item, model: Model) -> list[str]:
         return [minimal]
     return ["### Reproducer", "",
             f"Standalone script (needs only `pip install \"{_platform(it.target).install(it.jax)}\"`): `python repro.py` compiles "
-            f"for {it.target} without a GPU and prints the optimized HLO; `python repro.py --device` compiles on a "
+            f"for {md_inline(it.target)} without a GPU and prints the optimized HLO; `python repro.py --device` compiles on a "
             "local GPU.", "", fence(it.repro or "# (no repro script recorded)", "python"), ""]
 
 
@@ -311,7 +312,7 @@ SECTIONS = (reproducer_section, error_section, hlo_section, collectives_section,
 
 def issue_markdown(it: Item, model: Model) -> str:
     """A ready-to-paste upstream issue body (title first) for a FAIL/XPASS/UNRESOLVED result."""
-    parts = [f"# {issue_title(it, model)}", "", summary(it, model), ""]
+    parts = [f"# {md_inline(issue_title(it, model))}", "", summary(it, model), ""]
     for section in SECTIONS:
         parts += section(it, model)
     body = "\n".join(parts)

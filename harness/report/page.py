@@ -357,7 +357,9 @@ def cmd_report(args) -> int:
         inputs = load(args.results)
         if args.markdown:
             bodies = markdown_for(inputs.results, args.markdown, args.target, args.profile, args.jax)
-            sys.stdout.write("\n\n---\n\n".join(bodies))
+            from fp8_check.report.markup import no_commands
+
+            sys.stdout.write(no_commands("\n\n---\n\n".join(bodies)))  # a reason's line is not a workflow command
             return 0
         out = write_report(inputs.results, args.output, args.title, inputs.notes)
     except (ReportError, OutputError) as exc:

@@ -10,9 +10,14 @@ What "good" and "bad" mean (`--criterion`):
 - `regression`: bad when the change from the --good version's signature is a
   regression or mixed (harness/verdict.py); improvements and renames are good.
   This finds where fusion got worse, stepping over renames and improvements.
+- `compiles`: good when the case compiles, or fails to compile, as on the --good
+  (older) version; bad when that changed. With an older side that does not
+  compile, this finds the first version that compiles it (a fix); with one that
+  does, the first that no longer does.
 A version is untestable (skipped) when it cannot be installed, when deviceless
 compilation is impossible (JAX < 0.6.1), when the case does not compile there,
-or (`golden`) when no expectation covers it.
+or (`golden`) when no expectation covers it (`compiles`: a compile error is a
+verdict, not untestable).
 
 The versions searched are the released JAX versions strictly between --good and
 --bad, asked from the package index (fp8_check.versions). Each version runs in
@@ -40,15 +45,16 @@ from fp8_check.outcome import NEW, UNRESOLVED, UNSUPPORTED, Outcome
 from fp8_check.pipeline import runner
 from fp8_check.pipeline.signature import Signature
 from fp8_check.pipeline.compile import Compiler, WorkerError
-from fp8_check.versions import envs, wheels
+from fp8_check.versions import requirements, wheels
 from fp8_check.versions.envs import InstallError, Manager
 from fp8_check.versions.releases import VersionError, between, parse_version
 from fp8_check import selection
 from fp8_check.pipeline.cases import CaseError
 from fp8_check import verdict as verdict_mod
 
-CRITERIA = ("signature", "golden", "regression")
-_BY_REFERENCE = ("signature", "regression")  # criteria judged against the --good version's signature
+CRITERIA = ("signature", "golden", "regression", "compiles")
+_BY_REFERENCE = ("signature", "regression", "compiles")  # criteria judged against the --good version
+_NO_COMPILE = "does not compile: "
 
 
 class Verdict(Enum):
@@ -89,6 +95,7 @@ class Tester:
         self.log = log
         self.reference: Signature | None = None
         self.reference_version: str | None = None
+        self.reference_compiles: bool | None = None
         self.cache: dict[str, tuple[Signature | None, str]] = {}
 
     def signature_on(self, version: str) -> tuple[Signature | None, str]:
@@ -123,10 +130,23 @@ class Tester:
         if out.code is UNSUPPORTED:
             return None, out.reason
         if out.signature is None:
-            return None, f"does not compile: {out.reason.strip().splitlines()[0] if out.reason else '?'}"
+            return None, f"{_NO_COMPILE}{out.reason.strip().splitlines()[0] if out.reason else '?'}"
         return out.signature, out.jax
 
+    def compiles_on(self, version: str) -> tuple[bool | None, str]:
+        """(whether the case compiles on `version`, why); None when the version is untestable."""
+        sig, why = self.signature_on(version)
+        if sig is not None:
+            return True, "compiles"
+        return (False, why) if why.startswith(_NO_COMPILE) else (None, why)
+
     def set_reference(self, version: str) -> Judgment:
+        if self.criterion == "compiles":
+            compiles, why = self.compiles_on(version)
+            if compiles is None:
+                return Judgment(version, Verdict.SKIP, why)
+            self.reference_compiles, self.reference_version = compiles, version
+            return Judgment(version, Verdict.GOOD, f"reference: {why}", self.signature_on(version)[0])
         sig, why = self.signature_on(version)
         if sig is None:
             return Judgment(version, Verdict.SKIP, why)
@@ -134,6 +154,13 @@ class Tester:
         return Judgment(version, Verdict.GOOD, "reference signature", sig)
 
     def judge(self, version: str) -> Judgment:
+        if self.criterion == "compiles":
+            compiles, why = self.compiles_on(version)
+            if compiles is None:
+                return Judgment(version, Verdict.SKIP, why)
+            same = compiles == self.reference_compiles
+            return Judgment(version, Verdict.GOOD if same else Verdict.BAD,
+                            f"{why}, {'as' if same else 'unlike'} jax {self.reference_version}", self.signature_on(version)[0])
         sig, info = self.signature_on(version)
         if sig is None:
             return Judgment(version, Verdict.SKIP, info)
@@ -198,6 +225,7 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
     if end.verdict is Verdict.GOOD:
         return Result(Verdict.GOOD, steps=steps, message=f"jax {bad} is good: " + (
             f"no regression against {good} ({end.reason})" if tester.criterion == "regression"
+            else f"it compiles or fails to compile as {good} does ({end.reason})" if tester.criterion == "compiles"
             else f"nothing changed between {good} and {bad}"))
     pool = between(good, bad, versions)
     lo, hi = good, bad
@@ -234,14 +262,16 @@ def register(subparsers) -> dict:
     p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
     p.add_argument("--criterion", choices=CRITERIA, default="signature",
                    help="signature: equal to the --good version's signature is good (default); golden: equal to the golden "
-                        "is good; regression: bad when the change from the --good version is a regression (or mixed)")
+                        "is good; regression: bad when the change from the --good version is a regression (or mixed); "
+                        "compiles: bad when the case compiles where --good did not (the first compiling version), or "
+                        "the other way round")
     p.add_argument("--explain", action="store_true",
                    help="also compile the last good and first bad version with per-pass dumps: first diverging XLA pass, "
                         "minimal repro, XLA-style FileCheck test (saved for the report's issue body)")
     p.add_argument("--upstream-dir", type=Path, default=Path("reports/upstream"),
                    help="with --explain: where the explanation JSON goes (default reports/upstream)")
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
-    envs.add_with_options(p)
+    requirements.add_with_options(p)
     p.set_defaults(mode="deviceless")
     return {"bisect": cmd_bisect}
 
@@ -277,7 +307,7 @@ def _cmd_bisect(args) -> int:
         raise selection.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
     selection.check_spec_files(args.target, mode)
     try:
-        extras = envs.extras_from_args(args)
+        extras = requirements.extras_from_args(args)
     except ValueError as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
         return Verdict.ABORT.exit_code
@@ -305,6 +335,16 @@ def _cmd_bisect(args) -> int:
     if res.verdict is not Verdict.BAD or res.first_bad is None or res.last_good is None:
         print(f"fp8-check bisect: {res.message}")
         return res.verdict.exit_code
+    if args.criterion == "compiles":
+        now = "compiles" if tester.compiles_on(res.first_bad)[0] else "no longer compiles"
+        print(f"\nfirst version where the case {now}: jax {res.first_bad} (last where it "
+              f"{'did not' if now == 'compiles' else 'did'}: jax {res.last_good})")
+        if res.skipped:
+            print(f"untestable versions in between (the first changed one may be any of): {', '.join(res.skipped)}")
+        from fp8_check.upstream import xla_commits
+
+        print(xla_commits.xla_range(res.last_good, res.first_bad).text())
+        return Verdict.BAD.exit_code
     step = verdict_mod.classify(tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0])
     if step.lines and not step.is_regression:  # an improvement or a rename: nothing went bad
         print(f"\nfirst changed version: jax {res.first_bad} (last unchanged: jax {res.last_good}) — "

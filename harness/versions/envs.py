@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp8_check.platforms import NVIDIA, Platform, nvidia
+from fp8_check.versions.requirements import _satisfied, check_requirement
 from fp8_check.versions.releases import cache_dir, parse_version
 from fp8_check.versions import wheels
 from fp8_check.versions.uvbin import UV_MISSING, find_uv
@@ -109,8 +111,12 @@ def base_python() -> str:
 def _python_tag(python: str) -> str:
     if python == base_python() and Path(python).resolve() == Path(getattr(sys, "_base_executable", sys.executable)).resolve():
         return f"py{sys.version_info.major}.{sys.version_info.minor}"
-    out = subprocess.run([python, "-c", "import sys; print('py%d.%d' % sys.version_info[:2])"],
-                         capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('py%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:  # $FP8_CHECK_PYTHON names nothing runnable, or it hangs
+        raise InstallError("", f"cannot run the interpreter {python} ($FP8_CHECK_PYTHON): "
+                               f"{getattr(exc, 'strerror', None) or type(exc).__name__}") from None
     if out.returncode != 0:
         raise InstallError("", f"cannot run the interpreter {python}: {out.stderr.strip()}")
     return out.stdout.strip()
@@ -143,54 +149,6 @@ def _read_marker(path: Path) -> dict | None:
     if not (path / "bin" / "python").exists():
         return None
     return info if isinstance(info, dict) else None
-
-
-def read_requirements(path: Path) -> list[str]:
-    """The requirements of a requirements file: one a line, `#` comments and blank lines skipped; no pip options."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--with-requirements {path}: cannot read it: {exc}") from None
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("-"):
-            raise ValueError(f"--with-requirements {path}:{n}: options ({line.split()[0]}) are not supported; one requirement a line")
-        out.append(check_requirement(line, f"--with-requirements {path}:{n}"))
-    return out
-
-
-def check_requirement(text: str, where: str = "--with") -> str:
-    """A PEP 508 requirement (`flax`, `flax>=0.10`, `optax==0.2.4`), or ValueError naming it."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    text = text.strip()
-    try:
-        req = Requirement(text)
-    except InvalidRequirement as exc:
-        raise ValueError(f"{where} {text!r}: not a requirement: {exc}") from None
-    if req.name.lower().replace("_", "-") in ("jax", "jaxlib", *NVIDIA.plugin_distributions[:1], *NVIDIA.pjrt_distributions[:1]):
-        raise ValueError(f"{where} {text!r}: jax itself is chosen per version (--jax / --jax-range)")
-    return str(req)
-
-
-def _satisfied(requirements: list[str]) -> bool:
-    """Whether this process's environment already has every requirement (then it can serve as that version's env)."""
-    import importlib.metadata as md
-
-    from packaging.requirements import Requirement
-
-    for text in requirements:
-        req = Requirement(text)
-        try:
-            installed = md.version(req.name)
-        except md.PackageNotFoundError:
-            return False
-        if req.specifier and not req.specifier.contains(installed, prereleases=True):
-            return False
-    return True
 
 
 class Manager:
@@ -280,7 +238,11 @@ class Manager:
         if env:
             env.seconds = time.perf_counter() - start
             return env
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # $FP8_CHECK_CACHE=/dev/null, a file, a read-only folder
+            raise InstallError(version, f"cannot make the environments folder {self.root} (under $FP8_CHECK_CACHE): "
+                                        f"{exc.strerror or exc}") from None
         name = self.name(version)
         with open(self.root / f".{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait for it
@@ -316,17 +278,32 @@ class Manager:
         for cmd in steps:
             if log:
                 log(f"$ {' '.join(cmd)}")
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=_uv_env(), cwd=str(self.root))
+            limit = _uv_timeout()
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=_uv_env(), cwd=str(self.root),
+                                      stdin=subprocess.DEVNULL, timeout=limit)
+            except subprocess.TimeoutExpired:
+                raise InstallError(version, f"uv did not finish within {limit:g} s (FP8_CHECK_UV_TIMEOUT)") from None
+            except OSError as exc:  # uv vanished, or an argument list over the system's limit (E2BIG)
+                raise InstallError(version, f"cannot run uv: {exc.strerror or exc}") from None
             output.append(proc.stdout + proc.stderr)
             if proc.returncode != 0:
                 text = (proc.stderr or proc.stdout).strip()
                 wanted = " ".join([*self.requirements(version), *self.extras])
                 raise InstallError(version, f"uv could not install {wanted}: "
                                    f"{_last_lines(text)}", "\n".join(output))
-        probe = subprocess.run([str(tmp / "bin" / "python"), "-c", _PROBE], capture_output=True, text=True, timeout=120)
+        try:
+            probe = subprocess.run([str(tmp / "bin" / "python"), "-c", _PROBE], capture_output=True, text=True,
+                                   timeout=120, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:  # uv said it built, but there is no working interpreter
+            raise InstallError(version, "uv finished but the new environment does not run: "
+                               + (getattr(exc, "strerror", None) or type(exc).__name__)) from None
         if probe.returncode != 0:
             raise InstallError(version, f"the new environment does not run: {_last_lines(probe.stderr)}", probe.stderr)
-        info = json.loads(probe.stdout)
+        try:
+            info = json.loads(probe.stdout)
+        except ValueError:
+            raise InstallError(version, "the new environment's probe printed something that is not JSON") from None
         if info.get("jax") != str(parse_version(version)) and info.get("jax") != version:
             raise InstallError(version, f"asked for jax {version}, got {info.get('jax')}")
         if self.platform is not None:
@@ -380,23 +357,6 @@ def python_for(targets) -> str | None:
     return str(Manager(platform=platform).ensure(version).python)
 
 
-def add_with_options(p) -> None:
-    """`--with REQ` (repeatable) and `--with-requirements FILE`: extra packages in every per-version environment."""
-    p.add_argument("--with", dest="with_", action="append", default=[], metavar="REQUIREMENT",
-                   help="also install REQUIREMENT (PEP 508, e.g. flax or 'optax>=0.2') in every per-version environment, "
-                        "resolved by uv together with that JAX version, so each version gets a compatible flax; repeat "
-                        "for more. Environments are cached per set of requirements")
-    p.add_argument("--with-requirements", type=Path, metavar="FILE",
-                   help="a requirements file (one requirement a line, # comments) added like --with")
-
-
-def extras_from_args(args) -> list[str]:
-    extras = [check_requirement(r) for r in getattr(args, "with_", []) or []]
-    if getattr(args, "with_requirements", None):
-        extras += read_requirements(args.with_requirements)
-    return extras
-
-
 def _installed(python: Path, requirements: list[str]) -> dict:
     """name -> installed version of each extra requirement in the environment of `python`."""
     from packaging.requirements import Requirement
@@ -420,8 +380,16 @@ def _site_packages(env: Path) -> Path:
 
 
 def _last_lines(text: str, n: int = 6) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
+    """The last lines of another program's output, quoted: none starts with `::` (a GitHub workflow command)."""
+    lines = [re.sub(r"^(\s*)::", "\\1\u200b::", line) for line in text.strip().splitlines() if line.strip()]
     return "\n".join(lines[-n:]) if lines else "(no output)"
+
+
+def _uv_timeout() -> float:
+    try:
+        return max(1.0, float(os.environ.get("FP8_CHECK_UV_TIMEOUT") or 3600))
+    except ValueError:
+        return 3600.0
 
 
 def disk_bytes(path: Path) -> int:

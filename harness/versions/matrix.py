@@ -47,7 +47,7 @@ from fp8_check.pipeline.compile import Compilation, CompileService, WorkerError
 from fp8_check.pipeline.outputs import WriteError
 from fp8_check.pipeline.pool import CompilerPool
 from fp8_check.targets import PROFILES
-from fp8_check.versions import envs, shared_xla, wheels
+from fp8_check.versions import requirements, shared_xla, wheels
 from fp8_check.versions.envs import Env, InstallError, Manager
 from fp8_check.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Matrix, MatrixError, Status, VersionEntry, \
     merge, write
@@ -287,7 +287,7 @@ def register(subparsers) -> dict:
     p.add_argument("--jax-index", metavar="URL",
                    help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "
                         "pre-release versions are allowed, and --jax nightly picks the newest build on it")
-    envs.add_with_options(p)
+    requirements.add_with_options(p)
     pool_mod.add_options(p, "compile workers in all, split over the --jobs versions running at once")
     p.set_defaults(mode="deviceless")  # across versions, deviceless unless asked (--mode device on a GPU host)
     return {"matrix": cmd_matrix}
@@ -330,7 +330,7 @@ def cmd_matrix(args) -> int:
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
-            manager = Manager(args.cache, index_url=args.jax_index, extras=envs.extras_from_args(args),
+            manager = Manager(args.cache, index_url=args.jax_index, extras=requirements.extras_from_args(args),
                               kind=wheels.kind_for_mode(mode), platform=selection.env_platform(targets))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"
