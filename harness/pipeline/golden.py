@@ -18,6 +18,7 @@ recorded once instead of breaking older versions:
 from __future__ import annotations
 
 from fp8_check.errors import BadInput
+from fp8_check.pipeline import identity
 
 import difflib
 import os
@@ -207,8 +208,10 @@ def stale(root: Path, case_ids: set[str]) -> list[Path]:
 def compare(expected: Any, found: Any, path: str = "") -> list[FieldDiff]:
     """Field-by-field differences between two signature dicts (dotted paths, list indices).
 
-    Mappings are compared on the keys `expected` states; lists of records item by
-    item (an extra or missing gemm is a difference); other values as a whole.
+    Mappings are compared on the keys `expected` states; `gemms` and `collectives` record by
+    record, each paired with its counterpart by identity (harness/pipeline/identity.py: a pure
+    reordering is no difference; an extra or missing gemm is one); other lists of records item by
+    item; other values as a whole.
     """
     if isinstance(expected, dict) and isinstance(found, dict):
         # Only the fields the golden states are compared: a blessed golden states them all;
@@ -220,6 +223,10 @@ def compare(expected: Any, found: Any, path: str = "") -> list[FieldDiff]:
         return out
     if isinstance(expected, list) and isinstance(found, list) and _is_records(expected) and _is_records(found):
         out = []
+        if path in identity.LISTS:  # gemms and collectives: matched by what they are, not where (identity.py)
+            for label, e, f, has_e, has_f in identity.aligned(path, expected, found):
+                out += compare(e if has_e else _MISSING, f if has_f else _MISSING, f"{path}[{label}]")
+            return out
         for i in range(max(len(expected), len(found))):
             e = expected[i] if i < len(expected) else _MISSING
             f = found[i] if i < len(found) else _MISSING
