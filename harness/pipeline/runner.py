@@ -106,6 +106,10 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.reason = "no golden yet" if g is None else f"the golden has no expectation covering jax {out.jax}"
         out.reason += f"; bless it with: fp8-check bless -k {out.case} --target {out.target} --profile {out.profile}"
         return out
+    if exp.contract is not None:  # a model's contract: FP8 facts per layer x pass (contract_judge.py)
+        from fp8_check.pipeline import contract_judge
+
+        return contract_judge.judge(out, sig, g, exp, gpath, issue)
     out.expected, out.expected_range = exp.signature, exp.jax or ""
     out.diffs = golden.compare(exp.signature, sig.to_dict())
     try:
@@ -162,6 +166,10 @@ def fails(out: Outcome, fail_on: str) -> bool:
     or `cost:THRESHOLD` — a regression whose estimated cost reaches the threshold (`1%` of the golden's estimate,
     `40us`), a regression that could not be priced, or a case that no longer compiles."""
     if fail_on.startswith("cost:"):
+        from fp8_check.pipeline import contract_judge
+
+        if contract_judge.is_contract(out) and out.code in (PASS, FAIL):
+            return contract_judge.cost_reaches(out, cost_policy.parse_threshold(fail_on[5:]))
         if not is_regression(out):
             return False
         priced = out.verdict.cost if out.verdict is not None else None
@@ -313,7 +321,7 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
         if priced is not None and priced.ok and priced.hlo and case is not None and case.price_at:
             text, sig, where = priced.hlo, signature.extract(priced.hlo), shape_text(case.price_at)
         out.estimate = cost.estimate(text, hw, where)
-        if out.verdict is not None and isinstance(out.expected, dict):
+        if out.verdict is not None and isinstance(out.expected, dict) and "contract" not in out.expected:
             out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw))
     except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):  # a parser gap must not stop the run
         out.estimate = None
