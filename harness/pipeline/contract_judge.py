@@ -29,12 +29,19 @@ def estimate(out: Outcome) -> cost.Estimate | None:
         return None
 
 
-def judge(out: Outcome, sig: Signature, g: Golden, exp: Expectation, gpath, issue) -> Outcome:
+def judge(out: Outcome, sig: Signature, g: Golden, exp: Expectation, gpath, issue,
+          rule_diffs: list[FieldDiff] | None = None) -> Outcome:
+    """`rule_diffs`: the golden's layer rules (`layers:`) broken by `sig`, judged with the contract's facts."""
+    from fp8_check.pipeline import layer_rules
+
     options = contract.options_from(g.contract_options)
     est = estimate(out)
     out.estimate = est
     assert exp.contract is not None
     j = contract.check(exp.contract, sig, est.total_us if est else None, options)
+    for d in rule_diffs or []:
+        cls, why = layer_rules.classify(d.path, d.expected, d.found)
+        j.add(d.path, d.expected, d.found, cls, why)
     out.expected, out.expected_range = {KEY: exp.contract}, exp.jax or ""
     out.diffs = [FieldDiff(c.path, c.expected, c.found) for c in j.changes]
     tolerated = "; ".join(j.notes)
@@ -51,8 +58,9 @@ def judge(out: Outcome, sig: Signature, g: Golden, exp: Expectation, gpath, issu
         out.code = FAIL
         lines = tuple(Line(c.path, c.expected, c.found, c.cls, c.why) for c in j.changes)
         out.verdict = Verdict(overall(x.cls for x in lines), lines, delta)
-        out.reason = f"{len(j.changes)} FP8 fact(s) of the contract in {gpath} changed" + \
-            (f" (tolerated: {tolerated})" if tolerated else "")
+        whys = [c.why for c in sorted(j.changes, key=lambda c: c.cls != contract.REGRESSION)]
+        out.reason = "; ".join(whys[:3]) + (f"; and {len(whys) - 3} more" if len(whys) > 3 else "") + \
+            f" (against the contract in {gpath})" + (f"; tolerated: {tolerated}" if tolerated else "")
     else:
         out.code = PASS
         out.reason = f"within the contract: {tolerated}" if tolerated else ""

@@ -109,7 +109,12 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
     if exp.contract is not None:  # a model's contract: FP8 facts per layer x pass (contract_judge.py)
         from fp8_check.pipeline import contract_judge
 
-        return contract_judge.judge(out, sig, g, exp, gpath, issue)
+        try:
+            rules = _layer_diffs(g, sig)
+        except ValueError as exc:
+            out.reason = f"{gpath}: field {exc}"
+            return out
+        return contract_judge.judge(out, sig, g, exp, gpath, issue, rules)
     out.expected, out.expected_range = exp.signature, exp.jax or ""
     out.diffs = golden.compare(exp.signature, sig.to_dict())
     try:
