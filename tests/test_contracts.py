@@ -48,14 +48,19 @@ def judge(root: Path, case: str, jax: str, issue=None) -> Outcome:
 
 
 def test_a_reordering_only_change_of_a_train_step_passes(tmp_path):
-    """decoder_direct_train, 0.11.2 -> 0.12.0.1: the same FP8 gemms, emitted in another order."""
-    a, b = signature.extract(hlo("decoder_direct_train", "0.11.2")), signature.extract(hlo("decoder_direct_train", "0.12.0.1"))
-    ga, gb = a.to_dict()["gemms"], b.to_dict()["gemms"]
-    assert ga != gb and sorted(map(str, ga)) == sorted(map(str, gb))  # a pure reordering, measured
-    assert golden.compare(a.to_dict(), b.to_dict()) == [] or all(d.path in ("kernels", "launches")
-                                                               for d in golden.compare(a.to_dict(), b.to_dict()))
+    """decoder_direct_train on 0.12.0.1 with its 27 gemms in the reverse order. (Between the 21 releases the
+    stored signatures showed no pure reordering once gemms carry their layer; the reordering the issue
+    measured was gemms[13] vs gemms[13] of an older attribution. The gemms here are the real ones.)"""
+    import dataclasses
+
     bless_contract(tmp_path, "decoder_direct_train", "0.11.2")
-    out = judge(tmp_path, "decoder_direct_train", "0.12.0.1")
+    text = hlo("decoder_direct_train", "0.12.0.1")
+    sig = signature.extract(text)
+    shuffled = dataclasses.replace(sig, gemms=list(reversed(sig.gemms)))
+    assert [g.layer for g in shuffled.gemms] != [g.layer for g in sig.gemms]
+    assert golden.compare(sig.to_dict(), shuffled.to_dict()) == []
+    out = runner.judge_signature(Outcome("decoder_direct_train", "h100", "cublas", "deviceless", "0.12.0.1",
+                                         UNRESOLVED, hlo=text), shuffled, tmp_path)
     assert out.code is PASS, (out.reason, [str(d) for d in out.diffs])
     assert not runner.fails(out, "regression") and not runner.fails(out, "any")
 
@@ -92,6 +97,15 @@ def test_a_layer_losing_fp8_is_a_regression_that_names_layer_and_pass(tmp_path):
     assert any(w.startswith("DecoderBlock/attn/q_proj/") and " forward: FP8 -> " in w and "loop fusion" in w for w in whys)
     assert any(w.startswith("DecoderBlock/mlp/gate/") for w in whys)
     assert runner.fails(out, "regression") and runner.fails(out, "cost:50%")  # whatever the cost says
+    import io
+
+    from fp8_check.report import terminal
+
+    stream = io.StringIO()
+    terminal.print_outcome(out, stream)
+    shown = stream.getvalue()
+    assert "[regression]" in shown and "DecoderBlock/attn/q_proj/CurrentScalingFp8_0 forward: FP8 -> f16" in shown, shown
+    assert "gemms[" not in shown
 
 
 def test_under_its_known_issue_the_loss_is_xfail_with_the_same_words(tmp_path):
@@ -118,17 +132,17 @@ def _results(tmp_path: Path, outs: list[Outcome]) -> list[Path]:
 def test_the_cli_exit_code_summary_and_issue_title_name_the_layer(tmp_path, run_cli):
     root = tmp_path / "goldens"
     bless_contract(root, "decoder_e5m2_fwd", "0.11.1")
-    outs = [judge(root, "decoder_e5m2_fwd", v) for v in ("0.11.0", "0.11.1")]
+    outs = [judge(root, "decoder_e5m2_fwd", "0.11.0")]  # the newest version of this matrix is bad
     files = _results(tmp_path, outs)
     code, out, _ = run_cli("matrix", "--merge", *files, "--fail-on", "regression", "--out", tmp_path / "m.json",
                            "--no-html", cwd=tmp_path)
     assert code == 1
-    assert "q_proj" in out
+    assert "q_proj" in out, out
     summary = tmp_path / "summary.md"
     code, out, _ = run_cli("ci", "summary", tmp_path / "m.json", "--summary-file", summary,
                            "--issues-dir", tmp_path / "issues", cwd=tmp_path)
     text = summary.read_text()
-    assert "DecoderBlock/attn/q_proj/" in text and "forward: FP8 -> " in text
+    assert "DecoderBlock/attn/q_proj/CurrentScalingFp8_0 forward: FP8 -&gt; f16" in text, text
     assert "::error" in out and "q_proj" in out  # the CI annotation
     titles = [p.read_text().splitlines()[0] for p in (tmp_path / "issues").glob("*.md")]
     assert titles and all("DecoderBlock/" in t and "gemms[" not in t for t in titles), titles
