@@ -292,3 +292,19 @@ def test_matrix_changes_and_bisect_steps_name_layers_not_indices(tmp_path, run_c
     diffs, v = contract_judge.signature_change(signature.extract(hlo("decoder_e5m2_fwd", "0.11.1")),
                                                signature.extract(hlo("decoder_e5m2_fwd", "0.11.0")))
     assert v.cls == "regression" and any("q_proj" in d.path and d.path.endswith(" forward") for d in diffs)
+
+
+def test_amax_and_epilogue_are_stated_where_they_matter_and_their_loss_is_a_regression():
+    import dataclasses
+
+    text = (Path(__file__).parent / "fixtures" / "hlo" / "jax-0.12.0.1" / "relu_amax.h100.cublas.txt").read_text()
+    sig = signature.extract(text)
+    facts = contract.facts(sig, None)
+    assert facts["matmuls"][0].get("amax") is True and facts["matmuls"][0].get("epilogue") == "RELU"
+    assert contract.facts(signature.extract(hlo("decoder_e5m2_fwd", "0.11.1")), None)["matmuls"][0].keys() == \
+        {"layer", "pass", "engine", "operands"}  # a decoder's gemms compute no amax and have no epilogue
+    lost = dataclasses.replace(sig, gemms=[dataclasses.replace(g, amax=False, damax_output=False, epilogue="DEFAULT")
+                                           for g in sig.gemms])
+    j = contract.check(facts, lost, None)
+    assert sorted(c.cls for c in j.changes) == ["regression", "regression"]
+    assert any("abs-max no longer computed" in c.why for c in j.changes)

@@ -90,7 +90,11 @@ def validate(c: Any, where: str) -> dict:
         raise ContractError(f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(CONTRACT_KEYS)}")
     for i, row in enumerate(c.get("matmuls") or []):
         if not isinstance(row, dict) or not isinstance(row.get("layer"), str) or not isinstance(row.get("engine"), str):
-            raise ContractError(f"{where}.matmuls[{i}]: expected {{layer, pass, engine, operands}}")
+            raise ContractError(f"{where}.matmuls[{i}]: expected {{layer, pass, engine, operands[, amax, epilogue]}}")
+        unknown = sorted(set(row) - {"layer", "pass", "engine", "operands", "amax", "epilogue"})
+        if unknown:
+            raise ContractError(f"{where}.matmuls[{i}].{unknown[0]}: unknown key; allowed: layer, pass, engine, "
+                                "operands, amax, epilogue")
     for i, row in enumerate(c.get("collectives") or []):
         if not isinstance(row, dict) or not isinstance(row.get("op"), str) or not isinstance(row.get("dtype"), str):
             raise ContractError(f"{where}.collectives[{i}]: expected {{layer, op, dtype}}")
@@ -132,13 +136,18 @@ def engine_text(eng: str, ops: str) -> str:
 
 def facts(sig: Signature, cost_us: float | None, options: Options = Options()) -> dict:
     """The contract a signature satisfies exactly (what `bless` writes)."""
-    rows: dict[tuple, None] = {}
+    rows: dict[tuple, dict] = {}
     for g in sig.gemms:
-        rows[(g.layer or "", g.pass_ or attribution.FORWARD, engine(g), operands(g))] = None
+        row = rows.setdefault((g.layer or "", g.pass_ or attribution.FORWARD, engine(g), operands(g)), {})
+        if g.amax or g.damax_output:  # where they matter: the gemm computes the abs-max of its output
+            row["amax"] = True
+        if g.epilogue and g.epilogue != "DEFAULT":
+            row["epilogue"] = g.epilogue
     order = {"forward": 0, "backward-input": 1, "backward-weight": 2, "backward": 3}
     out: dict[str, Any] = {"matmuls": [
-        {"layer": glob_escape(layer) if layer else "", "pass": pass_, "engine": eng, "operands": ops}
-        for layer, pass_, eng, ops in sorted(rows, key=lambda r: (r[0], order.get(r[1], 9), r[2], r[3]))]}
+        {"layer": glob_escape(layer) if layer else "", "pass": pass_, "engine": eng, "operands": ops, **extra}
+        for (layer, pass_, eng, ops), extra in sorted(rows.items(), key=lambda r: (r[0][0], order.get(r[0][1], 9),
+                                                                                   r[0][2], r[0][3]))]}
     colls = sorted({(c.layer, c.op, c.dtype) for c in sig.collectives})
     if colls:
         out["collectives"] = [{"layer": glob_escape(layer), "op": op, "dtype": dt} for layer, op, dt in colls]
@@ -217,9 +226,14 @@ def check(c: dict, sig: Signature, cost_us: float | None, options: Options = Opt
 
 def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    extras: dict[tuple[str, str], dict] = {}
     for row in rows:
         key = (str(row.get("layer", "")), str(row.get("pass", "*") or "*"))
         groups.setdefault(key, []).append((str(row["engine"]), str(row.get("operands", ""))))
+        if row.get("amax"):
+            extras.setdefault(key, {})["amax"] = True
+        if row.get("epilogue"):
+            extras.setdefault(key, {})["epilogue"] = str(row["epilogue"])
     found: dict[tuple[str, str], list[Gemm]] = {k: [] for k in groups}
     unstated: list[Gemm] = []
     for g in sig.gemms:
@@ -236,6 +250,15 @@ def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
             if (eng, ops) in want:
                 continue
             _engine_change(j, where, want, eng, ops)
+        extra = extras.get((layer, pass_), {})
+        if extra.get("amax") and not any(g.amax or g.damax_output for g in have):
+            j.add(f"{where} amax", "computed by the gemm", "not by the gemm", REGRESSION,
+                  f"{where}: abs-max no longer computed by the gemm")
+        want_epi = extra.get("epilogue")
+        if want_epi and not any(g.epilogue == want_epi for g in have):
+            found_epi = ", ".join(sorted({g.epilogue or "DEFAULT" for g in have}))
+            j.add(f"{where} epilogue", want_epi, found_epi, REGRESSION,
+                  f"{where}: epilogue {want_epi} -> {found_epi} (moved out of the gemm)")
     for g in unstated:
         eng, where = engine(g), _where(g.layer or "", g.pass_ or attribution.FORWARD)
         if is_low(eng):
