@@ -74,7 +74,14 @@ def test_one_more_elementwise_kernel_passes_and_is_reported_once(tmp_path):
     out = judge(tmp_path, "decoder_qdq_train", "0.12.0.1")
     assert out.code is PASS and out.diffs == [] and out.verdict is None, out.reason
     assert not runner.fails(out, "regression")
-    assert out.reason.count("estimated cost") <= 1  # the tolerated cost change, once
+    assert out.reason.count("estimated cost") == 1  # the tolerated cost change, once
+    import io
+
+    from fp8_check.report import terminal
+
+    stream = io.StringIO()
+    terminal.print_outcome(out, stream)
+    assert sum("within the contract:" in line for line in stream.getvalue().splitlines()) == 1
 
 
 def test_the_kernel_count_is_judged_only_when_a_case_asks_for_it(tmp_path):
