@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fp8_check import selection, target_check
 from fp8_check.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
-from fp8_check.pipeline import golden, outputs, pool, render, runner, signature
+from fp8_check.pipeline import contract_judge, golden, outputs, pool, render, runner, signature
 from fp8_check.pipeline import results as results_mod
 from fp8_check.report import terminal
 from fp8_check.selection import EXIT_FAIL, EXIT_OK, UsageError
@@ -183,6 +183,7 @@ def cmd_bless(args) -> int:
             print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
     compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args)
     counts = {"changed": 0, "unresolved": 0}
+    hints: list[str] = []  # one line per case that a matrix shows on other versions (printed once, at the end)
 
     def bless_one(out: Outcome) -> None:
         """Record one judged outcome's signature (the runner classified it exactly as `run` does)."""
@@ -200,7 +201,15 @@ def cmd_bless(args) -> int:
             print(f"UNRESOLVED {where}: {out.reason.strip().splitlines()[0] if out.reason else 'unknown error'}")
             return
         try:
-            diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict())
+            is_contract, options = contract_judge.wants_contract(sel.goldens, out)  # a model: docs/contracts.md
+            facts = contract_judge.facts_of(out, options) if is_contract else None
+            diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
+                                facts)
+            from fp8_check.versions import goldens as ranged
+
+            hint = ranged.one_version_hint(out, Path("reports/matrix.json"))
+            if hint and hint not in hints:
+                hints.append(hint)
         except golden.GoldenError as exc:  # a contradictory golden: fix it by hand
             counts["unresolved"] += 1
             print(f"UNRESOLVED {where}: {exc}")
@@ -214,6 +223,8 @@ def cmd_bless(args) -> int:
     with compiler:
         runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens, on_outcome=bless_one,
                    canary=selection.canary_applies(sel.mode, env["jax"]))
+    for hint in hints:
+        print(hint)
     changed, unresolved = counts["changed"], counts["unresolved"]
     print(f"blessed: {changed} golden(s) changed"
           + (f", {unresolved} case(s) did not compile or have a broken golden" if unresolved else ""))

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from fp8_check.collective_rules import COLLECTIVE_RULES, collective_field, is_collective_path
+from fp8_check.pipeline import identity
 from fp8_check.pipeline.cost import CostDelta
 from fp8_check.pipeline.signature import Signature
 from fp8_check.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES, MISSING,  # noqa: F401
@@ -161,8 +162,9 @@ def is_full(sig: dict) -> bool:
 def diff(before: dict, after: dict, symmetric: bool) -> list[tuple[str, Any, Any]]:
     """(path, before, after) for every difference; with `symmetric=False` only the fields `before` states.
 
-    Mappings by key, lists of records item by item, other values as a whole (as
-    `golden.compare` does, so the paths match the FAIL lines).
+    Mappings by key, `gemms` and `collectives` paired by identity (harness/pipeline/identity.py),
+    other lists of records item by item, other values as a whole (as `golden.compare` does, so
+    the paths match the FAIL lines).
     """
     out: list[tuple[str, Any, Any]] = []
     _diff(before, after, "", symmetric, out)
@@ -176,6 +178,10 @@ def _diff(b: Any, a: Any, path: str, symmetric: bool, out: list) -> None:
             _diff(b.get(key, MISSING), a.get(key, MISSING), f"{path}.{key}" if path else str(key), symmetric, out)
         return
     if isinstance(b, list) and isinstance(a, list) and all(isinstance(x, dict) for x in b + a) and (b or a):
+        if path in identity.LISTS:  # paired by identity, as golden.compare pairs them
+            for label, e, f, has_e, has_f in identity.aligned(path, b, a):
+                _diff(e if has_e else MISSING, f if has_f else MISSING, f"{path}[{label}]", symmetric, out)
+            return
         for i in range(max(len(b), len(a))):
             _diff(b[i] if i < len(b) else MISSING, a[i] if i < len(a) else MISSING, f"{path}[{i}]", symmetric, out)
         return
@@ -202,12 +208,24 @@ def classify(before: Signature | dict | None, after: Signature | dict | None) ->
     b, a = as_dict(before), as_dict(after)
     symmetric = is_full(b) and is_full(a)
     lines: list[Line] = []
+    a_by_label = _by_label(b, a)  # `gemms[i]` in a path is the golden's i-th gemm and its counterpart
     for path, old, new in diff(b, a, symmetric):
-        lines += classify_field(path, old, new, b, a)
+        lines += classify_field(path, old, new, b, a_by_label)
     # An FP8 gemm that became a wider one (the other FP8 family on AMD, a lost fusion on NVIDIA) decides:
     # whatever else XLA dropped meanwhile, the FP8 matmul is gone.
     lost_fp8 = any(x.cls == REGRESSION and x.path.endswith(".target") and "FP8 gemm ->" in x.why for x in lines)
     return Verdict(REGRESSION if lost_fp8 else overall(x.cls for x in lines), tuple(lines))
+
+
+def _by_label(b: dict, a: dict) -> dict:
+    """`a` with its gemms (a list indexed by label: {} where the golden's gemm has no counterpart) paired to `b`'s."""
+    gb, ga = b.get("gemms"), a.get("gemms")
+    if not (isinstance(gb, list) and isinstance(ga, list)
+            and all(isinstance(x, dict) for x in gb + ga)):
+        return a
+    found = identity.found_by_label("gemms", gb, ga)
+    size = max(found, default=-1) + 1
+    return {**a, "gemms": [found.get(i, {}) for i in range(size)]}
 
 
 def classify_extra(verdict: Verdict, path: str, before: Any, after: Any) -> Verdict:

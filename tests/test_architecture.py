@@ -217,6 +217,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "fp8_check.pipeline.signature_types", "fp8_check.pipeline.collectives", "fp8_check.pipeline.attribution",
         "fp8_check.pipeline.coverage", "fp8_check.pipeline.layer_rules", "fp8_check.pipeline.sharded_cases",
         "fp8_check.collective_rules", "fp8_check.pipeline.names", "fp8_check.pipeline.typed",
+        "fp8_check.pipeline.identity", "fp8_check.pipeline.contract",  # pure: record pairing, model contracts
         "fp8_check.about",  # versions from installed metadata
     )),
     ("pipeline", ("fp8_check.pipeline.", "fp8_check.export")),  # plan -> render -> compile -> signature -> judge

@@ -18,6 +18,7 @@ recorded once instead of breaking older versions:
 from __future__ import annotations
 
 from fp8_check.errors import BadInput
+from fp8_check.pipeline import identity
 
 import difflib
 import os
@@ -37,9 +38,10 @@ class GoldenError(BadInput, ValueError):
 
 @dataclass
 class Expectation:
-    signature: dict
+    signature: dict  # {} for a contract
     jax: str = ""  # PEP 440 specifier set; empty: every version
     blessed_with: str = ""
+    contract: dict | None = None  # a model's contract instead of a signature (harness/pipeline/contract.py)
 
     def covers(self, jax_version: str) -> bool:
         return not self.jax or Version(jax_version) in SpecifierSet(self.jax)
@@ -53,6 +55,11 @@ class Golden:
     mode: str
     expect: list[Expectation] = field(default_factory=list)
     layers: list[dict] = field(default_factory=list)  # layer rules for every version (harness/pipeline/layer_rules.py)
+    contract_options: dict | None = None  # a contract golden's options (cost_tolerance, kernels); kept by bless
+
+    @property
+    def is_contract(self) -> bool:
+        return self.contract_options is not None or any(e.contract is not None for e in self.expect)
 
     def expected_for(self, jax_version: str) -> Expectation | None:
         for exp in self.expect:
@@ -66,8 +73,10 @@ class Golden:
             "target": self.target,
             "profile": self.profile,
             "mode": self.mode,
+            **({"contract_options": self.contract_options} if self.contract_options else {}),
             "expect": [
-                {**({"jax": e.jax} if e.jax else {}), "blessed_with": e.blessed_with, "signature": e.signature}
+                {**({"jax": e.jax} if e.jax else {}), "blessed_with": e.blessed_with,
+                 **({"contract": e.contract} if e.contract is not None else {"signature": e.signature})}
                 for e in self.expect
             ],
         }
@@ -164,24 +173,41 @@ def load(path: Path) -> Golden | None:
         raise GoldenError(f"{path}: field 'expect': expected a list of expectations")
     expect = []
     for i, item in enumerate(doc["expect"]):
-        if not isinstance(item, dict) or not isinstance(item.get("signature"), dict):
-            raise GoldenError(f"{path}: field 'expect[{i}].signature': expected a mapping")
-        unknown = sorted(set(item) - {"jax", "blessed_with", "signature"})
+        contract = item.get("contract") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not (isinstance(item.get("signature"), dict) or contract is not None):
+            raise GoldenError(f"{path}: field 'expect[{i}].signature': expected a mapping (or a model's `contract`)")
+        unknown = sorted(set(item) - {"jax", "blessed_with", "signature", "contract"})
         if unknown:
-            raise GoldenError(f"{path}: field 'expect[{i}].{unknown[0]}': unknown key; allowed: jax, blessed_with, signature")
+            raise GoldenError(f"{path}: field 'expect[{i}].{unknown[0]}': unknown key; allowed: jax, blessed_with, "
+                              "signature, contract")
+        if contract is not None:
+            from fp8_check.pipeline import contract as contract_mod
+
+            try:
+                contract_mod.validate(contract, f"expect[{i}].contract")
+            except contract_mod.ContractError as exc:
+                raise GoldenError(f"{path}: field '{exc}'") from None
         spec = str(item.get("jax", "") or "")
         try:
             SpecifierSet(spec)
         except InvalidSpecifier:
             raise GoldenError(f"{path}: field 'expect[{i}].jax': not a version range: {spec!r}") from None
-        expect.append(Expectation(item["signature"], spec, str(item.get("blessed_with", ""))))
+        expect.append(Expectation(item.get("signature") or {}, spec, str(item.get("blessed_with", "")), contract))
     for key in ("case", "target", "profile", "mode"):
         if key not in doc:
             raise GoldenError(f"{path}: field '{key}': missing")
     layers = doc.get("layers") or []
     if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers):
         raise GoldenError(f"{path}: field 'layers': expected a list of {{layer, pass, fp8}} rules")
-    return Golden(doc["case"], doc["target"], doc["profile"], doc["mode"], expect, list(layers))
+    options = doc.get("contract_options")
+    if options is not None:
+        from fp8_check.pipeline import contract as contract_mod
+
+        try:
+            contract_mod.options_from(options)
+        except contract_mod.ContractError as exc:
+            raise GoldenError(f"{path}: field '{exc}'") from None
+    return Golden(doc["case"], doc["target"], doc["profile"], doc["mode"], expect, list(layers), options)
 
 
 def check_identity(g: Golden, path: Path, case: str, target: str, profile: str, mode: str) -> None:
@@ -207,8 +233,10 @@ def stale(root: Path, case_ids: set[str]) -> list[Path]:
 def compare(expected: Any, found: Any, path: str = "") -> list[FieldDiff]:
     """Field-by-field differences between two signature dicts (dotted paths, list indices).
 
-    Mappings are compared on the keys `expected` states; lists of records item by
-    item (an extra or missing gemm is a difference); other values as a whole.
+    Mappings are compared on the keys `expected` states; `gemms` and `collectives` record by
+    record, each paired with its counterpart by identity (harness/pipeline/identity.py: a pure
+    reordering is no difference; an extra or missing gemm is one); other lists of records item by
+    item; other values as a whole.
     """
     if isinstance(expected, dict) and isinstance(found, dict):
         # Only the fields the golden states are compared: a blessed golden states them all;
@@ -220,6 +248,10 @@ def compare(expected: Any, found: Any, path: str = "") -> list[FieldDiff]:
         return out
     if isinstance(expected, list) and isinstance(found, list) and _is_records(expected) and _is_records(found):
         out = []
+        if path in identity.LISTS:  # gemms and collectives: matched by what they are, not where (identity.py)
+            for label, e, f, has_e, has_f in identity.aligned(path, expected, found):
+                out += compare(e if has_e else _MISSING, f if has_f else _MISSING, f"{path}[{label}]")
+            return out
         for i in range(max(len(expected), len(found))):
             e = expected[i] if i < len(expected) else _MISSING
             f = found[i] if i < len(found) else _MISSING
@@ -317,8 +349,10 @@ def _umask() -> int:
     return mask
 
 
-def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict) -> str:
-    """Record `signature` as expected for `jax_version`; returns the unified diff applied ('' if unchanged).
+def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict,
+          contract: dict | None = None) -> str:
+    """Record `signature` (or, for a model, its `contract`) as expected for `jax_version`; returns the unified
+    diff applied ('' if unchanged).
 
     The expectation covering `jax_version` is replaced, keeping its version range;
     when none covers it, a new one without a range is added.
@@ -331,9 +365,10 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     old_text = path.read_text() if path.exists() else ""
     current = golden.expected_for(jax_version)
     if current is None:
-        golden.expect.append(Expectation(signature, "", f"jax {jax_version}"))
+        golden.expect.append(Expectation({} if contract is not None else signature, "", f"jax {jax_version}", contract))
     else:
-        current.signature = signature
+        current.signature = {} if contract is not None else signature
+        current.contract = contract
         current.blessed_with = f"jax {jax_version}"
     new_text = golden.to_yaml()
     if _same_expectations(old_text, new_text):

@@ -113,6 +113,15 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.reason = "no golden yet" if g is None else f"the golden has no expectation covering jax {out.jax}"
         out.reason += f"; bless it with: fp8-check bless -k {out.case} --target {out.target} --profile {out.profile}"
         return out
+    if exp.contract is not None:  # a model's contract: FP8 facts per layer x pass (contract_judge.py)
+        from fp8_check.pipeline import contract_judge
+
+        try:
+            rules = _layer_diffs(g, sig)
+        except ValueError as exc:
+            out.reason = f"{gpath}: field {exc}"
+            return out
+        return contract_judge.judge(out, sig, g, exp, gpath, issue, rules)
     out.expected, out.expected_range = exp.signature, exp.jax or ""
     out.diffs = golden.compare(exp.signature, sig.to_dict())
     try:
@@ -170,6 +179,10 @@ def fails(out: Outcome, fail_on: str) -> bool:
     or `cost:THRESHOLD` — a regression whose estimated cost reaches the threshold (`1%` of the golden's estimate,
     `40us`), a regression that could not be priced, or a case that no longer compiles."""
     if fail_on.startswith("cost:"):
+        from fp8_check.pipeline import contract_judge
+
+        if contract_judge.is_contract(out) and out.code in (PASS, FAIL):
+            return contract_judge.cost_reaches(out, cost_policy.parse_threshold(fail_on[5:]))
         if not is_regression(out):
             return False
         priced = out.verdict.cost if out.verdict is not None else None
@@ -294,7 +307,7 @@ def run(
             if priced is not None and not priced.ok and comp.ok:  # never priced at the test shapes instead
                 first = (priced.error or "").strip().splitlines() or ["unknown error"]
                 out.code, out.estimate = UNRESOLVED, None
-                out.reason = f"price_at ({shape_text(case.price_at)}) does not compile: {first[0][:500]}"
+                out.reason = f"price_at ({case.production_text()}) does not compile: {first[0][:500]}"
             if numerics is not None:
                 apply_numerics(out, case, comp, numerics)
         outcomes.append(out)
@@ -324,7 +337,16 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
         if priced is not None and priced.ok and priced.hlo and case is not None and case.priced_elsewhere:
             text, sig, where = priced.hlo, signature.extract(priced.hlo), case.production_text()
         out.estimate = cost.estimate(text, hw, where)
-        if out.verdict is not None and isinstance(out.expected, dict):
+        from fp8_check.pipeline import contract, contract_judge
+
+        if out.verdict is not None and contract_judge.is_contract(out):
+            # a contract's own cost line compares estimates at the judged shapes; a layer that lost FP8 is priced
+            # here, at the production shapes, as against a golden whose layer rule wants it in FP8
+            lost = contract.lost_fp8(out.expected[contract_judge.KEY], out.signature)
+            if lost:
+                out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected({}, sig, out.estimate, hw,
+                                                                                          out.signature, lost))
+        elif out.verdict is not None and isinstance(out.expected, dict):
             rules = tuple(int(m.group(1)) for d in out.diffs if d.expected == layer_rules.LOW
                           and (m := re.fullmatch(r"layers\[.*\]\.gemms\[(\d+)\]", d.path)))  # layers a rule wants in FP8
             out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw,

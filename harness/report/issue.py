@@ -127,14 +127,32 @@ def _not_a_bug(it: Item) -> bool:
 
 
 def regressed_since(it: Item, model: Model) -> str:
-    """The oldest JAX version from which the row has failed with this same signature (it.jax at the latest)."""
+    """The oldest JAX version from which the row has failed with this same signature (it.jax at the latest); for a
+    model's contract, with the same FP8 facts lost (its kernels move at every release). `on every version tested`
+    when that is the oldest version the row ran on and it ran on more than one."""
     since = it.jax
     items = [o for o in model.row_items(it.row) if vkey(o.jax) <= vkey(it.jax)]
     for o in reversed(items[:-1]):
-        if o.code is not FAIL or o.outcome.signature != it.outcome.signature:
+        if o.code is not FAIL or _same_failure(o.outcome) != _same_failure(it.outcome):
             break
         since = o.jax
+    ran = [o for o in model.row_items(it.row) if o.outcome.signature is not None]
+    if len(ran) > 1 and all(o.code is FAIL and _same_failure(o.outcome) == _same_failure(it.outcome) for o in ran):
+        return "on every version tested"
     return since
+
+
+def _since_text(since: str) -> str:
+    return since if since.startswith("on ") else f"since jax {since}"
+
+
+def _same_failure(o) -> object:
+    """What two versions must share to be one regression: the signature, or a contract's lost facts."""
+    from fp8_check.pipeline.contract_judge import is_contract
+
+    if is_contract(o) and o.verdict is not None:
+        return sorted((x.path, x.why) for x in o.verdict.regressions)
+    return o.signature
 
 
 def issue_title(it: Item, model: Model) -> str:
@@ -150,7 +168,7 @@ def _title(it: Item, model: Model) -> str:
                 f"({v.cls}: {v.summary(limit=1)}) — not an upstream bug")
     if it.code is FAIL and v is not None:
         lost = v.regressions[0].why if v.regressions else v.summary(limit=1)
-        return f"[XLA:GPU] FP8 {pattern} regressed since jax {regressed_since(it, model)}: {lost}"
+        return f"[XLA:GPU] FP8 {pattern} regressed {_since_text(regressed_since(it, model))}: {lost}"
     good, _, _ = version_story(it, model)
     older = [v for v in good if vkey(v) < vkey(it.jax)]
     newer = [v for v in good if vkey(v) > vkey(it.jax)]
@@ -199,7 +217,7 @@ def summary(it: Item, model: Model) -> str:
     lead = ""
     if o.verdict is not None and o.verdict.is_regression:
         worse = "; ".join(dict.fromkeys(x.why for x in o.verdict.regressions)) or o.verdict.summary()
-        lead = (f"Regression ({o.verdict.cls}) since jax {regressed_since(it, model)}: {worse}"
+        lead = (f"Regression ({o.verdict.cls}) {_since_text(regressed_since(it, model))}: {worse}"
                 + (f" (better at the same time: {'; '.join(dict.fromkeys(x.why for x in o.verdict.improvements))})"
                    if o.verdict.improvements else "") + ". ")
         if o.verdict.cost is not None:  # harness/pipeline/cost.py: a roofline estimate, not a measurement

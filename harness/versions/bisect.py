@@ -41,8 +41,8 @@ from enum import Enum
 from pathlib import Path
 
 from fp8_check.pipeline import golden
-from fp8_check.outcome import NEW, UNRESOLVED, UNSUPPORTED, Outcome
-from fp8_check.pipeline import runner
+from fp8_check.outcome import FAIL, NEW, UNRESOLVED, UNSUPPORTED, XFAIL, Outcome
+from fp8_check.pipeline import contract_judge, runner
 from fp8_check.pipeline.signature import Signature
 from fp8_check.pipeline.compile import Compiler, WorkerError
 from fp8_check.versions import requirements, wheels
@@ -176,6 +176,17 @@ class Tester:
             if self.reference is None:
                 raise RuntimeError("no reference signature")
             expected, against = self.reference.to_dict(), f"jax {self.reference_version}"
+        if self.criterion == "golden" and contract_judge.is_contract(judged):  # a model's contract
+            bad = judged.code is FAIL or judged.code is XFAIL
+            why = judged.verdict.summary() if judged.verdict else f"{len(judged.diffs)} FP8 fact(s) changed"
+            return Judgment(version, Verdict.BAD if bad else Verdict.GOOD,
+                            f"{why} against {against}" if bad else f"every FP8 fact of {against} holds", sig, judged.diffs)
+        if self.criterion != "golden" and self.reference is not None and contract_judge.is_model(self.reference):
+            diffs, change = contract_judge.signature_change(self.reference, sig)  # layers and passes, not indices
+            if self.criterion == "signature" or change.is_regression:
+                if diffs:
+                    return Judgment(version, Verdict.BAD, f"{change.cls} against {against}: {change.summary()}", sig, diffs)
+            return Judgment(version, Verdict.GOOD, f"the FP8 facts of {against} hold", sig)
         diffs = golden.compare(expected, sig.to_dict())
         if self.criterion == "regression":
             change = verdict_mod.classify(expected, sig)
@@ -249,6 +260,8 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
     left = sorted((v for v in skipped if parse_version(lo) < parse_version(v) < parse_version(hi)), key=parse_version)
     before, after = judged[lo].signature, judged[hi].signature
     diffs = golden.compare(before.to_dict(), after.to_dict()) if before and after else []
+    if before and after and contract_judge.is_model(before):
+        diffs = contract_judge.signature_change(before, after)[0]
     return Result(Verdict.BAD, first_bad=hi, last_good=lo, skipped=left, diffs=diffs, steps=steps)
 
 
@@ -345,7 +358,10 @@ def _cmd_bisect(args) -> int:
 
         print(xla_commits.xla_range(res.last_good, res.first_bad).text())
         return Verdict.BAD.exit_code
-    step = verdict_mod.classify(tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0])
+    sig_good, sig_bad = tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0]
+    step = verdict_mod.classify(sig_good, sig_bad)
+    if sig_good is not None and sig_bad is not None and contract_judge.is_model(sig_good):
+        step = contract_judge.signature_change(sig_good, sig_bad)[1]  # by layer and pass
     if step.lines and not step.is_regression:  # an improvement or a rename: nothing went bad
         print(f"\nfirst changed version: jax {res.first_bad} (last unchanged: jax {res.last_good}) — "
               f"{step.cls}, not a regression; `--criterion regression` finds where fusion got worse")

@@ -43,10 +43,11 @@ MatrixFileError = MatrixError  # a file given to --from-matrix is unreadable or 
 
 @dataclass
 class Run:
-    """Consecutive versions with one signature."""
+    """Consecutive versions with one signature (a model: one contract)."""
 
     versions: list[str]
     signature: dict
+    contract: dict | None = None
 
 
 @dataclass
@@ -55,6 +56,8 @@ class RowPlan:
     runs: list[Run] = field(default_factory=list)
     skipped: str = ""  # why the row is not blessed
     no_signature: list[str] = field(default_factory=list)  # versions without a signature (not blessed)
+    known_issue: list[str] = field(default_factory=list)  # a contract's versions under an active known issue
+    contract_options: dict | None = None  # a contract row (kept from its golden)
 
     def expectations(self, bounded: bool = False) -> list[golden.Expectation]:
         """One expectation per run, newest first; `bounded`: give a single run a lower bound too (older
@@ -71,7 +74,8 @@ class RowPlan:
                 spec = f">={first},<{nxt}"
             tested = run.versions[0] if len(run.versions) == 1 else f"{run.versions[0]}..{run.versions[-1]}"
             out.append(golden.Expectation(run.signature, spec, f"jax {tested} (fp8-check matrix, "
-                                                                f"{len(run.versions)} version{'s' if len(run.versions) > 1 else ''})"))
+                                                                f"{len(run.versions)} version{'s' if len(run.versions) > 1 else ''})",
+                                          run.contract))
         return list(reversed(out))
 
 
@@ -93,7 +97,30 @@ def load_rows(paths: list[Path]) -> dict[Row, list[tuple[str, Outcome]]]:
     return {k: sorted(v.items(), key=lambda kv: Version(kv[0])) for k, v in rows.items()}
 
 
-def plan_row(row: Row, results: list[tuple[str, Outcome]]) -> RowPlan:
+def one_version_hint(out: Outcome, matrix: Path) -> str | None:
+    """Blessing `out` on one version while `matrix` shows its case on others: the one command that blesses
+    a golden valid over all of them (a model's contract over the whole range unless an FP8 fact changed)."""
+    try:
+        rows = load_rows([matrix]) if matrix.is_file() else {}
+    except (MatrixError, OSError, ValueError):
+        return None
+    versions = [v for v, o in rows.get((out.case, out.target, out.profile, out.mode), []) if o.signature is not None]
+    if not [v for v in versions if v != out.jax]:
+        return None
+    span = versions[0] if len(versions) == 1 else f"{versions[0]}..{versions[-1]}"
+    return (f"note: {matrix} shows {out.case} on jax {span} ({len(versions)} versions); blessed on jax {out.jax} "
+            f"only. To bless one golden valid over all of them: fp8-check bless --from-matrix {matrix} -k {out.case} "
+            f"--target {out.target} --profile {out.profile}")
+
+
+def plan_row(row: Row, results: list[tuple[str, Outcome]], root: Path | None = None) -> RowPlan:
+    """Runs of consecutive versions with one signature; for a model's contract (`contract_row`), runs with the
+    same FP8 facts (the estimated cost may differ: the run's newest version states it), versions under an active
+    known issue left out (the contract states what they should be)."""
+    if root is not None:
+        is_contract, options = _contract_row(root, row, results)
+        if is_contract:
+            return _plan_contract(row, results, options)
     plan = RowPlan(row)
     issue = next(((v, o.known_issue) for v, o in results if o.known_issue), None)
     if issue:
@@ -115,6 +142,39 @@ def plan_row(row: Row, results: list[tuple[str, Outcome]]) -> RowPlan:
     return plan
 
 
+def _contract_row(root: Path, row: Row, results: list[tuple[str, Outcome]]) -> tuple[bool, dict | None]:
+    from fp8_check.pipeline import contract_judge
+
+    with_sig = [o for _v, o in results if o.signature is not None]
+    if not with_sig:
+        return False, None
+    return contract_judge.wants_contract(root, with_sig[-1])
+
+
+def _plan_contract(row: Row, results: list[tuple[str, Outcome]], options: dict | None) -> RowPlan:
+    from fp8_check.pipeline import contract, contract_judge
+
+    plan = RowPlan(row, contract_options=options or {})
+    for v, o in results:
+        if o.code in (UNSUPPORTED, UNRESOLVED) or o.signature is None:
+            plan.no_signature.append(v)
+            continue
+        if o.known_issue:
+            plan.known_issue.append(v)
+            continue
+        facts = contract_judge.facts_of(o, options)
+        if plan.runs and plan.runs[-1].contract is not None \
+                and contract.fp8_facts(plan.runs[-1].contract) == contract.fp8_facts(facts):
+            plan.runs[-1].versions.append(v)
+            plan.runs[-1].contract = facts  # the newest version's cost
+        else:
+            plan.runs.append(Run([v], {}, facts))
+    if not plan.runs:
+        plan.skipped = "no version compiled it" if not plan.known_issue else \
+            f"every version that compiled it has an active known issue ({', '.join(plan.known_issue)})"
+    return plan
+
+
 def apply(plan: RowPlan, root: Path) -> str:
     """Write the row's golden (atomically); returns the unified diff ('' when the expectations are unchanged)."""
     case, target, profile, mode = plan.row
@@ -124,7 +184,7 @@ def apply(plan: RowPlan, root: Path) -> str:
     tested = [v for run in plan.runs for v in run.versions]
     kept = [e for e in (old.expect if old else []) if _still_needed(e, tested)]
     new = golden.Golden(case, target, profile, mode, plan.expectations(bounded=bool(kept)) + kept,
-                        list(old.layers) if old else [])
+                        list(old.layers) if old else [], plan.contract_options)
     new_text = new.to_yaml()
     if golden._same_expectations(old_text, new_text):
         return ""
@@ -154,7 +214,7 @@ def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = N
             continue
         if (targets and target not in targets) or (profiles and profile not in profiles):
             continue
-        plan = plan_row(row, rows[row])
+        plan = plan_row(row, rows[row], root)
         name = f"{target}/{profile} {case}"
         if plan.skipped:
             if "no version compiled" not in plan.skipped or plan.no_signature:
@@ -163,10 +223,14 @@ def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = N
             continue
         diff = apply(plan, root)
         ranges = ", ".join(f"{e.jax or 'every version'}" for e in plan.expectations())
+        if plan.known_issue:
+            out(f"note {name}: not blessed from jax {', '.join(plan.known_issue)} (an active known issue); "
+                "the contract states what those versions should be")
         if diff:
             changed += 1
             out(diff.rstrip("\n"))
-            out(f"blessed {name}: {len(plan.runs)} expectation(s): {ranges}")
+            out(f"blessed {name}: {len(plan.runs)} {'contract' if plan.contract_options is not None else 'expectation'}(s): "
+                f"{ranges}")
         else:
             out(f"unchanged {name}: {ranges}")
     return changed, skipped

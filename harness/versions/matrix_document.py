@@ -136,22 +136,28 @@ class Matrix:
         return ran[-1] if ran else None
 
     def changes(self) -> list[Change]:
+        from fp8_check.pipeline import contract_judge
+
         out = []
         for row in self.rows():
-            prev_v, prev_sig, prev_est = None, None, None
+            prev_v, prev_sig, prev_est, prev_o = None, None, None, None
             for e in self.versions:
                 o = e.outcome(row)
                 if o is None or o.signature is None:
                     continue
                 sig = o.signature.to_dict()
-                if prev_sig is not None:
+                if prev_o is not None and contract_judge.is_contract(o):  # a model: its FP8 facts, by layer and pass
+                    diffs, v = contract_judge.between(prev_o, o)
+                    if diffs and prev_v is not None:
+                        out.append(Change(*row, prev_v, e.jax, diffs, v))
+                elif prev_sig is not None:
                     diffs = golden.compare(prev_sig, sig)
                     v = classify(prev_sig, sig)
                     if prev_est is not None and o.estimate is not None:  # both compiled: priced exactly (cost.py)
                         v = Verdict(v.cls, v.lines, cost.between(prev_est, o.estimate))
                     if (diffs or v.lines) and prev_v is not None:
                         out.append(Change(*row, prev_v, e.jax, diffs, v))
-                prev_v, prev_sig, prev_est = e.jax, sig, o.estimate
+                prev_v, prev_sig, prev_est, prev_o = e.jax, sig, o.estimate, o
         return out
 
     def row_costs(self) -> dict[Row, float]:

@@ -121,6 +121,8 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
             cost = o.verdict.cost
             console.print(f"  jax {jax} {o.target}/{o.profile} {o.case}: {cost.text()} ({cost.detail()})", markup=False,
                           soft_wrap=True)
+    for line in contract_lines(m):
+        console.print(line, markup=False, soft_wrap=True)
     console.print("\nPer version:", markup=False)
     for e in m.versions:
         console.print(f"  jax {e.jax:<9} {summary_text(e) or e.status}{same_xla_note(e)}", markup=False)
@@ -130,6 +132,31 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
         for r in regressions:
             prev = f" (was {r.previous[1]} on {r.previous[0]})" if r.previous else ""
             console.print(f"  {r.code.name:<10} {r.target}/{r.profile} {r.case}{prev}", markup=False)
+
+
+def contract_lines(m: Matrix, limit: int = 3) -> list[str]:
+    """Models judged against their contracts: each changed FP8 fact once per row, by layer and pass, with the
+    versions it holds on (`since jax V`: the first version where it changed; `on every version tested`)."""
+    from fp8_check.pipeline.contract_judge import is_contract
+
+    out: list[str] = []
+    for row in m.rows():
+        ran = [(e.jax, o) for e in m.versions if (o := e.outcome(row)) is not None and o.signature is not None]
+        facts: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        for jax, o in ran:
+            if is_contract(o) and o.verdict is not None:
+                for x in o.verdict.lines:
+                    facts.setdefault((x.why, x.cls, x.path), []).append((jax, o.code.name))
+        if not facts:
+            continue
+        out.append(f"\n{row[1]}/{row[2]} {row[0]}: FP8 facts that differ from its contract (by layer and pass):")
+        for (why, cls, _path), seen in list(facts.items())[: limit * 4]:
+            versions = [v for v, _ in seen]
+            codes = "/".join(dict.fromkeys(c for _, c in seen))
+            when = "on every version tested" if len(versions) == len(ran) > 1 else \
+                f"since jax {versions[0]}" + (f" (jax {', '.join(versions)})" if len(versions) > 1 else "")
+            out.append(f"  [{cls}] {why}  {when}  {codes}")
+    return out
 
 
 def _print_changes(console, title: str, changes, max_diffs: int) -> None:
