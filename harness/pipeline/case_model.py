@@ -102,6 +102,7 @@ class Case:
     # kind: python
     callable: str | None = None
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+    args_factory: str | None = None  # `args: module:factory`: a pytree of ShapeDtypeStructs (kinds/python.py)
     requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
     price_at: Shape | None = None  # production shapes the cost estimate is priced at (compiled a second time)
     mesh: tuple[tuple[str, int], ...] = ()  # sharded (kind: python; see pipeline/sharded_cases.py): mesh, specs, XLA flags

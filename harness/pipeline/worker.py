@@ -391,8 +391,9 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                                             % (_jax_version(), ", ".join(missing))}) + "\n")
                     continue
                 options.update(request.get("optional_options") or {})
-                result = aot.compile_for(module.FN, module.ARGS, devices[key], options, dump_dir,
-                                         mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
+                compile_case = aot.compile_tree if hasattr(module, "ARGS_FACTORY") else aot.compile_for
+                result = compile_case(module.FN, getattr(module, "ARGS_FACTORY", None) or module.ARGS, devices[key], options,
+                                      dump_dir, mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
                 reply = {
                     "ok": True,
                     "hlo": result["hlo"],

@@ -1,4 +1,6 @@
-"""The `python` case kind: a function of your own (`callable: module:function`) with its argument specs.
+"""The `python` case kind: a function of your own (`callable: module:function`) with its argument specs:
+a flat list of {name, shape, dtype}, or `args: module:factory`, a function returning a pytree of
+ShapeDtypeStructs (a flax model's variables, an optax state), as `fp8-check check --args` takes.
 
 The rendered source imports the function (inlining its module when it lies in this
 checkout or the run's directory, so a repro stands alone); a dependency the case lists in
@@ -12,7 +14,7 @@ from fp8_check.dtypes import DATA_DTYPES, SCALE_DTYPES
 from fp8_check.pipeline.case_model import Case, CaseError, choice, is_name, string
 from fp8_check.pipeline.sharded_cases import jsonable, validate_sharded
 from fp8_check.pipeline.source import ENV, Rendered, docstring
-from fp8_check.pipeline.user_modules import closure
+from fp8_check.pipeline.user_modules import closure, closure_of
 
 NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
@@ -41,6 +43,36 @@ def _args(path, line, cid, value):
 
 
 
+def _factory(path, line, cid, value: str, requires: list) -> str:
+    """`args: module:factory`: a function of no arguments returning a tuple of positional arguments or a dict of
+    keyword arguments, a pytree whose leaves are ShapeDtypeStructs (shardings allowed), as `check --args` takes.
+    Read here, never imported: a project module must define the function; another module must be importable
+    (or be among `requires`: then a missing one makes the case UNSUPPORTED)."""
+    import importlib.util
+
+    from fp8_check.pipeline.user_modules import defines, find
+
+    module, sep, function = value.partition(":")
+    if not sep or not all(is_name(p) for p in module.split(".") + [function]):
+        raise CaseError(path, line, cid, "args", "expected a list of {name, shape, dtype} or 'package.module:factory', "
+                                                 f"got {value!r}")
+    if find(module) is not None:
+        if defines(module, function) is False:
+            raise CaseError(path, line, cid, "args", f"module '{module}' ({find(module)[0]}) defines no '{function}'")
+        return value
+    top = module.split(".")[0]
+    if top in requires:
+        return value
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise CaseError(path, line, cid, "args", f"cannot find module '{module}' of the args factory {value!r} in this "
+                                                 "project or the installed packages (list it in requires if optional)")
+    return value
+
+
 def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
     """The case, with `callable`, `args` and `requires` of `merged` added to the common fields in `kw`."""
     if "callable" not in merged:
@@ -51,8 +83,13 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
         raise CaseError(path, line, cid, "callable", f"expected 'package.module:function', got {target!r}")
     kw["callable"] = target
     if "args" not in merged:
-        raise CaseError(path, line, cid, "args", "missing; a python case lists its arguments")
-    kw["args"] = _args(path, line, cid, merged["args"])
+        raise CaseError(path, line, cid, "args", "missing; a python case lists its arguments or names their factory")
+    given = merged.get("requires")
+    requires: list = given if isinstance(given, list) else [given]
+    if isinstance(merged["args"], str):
+        kw["args_factory"] = _factory(path, line, cid, merged["args"], requires)
+    else:
+        kw["args"] = _args(path, line, cid, merged["args"])
     if "requires" in merged:
         value = merged["requires"]
         if isinstance(value, str):
@@ -61,7 +98,8 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
             raise CaseError(path, line, cid, "requires",
                             f"expected a list of optional top-level modules such as [flax], got {value!r}")
         kw["requires"] = tuple(dict.fromkeys(value))
-    kw.update(validate_sharded(path, line, cid, merged, merged["args"], kw["args"], kw.get("targets", ()), CaseError))
+    raw_args = merged["args"] if isinstance(merged["args"], list) else []
+    kw.update(validate_sharded(path, line, cid, merged, raw_args, kw.get("args", ()), kw.get("targets", ()), CaseError))
     return Case(**kw)
 
 
@@ -82,9 +120,11 @@ def render(case: Case) -> Rendered:
     if case.mesh:
         specs = case.shardings or ((),) * len(args)
         specs_args = [(a, jsonable(spec)) for a, spec in zip(args, specs)]
+    factory = (case.args_factory or ":").split(":") if case.args_factory else None
     source = ENV.get_template("python.py.j2").render(
         case=case, docstring=docstring(case), module=module, function=function, args=specs_args,
-        mesh=[list(axis) for axis in case.mesh],
+        factory=factory, mesh=[list(axis) for axis in case.mesh],
         out_specs=[jsonable(s) for s in case.out_shardings] if case.out_shardings is not None else None,
     )
-    return Rendered(case.id, source, case.requires, closure(module))
+    modules = closure_of(module, factory[0]) if factory else closure(module)
+    return Rendered(case.id, source, case.requires, modules)
