@@ -84,6 +84,8 @@ class FusionReport:
     hlo: str
     stablehlo: str
     seconds: float
+    # Why the signature may not be what the GPU runs: the traced code asked JAX for the device and saw the CPU
+    not_representative: str = ""
 
     @property
     def kernels(self) -> int:
@@ -120,9 +122,31 @@ class FusionReport:
         d["coverage"] = coverage(self.signature).to_dict()
         if attributed(self.signature):
             d["coverage"]["line"] = coverage(self.signature).line()
+        if self.not_representative:
+            d["not_representative"] = self.not_representative
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
+
+
+_DEVICES: dict[str, Any] = {}
+
+
+def target_devices(target: str | Target):
+    """The target's compile-only devices, built in this process for tracing deviceless (None where this process's
+    JAX cannot build them: then code that asks for the device is reported as not representative, not answered)."""
+    t = _target(target)
+    if t.config_text not in _DEVICES:
+        try:
+            import jax
+
+            from fp8_check.pipeline import aot
+
+            config = aot.target_config_for(t.config_text, t.versions_dict(), jax.__version__)
+            _DEVICES[t.config_text] = aot.compile_device("deviceless", config)
+        except Exception:  # no CUDA plugin here: the worker compiles, this process only traces
+            _DEVICES[t.config_text] = None
+    return _DEVICES[t.config_text]
 
 
 def _name_of(fn: Callable) -> str:
@@ -152,6 +176,7 @@ class Checker:
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
         self._canary: dict[str, str | None] = {}
+        self.not_representative = ""
         self._lock = threading.Lock()
 
     def environment(self) -> dict:
@@ -199,7 +224,15 @@ class Checker:
                 raise ValueError(f"target: the inputs are sharded over a mesh of {devices} devices "
                                  f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
                                  f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
-        data = export_callable(fn, args, kwargs)
+        asked: list[str] = []
+        devices = self._target_devices(t)
+        data = export_callable(fn, args, kwargs, devices=devices, asked=asked)
+        if asked and devices is None and self.mode == "deviceless":
+            self.not_representative = (f"the traced code asked JAX for the device ({', '.join('jax.' + q + '()' for q in asked)}) "
+                                       f"and saw this machine's CPU, not {t.name}'s GPUs: the signature may not be what "
+                                       "the GPU runs")
+        else:
+            self.not_representative = ""
         with self._lock:
             env = self.environment()
             self._check_canary(t)
@@ -209,7 +242,10 @@ class Checker:
             raise RuntimeError(f"{label} did not compile for {t.name}/{p.name} ({self.mode}): {comp.error}")
         hlo = comp.hlo or ""  # set whenever the compilation succeeded
         return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(hlo), hlo,
-                            comp.stablehlo or "", comp.seconds)
+                            comp.stablehlo or "", comp.seconds, self.not_representative)
+
+    def _target_devices(self, t: Target):
+        return target_devices(t) if self.mode == "deviceless" else None
 
     def close(self) -> None:
         self.compiler.close()

@@ -264,6 +264,8 @@ def _print_result(res: CheckResult, report, label: str) -> None:
         print(f"      {d}")
     if res.reason:
         print(f"      {res.reason}")
+    if report is not None and report.not_representative:
+        print(f"      NOT REPRESENTATIVE: {report.not_representative}")
     if report is not None:
         sig = report.signature.to_dict()
         print(f"  kernels: {sig['kernels']}")
@@ -402,12 +404,17 @@ def _cmd_check(args) -> int:
         sys.stdout.flush()
         json_out = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
-    fn = resolve(args.function, "check")
-    factory = resolve(args.factory, "--args") if args.factory else None
-    call_args, call_kwargs = build_args(specs, factory)
+    from fp8_check import api
+    from fp8_check.pipeline.aot import target_view
+
+    # Importing the code and calling the factory see the first target's devices, as its tracing does (api.Checker):
+    # a library that caches what jax.devices() said (qwix) must not cache this machine's CPU
+    with target_view(api.target_devices(targets[0]) if mode == "deviceless" else None):
+        fn = resolve(args.function, "check")
+        factory = resolve(args.factory, "--args") if args.factory else None
+        call_args, call_kwargs = build_args(specs, factory)
     label = args.golden or args.function.replace(":", ".")
     quiet = args.json == "-"
-    from fp8_check import api
 
     try:
         results = run_check(fn, label, call_args, call_kwargs, targets, profiles, mode, expect,

@@ -51,8 +51,13 @@ def _cpu_only_without_gpu() -> None:
         pass
 
 
-def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
-    """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`."""
+def export_callable(fn: Callable, args: tuple, kwargs: dict, devices: Any = None, asked: list | None = None) -> bytes:
+    """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`.
+
+    `devices`: the compile target's devices; while `fn` is traced, `jax.devices()` and the like answer with
+    them (`fp8_check.pipeline.aot.target_view`). The questions the traced code asked are appended to `asked`."""
+    from fp8_check.pipeline.aot import target_view
+
     _cpu_only_without_gpu()
     import jax
     from jax import export
@@ -76,7 +81,24 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict) -> bytes:
         # which jax.export cannot serialize as a pytree; the compiled program is the same
         return jax.tree_util.tree_leaves(fn(*a, **k))
 
-    exported = export.export(jax.jit(flat), platforms=["cuda"])(*specs)
+    import re
+
+    disabled: list = []
+    with target_view(devices) as view:
+        while True:
+            try:
+                exported = export.export(jax.jit(flat), platforms=["cuda"], disabled_checks=disabled)(*specs)
+                break
+            except ValueError as exc:
+                # A GPU path with custom calls that carry no compatibility guarantee (qwix's MXFP8 dot:
+                # __op$block_scaled_dot): the worker deserializes with the same JAX, so none is needed
+                names = set(re.findall(r"custom_call @([\w$.]+)\(", str(exc))) if "Cannot serialize code with custom calls" in str(exc) else set()
+                names -= {getattr(c, "_impl", c) for c in disabled}
+                if not names:
+                    raise
+                disabled += [export.DisabledSafetyCheck.custom_call(n) for n in sorted(names)]
+    if asked is not None:
+        asked.extend(view.asked)
     return bytes(exported.serialize())
 
 

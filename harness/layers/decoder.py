@@ -20,7 +20,8 @@ Recipes (the projections and the MLP; attention's own two matmuls stay bf16 in e
 Case functions take the trees a training loop holds (the variables, the optimizer state, the
 batch) as arguments; their cases name an argument factory (`args: module:factory`) that
 returns those trees' shapes as `jax.eval_shape` gives them: nothing is initialised, nothing is a
-compile-time constant, and the structure is always the installed flax/optax's own.
+compile-time constant, and the structure is always the installed flax/optax's own (no
+argument list to regenerate, no wrapper that flattens).
 """
 
 import functools

@@ -369,7 +369,8 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 path = os.path.join(dump_dir, "..", aot.case_file_name(request["case_id"]))
                 code = compile(request["source"], os.path.abspath(path), "exec")
                 try:
-                    exec(code, module.__dict__)
+                    with aot.target_view(devices[key]):  # what the module asks of JAX at import: the target's devices
+                        exec(code, module.__dict__)
                 except ImportError as exc:
                     # A dependency the case declares optional is UNSUPPORTED, and so is a block-scaling
                     # API this JAX lacks (the rendered case raises it with name MISSING_API); anything
