@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fp8_check.export import cpu_only_without_gpu, export_callable, sharding_of
+from fp8_check.export import cpu_only_without_gpu, export_callable, sharding_of, target_devices
 from fp8_check.pipeline import golden
 from fp8_check.pipeline.golden import FieldDiff
 from fp8_check import dtypes
@@ -122,31 +122,10 @@ class FusionReport:
         d["coverage"] = coverage(self.signature).to_dict()
         if attributed(self.signature):
             d["coverage"]["line"] = coverage(self.signature).line()
-        if self.not_representative:
-            d["not_representative"] = self.not_representative
+        d.update({"not_representative": self.not_representative} if self.not_representative else {})
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
-
-
-_DEVICES: dict[str, Any] = {}
-
-
-def target_devices(target: str | Target):
-    """The target's compile-only devices, built in this process for tracing deviceless (None where this process's
-    JAX cannot build them: then code that asks for the device is reported as not representative, not answered)."""
-    t = _target(target)
-    if t.config_text not in _DEVICES:
-        try:
-            import jax
-
-            from fp8_check.pipeline import aot
-
-            config = aot.target_config_for(t.config_text, t.versions_dict(), jax.__version__)
-            _DEVICES[t.config_text] = aot.compile_device("deviceless", config)
-        except Exception:  # no CUDA plugin here: the worker compiles, this process only traces
-            _DEVICES[t.config_text] = None
-    return _DEVICES[t.config_text]
 
 
 def _name_of(fn: Callable) -> str:
@@ -224,15 +203,12 @@ class Checker:
                 raise ValueError(f"target: the inputs are sharded over a mesh of {devices} devices "
                                  f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
                                  f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
-        asked: list[str] = []
-        devices = self._target_devices(t)
-        data = export_callable(fn, args, kwargs, devices=devices, asked=asked)
-        if asked and devices is None and self.mode == "deviceless":
-            self.not_representative = (f"the traced code asked JAX for the device ({', '.join('jax.' + q + '()' for q in asked)}) "
-                                       f"and saw this machine's CPU, not {t.name}'s GPUs: the signature may not be what "
-                                       "the GPU runs")
-        else:
-            self.not_representative = ""
+        asked: list[str] = []  # what the traced code asked JAX about the device, answered with the target's devices
+        own = target_devices(t.name, t.config_text, t.versions_dict()) if self.mode == "deviceless" else None
+        data = export_callable(fn, args, kwargs, devices=own, asked=asked)
+        self.not_representative = "" if not asked or own is not None or self.mode != "deviceless" else (
+            f"the traced code asked JAX for the device ({', '.join(f'jax.{q}()' for q in asked)}) and saw this machine's "
+            f"CPU, not {t.name}'s GPUs: the signature may not be what the GPU runs")
         with self._lock:
             env = self.environment()
             self._check_canary(t)
@@ -243,9 +219,6 @@ class Checker:
         hlo = comp.hlo or ""  # set whenever the compilation succeeded
         return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(hlo), hlo,
                             comp.stablehlo or "", comp.seconds, self.not_representative)
-
-    def _target_devices(self, t: Target):
-        return target_devices(t) if self.mode == "deviceless" else None
 
     def close(self) -> None:
         self.compiler.close()

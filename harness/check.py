@@ -405,11 +405,14 @@ def _cmd_check(args) -> int:
         json_out = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
     from fp8_check import api
+    from fp8_check.export import target_devices
     from fp8_check.pipeline.aot import target_view
+    from fp8_check.targets import load_target
 
     # Importing the code and calling the factory see the first target's devices, as its tracing does (api.Checker):
     # a library that caches what jax.devices() said (qwix) must not cache this machine's CPU
-    with target_view(api.target_devices(targets[0]) if mode == "deviceless" else None):
+    first = load_target(targets[0])
+    with target_view(target_devices(first.name, first.config_text, first.versions_dict()) if mode == "deviceless" else None):
         fn = resolve(args.function, "check")
         factory = resolve(args.factory, "--args") if args.factory else None
         call_args, call_kwargs = build_args(specs, factory)

@@ -131,3 +131,22 @@ def sharding_of(args: tuple, kwargs: dict) -> dict | None:
         return [list(e) if isinstance(e, tuple) else e for e in leaf.sharding.spec]
 
     return {"mesh": mesh, "in_specs": [spec(leaf) for leaf in leaves]}
+
+
+_DEVICES: dict[str, Any] = {}
+
+
+def target_devices(name: str, config_text: str, versions: dict) -> Any:
+    """The compile-only devices of target `name` (its GpuTargetConfig text and versions), built in this process for
+    tracing deviceless; None where this process's JAX cannot build them (then code that asks for the device is
+    reported as not representative, not answered)."""
+    if config_text not in _DEVICES:
+        try:
+            import jax
+
+            from fp8_check.pipeline import aot
+
+            _DEVICES[config_text] = aot.compile_device("deviceless", aot.target_config_for(config_text, versions, jax.__version__))
+        except Exception:  # no CUDA plugin here: the worker compiles, this process only traces
+            _DEVICES[config_text] = None
+    return _DEVICES[config_text]

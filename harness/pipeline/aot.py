@@ -126,69 +126,10 @@ def mesh_context(concrete):
     return concrete if hasattr(concrete, "__enter__") else contextlib.nullcontext()
 
 
-# ---- the target's view of the device, while user code is traced
-#
-# A deviceless compile traces on the CPU backend, so code that asks JAX for the device (qwix picks its MXFP8
-# path from `jax.devices()[0].platform`, MaxText builds its mesh from `jax.devices()`) would see the CPU and take
-# a path the GPU never runs. While tracing, these answer with the compile target's devices instead.
-
-DEVICE_QUESTIONS = ("devices", "local_devices", "device_count", "local_device_count", "default_backend")
-
-
-class target_view:
-    """`with target_view(devices):` jax.devices(), local_devices(), device_count(), local_device_count() and
-    default_backend() answer with `devices` (the compile target's compile-only devices: platform 'gpu', their
-    device_kind and compute_capability), or, with `devices=None`, as usual. Either way `asked` lists the
-    questions the traced code asked. An explicit other backend (`jax.devices('cpu')`) is answered as usual."""
-
-    def __init__(self, devices):
-        self.devices = None if devices is None else (list(devices) if isinstance(devices, (list, tuple)) else [devices])
-        self.asked = []
-        self._saved = {}
-
-    def _answer(self, name, original):
-        devices = self.devices
-
-        def answer(*args, **kwargs):
-            if name not in self.asked:
-                self.asked.append(name)
-            if devices is None:
-                return original(*args, **kwargs)
-            platform = devices[0].platform
-            positional = ("process_index", "backend") if name == "local_devices" else ("backend",)
-            given = dict(zip(positional, args), **kwargs)
-            if given.get("backend") not in (None, platform, "cuda", "gpu") or given.get("process_index") not in (None, 0) \
-                    or set(given) - {"backend", "process_index"}:
-                return original(*args, **kwargs)
-            if name in ("devices", "local_devices"):
-                return list(devices)
-            if name in ("device_count", "local_device_count"):
-                return len(devices)
-            return platform
-
-        answer.__name__ = answer.__qualname__ = name
-        answer.__doc__ = original.__doc__
-        return answer
-
-    def __enter__(self):
-        import jax
-
-        if self.devices is not None and self.devices[0].platform == jax.devices()[0].platform:
-            self.devices = None  # a compile on the local GPU: the answers are already the target's
-        for name in DEVICE_QUESTIONS:
-            original = getattr(jax, name, None)
-            if original is not None:
-                self._saved[name] = original
-                setattr(jax, name, self._answer(name, original))
-        return self
-
-    def __exit__(self, *exc):
-        import jax
-
-        for name, original in self._saved.items():
-            setattr(jax, name, original)
-        self._saved = {}
-        return False
+try:  # the target's view of the device while user code is traced (a repro carries device_view's source before this)
+    from fp8_check.pipeline.device_view import target_view
+except ImportError:
+    pass
 
 
 def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_specs=None):
@@ -300,6 +241,11 @@ def compile_tree(fn, factory, device, compiler_options, dump_dir, mesh=None, out
         args, kwargs = tree_arguments(factory(), device, concrete)
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
     traced = [i for i, leaf in enumerate(leaves) if _is_array(leaf)]
+    if not mesh:  # the mesh the arguments are sharded over (one): the context mesh while tracing, as in a train loop
+        meshes = {m: m for m in (getattr(getattr(leaves[i], "sharding", None), "mesh", None) for i in traced)
+                  if m is not None and hasattr(m, "devices")}
+        if len(meshes) == 1:
+            context = mesh_context(next(iter(meshes.values())))
     target = fn
     if len(traced) != len(leaves):  # Python values: baked in, only the arrays are inputs
 

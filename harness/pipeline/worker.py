@@ -392,15 +392,10 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                                             % (_jax_version(), ", ".join(missing))}) + "\n")
                     continue
                 options.update(request.get("optional_options") or {})
-                compile_case = aot.compile_tree if hasattr(module, "ARGS_FACTORY") else aot.compile_for
-                result = compile_case(module.FN, getattr(module, "ARGS_FACTORY", None) or module.ARGS, devices[key], options,
-                                      dump_dir, mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
-                reply = {
-                    "ok": True,
-                    "hlo": result["hlo"],
-                    "stablehlo": result["stablehlo"],
-                    "seconds": result["seconds"],
-                }
+                result = (aot.compile_tree if hasattr(module, "ARGS_FACTORY") else aot.compile_for)(
+                    module.FN, getattr(module, "ARGS_FACTORY", None) or module.ARGS, devices[key], options, dump_dir,
+                    mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
+                reply = {"ok": True, "hlo": result["hlo"], "stablehlo": result["stablehlo"], "seconds": result["seconds"]}
                 if request.get("inputs") is not None:
                     # Numerics: run the executable just compiled on the parent's inputs.
                     # An execution error is the case's numerics result, not a compile failure.

@@ -1,0 +1,70 @@
+"""The target's view of the device, while a deviceless compile imports, builds the arguments of and traces user code.
+
+Self-contained (standard library + JAX): `aot` uses it, and a repro script carries its source
+before aot's (harness/pipeline/render.py).
+"""
+
+
+# ---- the target's view of the device, while user code is traced
+#
+# A deviceless compile traces on the CPU backend, so code that asks JAX for the device (qwix picks its MXFP8
+# path from `jax.devices()[0].platform`, MaxText builds its mesh from `jax.devices()`) would see the CPU and take
+# a path the GPU never runs. While tracing, these answer with the compile target's devices instead.
+
+DEVICE_QUESTIONS = ("devices", "local_devices", "device_count", "local_device_count", "default_backend")
+
+
+class target_view:
+    """`with target_view(devices):` jax.devices(), local_devices(), device_count(), local_device_count() and
+    default_backend() answer with `devices` (the compile target's compile-only devices: platform 'gpu', their
+    device_kind and compute_capability), or, with `devices=None`, as usual. Either way `asked` lists the
+    questions the traced code asked. An explicit other backend (`jax.devices('cpu')`) is answered as usual."""
+
+    def __init__(self, devices):
+        self.devices = None if devices is None else (list(devices) if isinstance(devices, (list, tuple)) else [devices])
+        self.asked = []
+        self._saved = {}
+
+    def _answer(self, name, original):
+        devices = self.devices
+
+        def answer(*args, **kwargs):
+            if name not in self.asked:
+                self.asked.append(name)
+            if devices is None:
+                return original(*args, **kwargs)
+            platform = devices[0].platform
+            positional = ("process_index", "backend") if name == "local_devices" else ("backend",)
+            given = dict(zip(positional, args), **kwargs)
+            if given.get("backend") not in (None, platform, "cuda", "gpu") or given.get("process_index") not in (None, 0) \
+                    or set(given) - {"backend", "process_index"}:
+                return original(*args, **kwargs)
+            if name in ("devices", "local_devices"):
+                return list(devices)
+            if name in ("device_count", "local_device_count"):
+                return len(devices)
+            return platform
+
+        answer.__name__ = answer.__qualname__ = name
+        answer.__doc__ = original.__doc__
+        return answer
+
+    def __enter__(self):
+        import jax
+
+        if self.devices is not None and self.devices[0].platform == jax.devices()[0].platform:
+            self.devices = None  # a compile on the local GPU: the answers are already the target's
+        for name in DEVICE_QUESTIONS:
+            original = getattr(jax, name, None)
+            if original is not None:
+                self._saved[name] = original
+                setattr(jax, name, self._answer(name, original))
+        return self
+
+    def __exit__(self, *exc):
+        import jax
+
+        for name, original in self._saved.items():
+            setattr(jax, name, original)
+        self._saved = {}
+        return False
