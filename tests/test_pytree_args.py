@@ -157,3 +157,29 @@ def test_the_example_runs_per_layer_and_passes_once_blessed_with_a_layer_rule(tm
     golden.write_text(yaml.safe_dump(doc, sort_keys=False))
     code, out, err = run_cli("run", "cases", "--goldens", "goldens", "--json", "r.json", cwd=work)
     assert code == 0 and "PASS" in out, out + err
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_the_example_across_three_releases_and_bisected(tmp_path, run_cli, monkeypatch):
+    """`matrix --with flax --with optax` on three releases, each with the flax/optax uv resolves for it, per layer; then
+    `bisect` finds the release where the step's signature changed (0.10.2: XLA's __dynamic_memcpy kernels became
+    __custom_fusion copies)."""
+    import jax
+
+    from tests.test_models import TEST_CACHE
+
+    monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))
+    work = _example(tmp_path)
+    versions = ["0.10.0", "0.11.0", jax.__version__]
+    code, out, err = run_cli("matrix", "cases", "--jax", ",".join(versions), "--profile", "cublas", "--with", "flax",
+                             "--with", "optax", "--goldens", "goldens", "--out", "m.json", "--no-html", cwd=work)
+    rows = {r["jax"]: r for v in json.loads((work / "m.json").read_text())["versions"] for r in v["results"]}
+    assert sorted(rows) == sorted(versions), out + err
+    for version, row in rows.items():
+        gemms = row["signature"]["gemms"]
+        assert {g["layer"].split("/")[1] for g in gemms} == {"up", "mid", "down"}, version
+        assert all(g["operand_dtypes"][0].startswith("f8") for g in gemms), version
+    code, out, err = run_cli("bisect", "model_train_step", "cases", "--good", "0.10.0", "--bad", "0.11.0", "--profile",
+                             "cublas", "--with", "flax", "--with", "optax", "--goldens", "goldens", cwd=work)
+    assert "first bad version: jax 0.10.2" in out, out + err
