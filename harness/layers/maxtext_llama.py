@@ -18,7 +18,9 @@ What differs from MaxText's test: `attention=dot_product` instead of `cudnn_flas
 (TransformerEngine's fused attention queries the CUDA driver while tracing, so it cannot compile
 deviceless); attention's own matmuls stay bf16 either way and are not among the 21. The jit has no
 out_shardings or donation (fp8-check compiles the function on its arguments), which moves
-collectives and buffers, not which gemms run in FP8. Recipes: `fp8` (MaxText's AQT/flax FP8 dot), and
+collectives and buffers, not which gemms run in FP8. MaxText's default `remat_policy: full` recomputes
+forward matmuls inside the backward loop (27 FP8 gemms on jax 0.11.2-0.12.0.1: the 21 plus 6 recomputed);
+`remat_policy=minimal` (`train_step_fp8_minimal_remat`) gives exactly the 21. Recipes: `fp8` (MaxText's AQT/flax FP8 dot), and
 the qwix recipes `fp8_full`, `fp8_gpu`, `fp8_e4m3`, told apart by their operand dtypes.
 
 Needs MaxText and what it imports (harness/layers/maxtext-requirements.txt; docs/models.md):
@@ -35,9 +37,9 @@ SHAPE = ("model_name=llama2-7b", "ici_tensor_parallelism=8", "per_device_batch_s
 _BUILT: dict = {}
 
 
-def _build(recipe: str, scan: bool = True):
+def _build(recipe: str, scan: bool = True, remat: str = "full"):
     """MaxText's config, mesh, abstract state and bound train step for `recipe`, built once per process."""
-    key = (recipe, scan)
+    key = (recipe, scan, remat)
     if key in _BUILT:
         return _BUILT[key]
     import tempfile
@@ -50,7 +52,7 @@ def _build(recipe: str, scan: bool = True):
 
     base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
     out = tempfile.mkdtemp(prefix="fp8-check-maxtext-")
-    argv = ["fp8-check", base, *SHAPE, f"quantization={recipe}", f"scan_layers={str(scan).lower()}",
+    argv = ["fp8-check", base, *SHAPE, f"quantization={recipe}", f"scan_layers={str(scan).lower()}", f"remat_policy={remat}",
             f"base_output_directory={out}", "run_name=fp8-check"]
     config = pyconfig.initialize(argv)
     devices = jax.devices()  # the compile target's devices while fp8-check compiles (its view of the device)
@@ -73,10 +75,10 @@ def _build(recipe: str, scan: bool = True):
     return built
 
 
-def _train_step(recipe: str, scan: bool, state, batch):
+def _train_step(recipe: str, scan: bool, state, batch, remat: str = "full"):
     from flax.core.spmd import logical_axis_rules
 
-    built = _build(recipe, scan)
+    built = _build(recipe, scan, remat)
     with logical_axis_rules(built["config"].logical_axis_rules):
         return built["step"](state, batch)
 
@@ -89,6 +91,11 @@ def train_step_fp8(state, batch):
 def train_step_fp8_unscanned(state, batch):
     """llama2-7b train step, quantization=fp8, every layer unrolled (scan_layers=false)."""
     return _train_step("fp8", False, state, batch)
+
+
+def train_step_fp8_minimal_remat(state, batch):
+    """llama2-7b train step, quantization=fp8, scanned, remat_policy=minimal (no forward matmul recomputed)."""
+    return _train_step("fp8", True, state, batch, "minimal")
 
 
 def train_step_fp8_full(state, batch):
@@ -112,6 +119,10 @@ def args_fp8():
 
 def args_fp8_unscanned():
     return _build("fp8", False)["args"]
+
+
+def args_fp8_minimal_remat():
+    return _build("fp8", True, "minimal")["args"]
 
 
 def args_fp8_full():
