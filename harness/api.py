@@ -204,9 +204,9 @@ class Checker:
                                  f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
                                  f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
         asked: list[str] = []  # what the traced code asked JAX about the device, answered with the target's devices
-        own = target_devices(t.name, t.config_text, t.versions_dict()) if self.mode == "deviceless" else None
+        own = (lambda: target_devices(t.name, t.config_text, t.versions_dict())) if self.mode == "deviceless" else None
         data = export_callable(fn, args, kwargs, devices=own, asked=asked)
-        self.not_representative = "" if not asked or own is not None or self.mode != "deviceless" else (
+        self.not_representative = "" if not asked or own is None or own() is not None else (
             f"the traced code asked JAX for the device ({', '.join(f'jax.{q}()' for q in asked)}) and saw this machine's "
             f"CPU, not {t.name}'s GPUs: the signature may not be what the GPU runs")
         with self._lock:

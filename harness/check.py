@@ -409,12 +409,12 @@ def _cmd_check(args) -> int:
     from fp8_check.pipeline.aot import target_view
     from fp8_check.targets import load_target
 
-    # Importing the code and calling the factory see the first target's devices, as its tracing does (api.Checker):
-    # a library that caches what jax.devices() said (qwix) must not cache this machine's CPU
+    fn = resolve(args.function, "check")
+    factory = resolve(args.factory, "--args") if args.factory else None
+    # The factory sees the first target's devices, as the tracing does (api.Checker): a library that caches what
+    # jax.devices() said (qwix) must not cache this machine's CPU
     first = load_target(targets[0])
-    with target_view(target_devices(first.name, first.config_text, first.versions_dict()) if mode == "deviceless" else None):
-        fn = resolve(args.function, "check")
-        factory = resolve(args.factory, "--args") if args.factory else None
+    with target_view((lambda: target_devices(first.name, first.config_text, first.versions_dict())) if mode == "deviceless" else None):
         call_args, call_kwargs = build_args(specs, factory)
     label = args.golden or args.function.replace(":", ".")
     quiet = args.json == "-"

@@ -1,7 +1,7 @@
 """The target's view of the device: while a deviceless compile traces user code, `jax.devices()`,
 `local_devices()`, `device_count()` and `default_backend()` answer with the compile target's devices
 (platform 'gpu', their device_kind, compute capability, count), in a case (the worker: import, factory,
-tracing), in its repro, and in `fp8-check check` (import, `--args` factory, tracing).
+tracing), in its repro, and in `fp8-check check` (`--args` factory, tracing; the devices built at the first question).
 
 Proved with a function of our own that takes an FP8 path only on one H100 GPU, and with qwix, whose MXFP8 dot
 takes its GPU path (jax.nn.scaled_matmul: a block-scaled dot) only when `jax.devices()[0].platform` is 'gpu'

@@ -17,20 +17,35 @@ DEVICE_QUESTIONS = ("devices", "local_devices", "device_count", "local_device_co
 class target_view:
     """`with target_view(devices):` jax.devices(), local_devices(), device_count(), local_device_count() and
     default_backend() answer with `devices` (the compile target's compile-only devices: platform 'gpu', their
-    device_kind and compute_capability), or, with `devices=None`, as usual. Either way `asked` lists the
-    questions the traced code asked. An explicit other backend (`jax.devices('cpu')`) is answered as usual."""
+    device_kind and compute_capability), or, with `devices=None`, as usual. `devices` may also be a function
+    returning them (or None), called at the first question only: code that never asks costs nothing. Either
+    way `asked` lists the questions the traced code asked, and `answered` whether the target answered them.
+    An explicit other backend (`jax.devices('cpu')`) is answered as usual."""
 
     def __init__(self, devices):
-        self.devices = None if devices is None else (list(devices) if isinstance(devices, (list, tuple)) else [devices])
+        self._source = devices if callable(devices) else None
+        self.devices = None if devices is None or callable(devices) else self._listed(devices)
         self.asked = []
         self._saved = {}
 
-    def _answer(self, name, original):
-        devices = self.devices
+    @staticmethod
+    def _listed(devices):
+        return None if devices is None else (list(devices) if isinstance(devices, (list, tuple)) else [devices])
 
+    @property
+    def answered(self):
+        return bool(self.asked) and self.devices is not None
+
+    def _target(self):
+        if self._source is not None:
+            self.devices, self._source = self._listed(self._source()), None
+        return self.devices
+
+    def _answer(self, name, original):
         def answer(*args, **kwargs):
             if name not in self.asked:
                 self.asked.append(name)
+            devices = self._target()
             if devices is None:
                 return original(*args, **kwargs)
             platform = devices[0].platform
