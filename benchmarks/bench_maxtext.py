@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,8 +47,8 @@ from flax.core.spmd import logical_axis_rules
 from maxtext.configs import pyconfig
 from maxtext.trainers.pre_train import train, train_compile
 from maxtext.utils import maxtext_utils, sharding
-sys.path.insert(0, sys.argv[5])
-from fp8_check.layers.maxtext_llama import SHAPE
+import json
+SHAPE = json.loads(sys.argv[5])  # fp8_check.layers.maxtext_llama.SHAPE: the same model, batch and attention
 devices = topologies.get_topology_desc(platform="cuda", target_config=config_text, topology="1x1x8").devices
 base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
 config = pyconfig.initialize(["bare", base, *SHAPE, "quantization=" + recipe, "scan_layers=" + scan,
@@ -60,7 +61,7 @@ data = sharding.get_input_data_sharding(config, mesh)
 fn, ins, outs, sa, da = maxtext_utils.get_functional_train_with_signature(train.train_step, data, in_state, model, config, params_sh)
 t1 = time.perf_counter()
 train_compile.jit_and_compile(fn, args, kwargs, mesh, ins, outs, sa, da, config, logical_axis_rules(config.logical_axis_rules))
-print("BARE setup %.2f compile %.2f" % (t1 - t0, time.perf_counter() - t1))
+print("BARE setup %.2f compile %.2f" % (t1 - t0, time.perf_counter() - t1), file=sys.stderr)
 '''
 
 
@@ -108,7 +109,10 @@ def main() -> None:
     spec.write_text(aot.target_config_for(target.config_text, target.versions_dict(), args.jax))
     script = work / "bare.py"
     script.write_text(BARE)
-    bare = measured([str(environment_python(args.jax)), str(script), str(work / "dump"), recipe, "true", str(spec), str(REPO)])
+    from fp8_check.layers.maxtext_llama import SHAPE
+
+    bare = measured([str(environment_python(args.jax)), str(script), str(work / "dump"), recipe, "true", str(spec),
+                     json.dumps(list(SHAPE))])
     fp8_gemms = None
     dumps = sorted((work / "dump").glob("*jit_train_step*gpu_after_optimizations.txt"))
     if dumps:
@@ -120,8 +124,11 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before,
                     "load_after": os.getloadavg()},
         "fp8_check": {**{k: v for k, v in fp8.items() if k != "tail"}, "outcome": row.get("outcome"),
-                      "compile_seconds": row.get("compile_seconds"), "fp8_gemms": (row.get("signature") or {}).get("fp8_gemms")},
-        "bare": {**{k: v for k, v in bare.items() if k != "tail"}, "fp8_gemms": fp8_gemms},
+                      "compile_seconds": row.get("compile_seconds"),
+                      "fp8_gemms": sum(g["operand_dtypes"][0].startswith("f8") for g in (row.get("signature") or {}).get("gemms", []))},
+        "bare": {**{k: v for k, v in bare.items() if k != "tail"}, "fp8_gemms": fp8_gemms,
+                 "setup_and_compile_s": [float(x) for x in re.findall(r"BARE setup ([\d.]+) compile ([\d.]+)", bare["tail"])[-1:]
+                                         for x in x] or None},
         "ratio_wall": round(fp8["wall_s"] / bare["wall_s"], 3) if bare["wall_s"] else None,
     }
     if fp8["rc"] not in (0, 1) or bare["rc"] != 0:
