@@ -52,7 +52,8 @@ def _build(recipe: str, scan: bool = True, remat: str = "full"):
 
     base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
     out = tempfile.mkdtemp(prefix="fp8-check-maxtext-")
-    argv = ["fp8-check", base, *SHAPE, f"quantization={recipe}", f"scan_layers={str(scan).lower()}", f"remat_policy={remat}",
+    qwix = [] if recipe == "fp8" else ["use_qwix_quantization=true"]  # fp8_full, fp8_gpu, fp8_e4m3 are qwix recipes
+    argv = ["fp8-check", base, *SHAPE, *qwix, f"quantization={recipe}", f"scan_layers={str(scan).lower()}", f"remat_policy={remat}",
             f"base_output_directory={out}", "run_name=fp8-check"]
     config = pyconfig.initialize(argv)
     devices = jax.devices()  # the compile target's devices while fp8-check compiles (its view of the device)
