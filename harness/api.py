@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fp8_check.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of
+from fp8_check.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
 from fp8_check.pipeline import golden
 from fp8_check.pipeline.golden import FieldDiff
 from fp8_check import dtypes, platforms
 from fp8_check.other_environments import OtherEnvironments
 from fp8_check.pipeline.signature import Signature, extract
-from fp8_check.targets import MODES, PROFILES, Profile, Target, load_target, platform_of, resolve_mode
+from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, resolve_mode
 from fp8_check.verdict import Verdict
 
 cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
@@ -73,6 +73,8 @@ class FusionReport:
     seconds: float
     # What the target cannot run natively, one line each (an FP8 type its gemm library lacks: XLA upcasts it)
     warnings: tuple[str, ...] = ()
+    # Why the signature may not be what the GPU runs: the traced code asked JAX for the device and saw the CPU
+    not_representative: str = ""
 
     @property
     def kernels(self) -> int:
@@ -105,7 +107,7 @@ class FusionReport:
         """The program's roofline estimate on its target (pipeline.cost.Estimate: `total_us`, `fp8_us`, `kernels`)."""
         from fp8_check.pipeline import cost
         try:
-            return cost.estimate(self.hlo, cost.hardware(_target(self.target)))
+            return cost.estimate(self.hlo, cost.hardware(as_target(self.target)))
         except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):
             return None
 
@@ -120,6 +122,7 @@ class FusionReport:
             d["coverage"]["line"] = coverage(self.signature, platform_of(self.target)).line()
         if (est := self.estimate()) is not None:
             d["estimate"] = est.to_dict(kernels=with_text)
+        d.update({"not_representative": self.not_representative} if self.not_representative else {})
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
@@ -153,6 +156,7 @@ class Checker:
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
         self._others = OtherEnvironments(self.mode, timeout or DEFAULT_TIMEOUT)  # mi300x: the ROCm environment
         self._canary: dict[str, str | None] = {}
+        self.not_representative = ""
         self._lock = threading.Lock()
 
     def compiler_for(self, target: Target):
@@ -190,8 +194,8 @@ class Checker:
         argument, `EnvironmentProblem` for a broken environment, and `RuntimeError` with
         XLA's error when the function does not compile.
         """
-        t = _target(target)
-        p = _profile(profile)
+        t = as_target(target)
+        p = as_profile(profile)
         if self.mode == "deviceless" and not p.deviceless:
             raise ValueError(f"profile '{p.name}' autotunes and needs a real GPU; use 'cublas' or 'triton' deviceless")
         sharding = sharding_of(args, kwargs)
@@ -203,7 +207,12 @@ class Checker:
                 raise ValueError(f"target: the inputs are sharded over a mesh of {devices} devices "
                                  f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
                                  f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
-        data = export_callable(fn, args, kwargs, platform=t.platform.jax_platform)
+        asked: list[str] = []  # what the traced code asked JAX about the device, answered with the target's devices
+        own = (lambda: target_devices(t, t.versions_dict())) if self.mode == "deviceless" else None
+        data = export_callable(fn, args, kwargs, platform=t.platform.jax_platform, devices=own, asked=asked)
+        self.not_representative = "" if not asked or own is None or own() is not None else (
+            f"the traced code asked JAX for the device ({', '.join(f'jax.{q}()' for q in asked)}) and saw this machine's "
+            f"CPU, not {t.name}'s GPUs: the signature may not be what the GPU runs")
         with self._lock:
             env = self.environment(t)
             self._check_canary(t)
@@ -213,7 +222,7 @@ class Checker:
             raise RuntimeError(f"{label} did not compile for {t.name}/{p.name} ({self.mode}): {comp.error}")
         hlo = comp.hlo or ""  # set whenever the compilation succeeded
         return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(hlo), hlo,
-                            comp.stablehlo or "", comp.seconds, non_native_fp8(t, args, kwargs))
+                            comp.stablehlo or "", comp.seconds, non_native_fp8(t, args, kwargs), self.not_representative)
 
     def close(self) -> None:
         self.compiler.close()
@@ -224,23 +233,6 @@ class Checker:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _target(target: str | Target) -> Target:
-    if isinstance(target, Target):
-        return target
-    try:
-        return load_target(str(target))
-    except KeyError as exc:
-        raise ValueError(f"target: {exc.args[0]}") from None
-
-
-def _profile(profile: str | Profile) -> Profile:
-    if isinstance(profile, Profile):
-        return profile
-    if profile not in PROFILES:
-        raise ValueError(f"profile: unknown profile '{profile}'; allowed: {', '.join(PROFILES)}")
-    return PROFILES[profile]
 
 
 _SHARED: dict[str, Checker] = {}
@@ -390,7 +382,7 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     out = runner.judge_signature(Outcome(case, report.target, report.profile, report.mode, report.jax, UNRESOLVED),
                                  report.signature, Path(goldens_root))
     out.hlo = report.hlo
-    runner.price(out, _target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
+    runner.price(out, as_target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
     if out.code is NEW:
         why = out.reason.split(";")[0]
         raise FusionMismatch(f"NEW {report.where()}: {why} at {path}; record it with pytest --fp8-bless "
@@ -419,7 +411,7 @@ class BoundChecker:
     def __init__(self, checker: Checker, target: str | Target, profile: str | Profile,
                  goldens_root: str | Path = "goldens", bless: bool = False):
         self.checker = checker
-        self.target, self.profile = _target(target), _profile(profile)
+        self.target, self.profile = as_target(target), as_profile(profile)
         self.goldens_root, self.bless = Path(goldens_root), bless
 
     @property

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, Code
 from fp8_check.verdict import Verdict
+from fp8_check.pipeline.constants import baked_in
 
 from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
@@ -203,54 +204,6 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
     return out
 
 
-def large_constants(hlo_text: str, min_elements: int = 4096) -> list[str]:
-    """`f32[1024,1024]` for each constant of the optimized HLO with at least `min_elements` elements."""
-    from fp8_check.pipeline import hlo
-
-    try:
-        module = hlo.parse(hlo_text or "")
-    except ValueError:
-        return []
-    out = []
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            if instr.opcode != "constant" or hlo.rank_of(instr.type) == 0:
-                continue
-            dims = instr.type.split("[", 1)[1].split("]", 1)[0].split(",")
-            n = 1
-            for d in dims:
-                n *= int(d) if d.strip().isdigit() else 1
-            if n >= min_elements:
-                out.append(instr.type.split("{", 1)[0])
-    return out
-
-
-_STABLEHLO_CONST = re.compile(r'stablehlo\.constant dense<"0x[0-9A-Fa-f]*">\s*:\s*tensor<([0-9x]+)x(\w+)>')
-_HLO_DTYPE = {"f32": "f32", "bf16": "bf16", "f16": "f16", "f64": "f64", "i32": "s32", "i8": "s8", "ui32": "u32",
-              "f8E4M3FN": "f8e4m3fn", "f8E5M2": "f8e5m2"}
-_RNG = re.compile(r"threefry|rng_bit_generator|stablehlo\.rng\b")
-
-
-def baked_in(hlo_text: str, stablehlo_text: str, min_elements: int = 4096) -> list[str]:
-    """Why the compiled program may hold what should be inputs: large constants, or random numbers made inside."""
-    out, given = [], []
-    for m in _STABLEHLO_CONST.finditer(stablehlo_text or ""):
-        n = 1
-        for d in m.group(1).split("x"):
-            n *= int(d)
-        if n >= min_elements:
-            given.append(f"{_HLO_DTYPE.get(m.group(2), m.group(2))}[{m.group(1).replace('x', ',')}]")
-    folded = [] if given else large_constants(hlo_text, min_elements)  # made constant by XLA's folding
-    big = given or folded
-    if big:
-        out.append(f"{len(big)} large array(s) are constants {'baked into the program' if given else 'after XLA folded them'} "
-                   f"({'; '.join(sorted(set(big))[:3])})")
-    if _RNG.search(stablehlo_text or ""):
-        out.append("random numbers are generated inside the function (a model initialised inside it? its parameters "
-                   "are then not inputs)")
-    return out
-
-
 def _print_result(res: CheckResult, report, label: str) -> None:
     import yaml
 
@@ -266,6 +219,8 @@ def _print_result(res: CheckResult, report, label: str) -> None:
         print(f"      {d}")
     if res.reason:
         print(f"      {res.reason}")
+    if report is not None and report.not_representative:
+        print(f"      NOT REPRESENTATIVE: {report.not_representative}")
     if report is not None:
         sig = report.signature.to_dict()
         print(f"  kernels: {sig['kernels']}")
@@ -414,12 +369,20 @@ def _cmd_check(args) -> int:
         sys.stdout.flush()
         json_out = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
+    from fp8_check import api
+    from fp8_check.export import target_devices
+    from fp8_check.pipeline.aot import target_view
+    from fp8_check.targets import load_target
+
     fn = resolve(args.function, "check")
     factory = resolve(args.factory, "--args") if args.factory else None
-    call_args, call_kwargs = build_args(specs, factory)
+    # The factory sees the first target's devices, as the tracing does (api.Checker): a library that caches what
+    # jax.devices() said (qwix) must not cache this machine's CPU
+    first = load_target(targets[0])
+    with target_view((lambda: target_devices(first, first.versions_dict())) if mode == "deviceless" else None):
+        call_args, call_kwargs = build_args(specs, factory)
     label = args.golden or args.function.replace(":", ".")
     quiet = args.json == "-"
-    from fp8_check import api
 
     try:
         results = run_check(fn, label, call_args, call_kwargs, targets, profiles, mode, expect,

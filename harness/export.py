@@ -53,8 +53,14 @@ def _cpu_only_without_gpu() -> None:
         pass
 
 
-def export_callable(fn: Callable, args: tuple, kwargs: dict, platform: str = platforms.DEFAULT.jax_platform) -> bytes:
-    """Trace and lower `fn(*args, **kwargs)` for the `cuda` platform here; the serialized `jax.export.Exported`."""
+def export_callable(fn: Callable, args: tuple, kwargs: dict, platform: str = platforms.DEFAULT.jax_platform,
+                    devices: Any = None, asked: list | None = None) -> bytes:
+    """Trace and lower `fn(*args, **kwargs)` for JAX's `platform` here; the serialized `jax.export.Exported`.
+
+    `devices`: the compile target's devices; while `fn` is traced, `jax.devices()` and the like answer with
+    them (`fp8_check.pipeline.aot.target_view`). The questions the traced code asked are appended to `asked`."""
+    from fp8_check.pipeline.aot import target_view
+
     _cpu_only_without_gpu()
     import jax
     from jax import export
@@ -78,7 +84,24 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict, platform: str = pla
         # which jax.export cannot serialize as a pytree; the compiled program is the same
         return jax.tree_util.tree_leaves(fn(*a, **k))
 
-    exported = export.export(jax.jit(flat), platforms=[platform])(*specs)
+    import re
+
+    disabled: list = []
+    with target_view(devices) as view:
+        while True:
+            try:
+                exported = export.export(jax.jit(flat), platforms=[platform], disabled_checks=disabled)(*specs)
+                break
+            except ValueError as exc:
+                # A GPU path with custom calls that carry no compatibility guarantee (qwix's MXFP8 dot:
+                # __op$block_scaled_dot): the worker deserializes with the same JAX, so none is needed
+                names = set(re.findall(r"custom_call @([\w$.]+)\(", str(exc))) if "Cannot serialize code with custom calls" in str(exc) else set()
+                names -= {getattr(c, "_impl", c) for c in disabled}
+                if not names:
+                    raise
+                disabled += [export.DisabledSafetyCheck.custom_call(n) for n in sorted(names)]
+    if asked is not None:
+        asked.extend(view.asked)
     return bytes(exported.serialize())
 
 
@@ -127,3 +150,23 @@ def non_native_fp8(target, args: tuple = (), kwargs: dict | None = None) -> tupl
                    if hasattr(leaf, "dtype") and dtypes.is_fp8(str(leaf.dtype))} - set(native))
     return tuple(f"{d} is not native on {target.name} ({target.arch} runs {', '.join(native)} in FP8 gemms): "
                  f"XLA upcasts gemms on {d} operands to a wider type" for d in seen)
+
+
+_DEVICES: dict[str, Any] = {}
+
+
+def target_devices(target, versions: dict) -> Any:
+    """The compile-only devices of `target` (a targets.Target), built in this process for tracing deviceless; None
+    where this process's JAX cannot build them (then code that asks for the device is reported as not
+    representative, not answered)."""
+    if target.config_text not in _DEVICES:
+        try:
+            import jax
+
+            from fp8_check.pipeline import aot
+
+            _DEVICES[target.config_text] = aot.compile_device(
+                "deviceless", aot.target_config_for(target.config_text, versions, jax.__version__), target.platform.jax_platform)
+        except Exception:  # no plugin for this platform here: the worker compiles, this process only traces
+            _DEVICES[target.config_text] = None
+    return _DEVICES[target.config_text]

@@ -340,6 +340,25 @@ def gpu_present() -> bool:
     return False
 
 
+def as_target(target: "str | Target") -> Target:
+    """A Target given by itself or by name (ValueError naming the field for an unknown name: the Python API)."""
+    if isinstance(target, Target):
+        return target
+    try:
+        return load_target(str(target))
+    except KeyError as exc:
+        raise ValueError(f"target: {exc.args[0]}") from None
+
+
+def as_profile(profile: "str | Profile") -> Profile:
+    """A Profile given by itself or by name (ValueError naming the allowed ones)."""
+    if isinstance(profile, Profile):
+        return profile
+    if profile not in PROFILES:
+        raise ValueError(f"profile: unknown profile '{profile}'; allowed: {', '.join(PROFILES)}")
+    return PROFILES[profile]
+
+
 def platform_of(name: str) -> Platform:
     """The platform of the target named `name` (a shipped or multi-device target, or a spec path);
     the default platform when no such spec can be read."""

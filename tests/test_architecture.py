@@ -115,7 +115,8 @@ def test_the_compile_worker_imports_only_aot():
     assert GRAPH["fp8_check.pipeline.worker"] <= {"fp8_check.pipeline.aot", "fp8_check.pipeline.worker_guard", "fp8_check.pipeline",
                                                   IMPORT_NAME} | platform_modules
     assert GRAPH["fp8_check.pipeline.worker_guard"] == set()  # standard library only
-    assert GRAPH["fp8_check.pipeline.aot"] == set()
+    assert GRAPH["fp8_check.pipeline.aot"] == {"fp8_check.pipeline.device_view"}  # a repro carries both sources
+    assert GRAPH["fp8_check.pipeline.device_view"] == set()
     for m in platform_modules:
         assert GRAPH[m] <= platform_modules | {IMPORT_NAME}, m
 
@@ -208,7 +209,7 @@ def test_kinds_do_not_import_each_other():
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("domain", (  # values and pure rules: no compiling, no files but the goldens/case text they parse
         "fp8_check.platforms", "fp8_check.platforms.",  # what differs between GPU vendors (standard library only)
-        "fp8_check.errors", "fp8_check.dtypes", "fp8_check.targets", "fp8_check.pipeline.aot", "fp8_check.pipeline.hlo", "fp8_check.pipeline.safe_yaml",
+        "fp8_check.errors", "fp8_check.dtypes", "fp8_check.targets", "fp8_check.pipeline.aot", "fp8_check.pipeline.device_view", "fp8_check.pipeline.hlo", "fp8_check.pipeline.constants", "fp8_check.pipeline.safe_yaml",
         "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
         "fp8_check.pipeline.case_model", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
         "fp8_check.pipeline.cost", "fp8_check.pipeline.cost_table", "fp8_check.pipeline.cost_policy",  # pure: HLO text -> estimate

@@ -3,7 +3,7 @@
 - `fp8-check check` on a 3-layer flax MLP (docs/examples/flax_mlp.py) under jax.grad with respect to the
   variables and the input: every gemm carries its layer and pass;
 - layer rules (`--expect-layer`) and the constant warning;
-- cases/models.yaml states the arguments the decoder functions take with the installed flax/optax;
+- cases/models.yaml names the decoder functions and their argument factories (`args: module:factory`);
 - `matrix --with flax`: a flax case runs on three JAX versions, each with its own flax (network);
 - the reusable workflow's `with` input reaches `matrix --with`.
 """
@@ -97,19 +97,27 @@ def test_check_warns_when_the_model_is_initialised_inside(run_cli, tmp_path, mon
 
 
 @pytest.mark.slow
-def test_model_cases_state_the_arguments_of_the_installed_flax_and_optax():
+def test_model_cases_take_their_trees_from_a_factory():
+    """No flattening: each decoder case names the function a training loop calls and an argument factory, whose
+    trees (variables, optax state, batch) the function traces on with the installed flax/optax."""
     from fp8_check.layers import decoder
 
     doc = yaml.safe_load((REPO / "cases" / "models.yaml").read_text())
+    generated = yaml.safe_load(decoder.case_yaml())
+    fields = ("id", "callable", "args", "price_at", "requires", "profiles")
+    assert [[c[f] for f in fields] for c in doc["cases"]] == [[c[f] for f in fields] for c in generated["cases"]]
     assert len(doc["cases"]) == 8
     for case in doc["cases"]:
-        module, fn = case["callable"].split(":")
-        kind = "forward" if fn.startswith("forward") else "train"
-        recipe = fn.rsplit("_", 1)[1]
-        stated = [(a["name"], tuple(a["shape"]), a["dtype"]) for a in case["args"]]
-        assert stated == decoder.leaf_specs(kind, recipe), case["id"]
-        assert any(s == (decoder.BATCH, decoder.SEQ, decoder.HIDDEN) for _, s, _ in stated)
-        assert decoder.HIDDEN >= 1024
+        assert isinstance(case["args"], str)
+        tree = getattr(decoder, case["args"].split(":")[1])()
+        leaves = jax.tree_util.tree_leaves(tree)
+        assert all(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves), case["id"]
+        assert any(leaf.shape == (decoder.BATCH, decoder.SEQ, decoder.HIDDEN) for leaf in leaves)
+        fn = getattr(decoder, case["callable"].split(":")[1])
+        out = jax.tree_util.tree_leaves(jax.eval_shape(fn, *tree))
+        assert out and all(hasattr(leaf, "shape") for leaf in out)
+        if "train" in case["id"]:  # the new variables and optimizer state come back with the shapes they went in with
+            assert [x.shape for x in out[:-1]] == [x.shape for x in leaves[:len(out) - 1]]
 
 
 # ------------------------------------------------------------------ across versions, flax per version

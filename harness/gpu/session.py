@@ -49,7 +49,7 @@ TOTAL_S = 480
 @dataclass(frozen=True)
 class Step:
     name: str
-    budget_s: int
+    budget_s: float
     what: str
 
 

@@ -17,11 +17,11 @@ Recipes (the projections and the MLP; attention's own two matmuls stay bf16 in e
 - `qwix`: `qwix.quantize_model` with a `QtRule` (E4M3 weights and activations, E5M2 gradients)
   on the projections — needs the `qwix` package (`requires: [flax, qwix]`).
 
-Case functions take flat arrays (every leaf of the variables, the optimizer state and the
-batch, in `jax.tree_util` order; `leaf_specs(name)` lists them, and the YAML case states the
-same list): nothing is initialised, nothing is a compile-time constant. The function
-rebuilds the trees from the shapes `jax.eval_shape` gives, and says so when the installed
-flax/optax build a different structure than the case lists.
+Case functions take the trees a training loop holds (the variables, the optimizer state, the
+batch) as arguments; their cases name an argument factory (`args: module:factory`) that
+returns those trees' shapes as `jax.eval_shape` gives them: nothing is initialised, nothing is a
+compile-time constant, and the structure is always the installed flax/optax's own (no
+argument list to regenerate, no wrapper that flattens).
 """
 
 import functools
@@ -157,61 +157,32 @@ def optimizer():
     return optax.adamw(1e-4)
 
 
-# ------------------------------------------------------------------ the functions, on flat leaves
+# ------------------------------------------------------------------ the functions and their arguments
 
 
-def _batch():
-    return jax.ShapeDtypeStruct((BATCH, SEQ, HIDDEN), jnp.bfloat16)
+def _batch(batch: int = BATCH, seq: int = SEQ):
+    return jax.ShapeDtypeStruct((batch, seq, HIDDEN), jnp.bfloat16)
 
 
-def _structure(kind: str, recipe: str):
-    """The shapes (no values) of what the function takes: (variables, x) or (variables, opt_state, x, target)."""
+def _structure(kind: str, recipe: str, batch: int = BATCH, seq: int = SEQ):
+    """The shapes (no values) of what the function takes: (variables, x) or (variables, opt_state, x, target);
+    `batch` x `seq` tokens (the parameters do not depend on them)."""
     m = model(recipe)
     variables = jax.eval_shape(lambda: m.init(jax.random.PRNGKey(0), jnp.zeros((BATCH, SEQ, HIDDEN), jnp.bfloat16)))
     if kind == "forward":
-        return m, (variables, _batch())
+        return (variables, _batch(batch, seq))
     opt_state = jax.eval_shape(optimizer().init, variables["params"])
-    return m, (variables, opt_state, _batch(), _batch())
+    return (variables, opt_state, _batch(batch, seq), _batch(batch, seq))
 
 
-def leaf_specs(kind: str, recipe: str) -> list[tuple[str, tuple[int, ...], str]]:
-    """(name, shape, dtype) of every argument of the `kind` (forward | train) function of `recipe`, in order."""
-    import re
-
-    _, tree = _structure(kind, recipe)
-    tops = ("variables", "x") if kind == "forward" else ("variables", "opt", "x", "target")
-    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
-    out = []
-    for path, leaf in flat:
-        keys = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
-        keys[0] = tops[int(keys[0])]
-        name = re.sub(r"\W+", "_", "_".join(keys)).strip("_")
-        out.append((name, tuple(leaf.shape), jnp.dtype(leaf.dtype).name))
-    return out
+def _forward(recipe: str, variables, x):
+    return model(recipe).apply(variables, x)
 
 
-def _unflatten(kind: str, recipe: str, leaves):
-    m, tree = _structure(kind, recipe)
-    want, treedef = jax.tree_util.tree_flatten(tree)
-    batch = 1 if kind == "forward" else 2  # x (and the train target) close the list: any batch x tokens (price_at)
-    fixed = zip(want[:-batch], leaves[:-batch])
-    if len(want) != len(leaves) or any(tuple(w.shape) != tuple(a.shape) for w, a in fixed) \
-            or any(tuple(a.shape)[-1:] != (HIDDEN,) for a in leaves[-batch:]):
-        raise ValueError(f"decoder {kind}/{recipe}: the installed flax/optax build {len(want)} leaves "
-                         f"({[tuple(w.shape) for w in want][:6]}...), the case passes {len(leaves)}; "
-                         "regenerate the case's args with fp8_check.layers.decoder.leaf_specs")
-    return m, jax.tree_util.tree_unflatten(treedef, list(leaves))
-
-
-def _forward(recipe: str, *leaves):
-    m, (variables, x) = _unflatten("forward", recipe, leaves)
-    return m.apply(variables, x)
-
-
-def _train_step(recipe: str, *leaves):
+def _train_step(recipe: str, variables, opt_state, x, target):
     import optax
 
-    m, (variables, opt_state, x, target) = _unflatten("train", recipe, leaves)
+    m = model(recipe)
     params = variables["params"]
     state = {k: v for k, v in variables.items() if k != "params"}  # flax FP8 meta: scales, amax histories
 
@@ -226,44 +197,112 @@ def _train_step(recipe: str, *leaves):
     return {"params": params, **new_state}, opt_state, loss
 
 
-def forward_direct(*leaves):
+def forward_direct(variables, x):
     """Decoder block forward, Fp8DirectDotGeneralOp projections and an Fp8Einsum MLP."""
-    return _forward("direct", *leaves)
+    return _forward("direct", variables, x)
 
 
-def forward_qdq(*leaves):
+def forward_qdq(variables, x):
     """Decoder block forward, deprecated Fp8DotGeneralOp (quantize-dequantize) everywhere."""
-    return _forward("qdq", *leaves)
+    return _forward("qdq", variables, x)
 
 
-def forward_e5m2(*leaves):
+def forward_e5m2(variables, x):
     """Decoder block forward, current-scaling E4M3 recipe (E5M2 gradients)."""
-    return _forward("e5m2", *leaves)
+    return _forward("e5m2", variables, x)
 
 
-def forward_qwix(*leaves):
+def forward_qwix(variables, x):
     """Decoder block forward, quantized by qwix (QtRule: E4M3 weights and activations)."""
-    return _forward("qwix", *leaves)
+    return _forward("qwix", variables, x)
 
 
-def train_step_direct(*leaves):
+def train_step_direct(variables, opt_state, x, target):
     """Decoder block train step (value_and_grad + optax.adamw), Fp8DirectDotGeneralOp + Fp8Einsum."""
-    return _train_step("direct", *leaves)
+    return _train_step("direct", variables, opt_state, x, target)
 
 
-def train_step_qdq(*leaves):
+def train_step_qdq(variables, opt_state, x, target):
     """Decoder block train step, deprecated Fp8DotGeneralOp."""
-    return _train_step("qdq", *leaves)
+    return _train_step("qdq", variables, opt_state, x, target)
 
 
-def train_step_e5m2(*leaves):
+def train_step_e5m2(variables, opt_state, x, target):
     """Decoder block train step, current-scaling E4M3 forward and E5M2 gradients."""
-    return _train_step("e5m2", *leaves)
+    return _train_step("e5m2", variables, opt_state, x, target)
 
 
-def train_step_qwix(*leaves):
+def train_step_qwix(variables, opt_state, x, target):
     """Decoder block train step, qwix QT (E4M3 forward, E5M2 gradients)."""
-    return _train_step("qwix", *leaves)
+    return _train_step("qwix", variables, opt_state, x, target)
+
+
+# The argument factories (`args: module:factory`): the shapes jax.eval_shape gives, nothing initialised.
+
+def args_forward_direct():
+    return _structure("forward", "direct")
+
+
+def args_forward_qdq():
+    return _structure("forward", "qdq")
+
+
+def args_forward_e5m2():
+    return _structure("forward", "e5m2")
+
+
+def args_forward_qwix():
+    return _structure("forward", "qwix")
+
+
+def args_train_direct():
+    return _structure("train", "direct")
+
+
+def args_train_qdq():
+    return _structure("train", "qdq")
+
+
+def args_train_e5m2():
+    return _structure("train", "e5m2")
+
+
+def args_train_qwix():
+    return _structure("train", "qwix")
+
+
+# Where each case is priced (`price_at: {args: module:factory}`): the same arguments at PRICE_BATCH x PRICE_SEQ tokens.
+
+def price_forward_direct():
+    return _structure("forward", "direct", PRICE_BATCH, PRICE_SEQ)
+
+
+def price_forward_qdq():
+    return _structure("forward", "qdq", PRICE_BATCH, PRICE_SEQ)
+
+
+def price_forward_e5m2():
+    return _structure("forward", "e5m2", PRICE_BATCH, PRICE_SEQ)
+
+
+def price_forward_qwix():
+    return _structure("forward", "qwix", PRICE_BATCH, PRICE_SEQ)
+
+
+def price_train_direct():
+    return _structure("train", "direct", PRICE_BATCH, PRICE_SEQ)
+
+
+def price_train_qdq():
+    return _structure("train", "qdq", PRICE_BATCH, PRICE_SEQ)
+
+
+def price_train_e5m2():
+    return _structure("train", "e5m2", PRICE_BATCH, PRICE_SEQ)
+
+
+def price_train_qwix():
+    return _structure("train", "qwix", PRICE_BATCH, PRICE_SEQ)
 
 
 # ------------------------------------------------------------------ the case file (cases/models.yaml)
@@ -292,14 +331,13 @@ def case_yaml() -> str:
                 "callable": f"fp8_check.layers.decoder:{'forward' if kind == 'forward' else 'train_step'}_{recipe}",
                 "requires": requires,
                 "profiles": ["cublas", "triton"] if (recipe, kind) == ("direct", "forward") else ["cublas"],
-                "args": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in leaf_specs(kind, recipe)],
-                "price_at": {"args": {n: [PRICE_BATCH, PRICE_SEQ, HIDDEN] for n in (("x",) if kind == "forward"
-                                                                                   else ("x", "target"))}},
+                "args": f"fp8_check.layers.decoder:args_{'forward' if kind == 'forward' else 'train'}_{recipe}",
+                "price_at": {"args": f"fp8_check.layers.decoder:price_{'forward' if kind == 'forward' else 'train'}_{recipe}"},
             }
             cases.append(case)
     head = ("# Generated by `JAX_PLATFORMS=cpu python -c 'from fp8_check.layers.decoder import case_yaml; print(case_yaml(), end=\"\")'\n"
-            "# > cases/models.yaml` (tests/test_models.py checks that the\n"
-            "# args still match what the installed flax/optax build). A transformer decoder block as users train it:\n"
+            "# > cases/models.yaml` (tests/test_models.py checks that it is current). A transformer decoder block as\n"
+            "# users train it, its arguments made by a factory (`args: module:factory`, shapes only):\n"
             "# every parameter, FP8 scale/amax history and optimizer state is an input (nothing initialised, nothing\n"
             "# a constant), compiled as a forward pass and as a full train step, with four FP8 recipes.\n")
     return head + yaml.safe_dump({"defaults": {"kind": "python", "targets": ["h100"]}, "cases": cases},

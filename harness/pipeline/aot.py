@@ -127,6 +127,12 @@ def mesh_context(concrete):
     return concrete if hasattr(concrete, "__enter__") else contextlib.nullcontext()
 
 
+try:  # the target's view of the device while user code is traced (a repro carries device_view's source before this)
+    from fp8_check.pipeline.device_view import target_view
+except ImportError:
+    pass
+
+
 def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_specs=None):
     """Lower and compile `fn` for `device` (one device, or a tuple of them for a multi-device target).
 
@@ -155,14 +161,119 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
     else:
         in_shardings = [SingleDeviceSharding(first)] * len(args)
     specs = [jax.ShapeDtypeStruct(tuple(a[1]), jnp.dtype(a[2]), sharding=s) for a, s in zip(args, in_shardings)]
+    _clear(dump_dir)
+    start = time.perf_counter()
+    with context, target_view(device):
+        lowered = jax.jit(fn, **jit_options).lower(*specs)
+    return _finish(lowered, compiler_options, dump_dir, start)
+
+
+def _is_array(leaf):
+    return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+
+
+def tree_arguments(made, device, concrete=None):
+    """The (args, kwargs) a pytree argument factory returned, as ShapeDtypeStructs placed on the target.
+
+    `made` is a tuple (or list) of positional arguments or a dict of keyword arguments; its
+    leaves are arrays or ShapeDtypeStructs (anything with a shape and a dtype) or Python values,
+    which stay static. A leaf with a NamedSharding keeps it: over the target's own devices as it
+    is; over other devices (the CPU's, an AbstractMesh) its mesh is rebuilt, same axes, from the
+    target's devices. Any other leaf sits on the first device, or is replicated over `concrete`
+    (the case's mesh) when there is one.
+    """
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    if isinstance(made, dict):
+        args, kwargs = (), dict(made)
+    elif isinstance(made, (tuple, list)):
+        args, kwargs = tuple(made), {}
+    else:
+        raise TypeError("the args factory returned %s; expected a tuple of arguments or a dict of keyword arguments"
+                        % type(made).__name__)
+    devices = list(device) if isinstance(device, (list, tuple)) else [device]
+    meshes = {}
+
+    def place(leaf):
+        if not _is_array(leaf):
+            return leaf
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(sharding, NamedSharding):
+            mesh = sharding.mesh
+            try:
+                own = set(mesh.devices.flat) <= set(devices)
+            except Exception:  # an AbstractMesh: no devices
+                own = False
+            if not own:
+                axes = tuple(dict(mesh.shape).items())
+                if axes not in meshes:
+                    meshes[axes] = make_mesh(devices, axes)
+                mesh = meshes[axes]
+            placed = NamedSharding(mesh, sharding.spec)
+        elif concrete is not None:
+            placed = NamedSharding(concrete, PartitionSpec())
+        else:
+            placed = SingleDeviceSharding(devices[0])
+        return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype, sharding=placed)
+
+    return jax.tree_util.tree_map(place, (args, kwargs))
+
+
+def compile_tree(fn, factory, device, compiler_options, dump_dir, mesh=None, out_specs=None):
+    """Lower and compile `fn` on the pytree of arguments `factory()` returns (see `tree_arguments`);
+    the result as `compile_for` returns it. The factory runs here, with the case's mesh (if any) as
+    the context mesh. Python values among the leaves are static: `fn` sees them as they are."""
+    import jax
+
+    import contextlib
+
+    jit_options = {}
+    context = contextlib.nullcontext()
+    concrete = None
+    if mesh:
+        concrete = make_mesh(device, mesh)
+        context = mesh_context(concrete)
+        if out_specs is not None:
+            outs = shardings(concrete, out_specs)
+            jit_options["out_shardings"] = outs[0] if len(outs) == 1 else tuple(outs)
+    _clear(dump_dir)
+    with context, target_view(device):
+        args, kwargs = tree_arguments(factory(), device, concrete)
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    traced = [i for i, leaf in enumerate(leaves) if _is_array(leaf)]
+    if not mesh:  # the mesh the arguments are sharded over (one): the context mesh while tracing, as in a train loop
+        meshes = {m: m for m in (getattr(getattr(leaves[i], "sharding", None), "mesh", None) for i in traced)
+                  if m is not None and hasattr(m, "devices")}
+        if len(meshes) == 1:
+            context = mesh_context(next(iter(meshes.values())))
+    target = fn
+    if len(traced) != len(leaves):  # Python values: baked in, only the arrays are inputs
+
+        def target(*arrays):
+            full = list(leaves)
+            for i, x in zip(traced, arrays):
+                full[i] = x
+            a, k = jax.tree_util.tree_unflatten(treedef, full)
+            return fn(*a, **k)
+
+        target.__name__ = target.__qualname__ = getattr(fn, "__name__", "fn")
+        args, kwargs = tuple(leaves[i] for i in traced), {}
+    start = time.perf_counter()
+    with context, target_view(device):
+        lowered = jax.jit(target, **jit_options).lower(*args, **kwargs)
+    return _finish(lowered, compiler_options, dump_dir, start)
+
+
+def _clear(dump_dir):
     for entry in glob.glob(os.path.join(dump_dir, "*")):
         if os.path.isdir(entry):
             shutil.rmtree(entry, ignore_errors=True)
         else:
             os.remove(entry)
-    start = time.perf_counter()
-    with context:
-        lowered = jax.jit(fn, **jit_options).lower(*specs)
+
+
+def _finish(lowered, compiler_options, dump_dir, start):
     try:
         compiled = lowered.compile(compiler_options=dict(compiler_options))
     except ValueError as exc:

@@ -102,11 +102,13 @@ class Case:
     # kind: python
     callable: str | None = None
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+    args_factory: str | None = None  # `args: module:factory`: a pytree of ShapeDtypeStructs (kinds/python.py)
     requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
     price_at: Shape | None = None  # production shapes the cost estimate is priced at (compiled a second time)
     price_args: tuple[tuple[str, tuple[int, ...]], ...] = ()  # kind: python: `price_at: {args: {name: shape}}`
     price_factory: str | None = None  # kind: python: `price_at: {factory: FUNCTION}` in the callable's module
-    args_factory: str | None = None  # set on the production copy: the rendered ARGS come from that function
+    price_args_factory: str | None = None  # kind: python: `price_at: {args: module:factory}` (a pytree, as `args:`)
+    flat_factory: str | None = None  # set on the production copy: the rendered ARGS come from that function
     mesh: tuple[tuple[str, int], ...] = ()  # sharded (kind: python; see pipeline/sharded_cases.py): mesh, specs, XLA flags
     shardings: tuple[tuple, ...] = ()
     out_shardings: tuple[tuple, ...] | None = None
@@ -116,13 +118,14 @@ class Case:
     @property
     def priced_elsewhere(self) -> bool:
         """The cost estimate is priced at production shapes (`price_at`): compiled a second time there."""
-        return self.price_at is not None or bool(self.price_args) or self.price_factory is not None
+        return self.price_at is not None or bool(self.price_args) or self.price_factory is not None \
+            or self.price_args_factory is not None
 
     def at_production(self) -> "Case":
         """The case at its `price_at` shapes (a pattern's m, n, k; a python case's argument shapes)."""
         at = dict(self.price_args)
         return replace(self, shape=self.price_at or self.shape, args=tuple((n, at.get(n, s), d) for n, s, d in self.args),
-                       args_factory=self.price_factory)
+                       flat_factory=self.price_factory, args_factory=self.price_args_factory or self.args_factory)
 
     def production_text(self) -> str:
         """Where it is priced: `m=4096, n=14336, k=4096` or `x=[8, 2048, 1024], target=[8, 2048, 1024]`."""
@@ -131,6 +134,8 @@ class Case:
             return f"m={s.m}, n={s.n}, k={s.k}" + (f", batch={s.batch}" if s.batch else "")
         if self.price_factory:
             return f"the arguments {(self.callable or ':').split(':')[0]}.{self.price_factory}() returns"
+        if self.price_args_factory:
+            return f"the arguments {self.price_args_factory.replace(':', '.')}() returns"
         return ", ".join(f"{n}=[{', '.join(map(str, shape))}]" for n, shape in self.price_args)
 
     @property

@@ -46,7 +46,7 @@ def repro_script(case_source: str, target: Target, profile: Profile, jax_version
     import re
 
     modules = modules or Closure()
-    aot_source = (Path(__file__).parent / "aot.py").read_text()
+    aot_source = (Path(__file__).parent / "device_view.py").read_text() + "\n\n" + (Path(__file__).parent / "aot.py").read_text()
     embedded = {f.name: (f.relpath, f.package, f.text) for f in modules.files}
     imported = re.findall(r"importlib\.import_module\('([A-Za-z0-9_.]+)'\)", case_source)
     needs = [m for m in imported if m not in embedded]

@@ -54,6 +54,39 @@ class Closure:
         return any(f.path == path for f in self.files)
 
 
+def closure_of(*modules: str) -> Closure:
+    """The union of the closures of `modules` (a case's function and its argument factory): each file once."""
+    files: dict[str, ModuleFile] = {}
+    whys = []
+    for module in dict.fromkeys(modules):
+        one = closure(module)
+        files.update({f.name: f for f in one.files})
+        if not one.complete:
+            whys.append(one.why)
+    return Closure(tuple(files.values()), not whys, "; ".join(dict.fromkeys(whys)))
+
+
+def defines(module: str, name: str) -> bool | None:
+    """Whether the project module `module` defines `name` at its top level (read, never imported); None when
+    `module` is not a project module or does not parse, or binds names in ways a reading cannot follow."""
+    found = find(module)
+    if found is None:
+        return None
+    try:
+        tree = ast.parse(found[0].read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in _walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, (ast.Name,)) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name or a.name == "*" for a in node.names):
+                return True
+    return False
+
+
 def source_roots() -> list[Path]:
     """Where a case's project modules may come from: this checkout (when it is one) and the current directory."""
     roots = [Path.cwd().resolve()]

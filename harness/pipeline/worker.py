@@ -320,7 +320,8 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 path = os.path.join(dump_dir, "..", aot.case_file_name(request["case_id"]))
                 code = compile(request["source"], os.path.abspath(path), "exec")
                 try:
-                    exec(code, module.__dict__)
+                    with aot.target_view(devices[key]):  # what the module asks of JAX at import: the target's devices
+                        exec(code, module.__dict__)
                 except ImportError as exc:
                     # A dependency the case declares optional is UNSUPPORTED, and so is a JAX API this JAX lacks
                     # (the block template raises MISSING_API; a user's module an ImportError from jax); anything
@@ -342,14 +343,10 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                                             % (_jax_version(), ", ".join(missing))}) + "\n")
                     continue
                 options.update(request.get("optional_options") or {})
-                result = aot.compile_for(module.FN, module.ARGS, devices[key], options, dump_dir,
-                                         mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
-                reply = {
-                    "ok": True,
-                    "hlo": result["hlo"],
-                    "stablehlo": result["stablehlo"],
-                    "seconds": result["seconds"],
-                }
+                result = (aot.compile_tree if hasattr(module, "ARGS_FACTORY") else aot.compile_for)(
+                    module.FN, getattr(module, "ARGS_FACTORY", None) or module.ARGS, devices[key], options, dump_dir,
+                    mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
+                reply = {"ok": True, "hlo": result["hlo"], "stablehlo": result["stablehlo"], "seconds": result["seconds"]}
                 if request.get("inputs") is not None:
                     # Numerics: run the executable just compiled on the parent's inputs.
                     # An execution error is the case's numerics result, not a compile failure.

@@ -1,4 +1,6 @@
-"""The `python` case kind: a function of your own (`callable: module:function`) with its argument specs.
+"""The `python` case kind: a function of your own (`callable: module:function`) with its argument specs:
+a flat list of {name, shape, dtype}, or `args: module:factory`, a function returning a pytree of
+ShapeDtypeStructs (a flax model's variables, an optax state), as `fp8-check check --args` takes.
 
 The rendered source imports the function (inlining its module when it lies in this
 checkout or the run's directory, so a repro stands alone); a dependency the case lists in
@@ -12,7 +14,7 @@ from fp8_check.dtypes import DATA_DTYPES, SCALE_DTYPES
 from fp8_check.pipeline.case_model import Case, CaseError, choice, is_name, string
 from fp8_check.pipeline.sharded_cases import jsonable, validate_sharded
 from fp8_check.pipeline.source import ENV, Rendered, docstring
-from fp8_check.pipeline.user_modules import closure
+from fp8_check.pipeline.user_modules import closure, closure_of
 
 NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
@@ -42,19 +44,29 @@ def _args(path, line, cid, value):
 
 
 
-def _price_args(path, line, cid, value, args):
+class Factory(str):
+    """`price_at: {args: module:factory}`: the production arguments as a pytree factory (the form `args:` takes)."""
+
+
+def _price_args(path, line, cid, value, args, requires):
     """`price_at: {args: {NAME: SHAPE, ...}}`: the production shapes of some arguments (the others keep theirs); or
+    `price_at: {args: module:factory}`: a pytree factory as `args:` takes, at production shapes; or
     `price_at: {factory: FUNCTION}`: a function of the callable's module returning [(name, shape, dtype), ...] at
     production shapes (called in the compile worker). The function is compiled a second time there and priced."""
     names = {n: s for n, s, _ in args}
+    if isinstance(value, dict) and set(value) == {"args"} and isinstance(value["args"], str):
+        try:
+            return Factory(_factory(path, line, cid, value["args"], requires))
+        except CaseError as exc:  # the same checks as `args:`, named after this field
+            raise CaseError(path, line, cid, "price_at.args", exc.message) from None
     if isinstance(value, dict) and set(value) == {"factory"}:
         if not isinstance(value["factory"], str) or not is_name(value["factory"]):
             raise CaseError(path, line, cid, "price_at.factory", f"expected the name of a function in the callable's "
                             f"module, got {value['factory']!r}")
         return value["factory"]
     if not isinstance(value, dict) or set(value) != {"args"} or not isinstance(value["args"], dict) or not value["args"]:
-        raise CaseError(path, line, cid, "price_at", "expected {args: {NAME: [production shape], ...}} or "
-                        "{factory: FUNCTION} for a python case")
+        raise CaseError(path, line, cid, "price_at", "expected {args: {NAME: [production shape], ...}}, "
+                        "{args: module:factory} or {factory: FUNCTION} for a python case")
     out = []
     for name, shape in value["args"].items():
         fld = f"price_at.args.{name}"
@@ -68,6 +80,36 @@ def _price_args(path, line, cid, value, args):
     return tuple(out)
 
 
+def _factory(path, line, cid, value: str, requires: list) -> str:
+    """`args: module:factory`: a function of no arguments returning a tuple of positional arguments or a dict of
+    keyword arguments, a pytree whose leaves are ShapeDtypeStructs (shardings allowed), as `check --args` takes.
+    Read here, never imported: a project module must define the function; another module must be importable
+    (or be among `requires`: then a missing one makes the case UNSUPPORTED)."""
+    import importlib.util
+
+    from fp8_check.pipeline.user_modules import defines, find
+
+    module, sep, function = value.partition(":")
+    if not sep or not all(is_name(p) for p in module.split(".") + [function]):
+        raise CaseError(path, line, cid, "args", "expected a list of {name, shape, dtype} or 'package.module:factory', "
+                                                 f"got {value!r}")
+    if find(module) is not None:
+        if defines(module, function) is False:
+            raise CaseError(path, line, cid, "args", f"module '{module}' ({find(module)[0]}) defines no '{function}'")
+        return value
+    top = module.split(".")[0]
+    if top in requires:
+        return value
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise CaseError(path, line, cid, "args", f"cannot find module '{module}' of the args factory {value!r} in this "
+                                                 "project or the installed packages (list it in requires if optional)")
+    return value
+
+
 def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
     """The case, with `callable`, `args` and `requires` of `merged` added to the common fields in `kw`."""
     if "callable" not in merged:
@@ -78,8 +120,13 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
         raise CaseError(path, line, cid, "callable", f"expected 'package.module:function', got {target!r}")
     kw["callable"] = target
     if "args" not in merged:
-        raise CaseError(path, line, cid, "args", "missing; a python case lists its arguments")
-    kw["args"] = _args(path, line, cid, merged["args"])
+        raise CaseError(path, line, cid, "args", "missing; a python case lists its arguments or names their factory")
+    given = merged.get("requires")
+    requires: list = given if isinstance(given, list) else [given]
+    if isinstance(merged["args"], str):
+        kw["args_factory"] = _factory(path, line, cid, merged["args"], requires)
+    else:
+        kw["args"] = _args(path, line, cid, merged["args"])
     if "requires" in merged:
         value = merged["requires"]
         if isinstance(value, str):
@@ -88,10 +135,16 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
             raise CaseError(path, line, cid, "requires",
                             f"expected a list of optional top-level modules such as [flax], got {value!r}")
         kw["requires"] = tuple(dict.fromkeys(value))
+    raw_args = merged["args"] if isinstance(merged["args"], list) else []
     if "price_at" in merged:
-        at = _price_args(path, line, cid, merged["price_at"], kw["args"])
-        kw["price_factory" if isinstance(at, str) else "price_args"] = at
-    kw.update(validate_sharded(path, line, cid, merged, merged["args"], kw["args"], kw.get("targets", ()), CaseError))
+        at = _price_args(path, line, cid, merged["price_at"], kw.get("args", ()), requires)
+        if isinstance(at, Factory):
+            kw["price_args_factory"] = str(at)
+        elif isinstance(at, str):
+            kw["price_factory"] = at
+        else:
+            kw["price_args"] = at
+    kw.update(validate_sharded(path, line, cid, merged, raw_args, kw.get("args", ()), kw.get("targets", ()), CaseError))
     return Case(**kw)
 
 
@@ -112,9 +165,11 @@ def render(case: Case) -> Rendered:
     if case.mesh:
         specs = case.shardings or ((),) * len(args)
         specs_args = [(a, jsonable(spec)) for a, spec in zip(args, specs)]
+    factory = (case.args_factory or ":").split(":") if case.args_factory else None
     source = ENV.get_template("python.py.j2").render(
         case=case, docstring=docstring(case), module=module, function=function, args=specs_args,
-        mesh=[list(axis) for axis in case.mesh], factory=case.args_factory,
+        factory=factory, flat_factory=case.flat_factory, mesh=[list(axis) for axis in case.mesh],
         out_specs=[jsonable(s) for s in case.out_shardings] if case.out_shardings is not None else None,
     )
-    return Rendered(case.id, source, case.requires, closure(module))
+    modules = closure_of(module, factory[0]) if factory else closure(module)
+    return Rendered(case.id, source, case.requires, modules)
