@@ -18,7 +18,7 @@ from fp8_check.platforms.standins import STRICT_VARIABLE as standins_strict
 
 # JAX releases with a ROCm 7 plugin on PyPI that compiles deviceless here (measured: 0.9.0's does not
 # install; none for 0.6.x, 0.7.0, 0.7.2, 0.8.x, 0.9.0.1, 0.12.0.1; 0.7.1's is left out, see LEFT_OUT).
-PLUGIN_RELEASES = ("0.9.1", "0.9.2", "0.10.0", "0.11.0", "0.11.1", "0.11.2", "0.12.0")
+PLUGIN_RELEASES = ("0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "0.11.1", "0.11.2", "0.12.0")
 LEFT_OUT = {
     "0.7.1": "JAX 0.7.1's ROCm plugin links the GPU code it compiles with an external ld.lld (newer than Debian 12's "
              "lld 14) and ROCm's device bitcode (it says 'couldn't locate amdgpu bitcode / ld.lld'), neither on PyPI; "
