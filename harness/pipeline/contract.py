@@ -301,25 +301,41 @@ def _wider(want: list[tuple[str, str]], ops: str) -> bool:
     return all(dtypes.upcast([d for d in o.split(" x ") if d], after) > 0 for _, o in want if o)
 
 
+def _narrow(dtype: str) -> bool:
+    """A collective's dtype moves FP8/FP4 data (a variadic one names each operand: `f8e4m3fn+f8e8m0fnu`)."""
+    return all(dtypes.is_narrow(d) for d in str(dtype).split("+"))
+
+
+def _width(dtype: str) -> int | None:
+    widths = [dtypes.bits(d) for d in str(dtype).split("+")]
+    return max(w for w in widths if w) if any(widths) else None
+
+
 def _check_collectives(rows: list[dict], sig: Signature, j: Judgement) -> None:
+    """Per layer x op, the dtypes the contract states (one op may move several: E4M3 activations and E5M2
+    gradients); a found dtype the contract does not state is judged against them."""
+    wanted: dict[tuple[str, str], list[str]] = {}
     for row in rows:
-        layer, op, want = str(row.get("layer", "")), row["op"], row["dtype"]
+        wanted.setdefault((str(row.get("layer", "")), str(row["op"])), []).append(str(row["dtype"]))
+    for (layer, op), wants in wanted.items():
         have = sorted({c.dtype for c in sig.collectives if c.op == op
                        and (attribution.layer_matches(layer, c.layer) if layer else not c.layer)})
         where = f"{layer or '(no layer)'} {op}"
         if not have:
             j.notes.append(f"{where}: no such collective any more")
             continue
+        want = " / ".join(wants)
+        widths = [w for w in (_width(x) for x in wants) if w]
         for dt in have:
-            if dt == want:
+            if dt in wants:
                 continue
-            wb, wa = dtypes.bits(want), dtypes.bits(dt)
-            if dtypes.is_narrow(want) and not dtypes.is_narrow(dt):
+            wa = _width(dt)
+            if any(_narrow(x) for x in wants) and not _narrow(dt):
                 j.add(where, want, dt, REGRESSION, f"{where}: FP8 collective now moves {dt} instead of {want}")
-            elif dtypes.is_narrow(dt) and not dtypes.is_narrow(want):
+            elif _narrow(dt) and not any(_narrow(x) for x in wants):
                 j.add(where, want, dt, IMPROVEMENT, f"{where}: collective moves {dt} again")
-            elif wb and wa and wa != wb:
-                j.add(where, want, dt, REGRESSION if wa > wb else IMPROVEMENT, f"{where}: collective moves {want} -> {dt}")
+            elif widths and wa and (wa > max(widths) or wa < min(widths)):
+                j.add(where, want, dt, REGRESSION if wa > max(widths) else IMPROVEMENT, f"{where}: collective moves {want} -> {dt}")
             else:
                 j.add(where, want, dt, NEUTRAL, f"{where}: collective dtype {want} -> {dt} (same width)")
 
