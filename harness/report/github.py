@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from fp8_check.report.issue_filing import MARKER, FilingError, Group, file_issues, groups
-from fp8_check.report.markup import md_inline, no_commands
+from fp8_check.report.markup import code_span, md_inline, no_commands
 from fp8_check.versions.matrix_document import Matrix, load_matrix
 from fp8_check.versions.news import Finding, closing_line, findings, first_bad
 
@@ -49,11 +49,6 @@ def _row(f: Finding) -> tuple:
     return (o.case, o.target, o.profile, o.mode, f.jax)
 
 
-def _code(text: str) -> str:
-    """Text inside a code span in a table cell: nothing is markup there but the span's end and the cell's."""
-    return str(text).replace("`", "'").replace("|", "\\|").replace("\n", " ")
-
-
 def _md(text: str) -> str:
     """Text for a markdown table cell: no markup gets through (a case id, a reason, a target are input)."""
     return md_inline(text)
@@ -70,7 +65,7 @@ def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
         for f in first:
             o = f.outcome
             if f.is_regression:
-                where = (f"`{_code(issues_dir)}/{body_of.get(_row(f), '?')}` (artifact)" if issues_dir
+                where = (code_span(f"{issues_dir}/{body_of.get(_row(f), '?')}").replace("|", "\\|") + " (artifact)" if issues_dir
                          else "`fp8-check report --markdown CASE`")
             else:  # nothing to file upstream
                 where = {"NEW": "none: bless it", "XPASS": "none: the known issue is fixed, update the case"}.get(
