@@ -80,3 +80,15 @@ def test_a_step_over_its_budget_is_stopped_and_the_session_goes_on(tmp_path):
     assert record[0]["status"] == "timed out" and record[0]["seconds"] < 30
     assert record[1]["status"] == "ok"
     assert json.loads((tmp_path / "session.json").read_text())["steps"][0]["status"] == "timed out"
+
+
+def test_the_session_compares_the_device_with_the_chosen_shipped_target(monkeypatch, tmp_path):
+    # an H200 lent instead of an H100: every device step names the same shipped spec, the capture is named after it
+    monkeypatch.setenv("FP8_CHECK_SESSION_TARGET", "h200")
+    fid = session.command("fidelity", tmp_path, dry=False)
+    num = session.command("numerics", tmp_path, dry=False)
+    cap = session.command("capture", tmp_path, dry=False)
+    assert fid[fid.index("--target") + 1] == num[num.index("--target") + 1] == "h200"
+    assert "h200-captured" in cap
+    monkeypatch.delenv("FP8_CHECK_SESSION_TARGET")
+    assert session.session_target(dry=True) == "h100"

@@ -65,6 +65,20 @@ STEPS = (
 )
 
 
+def session_target(dry: bool) -> str:
+    """The shipped target the session compares the device with: `FP8_CHECK_SESSION_TARGET` when set, else the
+    shipped spec whose name the device's name contains (nvidia-smi: "NVIDIA H200" -> h200), else h100."""
+    chosen = os.environ.get("FP8_CHECK_SESSION_TARGET")
+    if chosen:
+        return chosen
+    if dry:
+        return "h100"
+    from fp8_check.targets import target_names
+
+    name = platforms.DEFAULT.device_info().get("smi_name", "").lower()
+    return next((t for t in sorted(target_names(), key=len, reverse=True) if t.isalnum() and t in name), "h100")
+
+
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "fp8_check.cli", *args]
 
@@ -75,14 +89,15 @@ def command(step: str, out: Path, dry: bool) -> list[str]:
         plugin = [] if _plugin_installed() else ["-p", "fp8_check.pytest_plugin"]
         return [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider", *plugin,
                 *GPU_TEST_FILES]
+    target = session_target(dry)
     if step == "capture":
-        return _cli("target", "check", "h100") if dry else \
-            _cli("target", "capture", "h100-captured", "--dir", str(out), "--force")
+        return _cli("target", "check", target) if dry else \
+            _cli("target", "capture", f"{target}-captured", "--dir", str(out), "--force")
     if step == "fidelity" and not dry:
-        return _cli("fidelity", "-k", SUBSET, "--target", "h100", "--mode", "device",
+        return _cli("fidelity", "-k", SUBSET, "--target", target, "--mode", "device",
                     "--out", str(out / "fidelity.md"), "--json", str(out / "fidelity.json"))
     if step == "numerics" and not dry:
-        return _cli("run", "-k", SUBSET, "--target", "h100", "--mode", "device", "--numerics", "--profile", "cublas",
+        return _cli("run", "-k", SUBSET, "--target", target, "--mode", "device", "--numerics", "--profile", "cublas",
                     "--json", str(out / "numerics.json"), "--html", str(out / "numerics.html"))
     return [sys.executable, "-m", "fp8_check.gpu.session", "--step", step, "--out", str(out)] + (["--dry-run"] if dry else [])
 
@@ -161,7 +176,7 @@ def step_calibrate(out: Path, dry: bool) -> None:
     from fp8_check.targets import PROFILES, load_target
 
     backend = "cpu" if dry else "gpu"
-    target = load_target("h100")
+    target = load_target(session_target(dry))
     rows: list[dict] = []
     wanted = CALIBRATE.split(",")
     for case in sorted((c for c in selection.load_cases([], CALIBRATE) if c.id in wanted), key=lambda c: wanted.index(c.id)):
@@ -183,7 +198,8 @@ def step_calibrate(out: Path, dry: bool) -> None:
 
 
 def _write_calibration(out: Path, rows: list[dict], backend: str, dry: bool) -> None:
-    _write_json(out / "calibration.json", {"dry_run": dry, "backend": backend, "target": "h100", "rows": rows})
+    _write_json(out / "calibration.json", {"dry_run": dry, "backend": backend, "target": session_target(dry),
+                                           "rows": rows})
     head = ("| case | profile | shape | kernels | estimated µs | measured µs | measured/est. | op-by-op µs | "
             "fusion speed-up |\n|---|---|---|---|---|---|---|---|---|\n")
     body = "".join(f"| {r['case']} | {r['profile']} | {r.get('shape', '')} | {r.get('kernels', '')} | "
@@ -213,6 +229,8 @@ def run_session(out: Path, dry: bool, steps: tuple[Step, ...] = STEPS, scale: fl
     """Every step as a child process under its budget (x `scale`: the dry run on a shared CI machine); the
     record is rewritten after each step."""
     out.mkdir(parents=True, exist_ok=True)
+    os.environ["FP8_CHECK_SESSION_TARGET"] = target = session_target(dry)  # every step compares with the same target
+    print(f"gpu-session: target {target}", flush=True)
     record: list[dict] = [dict(asdict(s), status="pending", seconds=0.0) for s in steps]
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for i, step in enumerate(steps):
