@@ -118,3 +118,17 @@ def test_gpu_capture_writes_a_spec_that_compiles(run_cli, tmp_path):
     assert comp.ok, comp.error
     if target.fp8_capable:
         assert signature.extract(comp.hlo).fp8_gemms == 1
+
+
+def test_wire_decoder_packed_repeated_scalars_and_a_field_whose_type_changed():
+    # the H200 session's capture crashed on a length-delimited value where the schema has an integer: a newer XLA
+    # packs a repeated scalar (wire type 2) or changed a field's type; the first is decoded, the second shown
+    packed = bytes(_varint(5) + _varint(300) + _varint(7))
+    device_info = _varint(6 << 3 | 2) + _varint(len(packed)) + packed  # core_count as a packed repeated varint
+    device_info += _varint(13 << 3 | 2) + _varint(8) + struct.pack("<ff", 1.5, 2.0)  # clock_rate_ghz packed floats
+    device_info += _varint(16 << 3) + _varint(9)  # the compute capability (a message) sent as a varint
+    config = _varint(1 << 3 | 2) + _varint(len(device_info)) + device_info
+    lines = capture.to_text(config, "GpuTargetConfigProto")
+    assert lines[1:4] == ["  core_count: 5", "  core_count: 300", "  core_count: 7"]
+    assert lines[4:6] == ["  clock_rate_ghz: 1.5", "  clock_rate_ghz: 2"]
+    assert lines[6] == "  # field 16 (cuda_compute_capability): wire type 0, expected 2: 9"

@@ -273,3 +273,18 @@ def test_a_second_probe_reuses_the_first_workers_process():
         pool._resolve({"numpy", "yaml"})
         started = [c.worker.proc is not None for c in pool._compilers]
     assert sorted(started) == [False, True]  # one process answered both
+
+
+def test_device_mode_runs_one_worker_unless_asked():
+    # found on the first GPU session (H200): one worker per core, each holding the GPU, left autotuning no memory
+    from fp8_check.pipeline.pool import default_jobs
+
+    device, deviceless = CompilerPool("device", cache=None), CompilerPool("deviceless", cache=None)
+    try:
+        assert device.jobs == 1 and deviceless.jobs == default_jobs()
+        asked = CompilerPool("device", jobs=3, cache=None)
+        assert asked.jobs == 3
+        asked.close()
+    finally:
+        device.close()
+        deviceless.close()

@@ -206,6 +206,31 @@ def _quote(text: bytes) -> str:
     return '"' + "".join(out) + '"'
 
 
+_WIRE = {_INT: 0, _UINT: 0, _BOOL: 0, _ENUM: 0, _FLOAT: 5}  # the wire type of each scalar kind
+_PACKABLE = frozenset(_WIRE)
+
+
+def _scalar(kind: str, sub: Any, raw: Any) -> str:
+    if kind == _FLOAT:
+        return _float_text(raw)
+    if kind == _BOOL:
+        return "true" if raw else "false"
+    if kind == _ENUM:
+        return str(sub[raw] if raw < len(sub) else raw)
+    return str(raw if kind == _UINT else _signed(raw))
+
+
+def _unpack(kind: str, raw: bytes) -> list[Any]:
+    """The values of a packed repeated field (wire type 2): 4-byte floats, else varints."""
+    if kind == _FLOAT:
+        return [raw[i:i + 4] for i in range(0, len(raw) - len(raw) % 4, 4)]
+    values, pos = [], 0
+    while pos < len(raw):
+        value, pos = _varint(raw, pos)
+        values.append(value)
+    return values
+
+
 def to_text(data: bytes, message: str, indent: int = 0, skip: AbstractSet[str] = frozenset()) -> list[str]:
     """`data` (a serialized `message`) in protobuf text format, one line per scalar field."""
     schema = SCHEMA[message]
@@ -219,6 +244,11 @@ def to_text(data: bytes, message: str, indent: int = 0, skip: AbstractSet[str] =
         name, kind, sub = schema[number]
         if name in skip or kind == "skip":
             continue
+        expected = _WIRE.get(kind, 2)  # messages, maps, strings, bytes: length-delimited
+        if wire != expected and not (wire == 2 and kind in _PACKABLE):  # its type changed in this XLA: shown, not guessed
+            shown = raw.hex() if isinstance(raw, bytes) else raw
+            lines.append(f"{pad}# field {number} ({name}): wire type {wire}, expected {expected}: {shown}")
+            continue
         if kind in (_MSG, _MAP):
             lines.append(f"{pad}{name} {{")
             lines.extend(to_text(raw, sub, indent + 1, skip))
@@ -228,16 +258,10 @@ def to_text(data: bytes, message: str, indent: int = 0, skip: AbstractSet[str] =
         elif kind == "bytes":
             shown = "".join(chr(c) if 32 <= c < 127 and chr(c) not in '"\\' else "\\%03o" % c for c in raw)
             lines.append(f'{pad}{name}: "{shown}"')
-        elif kind == _FLOAT:
-            lines.append(f"{pad}{name}: {_float_text(raw)}")
-        elif kind == _BOOL:
-            lines.append(f"{pad}{name}: {'true' if raw else 'false'}")
-        elif kind == _ENUM:
-            lines.append(f"{pad}{name}: {sub[raw] if raw < len(sub) else raw}")
-        elif kind == _UINT:
-            lines.append(f"{pad}{name}: {raw}")
+        elif wire == 2 and kind in _PACKABLE:  # a packed repeated scalar: its values one after the other
+            lines.extend(f"{pad}{name}: {_scalar(kind, sub, v)}" for v in _unpack(kind, raw))
         else:
-            lines.append(f"{pad}{name}: {_signed(raw)}")
+            lines.append(f"{pad}{name}: {_scalar(kind, sub, raw)}")
     return lines
 
 

@@ -221,6 +221,8 @@ class Worker:
         paths = [str(harness_path()), *checkout, self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        if self.mode == "device":  # workers (and `-j N`) share the GPU: none takes JAX's default 75 % of its memory
+            env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         self.proc = _Spawner.popen(
             [self.python, "-m", f"{PACKAGE}.pipeline.worker", self.mode, "--dump-dir", self.dump_dir,
              *(["--codegen-threads", str(self.codegen_threads)] if self.codegen_threads else [])],

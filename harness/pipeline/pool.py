@@ -48,7 +48,7 @@ def default_jobs() -> int:
 def add_options(p, workers_help: str = "compile workers running at once") -> None:
     """`-j N` and `--no-cache` for a subcommand's parser."""
     p.add_argument("-j", "--workers", type=int, default=None, metavar="N",
-                   help=f"{workers_help} (default: the number of cores, here {default_jobs()})")
+                   help=f"{workers_help} (default: the number of cores, here {default_jobs()}; 1 with --mode device)")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the compile cache ($FP8_CHECK_COMPILE_CACHE, else compile/ in "
                         "$FP8_CHECK_CACHE or ~/.cache/fp8-check)")
@@ -76,7 +76,9 @@ class CompilerPool:
     def __init__(self, mode: str, jobs: int | None = None, python: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                  cache: CompileCache | None = None):
         self.mode = mode
-        self.jobs = max(1, jobs or default_jobs())
+        # device mode: one worker unless asked (every worker would hold the one GPU and autotune on it at once;
+        # sixteen workers on an H200 each took JAX's default 75 % of its memory: RESOURCE_EXHAUSTED in autotuning)
+        self.jobs = max(1, jobs or (1 if mode == "device" else default_jobs()))
         self.cache = cache
         # Several workers share the cores: each compiles its LLVM modules on its share instead of on every
         # core (XLA's default), which would only make them compete (measured: 5 % less CPU and wall time).
