@@ -1,9 +1,10 @@
 """The case model: `Case` and its parts, `CaseError`, and the field validators every case kind uses.
 
 A case file's common fields (id, description, profiles, targets, known issues, FileCheck
-patterns) are validated by harness/pipeline/cases.py; each kind's own fields by its module
-in harness/pipeline/kinds/. Every problem is one `CaseError` line naming file, line, case
-and field.
+patterns) are `Case`'s own, validated by harness/pipeline/cases.py; each kind's own fields
+are its typed `Case.spec` (a `Spec` subclass defined and validated by its module in
+harness/pipeline/kinds/; `MatmulSpec` holds those pattern and block-scaled cases share).
+Every problem is one `CaseError` line naming file, line, case and field.
 """
 
 from __future__ import annotations
