@@ -75,7 +75,7 @@ def test_new_dtypes_are_accepted_where_dtypes_appear(tmp_path):
 """)
     pattern, py = case_mod.load_file(p)
     assert pattern.spec.a_dtype == "float4_e2m1fn" and pattern.spec.scale_dtype == "float8_e8m0fnu"
-    assert [d for _, _, d in py.args] == ["float8_e8m0fnu", "float4_e2m1fn"]
+    assert [d for _, _, d in py.spec.args] == ["float8_e8m0fnu", "float4_e2m1fn"]
 
 
 def _fn(source: str):

@@ -23,7 +23,7 @@ from fp8_check.gpu import numerics
 from fp8_check.pipeline import render
 from fp8_check.pipeline import runner
 from fp8_check.pipeline import worker
-from fp8_check.pipeline.cases import Case, PatternSpec, Shape
+from fp8_check.pipeline.cases import Case, PatternSpec, PythonSpec, Shape
 from fp8_check.pipeline.compile import Compilation, Compiler
 from fp8_check.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 from fp8_check.pipeline.results import outcome_to_json
@@ -53,6 +53,8 @@ def check_on_cpu(case: Case, source: str | None = None) -> numerics.NumericsResu
 
 def case(**kw) -> Case:
     case_id = kw.pop("id", "t_case")
+    if kw.pop("kind", "pattern") == "python":
+        return Case(id=case_id, file="<test>", line=0, profiles=("cublas",), spec=PythonSpec(**kw))
     spec = PatternSpec(**kw)
     if spec.has_bias and spec.bias_dtype is None:
         spec = dataclasses.replace(spec, bias_dtype=spec.dequant)
