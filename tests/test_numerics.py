@@ -191,8 +191,8 @@ def test_tolerance_is_one_output_ulp_plus_accumulated_error():
     c = case(id="tol", **SCALED_E4M3)
     inputs = numerics.make_inputs(c)
     ref = numerics.reference(c, inputs)
-    # float32 dequant: the accumulated error is far below one E4M3 ulp
-    assert ref.err.max() < 0.01 * np.median(numerics.ulp(ref.out, "float8_e4m3fn"))
+    # the FP8 accumulation bound (sqrt(k) 2^-14, Hopper's ~14 bits) stays below a tenth of one E4M3 output ulp
+    assert ref.err.max() < 0.1 * np.median(numerics.ulp(ref.out, "float8_e4m3fn"))
     exact = ref.out.astype(numerics.dtype_of("float8_e4m3fn"))
     assert numerics.compare(c, inputs, [exact]).status == "pass"
     # one ulp off everywhere is within tolerance, two ulps (at a value away from 0) is not
