@@ -34,7 +34,7 @@ import jax.numpy as jnp  # noqa: E402
 from fp8_check import api  # noqa: E402
 from fp8_check.export import export_callable  # noqa: E402
 from fp8_check.pipeline import render  # noqa: E402
-from fp8_check.pipeline.cases import Case, Shape  # noqa: E402
+from fp8_check.pipeline.cases import Case, PatternSpec, Shape  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
 
 
@@ -70,8 +70,9 @@ def main() -> int:
             t0 = time.perf_counter()
             checker.signature(scaled_relu, *ARGS, target=target, profile=profile)
             total_s.append(time.perf_counter() - t0)
-        case = Case(id="bench_scaled_relu", file="<bench>", line=0, shape=Shape(m=64, n=32, k=64), input_scales="both",
-                    output_scale="none", clamp=True, out_dtype="float8_e4m3fn", epilogue="relu")
+        case = Case(id="bench_scaled_relu", file="<bench>", line=0, spec=PatternSpec(
+            shape=Shape(m=64, n=32, k=64), input_scales="both", output_scale="none", clamp=True,
+            out_dtype="float8_e4m3fn", epilogue="relu"))
         case_s = []
         for _ in range(args.repeat):
             t0 = time.perf_counter()

@@ -227,7 +227,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "fp8_check.versions.matrix_view", "fp8_check.versions.news", "fp8_check.versions.goldens", "fp8_check.versions.envs", "fp8_check.versions.requirements", "fp8_check.versions.releases",
         "fp8_check.versions.uvbin", "fp8_check.versions.wheels", "fp8_check.versions.shared_xla", "fp8_check.upstream.",
         "fp8_check.report.", "fp8_check.gpu.numerics",
-        "fp8_check.gpu.block_numerics",
+        "fp8_check.gpu.block_numerics", "fp8_check.gpu.pattern_numerics", "fp8_check.gpu.number_formats",
     )),
     ("options", ("fp8_check.selection",)),  # what a command runs on (CLI options, shared with the pytest plugin)
     ("commands", (  # modules that register subcommands or plug into pytest; nothing below imports them

@@ -25,16 +25,16 @@ BY_ID = {c.id: c for c in BLOCK}
 
 def test_library_has_at_least_16_block_cases_covering_the_apis_and_formats():
     assert len(BLOCK) >= 16
-    assert {c.block.api for c in BLOCK} == {"scaled_matmul", "scaled_dot_general", "lax_scaled_dot", "hand_written"}
-    assert {(c.a_dtype, c.b_dtype) for c in BLOCK if c.block.api != "scaled_dot_general"} >= {
+    assert {c.spec.block.api for c in BLOCK} == {"scaled_matmul", "scaled_dot_general", "lax_scaled_dot", "hand_written"}
+    assert {(c.spec.a_dtype, c.spec.b_dtype) for c in BLOCK if c.spec.block.api != "scaled_dot_general"} >= {
         ("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn"), ("float4_e2m1fn", "float4_e2m1fn")}
-    assert any(c.block.global_scale and c.block.api == "scaled_dot_general" for c in BLOCK)
-    assert any(c.out_dtype == "bfloat16" for c in BLOCK) and any(c.shape.batch for c in BLOCK)
-    assert any(not c.transpose_b for c in BLOCK)
-    assert any(c.shape.k % c.block.size for c in BLOCK)  # a ragged last block
-    assert any(c.shape.m % 128 or c.shape.n % 128 for c in BLOCK)
+    assert any(c.spec.block.global_scale and c.spec.block.api == "scaled_dot_general" for c in BLOCK)
+    assert any(c.spec.out_dtype == "bfloat16" for c in BLOCK) and any(c.spec.shape.batch for c in BLOCK)
+    assert any(not c.spec.transpose_b for c in BLOCK)
+    assert any(c.spec.shape.k % c.spec.block.size for c in BLOCK)  # a ragged last block
+    assert any(c.spec.shape.m % 128 or c.spec.shape.n % 128 for c in BLOCK)
     for c in BLOCK:
-        if "h100" in (c.targets or ("h100",)) and c.block.api in ("scaled_matmul", "scaled_dot_general"):
+        if "h100" in (c.targets or ("h100",)) and c.spec.block.api in ("scaled_matmul", "scaled_dot_general"):
             assert "h100 decomposes" in c.description, c.id
 
 
@@ -61,8 +61,8 @@ def test_bad_block_fields_are_one_line_errors(tmp_path, body, fld):
 
 def test_format_sets_block_size_scale_and_data_dtypes(tmp_path):
     mx, nv = _load(tmp_path, "  - {id: m, kind: block_scaled, format: mxfp8}\n  - {id: n, kind: block_scaled, format: nvfp4}\n")
-    assert (mx.block.size, mx.scale_dtype, mx.a_dtype) == (32, "float8_e8m0fnu", "float8_e4m3fn")
-    assert (nv.block.size, nv.scale_dtype, nv.a_dtype) == (16, "float8_e4m3fn", "float4_e2m1fn")
+    assert (mx.spec.block.size, mx.spec.scale_dtype, mx.spec.a_dtype) == (32, "float8_e8m0fnu", "float8_e4m3fn")
+    assert (nv.spec.block.size, nv.spec.scale_dtype, nv.spec.a_dtype) == (16, "float8_e4m3fn", "float4_e2m1fn")
 
 
 def test_new_dtypes_are_accepted_where_dtypes_appear(tmp_path):
@@ -74,8 +74,8 @@ def test_new_dtypes_are_accepted_where_dtypes_appear(tmp_path):
     args: [{name: s, shape: [4], dtype: float8_e8m0fnu}, {name: x, shape: [4, 4], dtype: float4_e2m1fn}]
 """)
     pattern, py = case_mod.load_file(p)
-    assert pattern.a_dtype == "float4_e2m1fn" and pattern.scale_dtype == "float8_e8m0fnu"
-    assert [d for _, _, d in py.args] == ["float8_e8m0fnu", "float4_e2m1fn"]
+    assert pattern.spec.a_dtype == "float4_e2m1fn" and pattern.spec.scale_dtype == "float8_e8m0fnu"
+    assert [d for _, _, d in py.spec.args] == ["float8_e8m0fnu", "float4_e2m1fn"]
 
 
 def _fn(source: str):
@@ -137,7 +137,7 @@ def test_injected_bug_in_rendered_source_fails(cid, old, new, what):
     source = render.render(c).source
     assert source.count(old) == 1, f"the template changed; update this test: {old!r}"
     if cid == "bs_sm_mxfp8_e4m3":  # swapping needs equal scale shapes: a square variant
-        c = dataclasses.replace(c, shape=case_mod.Shape(128, 128, 256))
+        c = dataclasses.replace(c, spec=dataclasses.replace(c.spec, shape=case_mod.Shape(128, 128, 256)))
         source = render.render(c).source
     inputs, outs = run_cpu(c, source.replace(old, new))
     result = numerics.compare(c, inputs, outs)
@@ -154,10 +154,9 @@ def test_injected_bug_in_reference_fails(monkeypatch):
     assert numerics.compare(c, shifted, outs).status == "fail"
     no_global = {k: v for k, v in inputs.items() if k not in ("a_global", "b_global")}
     assert numerics.compare(c, no_global, outs).status == "fail"
-    wrong_block = dataclasses.replace(c, block=dataclasses.replace(c.block, size=32))  # NVFP4 blocks are 16: reference with the MX block size
+    wrong_block = dataclasses.replace(c, spec=dataclasses.replace(c.spec, block=dataclasses.replace(c.spec.block, size=32)))  # NVFP4 blocks are 16: reference with the MX block size
     assert block_numerics.reference(wrong_block, dict(inputs, a_scales=inputs["a_scales"][..., ::2],
-                                                      b_scales=inputs["b_scales"][..., ::2]),
-                                     numerics.unit_roundoff)[0].shape == outs[0].shape
+                                                      b_scales=inputs["b_scales"][..., ::2])).out.shape == outs[0].shape
     assert numerics.compare(wrong_block, dict(inputs, a_scales=inputs["a_scales"][..., ::2],
                                               b_scales=inputs["b_scales"][..., ::2]), outs).status == "fail"
 
@@ -276,8 +275,9 @@ def test_signature_of_a_cudnn_fusion_with_a_scaled_dot_and_of_an_unrewritten_blo
 
 
 def test_pattern_case_with_fp4_data_and_e8m0_scales_matches_the_reference_on_cpu():
-    c = case_mod.Case(id="fp4_pattern", file="<test>", line=0, a_dtype="float4_e2m1fn", b_dtype="float4_e2m1fn",
-                      input_scales="both", scale_dtype="float8_e8m0fnu", shape=case_mod.Shape(32, 16, 64))
+    c = case_mod.Case(id="fp4_pattern", file="<test>", line=0, spec=case_mod.PatternSpec(
+        a_dtype="float4_e2m1fn", b_dtype="float4_e2m1fn", input_scales="both", scale_dtype="float8_e8m0fnu",
+        shape=case_mod.Shape(32, 16, 64)))
     fn = _fn(render.render(c).source).FN
     inputs = numerics.make_inputs(c)
     assert inputs["a"].dtype.name == "float4_e2m1fn" and inputs["a_scale"].dtype.name == "float8_e8m0fnu"

@@ -34,13 +34,13 @@ def error_of(tmp_path: Path, text: str) -> CaseError:
 
 def test_defaults_and_fields_load(tmp_path):
     (case,) = load_text(tmp_path, BASE)
-    assert case.id == "c1" and case.out_dtype == "float8_e4m3fn" and case.clamp is True
-    assert case.dequant == "float32" and case.shape.m == 64 and case.line == 2
+    assert case.id == "c1" and case.spec.out_dtype == "float8_e4m3fn" and case.spec.clamp is True
+    assert case.spec.dequant == "float32" and case.spec.shape.m == 64 and case.line == 2
 
 
 def test_defaults_merge_and_bias_dtype_default(tmp_path):
     (case,) = load_text(tmp_path, "defaults:\n  dequant: bfloat16\ncases:\n  - id: b\n    epilogue: bias\n")
-    assert case.dequant == "bfloat16" and case.bias_dtype == "bfloat16"
+    assert case.spec.dequant == "bfloat16" and case.spec.bias_dtype == "bfloat16"
 
 
 @pytest.mark.parametrize(

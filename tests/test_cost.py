@@ -184,7 +184,7 @@ def test_price_at_is_validated_with_one_line_naming_file_case_and_field(tmp_path
     from fp8_check.pipeline.cases import CaseError, load
 
     ok = write_cases(tmp_path / "ok.yaml", "cases:\n  - id: c\n    price_at: {m: 4096, n: 14336, k: 4096}\n")
-    assert load([ok])[0].price_at.n == 14336
+    assert load([ok])[0].spec.price_at.n == 14336
     for body, field in (("price_at: {m: 0, n: 1, k: 1}", "price_at.m"), ("price_at: {m: 1, n: 1}", "price_at.k"),
                         ("price_at: {m: 1, n: 1, k: 1, q: 2}", "price_at.q"), ("price_at: 4096", "price_at")):
         bad = write_cases(tmp_path / "bad.yaml", f"cases:\n  - id: c\n    {body}\n")

@@ -24,7 +24,7 @@ from fp8_check.gpu import numerics
 from fp8_check.pipeline import render
 from fp8_check.pipeline import runner
 from fp8_check.pipeline import worker
-from fp8_check.pipeline.cases import Case, Shape
+from fp8_check.pipeline.cases import Case, PatternSpec, PythonSpec, Shape
 from fp8_check.pipeline.compile import Compilation, Compiler
 from fp8_check.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 from fp8_check.pipeline.results import outcome_to_json
@@ -53,12 +53,13 @@ def check_on_cpu(case: Case, source: str | None = None) -> numerics.NumericsResu
 
 
 def case(**kw) -> Case:
-    base = dict(id=kw.pop("id", "t_case"), file="<test>", line=0, profiles=("cublas",))
-    base.update(kw)
-    c = Case(**base)
-    if c.has_bias and c.bias_dtype is None:
-        c = dataclasses.replace(c, bias_dtype=c.dequant)
-    return c
+    case_id = kw.pop("id", "t_case")
+    if kw.pop("kind", "pattern") == "python":
+        return Case(id=case_id, file="<test>", line=0, profiles=("cublas",), spec=PythonSpec(**kw))
+    spec = PatternSpec(**kw)
+    if spec.has_bias and spec.bias_dtype is None:
+        spec = dataclasses.replace(spec, bias_dtype=spec.dequant)
+    return Case(id=case_id, file="<test>", line=0, profiles=("cublas",), spec=spec)
 
 
 SCALED_E4M3 = dict(input_scales="both", output_scale="divide", clamp=True, out_dtype="float8_e4m3fn")
@@ -67,7 +68,7 @@ SCALED_E4M3 = dict(input_scales="both", output_scale="divide", clamp=True, out_d
 # ------------------------------------------------------------ the shipped cases pass
 
 
-@pytest.mark.parametrize("c", [c for c in SHIPPED if (c.shape.batch or 1) * c.shape.m * c.shape.n * c.shape.k <= CPU_LIMIT],
+@pytest.mark.parametrize("c", [c for c in SHIPPED if (c.spec.shape.batch or 1) * c.spec.shape.m * c.spec.shape.n * c.spec.shape.k <= CPU_LIMIT],
                          ids=lambda c: c.id)
 def test_shipped_case_matches_reference_on_cpu(c):
     result = check_on_cpu(c)
@@ -140,7 +141,7 @@ def test_injected_bug_in_reference_fails(fields, wrong, what):
     outputs = execute_on_cpu(c)
     inputs = numerics.make_inputs(c)
     assert numerics.compare(c, inputs, outputs).status == "pass"
-    assert numerics.compare(dataclasses.replace(c, **wrong), inputs, outputs).status == "fail", what
+    assert numerics.compare(dataclasses.replace(c, spec=dataclasses.replace(c.spec, **wrong)), inputs, outputs).status == "fail", what
 
 
 # ------------------------------------------------------------ inputs and tolerances
@@ -167,7 +168,7 @@ def test_scales_are_powers_of_two_and_clamp_is_exercised_without_trivial_saturat
             assert v > 0 and np.log2(v) == int(np.log2(v)), (name, v)
         assert (float(inputs["a_scale"]), float(inputs["b_scale"])) == (numerics.A_SCALE, numerics.B_SCALE)
         ref = numerics.reference(c, inputs)
-        limit = case_mod.FP8_MAX[c.out_dtype]
+        limit = case_mod.FP8_MAX[c.spec.out_dtype]
         saturated = np.mean(np.abs(ref.out) >= limit)
         assert 0 < saturated < 0.2, saturated
     # without clamp, an FP8 output stays well inside the range

@@ -67,7 +67,7 @@ def test_a_bad_factory_is_one_line_naming_file_case_and_field(project, run_cli, 
 def test_an_optional_factory_module_is_left_to_requires(project):
     path = write_cases(project / "cases" / "c.yaml", _case("no_such_module_anywhere:args", "  requires: [no_such_module_anywhere]\n"))
     [case] = cases_mod.load([path])
-    assert case.args_factory == "no_such_module_anywhere:args" and case.args == ()
+    assert case.spec.args_factory == "no_such_module_anywhere:args" and case.spec.args == ()
 
 
 def test_the_factory_module_travels_with_the_case(project):

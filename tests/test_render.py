@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fp8_check.pipeline import cases
 from fp8_check.pipeline import render
-from fp8_check.pipeline.cases import Case, Shape
+from fp8_check.pipeline.cases import Case, PatternSpec, PythonSpec, Shape
 
 
 def load(source: str) -> types.ModuleType:
@@ -29,12 +29,12 @@ def load(source: str) -> types.ModuleType:
 
 case_strategy = st.builds(
     lambda a, b, batch, tb, deq, ins, sdt, outs, out, epi, bias, amax: (
-        Case(
-            id="h", file="<h>", line=1, a_dtype=a, b_dtype=b, shape=Shape(8, 16, 32, batch), transpose_b=tb,
+        Case(id="h", file="<h>", line=1, spec=PatternSpec(
+            a_dtype=a, b_dtype=b, shape=Shape(8, 16, 32, batch), transpose_b=tb,
             dequant=deq, input_scales=ins, scale_dtype=sdt, output_scale=outs, clamp=out in cases.FP8_DTYPES,
             out_dtype=out, epilogue=epi, bias_dtype=bias if (epi.startswith("bias") or epi == "matrix_bias") else None,
             amax=amax,
-        )
+        ))
     ),
     st.sampled_from(cases.FP8_DTYPES), st.sampled_from(cases.FP8_DTYPES), st.sampled_from([None, 3]), st.booleans(),
     st.sampled_from(cases.DEQUANT_DTYPES), st.sampled_from(cases.INPUT_SCALES), st.sampled_from(cases.DEQUANT_DTYPES),
@@ -51,11 +51,11 @@ def test_every_case_renders_to_source_jax_traces(case):
     assert module.ARGS == render.arg_specs(case)
     specs = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)) for _, shape, dtype in module.ARGS]
     out = jax.eval_shape(module.FN, *specs)
-    c = out[0] if case.amax == "pre_scale" else out
-    lead = (case.shape.batch,) if case.shape.batch else ()
-    assert c.shape == lead + (case.shape.m, case.shape.n)
-    assert c.dtype == jnp.dtype(case.out_dtype)
-    if case.amax == "pre_scale":
+    c = out[0] if case.spec.amax == "pre_scale" else out
+    lead = (case.spec.shape.batch,) if case.spec.shape.batch else ()
+    assert c.shape == lead + (case.spec.shape.m, case.spec.shape.n)
+    assert c.dtype == jnp.dtype(case.spec.out_dtype)
+    if case.spec.amax == "pre_scale":
         assert out[1].shape == () and out[1].dtype == jnp.float32
     # readable: no leftover template syntax, no trailing whitespace
     assert "{{" not in source and "{%" not in source
@@ -70,11 +70,11 @@ def _fp8(rng, shape, dtype):
 @pytest.mark.parametrize("transpose_b", [False, True])
 @pytest.mark.parametrize("epilogue", ["none", "relu", "bias_relu", "gelu_tanh"])
 def test_rendered_math_matches_float64_reference(transpose_b, epilogue):
-    case = Case(
-        id="n", file="<n>", line=1, shape=Shape(8, 16, 32), transpose_b=transpose_b, input_scales="both",
+    case = Case(id="n", file="<n>", line=1, spec=PatternSpec(
+        shape=Shape(8, 16, 32), transpose_b=transpose_b, input_scales="both",
         output_scale="divide", clamp=True, out_dtype="float8_e4m3fn", epilogue=epilogue,
         bias_dtype="float32" if epilogue.startswith("bias") else None, amax="pre_scale",
-    )
+    ))
     module = load(render.render(case).source)
     rng = np.random.default_rng(0)
     a = _fp8(rng, (8, 32), "float8_e4m3fn")
@@ -102,8 +102,8 @@ def test_rendered_math_matches_float64_reference(transpose_b, epilogue):
 
 
 def test_python_case_renders_an_import():
-    case = Case(id="p", file="<p>", line=1, kind="python", callable="tests.casefns:plain",
-                args=(("a", (4, 8), "float8_e4m3fn"), ("b", (8, 2), "float8_e4m3fn")))
+    case = Case(id="p", file="<p>", line=1, spec=PythonSpec(callable="tests.casefns:plain",
+                args=(("a", (4, 8), "float8_e4m3fn"), ("b", (8, 2), "float8_e4m3fn"))))
     rendered = render.render(case)
     source = rendered.source
     # the module is imported, never pasted: the source names it; the files it runs are found by path (for the
@@ -117,8 +117,8 @@ def test_python_case_renders_an_import():
 
 
 def test_python_case_from_an_installed_package_is_imported():
-    case = Case(id="p", file="<p>", line=1, kind="python", callable="no_such_package_xyz.layers:dense",
-                args=(("a", (4, 8), "float32"),))
+    case = Case(id="p", file="<p>", line=1, spec=PythonSpec(callable="no_such_package_xyz.layers:dense",
+                args=(("a", (4, 8), "float32"),)))
     source = render.render(case).source
     assert "FN = getattr(importlib.import_module('no_such_package_xyz.layers'), 'dense')" in source
     # rendering never imports the case's module in this process (only the compile worker does)

@@ -96,12 +96,12 @@ def test_a_compile_error_is_xfail_only_under_an_active_known_issue(tmp_path):
     """lit's rule: a known issue expects the case to fail, also by not compiling; elsewhere it is UNRESOLVED."""
     from fp8_check.outcome import XFAIL
     from fp8_check.pipeline import runner
-    from fp8_check.pipeline.cases import Case, KnownIssue
+    from fp8_check.pipeline.cases import Case, KnownIssue, PatternSpec
     from fp8_check.pipeline.compile import Compilation
 
     error = "XlaRuntimeError: CANCELLED: Too small divisible part of the contracting dimension."
     issue = KnownIssue(url="", jax=">=0.7.1,<0.8.3", summary="Triton refuses k=100", targets=("b200",), profiles=("triton",))
-    case = Case(id="ragged", file="x.yaml", line=1, known_issues=(issue,))
+    case = Case(id="ragged", file="x.yaml", line=1, spec=PatternSpec(), known_issues=(issue,))
     comp = Compilation("ragged", "b200", "triton", "deviceless", error=error)
     out = runner.judge(case, comp, "0.8.0", tmp_path)
     assert out.code is XFAIL and "Triton refuses k=100" in out.reason and "Too small divisible part" in out.reason

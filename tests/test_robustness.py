@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fp8_check.pipeline import cases as case_mod
 from fp8_check.pipeline import render
-from fp8_check.pipeline.cases import Case, KnownIssue
+from fp8_check.pipeline.cases import Case, KnownIssue, PatternSpec, PythonSpec
 from fp8_check.targets import PROFILES, TARGET_DIR, Target, parse_target
 
 PLACEHOLDER = "PLACEHOLDER_q7Zx"
@@ -33,11 +33,13 @@ def _dump(source: str, replace: str | None = None) -> str:
 
 
 H100 = parse_target("h100", (TARGET_DIR / "h100.txtpb").read_text())
-PATTERN = Case(id="c", file="cases/x.yaml", line=1, input_scales="both", output_scale="divide", clamp=True,
-               out_dtype="float8_e4m3fn", epilogue="bias_relu", bias_dtype="bfloat16", amax="pre_scale")
-PYTHON_INLINED = Case(id="p", file="cases/x.yaml", line=1, kind="python", callable="tests.casefns:plain",
-                      args=(("a", (4, 8), "float8_e4m3fn"), ("b", (8, 2), "float8_e4m3fn")))
-PYTHON_IMPORTED = dataclasses.replace(PYTHON_INLINED, callable="some_pkg.layers:dense")
+PATTERN = Case(id="c", file="cases/x.yaml", line=1, spec=PatternSpec(
+    input_scales="both", output_scale="divide", clamp=True, out_dtype="float8_e4m3fn", epilogue="bias_relu",
+    bias_dtype="bfloat16", amax="pre_scale"))
+PYTHON_INLINED = Case(id="p", file="cases/x.yaml", line=1, spec=PythonSpec(
+    callable="tests.casefns:plain", args=(("a", (4, 8), "float8_e4m3fn"), ("b", (8, 2), "float8_e4m3fn"))))
+PYTHON_IMPORTED = dataclasses.replace(PYTHON_INLINED, spec=PythonSpec(callable="some_pkg.layers:dense",
+                                                                      args=PYTHON_INLINED.spec.args))
 
 
 def _full_source(case: Case, target: Target = H100, jax_version: str = "0.12.0.1") -> str:
@@ -83,9 +85,10 @@ def test_the_placeholder_reaches_the_source(field):
        name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True),
        cid=st.from_regex(case_mod.ID_RE, fullmatch=True))
 def test_ids_callables_and_argument_names_are_literals(module, function, name, cid):
-    case = dataclasses.replace(PYTHON_IMPORTED, id=cid, callable=f"{module}:{function}", args=((name, (2,), "float32"),))
-    ph = dataclasses.replace(PYTHON_IMPORTED, id=PLACEHOLDER + "i", callable=f"{PLACEHOLDER}m:{PLACEHOLDER}f",
-                             args=((PLACEHOLDER + "n", (2,), "float32"),))
+    case = dataclasses.replace(PYTHON_IMPORTED, id=cid, spec=PythonSpec(callable=f"{module}:{function}",
+                                                                        args=((name, (2,), "float32"),)))
+    ph = dataclasses.replace(PYTHON_IMPORTED, id=PLACEHOLDER + "i", spec=PythonSpec(
+        callable=f"{PLACEHOLDER}m:{PLACEHOLDER}f", args=((PLACEHOLDER + "n", (2,), "float32"),)))
     got = ast.parse(_full_source(case))
     want = ast.parse(_full_source(ph))
     for node in ast.walk(want):

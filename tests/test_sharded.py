@@ -61,8 +61,8 @@ def _load(tmp_path: Path, text: str):
 
 def test_sharded_case_loads_and_renders(tmp_path):
     (case,) = _load(tmp_path, SHARDED)
-    assert case.mesh == (("tp", 8),) and case.shardings == ((None, "tp"), ("tp",), (), ())
-    assert case.out_shardings == ((),)
+    assert case.spec.mesh == (("tp", 8),) and case.spec.shardings == ((None, "tp"), ("tp",), (), ())
+    assert case.spec.out_shardings == ((),)
     source = render(case).source
     namespace: dict = {}
     exec(compile(source, "case.py", "exec"), namespace)  # the rendered module, as the worker runs it
@@ -115,7 +115,7 @@ def test_the_shipped_sharded_cases_load():
     assert len(loaded) >= 11
     for case in loaded:
         count = 1
-        for _, size in case.mesh:
+        for _, size in case.spec.mesh:
             count *= size
         assert case.targets and all(load_target(t).devices == count for t in case.targets), case.id
 

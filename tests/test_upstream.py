@@ -232,11 +232,12 @@ def test_case_yaml_round_trips_through_the_loader(tmp_path):
 
 
 def test_reduction_candidates_drop_one_feature_each():
-    fields = reduce.case_fields(_case("epi_bias_relu_amax"))
-    names = [what for what, _ in reduce.candidates(fields)]
+    case = _case("epi_bias_relu_amax")
+    fields = reduce.case_fields(case)
+    names = [what for what, _ in reduce.candidates(case, fields)]
     assert {"the epilogue", "the bias", "the relu activation", "the amax", "the input scales", "the clamp",
             "the output scale", "half of m"} <= set(names)
-    for what, new in reduce.candidates(fields):
+    for what, new in reduce.candidates(case, fields):
         changed = {k for k in set(fields) | set(new) if fields.get(k) != new.get(k)}
         assert changed and changed <= {"epilogue", "bias_dtype", "amax", "input_scales", "output_scale", "clamp",
                                        "out_dtype", "requantize", "scale_dtype", "transpose_b", "shape"}, what

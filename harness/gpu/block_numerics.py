@@ -27,26 +27,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from fp8_check.pipeline.cases import Block, Case
+from fp8_check.gpu.number_formats import Reference, dtype_of, unit_roundoff
+from fp8_check.pipeline.case_model import Case
+from fp8_check.pipeline.kinds.block_scaled import BlockScaledSpec, spec_of
 
 A_GLOBAL, B_GLOBAL = 0.5, 0.25
 FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
 
-def _block(case: Case) -> Block:
-    if case.block is None:
-        raise ValueError(f"case '{case.id}' is not a block-scaled case")
-    return case.block
-
-
 def skip_reason(case: Case) -> str | None:
-    if _block(case).api == "scaled_dot_general":
+    if spec_of(case).block.api == "scaled_dot_general":
         return ("scaled_dot_general quantizes its high-precision inputs inside JAX: the numbers depend on JAX's "
                 "quantizer, not on a fusion, so there is no independent float64 reference")
     return None
 
 
-def make_inputs(case: Case, rng: np.random.Generator, specs: dict, dtype_of) -> dict[str, np.ndarray]:
+def multiply_adds(case: Case) -> int:
+    s = spec_of(case).shape
+    return (s.batch or 1) * s.m * s.n * s.k
+
+
+def make_inputs(case: Case, rng: np.random.Generator, specs: dict) -> dict[str, np.ndarray]:
     inputs: dict[str, np.ndarray] = {}
     for name in ("a", "b"):
         shape, dtype = specs[name]
@@ -74,18 +75,35 @@ def dequantize(values: np.ndarray, scales: np.ndarray, block: int, k_axis: int) 
     return v * s
 
 
-def reference(case: Case, inputs: dict, unit_roundoff) -> tuple[np.ndarray, np.ndarray]:
-    """(float64 result, per-element error bound) for a block-scaled case."""
-    bs = _block(case).size
+def reference(case: Case, inputs: dict, stop_before_output_scale: bool = False) -> Reference:
+    """The float64 result and its per-element error bound for a block-scaled case (it has no output scale)."""
+    spec: BlockScaledSpec = spec_of(case)
+    bs = spec.block.size
     a = dequantize(inputs["a"], inputs["a_scales"], bs, -1)
-    b = dequantize(inputs["b"], inputs["b_scales"], bs, -1 if case.transpose_b else -2)
-    if case.transpose_b:
+    b = dequantize(inputs["b"], inputs["b_scales"], bs, -1 if spec.transpose_b else -2)
+    if spec.transpose_b:
         b = np.swapaxes(b, -1, -2)
     c = np.matmul(a, b)
-    err = case.shape.k * 2.0**-24 * np.matmul(np.abs(a), np.abs(b))
-    if _block(case).api == "hand_written":
-        err = err + unit_roundoff(case.dequant) * np.abs(c)
+    err = spec.shape.k * 2.0**-24 * np.matmul(np.abs(a), np.abs(b))
+    if spec.block.api == "hand_written":
+        err = err + unit_roundoff(spec.dequant) * np.abs(c)
     if "a_global" in inputs:
         g = float(inputs["a_global"]) * float(inputs["b_global"])
         c, err = c * g, err * g + 2.0**-24 * np.abs(c * g)
-    return c, err
+    return Reference(out=c, err=err)
+
+
+def output_format(case: Case) -> str:
+    return spec_of(case).out_dtype
+
+
+def output_count(case: Case) -> int:
+    return 1
+
+
+def bitcast(case: Case) -> bool:
+    return False
+
+
+def rounds_output(case: Case) -> bool:
+    return True  # compared with one ulp of the output format, whatever it is

@@ -16,7 +16,6 @@ instead: the machinery's own check, not a calibration of GPU estimates).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import statistics
 import sys
@@ -44,15 +43,20 @@ class Row:
         return self.measured_us / self.estimated_us if self.estimated_us else float("inf")
 
 
+def _timed(case: Case) -> Case:
+    at = case.timed_at()  # at its production shapes (`price_at`)
+    if at is None:
+        raise ValueError(f"case '{case.id}' is kind: {case.kind}; calibrate times self-contained cases only")
+    return at
+
+
 def measure(case: Case, target: Target, profile: Profile, repeats: int = 50, backend: str = "gpu") -> Row:
     """Compile `case` (at its `price_at` shapes) on the local `backend`, price its optimized HLO for `target`,
     and time `repeats` calls after a warm-up (median)."""
     import jax
     import numpy as np
 
-    from fp8_check.pipeline.runner import shape_text
-
-    at = dataclasses.replace(case, shape=case.price_at) if case.price_at else case
+    at = _timed(case)
     ns: dict = {}
     exec(compile(render.render(at).source, f"<fp8-check case {case.id}>", "exec"), ns)  # our own template's output
     device = jax.devices(backend)[0]
@@ -67,7 +71,7 @@ def measure(case: Case, target: Target, profile: Profile, repeats: int = 50, bac
         start = time.perf_counter()
         jax.block_until_ready(compiled(*inputs))
         times.append(time.perf_counter() - start)
-    return Row(case.id, profile.name, shape_text(at.shape), est.total_us, statistics.median(times) * 1e6, len(est.kernels))
+    return Row(case.id, profile.name, at.spec.shape_text(), est.total_us, statistics.median(times) * 1e6, len(est.kernels))
 
 
 def measure_unfused(case: Case, repeats: int = 10, backend: str = "gpu") -> float:
@@ -76,7 +80,7 @@ def measure_unfused(case: Case, repeats: int = 10, backend: str = "gpu") -> floa
     import jax
     import numpy as np
 
-    at = dataclasses.replace(case, shape=case.price_at) if case.price_at else case
+    at = _timed(case)
     ns: dict = {}
     exec(compile(render.render(at).source, f"<fp8-check case {case.id}>", "exec"), ns)  # our own template's output
     device = jax.devices(backend)[0]
@@ -118,7 +122,7 @@ def cmd_calibrate(args) -> int:
         if name not in PROFILES:
             raise selection.UsageError(f"--profile: unknown profile '{name}'; allowed: {', '.join(PROFILES)}")
         for case in cases:
-            if case.callable is not None or (case.targets and target.name not in case.targets) or name not in case.profiles:
+            if case.timed_at() is None or (case.targets and target.name not in case.targets) or name not in case.profiles:
                 continue
             try:
                 rows.append(measure(case, target, PROFILES[name], args.repeats, args.backend))

@@ -171,8 +171,6 @@ def step_numerics_dry(out: Path) -> None:
 def step_calibrate(out: Path, dry: bool) -> None:
     """Estimated vs measured µs per case at production shapes, and the fused case vs its op-by-op variant (the same
     function run with jax.disable_jit: one kernel per op, nothing fused). Written after every case."""
-    import dataclasses
-
     from fp8_check import selection
     from fp8_check.gpu import calibrate
     from fp8_check.pipeline.case_model import Shape
@@ -183,9 +181,8 @@ def step_calibrate(out: Path, dry: bool) -> None:
     rows: list[dict] = []
     wanted = CALIBRATE.split(",")
     for case in sorted((c for c in selection.load_cases([], CALIBRATE) if c.id in wanted), key=lambda c: wanted.index(c.id)):
-        at = case if case.price_at else dataclasses.replace(case, price_at=Shape(*PRODUCTION))
-        if dry:  # CPU: the machinery only, at the library's small default shapes
-            at = dataclasses.replace(case, shape=Shape(64, 32, 64), price_at=None)
+        # at its production shapes (`price_at`), else at PRODUCTION; CPU: the machinery only, at small shapes
+        at = case.timed_at(Shape(64, 32, 64) if dry else None if case.priced_elsewhere else Shape(*PRODUCTION)) or case
         row: dict = {"case": case.id, "profile": "cublas"}
         try:
             fused = calibrate.measure(at, target, PROFILES["cublas"], repeats=5 if dry else 20, backend=backend)

@@ -26,7 +26,9 @@ from packaging.version import Version
 from fp8_check.errors import BrokenEnvironmentError
 from fp8_check.platforms import NVIDIA
 from fp8_check.pipeline import render, signature
-from fp8_check.pipeline.case_model import Block, Case, Shape
+from fp8_check.pipeline.case_model import Case, Shape
+from fp8_check.pipeline.kinds.block_scaled import Block, BlockScaledSpec
+from fp8_check.pipeline.kinds.pattern import PatternSpec
 from fp8_check.pipeline.compile import CompileRequest, CompileService
 from fp8_check.targets import PROFILES, Target
 
@@ -35,18 +37,19 @@ CANARY = Case(
     file="<built-in>",
     line=0,
     description="plain E4M3 x E4M3 matmul; on an FP8-capable target it must become an FP8 gemm",
-    out_dtype="float32",
+    spec=PatternSpec(out_dtype="float32"),
     profiles=("cublas",),
 )
+CANARY_FP8 = "float8_e4m3fn"  # the canary's operand type (PatternSpec's default)
 
 
 def canary_for(target: Target) -> Case:
     """The FP8 canary in the target's own FP8 type: E4M3 (OCP) on NVIDIA and gfx950, E4M3 fnuz on gfx942."""
     native = target.native_fp8
-    if not native or native[0] == CANARY.a_dtype:
+    if not native or native[0] == CANARY_FP8:
         return CANARY
     short = native[0].replace("float8_", "")
-    return replace(CANARY, id=f"canary_{short}_plain", a_dtype=native[0], b_dtype=native[0],
+    return replace(CANARY, id=f"canary_{short}_plain", spec=PatternSpec(a_dtype=native[0], b_dtype=native[0]),
                    description=f"plain {short} x {short} matmul; on {target.arch} it must become an FP8 gemm")
 
 
@@ -63,14 +66,9 @@ PROBE = Case(
     id="canary_cudnn_block_scaled",
     file="<built-in>",
     line=0,
-    kind="block_scaled",
     description=f"tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become {BLOCK_SCALED_TARGET}",
-    block=Block("scaled_matmul", "mxfp8", 32),
-    a_dtype="float8_e4m3fn",
-    b_dtype="float8_e4m3fn",
-    scale_dtype="float8_e8m0fnu",
-    transpose_b=True,
-    shape=Shape(128, 128, 128),
+    spec=BlockScaledSpec(block=Block("scaled_matmul", "mxfp8", 32), a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn",
+                         scale_dtype="float8_e8m0fnu", transpose_b=True, shape=Shape(128, 128, 128)),
     profiles=("cublas",),
 )
 
@@ -142,7 +140,7 @@ def check_canary(compiler: CompileService, target: Target, cudnn: bool = True) -
         hint = "" if target.has_runtime_version else " (its target config has no runtime_version)"
         found = ", ".join(f"{g.target} {'x'.join(g.operand_dtypes)}" for g in sig.gemms) or "no gemm"
         raise CanaryError(
-            f"broken environment: a plain {'E4M3 x E4M3' if canary is CANARY else canary.a_dtype + ' x ' + canary.b_dtype} "
+            f"broken environment: a plain {'E4M3 x E4M3' if canary is CANARY else target.native_fp8[0] + ' x ' + target.native_fp8[0]} "
             f"matmul did not become an FP8 gemm on FP8-capable target "
             f"{target.name}{hint}; found {found}"
         )

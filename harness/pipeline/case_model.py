@@ -1,9 +1,10 @@
 """The case model: `Case` and its parts, `CaseError`, and the field validators every case kind uses.
 
 A case file's common fields (id, description, profiles, targets, known issues, FileCheck
-patterns) are validated by harness/pipeline/cases.py; each kind's own fields by its module
-in harness/pipeline/kinds/. Every problem is one `CaseError` line naming file, line, case
-and field.
+patterns) are `Case`'s own, validated by harness/pipeline/cases.py; each kind's own fields
+are its typed `Case.spec` (a `Spec` subclass defined and validated by its module in
+harness/pipeline/kinds/; `MatmulSpec` holds those pattern and block-scaled cases share).
+Every problem is one `CaseError` line naming file, line, case and field.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from fp8_check.errors import BadInput
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 PROFILES = ("cublas", "triton", "default")
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # used with fullmatch: no trailing newline
@@ -30,17 +32,6 @@ class CaseError(BadInput, ValueError):
         if fld:
             parts.append(f"field '{fld}'")
         super().__init__(": ".join(parts + [message]))
-
-
-@dataclass(frozen=True)
-class Block:
-    """How a block-scaled case scales: the API it goes through, the format, block size, global scale."""
-
-    api: str
-    format: str
-    size: int  # elements of k per scale
-    global_scale: bool = False
-    input_dtype: str = ""  # scaled_dot_general: the high-precision inputs JAX quantizes
 
 
 @dataclass(frozen=True)
@@ -73,74 +64,91 @@ class KnownIssue:
 
 
 @dataclass(frozen=True)
-class Case:
-    id: str
-    file: str
-    line: int
-    description: str = ""
-    kind: str = "pattern"
+class Spec:
+    """What a case of one kind states beyond the common fields. Each kind module defines its own (PatternSpec in
+    kinds/pattern.py, BlockScaledSpec in kinds/block_scaled.py, PythonSpec in kinds/python.py); no module but the
+    kind's own (and its numerics) reads a spec's fields (tests/test_kind_specs.py). Callers use these methods."""
+
+    KIND: ClassVar[str] = ""
+
+    @property
+    def priced_elsewhere(self) -> bool:
+        """The cost estimate is priced at production shapes (`price_at`): compiled a second time there."""
+        return False
+
+    def at_production(self) -> "Spec":
+        """The spec at its `price_at` shapes (itself when it states none)."""
+        return self
+
+    def production_text(self) -> str:
+        """Where it is priced, for a reader: `m=4096, n=14336, k=4096`, `x=[8, 2048, 1024]`, ..."""
+        return ""
+
+    def timed_at(self, shape: Shape | None) -> "Spec | None":
+        """What `fp8-check calibrate` times: the spec at `shape` (None: at its production shapes) with no other
+        production shapes; None for a kind calibrate cannot time (its source is not self-contained)."""
+        return None
+
+    def shape_text(self) -> str:
+        return ""
+
+
+@dataclass(frozen=True)
+class MatmulSpec(Spec):
+    """The fields pattern and block-scaled cases share: a matmul of two low-precision operands."""
+
     a_dtype: str = "float8_e4m3fn"
     b_dtype: str = "float8_e4m3fn"
     shape: Shape = Shape(64, 32, 64)
     transpose_b: bool = False
     dequant: str = "float32"
-    input_scales: str = "none"
     scale_dtype: str = "float32"
-    output_scale: str = "none"
-    clamp: bool = False
     out_dtype: str = "float32"
-    epilogue: str = "none"
-    bias_dtype: str | None = None
-    amax: str = "none"
-    requantize: str = "convert"  # how the output reaches out_dtype: astype, or lax.bitcast_convert_type
+
+    def timed_at(self, shape: Shape | None) -> "Spec | None":
+        return replace(self, shape=shape or self.shape)
+
+    def shape_text(self) -> str:
+        s = self.shape
+        return f"m={s.m}, n={s.n}, k={s.k}" + (f", batch={s.batch}" if s.batch else "")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case: the fields every kind has, and `spec`, the kind's own typed fields."""
+
+    id: str
+    file: str
+    line: int
+    spec: Spec
+    description: str = ""
     profiles: tuple[str, ...] = ("cublas", "triton", "default")
     targets: tuple[str, ...] = ()  # empty: every target
     known_issues: tuple[KnownIssue, ...] = ()
     filecheck: dict[str, str] = field(default_factory=dict)  # profile -> FileCheck pattern
-    block: Block | None = None  # kind: block_scaled (harness/pipeline/kinds/block_scaled.py)
-    scaled_dot_triton: bool | None = None  # sets xla_gpu_experimental_scaled_dot_with_triton where XLA has it
-    # kind: python
-    callable: str | None = None
-    args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
-    args_factory: str | None = None  # `args: module:factory`: a pytree of ShapeDtypeStructs (kinds/python.py)
-    requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
-    price_at: Shape | None = None  # production shapes the cost estimate is priced at (compiled a second time)
-    price_args: tuple[tuple[str, tuple[int, ...]], ...] = ()  # kind: python: `price_at: {args: {name: shape}}`
-    price_factory: str | None = None  # kind: python: `price_at: {factory: FUNCTION}` in the callable's module
-    price_args_factory: str | None = None  # kind: python: `price_at: {args: module:factory}` (a pytree, as `args:`)
-    flat_factory: str | None = None  # set on the production copy: the rendered ARGS come from that function
-    mesh: tuple[tuple[str, int], ...] = ()  # sharded (kind: python; see pipeline/sharded_cases.py): mesh, specs, XLA flags
-    shardings: tuple[tuple, ...] = ()
-    out_shardings: tuple[tuple, ...] | None = None
-    xla_options: tuple[tuple[str, object], ...] = ()
     yaml_text: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.spec.KIND
 
     @property
     def priced_elsewhere(self) -> bool:
         """The cost estimate is priced at production shapes (`price_at`): compiled a second time there."""
-        return self.price_at is not None or bool(self.price_args) or self.price_factory is not None \
-            or self.price_args_factory is not None
+        return self.spec.priced_elsewhere
 
     def at_production(self) -> "Case":
         """The case at its `price_at` shapes (a pattern's m, n, k; a python case's argument shapes)."""
-        at = dict(self.price_args)
-        return replace(self, shape=self.price_at or self.shape, args=tuple((n, at.get(n, s), d) for n, s, d in self.args),
-                       flat_factory=self.price_factory, args_factory=self.price_args_factory or self.args_factory)
+        return replace(self, spec=self.spec.at_production())
 
     def production_text(self) -> str:
         """Where it is priced: `m=4096, n=14336, k=4096` or `x=[8, 2048, 1024], target=[8, 2048, 1024]`."""
-        if self.price_at is not None:
-            s = self.price_at
-            return f"m={s.m}, n={s.n}, k={s.k}" + (f", batch={s.batch}" if s.batch else "")
-        if self.price_factory:
-            return f"the arguments {(self.callable or ':').split(':')[0]}.{self.price_factory}() returns"
-        if self.price_args_factory:
-            return f"the arguments {self.price_args_factory.replace(':', '.')}() returns"
-        return ", ".join(f"{n}=[{', '.join(map(str, shape))}]" for n, shape in self.price_args)
+        return self.spec.production_text()
 
-    @property
-    def has_bias(self) -> bool:
-        return self.epilogue.startswith("bias") or self.epilogue == "matrix_bias"
+    def timed_at(self, shape: Shape | None = None) -> "Case | None":
+        """The case `fp8-check calibrate` times (see `Spec.timed_at`), or None."""
+        spec = self.spec.timed_at(shape)
+        return None if spec is None else replace(self, spec=spec)
 
     def known_issue(self, jax_version: str, target: str, profile: str) -> KnownIssue | None:
         for issue in self.known_issues:

@@ -17,12 +17,12 @@ import yaml
 
 from fp8_check.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
 from fp8_check.pipeline import kinds, safe_yaml
-from fp8_check.pipeline.case_model import (ID_RE, PROFILES, Block, Case, CaseError, KnownIssue, Shape,  # noqa: F401
+from fp8_check.pipeline.case_model import (ID_RE, PROFILES, Case, CaseError, KnownIssue, Shape, Spec,  # noqa: F401
                                          _bool, _choice, _list_of_choices, _near, _plain, _pos_int, _shape, _str)
-from fp8_check.pipeline.kinds.block_scaled import BLOCK_KEYS  # noqa: F401  (re-exported)
+from fp8_check.pipeline.kinds.block_scaled import BLOCK_KEYS, Block, BlockScaledSpec  # noqa: F401  (re-exported)
 from fp8_check.pipeline.kinds.pattern import (AMAX, DEQUANT_DTYPES, EPILOGUES, INPUT_SCALES, OUT_DTYPES,  # noqa: F401
-                                            OUTPUT_SCALES, PATTERN_KEYS, REQUANTIZE)
-from fp8_check.pipeline.kinds.python import PYTHON_KEYS  # noqa: F401  (re-exported)
+                                            OUTPUT_SCALES, PATTERN_KEYS, REQUANTIZE, PatternSpec)
+from fp8_check.pipeline.kinds.python import PYTHON_KEYS, PythonSpec  # noqa: F401  (re-exported)
 
 KINDS = tuple(kinds.KINDS)
 
@@ -106,7 +106,7 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
             raise CaseError(path, line, cid, str(key), "unknown key" + hint)
     merged = {k: v for k, v in merged.items() if k in allowed}
 
-    kw: dict[str, Any] = {"id": cid, "file": str(path), "line": line, "kind": kind_name}
+    kw: dict[str, Any] = {"id": cid, "file": str(path), "line": line}
     kw["yaml_text"] = yaml.safe_dump({k: _plain(v) for k, v in raw.items()}, sort_keys=False).strip()
     if "description" in merged:
         kw["description"] = _str(path, line, cid, "description", merged["description"])

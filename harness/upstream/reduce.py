@@ -25,30 +25,9 @@ from fp8_check.pipeline import golden, kinds, render
 from fp8_check.pipeline.compile import Compiler
 from fp8_check.pipeline.signature import extract
 
-FIELDS = ("a_dtype", "b_dtype", "shape", "transpose_b", "dequant", "input_scales", "scale_dtype", "output_scale",
-          "clamp", "out_dtype", "epilogue", "bias_dtype", "amax", "requantize")
-MIN_DIM = 16
-
-
 def case_fields(case: case_mod.Case) -> dict:
-    """The pattern fields of `case` that differ from the schema defaults (what a case YAML needs)."""
-    default = case_mod.Case(id="x", file="", line=0)
-    out: dict = {}
-    for f in FIELDS:
-        v = getattr(case, f)
-        if f == "shape":
-            v = {k: x for k, x in (("m", v.m), ("n", v.n), ("k", v.k), ("batch", v.batch)) if x is not None}
-            d = default.shape
-            if v == {"m": d.m, "n": d.n, "k": d.k}:
-                continue
-        elif v == getattr(default, f):
-            continue
-        if f == "scale_dtype" and case.input_scales == "none" and case.output_scale == "none":
-            continue
-        if f == "bias_dtype" and not case.has_bias:
-            continue
-        out[f] = v
-    return out
+    """The kind's fields of `case` that differ from the schema defaults (what a case YAML needs)."""
+    return kinds.of(case).reduction_fields(case)
 
 
 def to_yaml(case: case_mod.Case) -> str:
@@ -68,50 +47,9 @@ def _load(fields: dict, case_id: str, description: str) -> case_mod.Case | None:
         return None
 
 
-def candidates(fields: dict) -> list[tuple[str, dict]]:
-    """(what is dropped, the simplified fields), simplest-first."""
-    out: list[tuple[str, dict]] = []
-
-    def cand(what: str, **kw):
-        new = {**fields, **kw}
-        for k in [k for k, v in kw.items() if v is None]:
-            new.pop(k, None)
-        if new != fields:
-            out.append((what, new))
-
-    epi = fields.get("epilogue", "none")
-    if epi != "none":
-        cand("the epilogue", epilogue=None, bias_dtype=None)
-        if epi.startswith("bias_"):
-            cand("the bias", epilogue=epi[len("bias_"):], bias_dtype=None)
-            cand(f"the {epi[len('bias_'):]} activation", epilogue="bias")
-    if fields.get("amax", "none") != "none":
-        cand("the amax", amax=None)
-    scales = fields.get("input_scales", "none")
-    if scales != "none":
-        cand("the input scales", input_scales=None)
-        if scales == "both":
-            cand("the b scale", input_scales="a")
-            cand("the a scale", input_scales="b")
-    if fields.get("output_scale", "none") != "none":
-        cand("the output scale", output_scale=None)
-    if fields.get("clamp"):
-        cand("the clamp", clamp=None)
-    if fields.get("requantize", "convert") != "convert":
-        cand("the bitcast requantization", requantize=None)
-    if fields.get("out_dtype", "float32") != fields.get("dequant", "float32"):
-        cand("the requantization", out_dtype=fields.get("dequant", "float32"), clamp=None, requantize=None)
-    if fields.get("scale_dtype", "float32") != "float32":
-        cand("the scale dtype", scale_dtype=None)
-    if fields.get("transpose_b"):
-        cand("the transposed b", transpose_b=None)
-    shape = dict(fields.get("shape") or {"m": 64, "n": 32, "k": 64})
-    if "batch" in shape:
-        cand("the batch", shape={k: v for k, v in shape.items() if k != "batch"})
-    for dim in ("m", "n", "k"):
-        if shape.get(dim, MIN_DIM) // 2 >= MIN_DIM:
-            cand(f"half of {dim}", shape={**shape, dim: shape[dim] // 2})
-    return out
+def candidates(case: case_mod.Case, fields: dict) -> list[tuple[str, dict]]:
+    """(what is dropped, the simplified fields), simplest-first: the kind's own reduction steps."""
+    return kinds.of(case).simplifications(fields)
 
 
 @dataclass
@@ -159,7 +97,7 @@ def reduce(case: case_mod.Case, target, profile, good: str, bad: str, manager=No
         progress = True
         while progress:
             progress = False
-            for what, new in candidates(fields):
+            for what, new in candidates(case, fields):
                 cand = _load(new, case.id + "_reduced", f"reduced from {case.id}")
                 if cand is None:
                     continue

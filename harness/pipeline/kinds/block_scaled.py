@@ -1,8 +1,8 @@
 """The `block_scaled` case kind: MXFP8 / NVFP4 matmuls through JAX's block-scaling APIs.
 
-Everything about this kind lives here: its schema (`KEYS`, `validate`), its arguments
+Everything about this kind lives here: its fields (`BlockScaledSpec`), its schema (`KEYS`, `validate`), its arguments
 (`arg_specs`), its rendering (`render`, templates/block.py.j2) and the XLA flags it sets
-(`case_options`). No other module switches on the kind's name (tests/test_architecture.py).
+(`case_options`); its float64 reference is harness/gpu/block_numerics.py. No other module switches on the kind's name (tests/test_architecture.py).
 
 
 A block-scaled matmul multiplies low-precision data (E4M3, E5M2 or E2M1) whose
@@ -21,10 +21,11 @@ Validation follows `cases.py`: one-line `CaseError`s naming file, line, case and
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from fp8_check.dtypes import BLOCK_SCALE_DTYPES, DATA_DTYPES, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
-from fp8_check.pipeline.case_model import Block, Case, CaseError, boolean, choice, pos_int, shape
+from fp8_check.pipeline.case_model import Case, CaseError, MatmulSpec, boolean, choice, pos_int, shape
 from fp8_check.pipeline.source import ENV, Rendered, docstring
 
 NAME = "block_scaled"
@@ -58,13 +59,40 @@ KEYS = BLOCK_KEYS = (
 )
 
 
+@dataclass(frozen=True)
+class Block:
+    """How a block-scaled case scales: the API it goes through, the format, block size, global scale."""
+
+    api: str
+    format: str
+    size: int  # elements of k per scale
+    global_scale: bool = False
+    input_dtype: str = ""  # scaled_dot_general: the high-precision inputs JAX quantizes
+
+
+@dataclass(frozen=True)
+class BlockScaledSpec(MatmulSpec):
+    """A block-scaled case's own fields (the shared matmul fields in `MatmulSpec`)."""
+
+    KIND: ClassVar[str] = NAME
+    block: Block = Block("scaled_matmul", "mxfp8", 32)
+    scaled_dot_triton: bool | None = None  # sets xla_gpu_experimental_scaled_dot_with_triton where XLA has it
+
+
+def spec_of(case: Case) -> BlockScaledSpec:
+    if not isinstance(case.spec, BlockScaledSpec):
+        raise ValueError(f"case '{case.id}' is not a block-scaled case")
+    return case.spec
+
+
 def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
-    """The case, with the block-scaling fields of `merged` added to the common ones in `kw`."""
-    return Case(**validate_block(path, line, cid, merged, raw, kw))
+    """The case, with the block-scaling fields of `merged` (its `BlockScaledSpec`) added to the common ones in `kw`."""
+    return Case(**kw, spec=BlockScaledSpec(**validate_block(path, line, cid, merged, raw)))
 
 
-def validate_block(path, line, cid, merged: dict, raw: dict, kw: dict) -> dict:
-    """The block-scaling fields of `merged` as `Case` keyword arguments (added to `kw`)."""
+def validate_block(path, line, cid, merged: dict, raw: dict) -> dict:
+    """The block-scaling fields of `merged` as `BlockScaledSpec` keyword arguments."""
+    kw: dict = {}
     api = choice(path, line, cid, "api", merged.get("api", "scaled_matmul"), APIS)
     fmt = choice(path, line, cid, "format", merged.get("format", "mxfp8"), FORMATS)
     fdef = FORMAT_DEFAULTS[fmt]
@@ -115,37 +143,29 @@ def scale_columns(k: int, block: int) -> int:
 SCALED_DOT_TRITON_FLAG = "xla_gpu_experimental_scaled_dot_with_triton"
 
 
-def case_options(case: Any) -> dict | None:
+def case_options(case: Case) -> dict | None:
     """XLA flags a case sets on top of its profile (only where the installed XLA has them)."""
-    options = dict(getattr(case, "xla_options", None) or ())  # a sharded case's flags (sharded_cases.py)
-    if getattr(case, "scaled_dot_triton", None) is not None:
-        options[SCALED_DOT_TRITON_FLAG] = case.scaled_dot_triton
-    return options or None
-
-
-def _block(case: Case) -> Block:
-    if case.block is None:
-        raise ValueError(f"case '{case.id}' is not a block-scaled case")
-    return case.block
+    spec = spec_of(case)
+    return None if spec.scaled_dot_triton is None else {SCALED_DOT_TRITON_FLAG: spec.scaled_dot_triton}
 
 
 def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
     """Arguments of a block-scaled case: operands, their per-block scales, global scales."""
-    block = _block(case)
-    s = case.shape
+    spec = spec_of(case)
+    block, s = spec.block, spec.shape
     lead = (s.batch,) if s.batch else ()
     kc = scale_columns(s.k, block.size)
     if block.api == "scaled_dot_general":
         args = [("a", lead + (s.m, s.k), block.input_dtype),
-                ("b", lead + ((s.n, s.k) if case.transpose_b else (s.k, s.n)), block.input_dtype)]
+                ("b", lead + ((s.n, s.k) if spec.transpose_b else (s.k, s.n)), block.input_dtype)]
         if block.global_scale:
             args.append(("global_scale", (1,), "float32"))
         return args
     args = [
-        ("a", lead + (s.m, s.k), case.a_dtype),
-        ("b", lead + ((s.n, s.k) if case.transpose_b else (s.k, s.n)), case.b_dtype),
-        ("a_scales", lead + (s.m, kc), case.scale_dtype),
-        ("b_scales", lead + ((s.n, kc) if case.transpose_b else (kc, s.n)), case.scale_dtype),
+        ("a", lead + (s.m, s.k), spec.a_dtype),
+        ("b", lead + ((s.n, s.k) if spec.transpose_b else (s.k, s.n)), spec.b_dtype),
+        ("a_scales", lead + (s.m, kc), spec.scale_dtype),
+        ("b_scales", lead + ((s.n, kc) if spec.transpose_b else (kc, s.n)), spec.scale_dtype),
     ]
     if block.global_scale:
         args += [("a_global", (), "float32"), ("b_global", (), "float32")]
@@ -154,18 +174,27 @@ def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
 
 def render(case: Case) -> Rendered:
     args = arg_specs(case)
-    block = _block(case)
-    batched = case.shape.batch is not None
+    spec = spec_of(case)
+    block = spec.block
+    batched = spec.shape.batch is not None
     rank = 3 if batched else 2
-    b_contract = rank - 1 if case.transpose_b else rank - 2
+    b_contract = rank - 1 if spec.transpose_b else rank - 2
     batch = "(0,), (0,)" if batched else "(), ()"
     api_name = API_FUNCTIONS[block.api] or "a hand-written dequantize + dot_general"
     doc = docstring(case) + (
         f"Block-scaled {block.format.upper()}-style matmul through {api_name}: blocks of {block.size} "
-        f"along k, {case.scale_dtype} scales" + (", a float32 global scale" if block.global_scale else "") + ".\n")
+        f"along k, {spec.scale_dtype} scales" + (", a float32 global scale" if block.global_scale else "") + ".\n")
     source = ENV.get_template("block.py.j2").render(
-        case=case, docstring=doc, args=args, params=[name for name, _, _ in args], batched=batched,
+        case=case, spec=spec, docstring=doc, args=args, params=[name for name, _, _ in args], batched=batched,
         dims=f"((({rank - 1},), ({b_contract},)), ({batch}))",
         api_fn=API_FUNCTIONS[block.api], api_name=API_FUNCTIONS[block.api] or "a hand-written dequantize + dot_general",
     )
-    return Rendered(case.id, source, case.requires)
+    return Rendered(case.id, source, ())
+
+
+def reduction_fields(case: Case) -> dict:
+    raise ValueError(f"case '{case.id}' is kind: block_scaled; `reduce` simplifies pattern fields only")
+
+
+def simplifications(fields: dict) -> list[tuple[str, dict]]:
+    return []  # `fp8-check reduce` and the minimal repro work on pattern fields

@@ -4,14 +4,17 @@ ShapeDtypeStructs (a flax model's variables, an optax state), as `fp8-check chec
 
 The rendered source imports the function (inlining its module when it lies in this
 checkout or the run's directory, so a repro stands alone); a dependency the case lists in
-`requires` that is not installed makes it UNSUPPORTED. Schema, arguments and rendering
-(templates/python.py.j2) live here.
+`requires` that is not installed makes it UNSUPPORTED. Its fields (`PythonSpec`), schema,
+arguments and rendering (templates/python.py.j2) live here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
 from fp8_check.dtypes import DATA_DTYPES, SCALE_DTYPES
-from fp8_check.pipeline.case_model import Case, CaseError, choice, is_name, string
+from fp8_check.pipeline.case_model import Case, CaseError, Shape, Spec, choice, is_name, string
 from fp8_check.pipeline.sharded_cases import jsonable, validate_sharded
 from fp8_check.pipeline.source import ENV, Rendered, docstring
 from fp8_check.pipeline.user_modules import closure, closure_of
@@ -22,6 +25,50 @@ REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to
 KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options",
                            "price_at")
 
+
+
+@dataclass(frozen=True)
+class PythonSpec(Spec):
+    """A python case's own fields: the user's function, its arguments, production shapes and sharding."""
+
+    KIND: ClassVar[str] = NAME
+    callable: str  # module:function
+    args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+    args_factory: str | None = None  # `args: module:factory`: a pytree of ShapeDtypeStructs
+    requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
+    price_args: tuple[tuple[str, tuple[int, ...]], ...] = ()  # `price_at: {args: {name: shape}}`
+    price_factory: str | None = None  # `price_at: {factory: FUNCTION}` in the callable's module
+    price_args_factory: str | None = None  # `price_at: {args: module:factory}` (a pytree, as `args:`)
+    flat_factory: str | None = None  # set on the production copy: the rendered ARGS come from that function
+    mesh: tuple[tuple[str, int], ...] = ()  # sharded (sharded_cases.py): mesh, specs, XLA flags
+    shardings: tuple[tuple, ...] = ()
+    out_shardings: tuple[tuple, ...] | None = None
+    xla_options: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def priced_elsewhere(self) -> bool:
+        return bool(self.price_args) or self.price_factory is not None or self.price_args_factory is not None
+
+    def at_production(self) -> Spec:
+        at = dict(self.price_args)
+        return replace(self, args=tuple((n, at.get(n, s), d) for n, s, d in self.args),
+                       flat_factory=self.price_factory, args_factory=self.price_args_factory or self.args_factory)
+
+    def production_text(self) -> str:
+        if self.price_factory:
+            return f"the arguments {self.callable.split(':')[0]}.{self.price_factory}() returns"
+        if self.price_args_factory:
+            return f"the arguments {self.price_args_factory.replace(':', '.')}() returns"
+        return ", ".join(f"{n}=[{', '.join(map(str, shape))}]" for n, shape in self.price_args)
+
+    def timed_at(self, shape: Shape | None) -> Spec | None:
+        return None  # its source imports the user's modules: calibrate times self-contained cases only
+
+
+def _spec(case: Case) -> PythonSpec:
+    if not isinstance(case.spec, PythonSpec):
+        raise ValueError(f"case '{case.id}' is not a python case")
+    return case.spec
 
 
 def _args(path, line, cid, value):
@@ -111,22 +158,22 @@ def _factory(path, line, cid, value: str, requires: list) -> str:
 
 
 def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
-    """The case, with `callable`, `args` and `requires` of `merged` added to the common fields in `kw`."""
+    """The case, with `callable`, `args` and `requires` of `merged` (its `PythonSpec`) added to the common fields in `kw`."""
     if "callable" not in merged:
         raise CaseError(path, line, cid, "callable", "missing; a python case names 'module:function'")
     target = string(path, line, cid, "callable", merged["callable"])
     module, _, function = target.partition(":")
     if not all(is_name(p) for p in module.split(".") + [function]):
         raise CaseError(path, line, cid, "callable", f"expected 'package.module:function', got {target!r}")
-    kw["callable"] = target
+    sk: dict = {"callable": target}
     if "args" not in merged:
         raise CaseError(path, line, cid, "args", "missing; a python case lists its arguments or names their factory")
     given = merged.get("requires")
     requires: list = given if isinstance(given, list) else [given]
     if isinstance(merged["args"], str):
-        kw["args_factory"] = _factory(path, line, cid, merged["args"], requires)
+        sk["args_factory"] = _factory(path, line, cid, merged["args"], requires)
     else:
-        kw["args"] = _args(path, line, cid, merged["args"])
+        sk["args"] = _args(path, line, cid, merged["args"])
     if "requires" in merged:
         value = merged["requires"]
         if isinstance(value, str):
@@ -134,42 +181,51 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and is_name(v) for v in value):
             raise CaseError(path, line, cid, "requires",
                             f"expected a list of optional top-level modules such as [flax], got {value!r}")
-        kw["requires"] = tuple(dict.fromkeys(value))
+        sk["requires"] = tuple(dict.fromkeys(value))
     raw_args = merged["args"] if isinstance(merged["args"], list) else []
     if "price_at" in merged:
-        at = _price_args(path, line, cid, merged["price_at"], kw.get("args", ()), requires)
+        at = _price_args(path, line, cid, merged["price_at"], sk.get("args", ()), requires)
         if isinstance(at, Factory):
-            kw["price_args_factory"] = str(at)
+            sk["price_args_factory"] = str(at)
         elif isinstance(at, str):
-            kw["price_factory"] = at
+            sk["price_factory"] = at
         else:
-            kw["price_args"] = at
-    kw.update(validate_sharded(path, line, cid, merged, raw_args, kw.get("args", ()), kw.get("targets", ()), CaseError))
-    return Case(**kw)
+            sk["price_args"] = at
+    sk.update(validate_sharded(path, line, cid, merged, raw_args, sk.get("args", ()), kw.get("targets", ()), CaseError))
+    return Case(**kw, spec=PythonSpec(**sk))
 
 
 def case_options(case: Case) -> dict | None:
     """A sharded case's XLA flags (sharded_cases.py), set only where the installed XLA has them."""
-    return dict(case.xla_options) or None
+    return dict(_spec(case).xla_options) or None
 
 
 def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
-    return [(n, tuple(s), d) for n, s, d in case.args]
+    return [(n, tuple(s), d) for n, s, d in _spec(case).args]
 
 
 def render(case: Case) -> Rendered:
     """The module is imported by the worker, never pasted (fp8_check.pipeline.user_modules finds its project files)."""
     args = arg_specs(case)
-    module, function = (case.callable or ":").split(":")
+    spec = _spec(case)
+    module, function = (spec.callable or ":").split(":")
     specs_args: list = list(args)
-    if case.mesh:
-        specs = case.shardings or ((),) * len(args)
-        specs_args = [(a, jsonable(spec)) for a, spec in zip(args, specs)]
-    factory = (case.args_factory or ":").split(":") if case.args_factory else None
+    if spec.mesh:
+        specs = spec.shardings or ((),) * len(args)
+        specs_args = [(a, jsonable(sharding)) for a, sharding in zip(args, specs)]
+    factory = (spec.args_factory or ":").split(":") if spec.args_factory else None
     source = ENV.get_template("python.py.j2").render(
         case=case, docstring=docstring(case), module=module, function=function, args=specs_args,
-        factory=factory, flat_factory=case.flat_factory, mesh=[list(axis) for axis in case.mesh],
-        out_specs=[jsonable(s) for s in case.out_shardings] if case.out_shardings is not None else None,
+        factory=factory, flat_factory=spec.flat_factory, mesh=[list(axis) for axis in spec.mesh],
+        out_specs=[jsonable(s) for s in spec.out_shardings] if spec.out_shardings is not None else None,
     )
     modules = closure_of(module, factory[0]) if factory else closure(module)
-    return Rendered(case.id, source, case.requires, modules)
+    return Rendered(case.id, source, spec.requires, modules)
+
+
+def reduction_fields(case: Case) -> dict:
+    raise ValueError(f"case '{case.id}' is kind: python; `reduce` simplifies pattern fields only")
+
+
+def simplifications(fields: dict) -> list[tuple[str, dict]]:
+    return []  # its fields are the user's function: nothing to simplify
