@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fp8_check.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check import dtypes, platforms
 from fp8_check.other_environments import OtherEnvironments
 from fp8_check.pipeline.signature import Signature, extract
@@ -312,7 +313,7 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
         if "dot" in sig.unfused:
             out.append(FieldDiff("unfused", "no dot outside a gemm", ", ".join(sig.unfused)))
     if signature:
-        out += golden.compare(signature, sig.to_dict())
+        out += comparator.compare(signature, sig.to_dict())
     if layers:
         from fp8_check.pipeline import layer_rules
 

@@ -89,14 +89,14 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_is_read():
     # the walker must see real edges, or the tests below could never fail
-    assert "fp8_check.pipeline.golden" in GRAPH["fp8_check.outcome"]
+    assert "fp8_check.pipeline.comparator" in GRAPH["fp8_check.outcome"]
     assert "fp8_check.selection" in GRAPH["fp8_check.commands"]
     assert len(MODULES) > 25
 
 
 def test_the_cycle_finder_finds_a_cycle():
     graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["fp8_check.pipeline.golden"] = graph["fp8_check.pipeline.golden"] | {"fp8_check.outcome"}
+    graph["fp8_check.pipeline.comparator"] = graph["fp8_check.pipeline.comparator"] | {"fp8_check.outcome"}
     assert _cycle(graph) is not None
 
 
@@ -210,7 +210,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("domain", (  # values and pure rules: no compiling, no files but the goldens/case text they parse
         "fp8_check.platforms", "fp8_check.platforms.",  # what differs between GPU vendors (standard library only)
         "fp8_check.errors", "fp8_check.dtypes", "fp8_check.targets", "fp8_check.pipeline.aot", "fp8_check.pipeline.device_view", "fp8_check.pipeline.hlo", "fp8_check.pipeline.constants", "fp8_check.pipeline.safe_yaml",
-        "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
+        "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.comparator", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
         "fp8_check.pipeline.case_model", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
         "fp8_check.pipeline.cost", "fp8_check.pipeline.cost_table", "fp8_check.pipeline.cost_policy",  # pure: HLO text -> estimate
         "fp8_check.pipeline.cost_engine", "fp8_check.pipeline.cost_rates", "fp8_check.pipeline.cost_delta",

@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from fp8_check.pipeline import cost
 from fp8_check.pipeline import cost_policy
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden, golden_source, layer_rules
 from fp8_check.pipeline import render
 from fp8_check.pipeline import signature
@@ -123,7 +124,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
             return out
         return contract_judge.judge(out, sig, g, exp, gpath, issue, rules)
     out.expected, out.expected_range = exp.signature, exp.jax or ""
-    out.diffs = golden.compare(exp.signature, sig.to_dict())
+    out.diffs = comparator.compare(exp.signature, sig.to_dict())
     try:
         layer_diffs = _layer_diffs(g, sig)
     except ValueError as exc:  # a malformed rule in the golden's `layers:`
@@ -132,7 +133,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         return out
     out.diffs += layer_diffs
     if fc_problem:
-        out.diffs.append(golden.FieldDiff("filecheck", "patterns match", fc_problem))
+        out.diffs.append(comparator.FieldDiff("filecheck", "patterns match", fc_problem))
     matches = not out.diffs
     if issue:
         out.code = XPASS if matches else XFAIL
@@ -386,7 +387,7 @@ def apply_numerics(out: Outcome, case: Case, comp: Compilation, numerics: Numeri
         prior = f" (signature: {out.code}{': ' + out.reason if out.reason else ''})" if out.code is not PASS else ""
         out.code, out.reason = FAIL, result.reason + prior
         # Shown under the FAIL line and kept in the results JSON's diffs.
-        out.diffs.append(golden.FieldDiff("numerics", "within tolerance of the float64 reference", result.reason))
+        out.diffs.append(comparator.FieldDiff("numerics", "within tolerance of the float64 reference", result.reason))
         out.verdict = classify_extra(out.verdict or Verdict(NEUTRAL), "numerics",
                                      "within tolerance of the float64 reference", result.reason)
     elif result.status == "error" and not out.code.is_failure:
