@@ -131,6 +131,46 @@ def test_outcome_codes_are_defined_once():
     assert [str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if tuples.search(p.read_text())] == []
 
 
+def _outcome_name_uses(source: str) -> list[str]:
+    """Where `source` compares with an outcome code's name as text (`code.name == "PASS"`, `x in ("NEW", "FAIL")`,
+    `match ...: case "XFAIL"`) or keys a mapping by one (`{"NEW": ...}`): outcomes are compared as values
+    (`o.code is PASS`); names are for files only (JSON written by results.py, read back through `outcome.code`)."""
+    names = {c.name for c in outcome.CODES}
+
+    def named(node: ast.AST | None) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(named(x) for x in node.elts)
+        return False
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(named(x) for x in [node.left, *node.comparators]):
+            out.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Dict) and any(named(k) for k in node.keys):
+            out.append(f"line {node.lineno}: a mapping keyed by outcome names")
+        elif isinstance(node, ast.MatchValue) and named(node.value):
+            out.append(f"line {node.lineno}: case {ast.unparse(node.value)}")
+    return out
+
+
+def test_outcome_codes_are_compared_as_values():
+    offenders = {str(p.relative_to(REPO)): hits for p in PACKAGE.rglob("*.py")
+                 if p != PACKAGE / "outcome.py" and (hits := _outcome_name_uses(p.read_text()))}
+    assert offenders == {}
+
+
+def test_the_outcome_name_finder_finds_string_comparisons():
+    assert _outcome_name_uses('if out.code.name == "PASS":\n    pass')
+    assert _outcome_name_uses("ok = 'XFAIL' != o.code.name")
+    assert _outcome_name_uses('bad = name in ("FAIL", "XPASS")')
+    assert _outcome_name_uses('where = {"NEW": "bless it"}.get(o.code.name)')
+    assert _outcome_name_uses('match name:\n    case "UNSUPPORTED":\n        pass')
+    assert not _outcome_name_uses('if out.code is PASS or out.code in (FAIL, XPASS):\n    pass')
+    assert not _outcome_name_uses('doc = {"outcome": o.code.name}\nif kind == "pattern":\n    pass')
+
+
 @pytest.mark.parametrize("c", outcome.CODES, ids=lambda c: c.name)
 def test_each_code_knows_what_it_is(c):
     assert outcome.code(c.name) is c
