@@ -131,6 +131,23 @@ def test_outcome_codes_are_defined_once():
     assert [str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if tuples.search(p.read_text())] == []
 
 
+def test_one_comparator_and_one_absent_sentinel():
+    # golden diffs and verdict lines come from one walker (harness/pipeline/comparator.py): no second sentinel
+    sentinel = re.compile(r"^(?:class _?Missing\b|_?MISSING\s*(?::[^=]+)?=)", re.M)
+    homes = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if sentinel.search(p.read_text()))
+    assert homes == ["harness/pipeline/comparator.py"]
+
+
+def test_the_canary_gate_is_in_one_place():
+    # run/bless/matrix/bisect, the pytest plugin and the API ask runner.CanaryGate; only `fp8-check target-check`
+    # compiles the canaries itself, to print what they found
+    callers = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if "check_canary(" in p.read_text())
+    assert callers == ["harness/pipeline/canary.py", "harness/pipeline/runner.py", "harness/target_check_cli.py"]
+    assert sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py")
+                  if re.search(r"^\s*(?:class CanaryGate|def canary_applies)\b", p.read_text(), re.M)) == \
+        ["harness/pipeline/runner.py"]
+
+
 def _outcome_name_uses(source: str) -> list[str]:
     """Where `source` compares with an outcome code's name as text (`code.name == "PASS"`, `x in ("NEW", "FAIL")`,
     `match ...: case "XFAIL"`) or keys a mapping by one (`{"NEW": ...}`): outcomes are compared as values
