@@ -14,8 +14,9 @@ modules and gradients work, and an XLA abort kills only the worker. Limit: `jax.
 without a compatibility guarantee (e.g. cuDNN attention). `FusionReport.estimate()` prices the program
 (harness/pipeline/cost.py); `check_golden`'s FAIL carries the change's cost (`verdict.cost`).
 
-Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`, `Checker`, `FusionReport`,
-`FusionMismatch`, `EnvironmentProblem`; keyword-only past the callable and its arguments.
+Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`, `judge_golden` (the judgement as the
+one result record, `fp8_check.outcome.Outcome`), `Checker`, `FusionReport`, `FusionMismatch`, `EnvironmentProblem`;
+keyword-only past the callable and its arguments.
 """
 
 from __future__ import annotations
