@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fp8_check.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
-from fp8_check.pipeline import comparator
-from fp8_check.pipeline import golden, runner
+from fp8_check.pipeline import comparator, golden, runner
 from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check import dtypes, platforms
 from fp8_check.other_environments import OtherEnvironments
