@@ -14,8 +14,9 @@ modules and gradients work, and an XLA abort kills only the worker. Limit: `jax.
 without a compatibility guarantee (e.g. cuDNN attention). `FusionReport.estimate()` prices the program
 (harness/pipeline/cost.py); `check_golden`'s FAIL carries the change's cost (`verdict.cost`).
 
-Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`, `Checker`, `FusionReport`,
-`FusionMismatch`, `EnvironmentProblem`; keyword-only past the callable and its arguments.
+Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`, `judge_golden` (the judgement as the
+one result record, `fp8_check.outcome.Outcome`), `Checker`, `FusionReport`, `FusionMismatch`, `EnvironmentProblem`;
+keyword-only past the callable and its arguments.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fp8_check.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
-from fp8_check.pipeline import golden
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline import comparator, golden, runner
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check import dtypes, platforms
 from fp8_check.other_environments import OtherEnvironments
+from fp8_check.outcome import NEW, UNRESOLVED, Outcome
 from fp8_check.pipeline.signature import Signature, extract
 from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, resolve_mode
 from fp8_check.verdict import Verdict
@@ -40,7 +42,7 @@ cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: 
 
 __all__ = [
     "BoundChecker", "Checker", "EnvironmentProblem", "FusionMismatch", "FusionReport", "assert_fusion", "check_golden",
-    "export_callable", "fusion_diffs", "fusion_signature",
+    "export_callable", "fusion_diffs", "fusion_signature", "judge_golden",
 ]
 
 
@@ -155,7 +157,7 @@ class Checker:
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
         self._others = OtherEnvironments(self.mode, timeout or DEFAULT_TIMEOUT)  # mi300x: the ROCm environment
-        self._canary: dict[str, str | None] = {}
+        self._gate = runner.CanaryGate(self.mode, refuse_unsupported=True)  # the environment's problem, once per target
         self.not_representative = ""
         self._lock = threading.Lock()
 
@@ -170,21 +172,6 @@ class Checker:
             return (self.compiler if target is None else self.compiler_for(target)).environment()
         except WorkerError as exc:
             raise EnvironmentProblem(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
-
-    def _check_canary(self, target: Target) -> None:
-        from fp8_check.pipeline import runner
-
-        if target.name not in self._canary:
-            problem = runner.deviceless_unsupported(self.environment(target)["jax"], [target])
-            if self.mode == "device" or not problem:
-                problem = None
-                try:
-                    runner.check_canary(self.compiler_for(target), target)
-                except runner.CanaryError as exc:
-                    problem = str(exc)
-            self._canary[target.name] = problem
-        if self._canary[target.name]:
-            raise EnvironmentProblem(self._canary[target.name])
 
     def signature(self, fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile = "cublas",
                   name: str | None = None, **kwargs: Any) -> FusionReport:
@@ -215,7 +202,8 @@ class Checker:
             f"CPU, not {t.name}'s GPUs: the signature may not be what the GPU runs")
         with self._lock:
             env = self.environment(t)
-            self._check_canary(t)
+            if (problem := self._gate.problem(self.compiler_for(t), t)) is not None:
+                raise EnvironmentProblem(problem)
             comp = self.compiler_for(t).compile_exported(name or _name_of(fn), data, t, p, sharding=sharding)
         label = name or _name_of(fn)
         if not comp.ok:
@@ -312,7 +300,7 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
         if "dot" in sig.unfused:
             out.append(FieldDiff("unfused", "no dot outside a gemm", ", ".join(sig.unfused)))
     if signature:
-        out += golden.compare(signature, sig.to_dict())
+        out += comparator.compare(signature, sig.to_dict())
     if layers:
         from fp8_check.pipeline import layer_rules
 
@@ -368,25 +356,14 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     `FusionMismatch`; returns ''.
     """
     __tracebackhide__ = True  # pytest: show the field diff, not these frames
-    case = name or report.name
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", case):
-        raise ValueError(f"golden name {case!r}: use letters, digits, '_', '.', '-' (pass name=...)")
+    case = _golden_name(name or report.name)
     path = golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
     if bless:
         return golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax,
                             report.signature.to_dict())
-    from fp8_check.outcome import NEW, UNRESOLVED, Outcome
-    from fp8_check.pipeline import runner
-
-    # judged exactly as `fp8-check run` judges a case (fp8_check.pipeline.runner.judge_signature)
-    out = runner.judge_signature(Outcome(case, report.target, report.profile, report.mode, report.jax, UNRESOLVED),
-                                 report.signature, Path(goldens_root))
-    out.hlo = report.hlo
-    runner.price(out, as_target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
+    out = judge_golden(report, goldens_root, name=case)
     if out.code is NEW:
-        why = out.reason.split(";")[0]
-        raise FusionMismatch(f"NEW {report.where()}: {why} at {path}; record it with pytest --fp8-bless "
-                             f"(or check_golden(..., bless=True))", [], report)
+        raise FusionMismatch(new_golden_message(report, out, path), [], report)
     if out.diffs:
         raise FusionMismatch(mismatch_message(report, out.diffs, f"FAIL {report.where()}: {len(out.diffs)} field(s) "
                                                                  f"differ from {path}"
@@ -395,6 +372,29 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
                                                  else "")),
                              out.diffs, report, out.verdict)
     return ""
+
+
+def judge_golden(report: FusionReport, goldens_root: str | Path, *, name: str | None = None) -> Outcome:
+    """`report` judged against its golden exactly as `fp8-check run` judges a case (runner.judge_signature):
+    the one result record (`fp8_check.outcome.Outcome`: PASS, FAIL with its structured `diffs` and a verdict that
+    carries what the change costs, or NEW). Raises GoldenError for an unreadable golden."""
+    out = runner.judge_signature(Outcome(_golden_name(name or report.name), report.target, report.profile, report.mode, report.jax,
+                                         UNRESOLVED), report.signature, Path(goldens_root))
+    out.hlo, out.stablehlo, out.compile_seconds = report.hlo, report.stablehlo, report.seconds
+    runner.price(out, as_target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
+    return out
+
+
+def _golden_name(case: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", case):
+        raise ValueError(f"golden name {case!r}: use letters, digits, '_', '.', '-' (pass name=...)")
+    return case
+
+
+def new_golden_message(report: FusionReport, out: Outcome, path: Path) -> str:
+    why = out.reason.split(";")[0]
+    return (f"NEW {report.where()}: {why} at {path}; record it with pytest --fp8-bless "
+            f"(or check_golden(..., bless=True))")
 
 
 # ------------------------------------------------------------------ bound to one target/profile (the pytest fixture)

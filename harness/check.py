@@ -23,14 +23,18 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, Code
-from fp8_check.verdict import Verdict
+from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, Outcome
+from fp8_check.pipeline import golden
 from fp8_check.pipeline.constants import baked_in
 
 from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
+
+if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it when it checks
+    from fp8_check.api import FusionReport
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
 _INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
 _BOOL_EXPECT = ("damax", "fp8_output", "no_upcast_dot")
@@ -48,21 +52,11 @@ class ArgSpec:
     shape: tuple[int, ...]
 
 
-@dataclass
-class CheckResult:
-    """One target x profile of `fp8-check check`."""
-
-    target: str
-    profile: str
-    code: Code  # PASS, FAIL, NEW or UNRESOLVED
-    report: dict | None = None
-    diffs: list[str] = field(default_factory=list)
-    reason: str = ""
-    verdict: Verdict | None = None  # a FAIL against the golden: regression / improvement / neutral / mixed
-
-    def to_dict(self) -> dict:
-        return {"target": self.target, "profile": self.profile, "outcome": self.code.name, "reason": self.reason,
-                "diffs": self.diffs, "verdict": self.verdict.to_dict() if self.verdict else None, **(self.report or {})}
+def result_json(o: Outcome, report: "FusionReport | None") -> dict:
+    """One target x profile of the `--json` document (schema fp8-check/check/1: each diff as its FAIL line)."""
+    return {"target": o.target, "profile": o.profile, "outcome": o.code.name, "reason": o.reason,
+            "diffs": [str(d) for d in o.diffs], "verdict": o.verdict.to_dict() if o.verdict else None,
+            **(report.to_dict() if report is not None else {})}
 
 
 def parse_arg(text: str) -> ArgSpec:
@@ -152,15 +146,17 @@ def build_args(arg_specs: list[ArgSpec], factory) -> tuple[tuple, dict]:
 
 def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], profiles: list[str], mode: str,
               expect: dict, goldens: Path | None, bless: bool, on_result=None,
-              timeout: float | None = None) -> list[CheckResult]:
+              timeout: float | None = None) -> list[tuple[Outcome, "FusionReport | None"]]:
+    """Each target x profile as the one result record (`Outcome`: PASS, FAIL with its field diffs, NEW or
+    UNRESOLVED), with the compiled `FusionReport` (None when the function did not compile)."""
     from fp8_check import api
 
-    out = []
+    out: list[tuple[Outcome, FusionReport | None]] = []
     checker = api.Checker(mode, timeout=timeout)
     try:
         for t in targets:
             for p in profiles:
-                res = CheckResult(t, p, PASS)
+                res = Outcome(label, t, p, checker.mode, "", PASS)
                 try:
                     report = checker.signature(fn, *args, target=t, profile=p, name=label, **kwargs)
                 except api.EnvironmentProblem:
@@ -169,12 +165,13 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                     raise CheckUsage(str(exc)) from None
                 except Exception as exc:  # the function does not trace or compile
                     res.code, res.reason = UNRESOLVED, f"{type(exc).__name__}: {exc}"
-                    out.append(res)
+                    out.append((res, None))
                     if on_result:
                         on_result(res, None)
                     continue
-                res.report = report.to_dict()
-                res.diffs = [str(d) for d in api.fusion_diffs(report.signature, **expect)]
+                res.jax, res.signature, res.compile_seconds = report.jax, report.signature, report.seconds
+                res.hlo, res.stablehlo = report.hlo, report.stablehlo
+                res.diffs = api.fusion_diffs(report.signature, **expect)
                 for warning in report.warnings:
                     print(f"fp8-check check: warning: {label} on {t}/{p}: {warning}", file=sys.stderr)
                 for problem in baked_in(report.hlo, report.stablehlo):
@@ -186,17 +183,17 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                         diff = api.check_golden(report, goldens, bless=True, name=label)
                         res.reason = "golden changed" if diff else "golden unchanged"
                     else:
-                        try:
-                            api.check_golden(report, goldens, name=label)
-                        except api.FusionMismatch as exc:
-                            if exc.diffs:
-                                res.diffs += [str(d) for d in exc.diffs]
-                                res.verdict = exc.verdict
-                            else:
-                                res.code, res.reason = NEW, str(exc)
+                        judged = api.judge_golden(report, goldens, name=label)  # as check_golden and `run` judge
+                        if judged.code is NEW:
+                            res.code = NEW
+                            res.reason = api.new_golden_message(report, judged, golden.path_for(
+                                goldens, label, report.target, report.profile, report.mode))
+                        elif judged.diffs:
+                            res.diffs += judged.diffs
+                            res.verdict, res.expected = judged.verdict, judged.expected
                 if res.diffs:
                     res.code = FAIL
-                out.append(res)
+                out.append((res, report))
                 if on_result:
                     on_result(res, report)
     finally:
@@ -204,7 +201,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
     return out
 
 
-def _print_result(res: CheckResult, report, label: str) -> None:
+def _print_result(res: Outcome, report: "FusionReport | None", label: str) -> None:
     import yaml
 
     from fp8_check.report.terminal import gemm_summary
@@ -361,8 +358,6 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
 
 
 def _cmd_check(args) -> int:
-    from fp8_check.pipeline import golden
-
     specs, expect, targets, profiles, mode = _validate(args)
     json_out = None
     if args.json == "-":  # stdout carries the JSON alone: what the checked code prints goes to stderr
@@ -395,7 +390,7 @@ def _cmd_check(args) -> int:
     except golden.GoldenError as exc:
         raise CheckUsage(str(exc)) from None
     doc = {"schema": "fp8-check/check/1", "function": args.function, "mode": mode,
-           "results": [r.to_dict() for r in results]}
+           "results": [result_json(r, report) for r, report in results]}
     if args.json:
         text = json.dumps(doc, indent=1) + "\n"
         if json_out is not None:
@@ -404,7 +399,7 @@ def _cmd_check(args) -> int:
         else:
             golden.atomic_write(Path(args.json), text)
             print(f"results: {args.json}")
-    return EXIT_FAIL if any(r.code.is_failure for r in results) else EXIT_OK
+    return EXIT_FAIL if any(r.code.is_failure for r, _ in results) else EXIT_OK
 
 
 if __name__ == "__main__":  # the child process of `fp8-check check` (fp8_check.check_process)

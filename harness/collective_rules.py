@@ -19,7 +19,8 @@ import re
 from typing import Any
 
 from fp8_check import dtypes
-from fp8_check.verdict_rules import IMPROVEMENT, MISSING, NEUTRAL, REGRESSION, Neutral, _is_fp8
+from fp8_check.pipeline.comparator import MISSING
+from fp8_check.verdict_rules import IMPROVEMENT, NEUTRAL, REGRESSION, Neutral, _is_fp8
 
 _FIELD = re.compile(r"^collectives(?:\[(\d+)\])?(?:\.(\w+))?$")
 NEUTRAL_WHY = {

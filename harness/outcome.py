@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from fp8_check.pipeline.cost import Estimate
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.signature import Signature
 from fp8_check.verdict import Verdict
 

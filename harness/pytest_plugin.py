@@ -35,6 +35,7 @@ import pytest
 
 from fp8_check import selection
 from fp8_check.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
+from fp8_check.pipeline.runner import CanaryGate
 
 _CASES_KEY = re.compile(r"^cases\s*:", re.M)
 
@@ -177,7 +178,7 @@ class _Session:
         self.mode = selection.mode(config.getoption("fp8_mode"))
         self._compiler = None
         self._env_error: str | None = None
-        self._canary: dict[str, str | None] = {}
+        self._gate = CanaryGate(self.mode)  # once per target: may this environment judge it?
 
     def targets(self):
         return selection.targets(self.config.getoption("fp8_target"), option="--fp8-target")
@@ -215,17 +216,7 @@ class _Session:
         return self._checked(target)
 
     def _checked(self, target):
-        from fp8_check.pipeline import runner
-
-        if target.name not in self._canary:
-            problem = None
-            if selection.canary_applies(self.mode, self._compiler.environment()["jax"]):
-                try:
-                    runner.check_canary(self._compiler, target)
-                except runner.CanaryError as exc:
-                    problem = str(exc)
-            self._canary[target.name] = problem
-        problem = self._canary[target.name]
+        problem = self._gate.problem(self._compiler, target)
         return (None, problem) if problem else (self._compiler, None)
 
     def _prefetch(self, items) -> None:
@@ -245,7 +236,7 @@ class _Session:
             targets.setdefault(i.target.name, i.target)
             requests.append(runner.request_for(i.case, i.target, i.profile))
         runner.prefetch(self._compiler, list(targets.values()), self.mode, requests,
-                        canary=selection.canary_applies(self.mode, jax_version))
+                        canary=runner.canary_applies(self.mode, jax_version))
 
     def close(self):
         if self._compiler is not None:

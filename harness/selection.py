@@ -11,7 +11,6 @@ from pathlib import Path
 
 from fp8_check import platforms
 from fp8_check.pipeline import cases as case_mod
-from fp8_check.pipeline import runner
 from fp8_check.pipeline import pool
 from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
 from fp8_check.pipeline.pool import CompilerPool
@@ -186,11 +185,6 @@ def add_timeout(p) -> None:
     p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"seconds one case may compile before it is UNRESOLVED and its worker killed "
                         f"(default: {DEFAULT_TIMEOUT:g}; a fresh worker's start-up is not counted)")
-
-
-def canary_applies(mode_name: str, jax_version: str) -> bool:
-    """Deviceless on a JAX too old to compile deviceless gives UNSUPPORTED results, not a canary failure."""
-    return mode_name == "device" or not runner.deviceless_unsupported(jax_version)
 
 
 @dataclass

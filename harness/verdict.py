@@ -46,10 +46,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from fp8_check.collective_rules import COLLECTIVE_RULES, collective_field, is_collective_path
-from fp8_check.pipeline import identity
+from fp8_check.pipeline import comparator, identity
+from fp8_check.pipeline.comparator import MISSING
 from fp8_check.pipeline.cost import CostDelta
 from fp8_check.pipeline.signature import Signature
-from fp8_check.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES, MISSING,  # noqa: F401
+from fp8_check.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES,  # noqa: F401
                                    MIXED, NEUTRAL, REGRESSION, Neutral, _SIGNATURE_KEYS, _family, _narrow_lost,
                                    block_field, gemm_field)
 
@@ -159,42 +160,6 @@ def is_full(sig: dict) -> bool:
     return all(k in sig for k in _SIGNATURE_KEYS)
 
 
-def diff(before: dict, after: dict, symmetric: bool) -> list[tuple[str, Any, Any]]:
-    """(path, before, after) for every difference; with `symmetric=False` only the fields `before` states.
-
-    Mappings by key, `gemms` and `collectives` paired by identity (harness/pipeline/identity.py),
-    other lists of records item by item, other values as a whole (as `golden.compare` does, so
-    the paths match the FAIL lines).
-    """
-    out: list[tuple[str, Any, Any]] = []
-    _diff(before, after, "", symmetric, out)
-    return out
-
-
-def _diff(b: Any, a: Any, path: str, symmetric: bool, out: list) -> None:
-    if isinstance(b, dict) and isinstance(a, dict):
-        keys = list(b) + ([k for k in a if k not in b] if symmetric else [])
-        for key in keys:
-            _diff(b.get(key, MISSING), a.get(key, MISSING), f"{path}.{key}" if path else str(key), symmetric, out)
-        return
-    if isinstance(b, list) and isinstance(a, list) and all(isinstance(x, dict) for x in b + a) and (b or a):
-        if path in identity.LISTS:  # paired by identity, as golden.compare pairs them
-            for label, e, f, has_e, has_f in identity.aligned(path, b, a):
-                _diff(e if has_e else MISSING, f if has_f else MISSING, f"{path}[{label}]", symmetric, out)
-            return
-        for i in range(max(len(b), len(a))):
-            _diff(b[i] if i < len(b) else MISSING, a[i] if i < len(a) else MISSING, f"{path}[{i}]", symmetric, out)
-        return
-    if _normal(b) != _normal(a):
-        out.append((path, b, a))
-
-
-def _normal(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 # ------------------------------------------------------------------ the rules
 
 
@@ -209,8 +174,8 @@ def classify(before: Signature | dict | None, after: Signature | dict | None) ->
     symmetric = is_full(b) and is_full(a)
     lines: list[Line] = []
     a_by_label = _by_label(b, a)  # `gemms[i]` in a path is the golden's i-th gemm and its counterpart
-    for path, old, new in diff(b, a, symmetric):
-        lines += classify_field(path, old, new, b, a_by_label)
+    for d in comparator.compare(b, a, symmetric=symmetric):
+        lines += classify_field(d.path, d.expected, d.found, b, a_by_label)
     # An FP8 gemm that became a wider one (the other FP8 family on AMD, a lost fusion on NVIDIA) decides:
     # whatever else XLA dropped meanwhile, the FP8 matmul is gone.
     lost_fp8 = any(x.cls == REGRESSION and x.path.endswith(".target") and "FP8 gemm ->" in x.why for x in lines)

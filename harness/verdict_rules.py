@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fp8_check import dtypes, platforms
+from fp8_check.pipeline.comparator import MISSING
 
 REGRESSION, IMPROVEMENT, NEUTRAL, MIXED = "regression", "improvement", "neutral", "mixed"
 LINE_CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL)
@@ -23,12 +24,6 @@ _SCALE_ROLES = ("a_scale", "b_scale", "c_scale", "d_scale")
 _EPILOGUE_PARTS = ("BIAS", "RELU", "GELU", "AUX")
 
 
-class _Missing:
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-MISSING = _Missing()
 
 
 def _list(value: Any) -> list:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from fp8_check import api
+from fp8_check.outcome import FAIL
 from fp8_check.pipeline.signature import Signature
 
 from .conftest import REPO
@@ -140,6 +141,11 @@ def test_golden_bless_then_compare_then_differ(tmp_path):
     path.write_text(path.read_text().replace("epilogue: RELU", "epilogue: GELU"))
     with pytest.raises(api.FusionMismatch, match=r"gemms\[0\]\.epilogue: expected GELU, found RELU"):
         api.check_golden(report, tmp_path)
+    # the same judgement as the one result record `run` and `check` use, its diffs structured
+    judged = api.judge_golden(report, tmp_path)
+    assert judged.code is FAIL and judged.case == "scaled_relu" and judged.signature == report.signature
+    assert [(d.path, d.expected, d.found) for d in judged.diffs] == [("gemms[0].epilogue", "GELU", "RELU")]
+    assert judged.verdict is not None and judged.verdict.cls == "mixed"  # GELU moved out, RELU fused in
 
 
 # ------------------------------------------------------------------ fp8-check check

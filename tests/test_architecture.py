@@ -89,14 +89,14 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_is_read():
     # the walker must see real edges, or the tests below could never fail
-    assert "fp8_check.pipeline.golden" in GRAPH["fp8_check.outcome"]
+    assert "fp8_check.pipeline.comparator" in GRAPH["fp8_check.outcome"]
     assert "fp8_check.selection" in GRAPH["fp8_check.commands"]
     assert len(MODULES) > 25
 
 
 def test_the_cycle_finder_finds_a_cycle():
     graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["fp8_check.pipeline.golden"] = graph["fp8_check.pipeline.golden"] | {"fp8_check.outcome"}
+    graph["fp8_check.pipeline.comparator"] = graph["fp8_check.pipeline.comparator"] | {"fp8_check.outcome"}
     assert _cycle(graph) is not None
 
 
@@ -129,6 +129,63 @@ def test_outcome_codes_are_defined_once():
     # nor tuples of outcome names that classify them again (e.g. ("PASS", "XFAIL", "UNSUPPORTED"))
     tuples = re.compile(r"\(\s*\"(?:%s)\"\s*,\s*\"(?:%s)\"" % ("|".join(names), "|".join(names)))
     assert [str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if tuples.search(p.read_text())] == []
+
+
+def test_one_comparator_and_one_absent_sentinel():
+    # golden diffs and verdict lines come from one walker (harness/pipeline/comparator.py): no second sentinel
+    sentinel = re.compile(r"^(?:class _?Missing\b|_?MISSING\s*(?::[^=]+)?=)", re.M)
+    homes = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if sentinel.search(p.read_text()))
+    assert homes == ["harness/pipeline/comparator.py"]
+
+
+def test_the_canary_gate_is_in_one_place():
+    # run/bless/matrix/bisect, the pytest plugin and the API ask runner.CanaryGate; only `fp8-check target-check`
+    # compiles the canaries itself, to print what they found
+    callers = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if "check_canary(" in p.read_text())
+    assert callers == ["harness/pipeline/canary.py", "harness/pipeline/runner.py", "harness/target_check_cli.py"]
+    assert sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py")
+                  if re.search(r"^\s*(?:class CanaryGate|def canary_applies)\b", p.read_text(), re.M)) == \
+        ["harness/pipeline/runner.py"]
+
+
+def _outcome_name_uses(source: str) -> list[str]:
+    """Where `source` compares with an outcome code's name as text (`code.name == "PASS"`, `x in ("NEW", "FAIL")`,
+    `match ...: case "XFAIL"`) or keys a mapping by one (`{"NEW": ...}`): outcomes are compared as values
+    (`o.code is PASS`); names are for files only (JSON written by results.py, read back through `outcome.code`)."""
+    names = {c.name for c in outcome.CODES}
+
+    def named(node: ast.AST | None) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(named(x) for x in node.elts)
+        return False
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(named(x) for x in [node.left, *node.comparators]):
+            out.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Dict) and any(named(k) for k in node.keys):
+            out.append(f"line {node.lineno}: a mapping keyed by outcome names")
+        elif isinstance(node, ast.MatchValue) and named(node.value):
+            out.append(f"line {node.lineno}: case {ast.unparse(node.value)}")
+    return out
+
+
+def test_outcome_codes_are_compared_as_values():
+    offenders = {str(p.relative_to(REPO)): hits for p in PACKAGE.rglob("*.py")
+                 if p != PACKAGE / "outcome.py" and (hits := _outcome_name_uses(p.read_text()))}
+    assert offenders == {}
+
+
+def test_the_outcome_name_finder_finds_string_comparisons():
+    assert _outcome_name_uses('if out.code.name == "PASS":\n    pass')
+    assert _outcome_name_uses("ok = 'XFAIL' != o.code.name")
+    assert _outcome_name_uses('bad = name in ("FAIL", "XPASS")')
+    assert _outcome_name_uses('where = {"NEW": "bless it"}.get(o.code.name)')
+    assert _outcome_name_uses('match name:\n    case "UNSUPPORTED":\n        pass')
+    assert not _outcome_name_uses('if out.code is PASS or out.code in (FAIL, XPASS):\n    pass')
+    assert not _outcome_name_uses('doc = {"outcome": o.code.name}\nif kind == "pattern":\n    pass')
 
 
 @pytest.mark.parametrize("c", outcome.CODES, ids=lambda c: c.name)
@@ -210,7 +267,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("domain", (  # values and pure rules: no compiling, no files but the goldens/case text they parse
         "fp8_check.platforms", "fp8_check.platforms.",  # what differs between GPU vendors (standard library only)
         "fp8_check.errors", "fp8_check.dtypes", "fp8_check.targets", "fp8_check.pipeline.aot", "fp8_check.pipeline.device_view", "fp8_check.pipeline.hlo", "fp8_check.pipeline.constants", "fp8_check.pipeline.safe_yaml",
-        "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
+        "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.comparator", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
         "fp8_check.pipeline.case_model", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
         "fp8_check.pipeline.cost", "fp8_check.pipeline.cost_table", "fp8_check.pipeline.cost_policy",  # pure: HLO text -> estimate
         "fp8_check.pipeline.cost_engine", "fp8_check.pipeline.cost_rates", "fp8_check.pipeline.cost_delta",

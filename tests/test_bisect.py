@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
 from fp8_check.pipeline.signature import Gemm, Signature
 from fp8_check.versions import bisect
@@ -35,7 +36,7 @@ class FakeTester:
         if v in self.skip:
             return Judgment(v, Verdict.SKIP, "cannot install")
         sig = self._sig(v)
-        diffs = golden.compare(self.ref.to_dict(), sig.to_dict())
+        diffs = comparator.compare(self.ref.to_dict(), sig.to_dict())
         return Judgment(v, Verdict.BAD if diffs else Verdict.GOOD, "", sig, diffs)
 
 

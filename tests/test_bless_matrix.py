@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden, signature
 from fp8_check.versions import goldens as ranged
 
@@ -53,7 +54,7 @@ def test_one_expectation_per_run_with_ranges_newest_open(matrix_file, tmp_path, 
     # 0.6.1 and 0.8.0 agree (one run), 0.12.0.1 renamed the Triton kind (a second run)
     assert [e.jax for e in g.expect] == [">=0.12.0.1", ">=0.6.1,<0.12.0.1"]
     for v in ("0.6.1", "0.8.0", "0.12.0.1"):
-        assert not golden.compare(g.expected_for(v).signature, recorded(v, "plain")), v
+        assert not comparator.compare(g.expected_for(v).signature, recorded(v, "plain")), v
     assert g.expected_for("0.13.0").jax == ">=0.12.0.1"  # a newer release is judged by the newest run
     assert g.expected_for("0.9.2").jax == ">=0.6.1,<0.12.0.1"  # an untested one by the run before it
     assert g.expected_for("0.5.3") is None
@@ -98,7 +99,7 @@ def test_a_matrix_over_the_newest_versions_only_keeps_the_older_ranges(tmp_path)
     g = golden.load(path)
     assert [e.jax for e in g.expect] == [">=0.12.0.1", ">=0.10.1", ">=0.6.1,<0.10.1"]
     for v, sig in (("0.7.0", old), ("0.11.2", renamed), ("0.12.0.1", renamed), ("0.14.0", renamed)):
-        assert not golden.compare(g.expected_for(v).signature, sig), v
+        assert not comparator.compare(g.expected_for(v).signature, sig), v
 
 
 def test_cli_usage_errors_are_one_line(run_cli, tmp_path, matrix_file):

@@ -14,7 +14,7 @@ import pytest
 
 from fp8_check.gpu import fidelity
 from fp8_check.pipeline import cases as case_mod
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.signature import Signature
 from fp8_check.pipeline.compile import Compiler
 from fp8_check.targets import load_target

@@ -7,6 +7,7 @@ import os
 import pytest
 import yaml
 
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
 
 SIG = {
@@ -19,30 +20,30 @@ SIG = {
 
 
 def test_compare_identical_is_empty():
-    assert golden.compare(SIG, yaml.safe_load(yaml.safe_dump(SIG))) == []
+    assert comparator.compare(SIG, yaml.safe_load(yaml.safe_dump(SIG))) == []
 
 
 def test_compare_reports_each_field_with_path():
     found = {**SIG, "kernels": 3, "gemms": [{**SIG["gemms"][0], "epilogue": "DEFAULT", "alpha_real": 1}]}
-    diffs = golden.compare(SIG, found)
+    diffs = comparator.compare(SIG, found)
     assert [str(d) for d in diffs] == ["kernels: expected 2, found 3", "gemms[0].epilogue: expected RELU, found DEFAULT"]
 
 
 def test_compare_missing_and_extra_gemms():
     found = {**SIG, "gemms": SIG["gemms"] + [{"target": "__cublas$gemm"}]}
-    diffs = {d.path: d for d in golden.compare(SIG, found)}
+    diffs = {d.path: d for d in comparator.compare(SIG, found)}
     assert list(diffs) == ["gemms[1]"] and "expected (absent)" in str(diffs["gemms[1]"])
     fewer = {**SIG, "gemms": []}
-    assert [str(d) for d in golden.compare(SIG, fewer)][0].startswith("gemms[0]: expected {")
-    assert "found (absent)" in str(golden.compare(SIG, fewer)[0])
+    assert [str(d) for d in comparator.compare(SIG, fewer)][0].startswith("gemms[0]: expected {")
+    assert "found (absent)" in str(comparator.compare(SIG, fewer)[0])
 
 
 def test_partial_golden_compares_only_stated_fields():
     partial = {"gemms": [{"target": "__cublas$lt$matmul$f8", "epilogue": "RELU"}]}
-    assert golden.compare(partial, {**SIG, "extra": 1}) == []
+    assert comparator.compare(partial, {**SIG, "extra": 1}) == []
     found = {**SIG, "gemms": [{**SIG["gemms"][0], "epilogue": "DEFAULT"}]}
-    assert [str(d) for d in golden.compare(partial, found)] == ["gemms[0].epilogue: expected RELU, found DEFAULT"]
-    assert [d.path for d in golden.compare({"kernels": 2, "missing": 1}, SIG)] == ["missing"]
+    assert [str(d) for d in comparator.compare(partial, found)] == ["gemms[0].epilogue: expected RELU, found DEFAULT"]
+    assert [d.path for d in comparator.compare({"kernels": 2, "missing": 1}, SIG)] == ["missing"]
 
 
 def test_bless_writes_then_reports_unchanged(tmp_path):

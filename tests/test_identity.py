@@ -9,7 +9,7 @@ import copy
 from pathlib import Path
 
 from fp8_check import verdict
-from fp8_check.pipeline import golden, identity, signature
+from fp8_check.pipeline import comparator, identity, signature
 
 HLO = Path(__file__).parent / "fixtures" / "hlo"
 
@@ -24,7 +24,7 @@ def test_a_reordering_alone_is_no_difference_and_no_verdict_line():
     assert len(sig["gemms"]) >= 3 and len({identity.gemm_identity(g) for g in sig["gemms"]}) >= 3
     shuffled = copy.deepcopy(sig)
     shuffled["gemms"] = list(reversed(shuffled["gemms"]))
-    assert golden.compare(sig, shuffled) == []
+    assert comparator.compare(sig, shuffled) == []
     assert verdict.classify(sig, shuffled).lines == ()
 
 
@@ -35,7 +35,7 @@ def test_a_changed_gemm_is_compared_with_its_own_self_after_a_reordering():
     after["gemms"][fp8]["operand_dtypes"] = ["bf16", "bf16"]
     after["gemms"][fp8]["target"] = "__cublas$lt$matmul"
     after["gemms"] = list(reversed(after["gemms"]))
-    diffs = golden.compare(sig, after)
+    diffs = comparator.compare(sig, after)
     assert {d.path for d in diffs} == {f"gemms[{fp8}].operand_dtypes", f"gemms[{fp8}].target"}
     v = verdict.classify(sig, after)
     assert v.cls == verdict.REGRESSION
@@ -49,7 +49,7 @@ def test_equal_identities_pair_in_stable_order_then_by_place_then_by_position():
     # L/c and L/d are different layers: paired by position among the leftovers; one more found gemm is new
     found = [g("L/d", [2]), g("L/b", [0]), g("L/a", [1], "y2"), g("L/a", [1]), g("L/e", [3])]
     assert identity.pairs("gemms", expected, found) == [(0, 0, 2), (1, 1, 3), (2, 2, 1), (3, 3, 0), (4, None, 4)]
-    paths = [d.path for d in golden.compare({"gemms": expected}, {"gemms": found})]
+    paths = [d.path for d in comparator.compare({"gemms": expected}, {"gemms": found})]
     assert "gemms[0].target" in paths and "gemms[2].dims.lhs_contracting" in paths and "gemms[4]" in paths
 
 
@@ -58,7 +58,7 @@ def test_collectives_are_matched_by_layer_op_and_shape():
                                              "layer": "M/Dense_0"}
     expected = {"collectives": [c("all-gather", "f8e4m3fn[8,8]"), c("reduce-scatter", "bf16[8,8]", "bf16")]}
     found = {"collectives": list(reversed(expected["collectives"]))}
-    assert golden.compare(expected, found) == []
+    assert comparator.compare(expected, found) == []
     found["collectives"][1] = c("all-gather", "bf16[8,8]", "bf16")  # the FP8 all-gather now moves bf16
     v = verdict.classify(expected, found)
     assert v.cls == verdict.REGRESSION

@@ -11,6 +11,7 @@ import jax
 import pytest
 
 from fp8_check.pipeline import cases
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
 from fp8_check.pipeline import render
 from fp8_check.pipeline import signature
@@ -44,7 +45,7 @@ def test_every_repro_runs_standalone_and_reproduces_the_golden(tmp_path):
             g = golden.load(golden.path_for(REPO / "goldens", case.id, "h100", "cublas", "deviceless"))
             expected = g.expected_for(jax.__version__)
             issue = case.known_issue(jax.__version__, "h100", "cublas")
-            diffs = golden.compare(expected.signature, found)
+            diffs = comparator.compare(expected.signature, found)
             if bool(diffs) != bool(issue):  # a known issue's golden states the fused signature it should get
                 failures.append(f"{case.id}: repro signature vs golden: {[str(d) for d in diffs][:3]}")
     assert not failures, "\n".join(failures)

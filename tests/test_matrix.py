@@ -20,7 +20,7 @@ from fp8_check.verdict import Verdict
 from fp8_check import outcome
 from fp8_check.outcome import Outcome
 from fp8_check.pipeline import golden, results
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.signature import Gemm, Signature
 from fp8_check.versions import envs, matrix_document, matrix_view
 from fp8_check.versions import releases as versions

@@ -10,8 +10,9 @@ import json
 
 import pytest
 
-from fp8_check.check import CheckResult
-from fp8_check.outcome import FAIL
+from fp8_check.check import result_json
+from fp8_check.outcome import FAIL, Outcome
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.verdict import classify
 
 from .conftest import write_cases
@@ -55,7 +56,10 @@ def test_check_results_carry_the_verdict_class():
     before = {"kernels": 1, "launches": ["gemm __cublas$lt$matmul$f8"], "unfused": [],
               "gemms": [{"target": "__cublas$lt$matmul$f8", "operand_dtypes": ["f8e4m3fn", "f8e4m3fn"]}]}
     after = {**before, "gemms": [{"target": "__cublas$lt$matmul", "operand_dtypes": ["f32", "f32"]}]}
-    res = CheckResult("h100", "cublas", FAIL, diffs=["x"], verdict=classify(before, after))
-    d = res.to_dict()
+    # check's results are the one result record (Outcome) with structured diffs; its JSON writes each as its FAIL line
+    res = Outcome("fn", "h100", "cublas", "deviceless", "0.9.0", FAIL, diffs=[FieldDiff("kernels", 1, 2)],
+                  verdict=classify(before, after))
+    d = result_json(res, None)
     assert d["outcome"] == "FAIL" and d["verdict"]["class"] == "regression"
-    assert CheckResult("h100", "cublas", FAIL).to_dict()["verdict"] is None
+    assert d["diffs"] == ["kernels: expected 1, found 2"]
+    assert result_json(Outcome("fn", "h100", "cublas", "deviceless", "", FAIL), None)["verdict"] is None

@@ -8,7 +8,7 @@ import pytest
 
 from fp8_check.outcome import FAIL, PASS, UNRESOLVED, Outcome
 from fp8_check.pipeline import results
-from fp8_check.pipeline.golden import FieldDiff, compare
+from fp8_check.pipeline.comparator import FieldDiff, compare
 from fp8_check.pipeline.signature import Signature
 
 from .conftest import REPO

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
 from fp8_check.pipeline.filecheck import run_filecheck
 from fp8_check.pipeline.signature import extract
@@ -217,7 +218,7 @@ def test_the_minimal_repro_reproduces_the_golden_standalone(tmp_path):
     assert expected is not None
     run = passes.run_repro(repro.minimal(case, target, PROFILES["cublas"], jax.__version__), str(env.python),
                            tmp_path / "run", jax.__version__, pass_dumps=False)
-    assert golden.compare(expected.signature, extract(run.optimized_hlo).to_dict()) == []
+    assert comparator.compare(expected.signature, extract(run.optimized_hlo).to_dict()) == []
     assert "__cublas$lt$matmul$f8" in run.printed and " fusion(" in run.printed
 
 
@@ -325,7 +326,7 @@ def test_reduce_keeps_the_regression_with_fewer_features():
     assert red.dropped and len(reduce.case_fields(red.reduced)) < len(reduce.case_fields(case))
     tester = Tester(red.reduced, target, profile, "deviceless", REPO / "goldens")
     (good, _), (bad, _) = tester.signature_on("0.6.2"), tester.signature_on("0.7.0")
-    fields = sorted({d.path.split(".")[0].split("[")[0] for d in golden.compare(good.to_dict(), bad.to_dict())})
+    fields = sorted({d.path.split(".")[0].split("[")[0] for d in comparator.compare(good.to_dict(), bad.to_dict())})
     assert fields == red.fields and "kernels" in fields
 
 
@@ -371,7 +372,7 @@ def test_an_explanation_for_another_version_pair_is_not_used(tmp_path):
 
 def test_titles_say_what_kind_of_change_it_is():
     g = "__cublas$lt$matmul$f8"
-    D = golden.FieldDiff
+    D = comparator.FieldDiff
     assert issue.what_changed([D("kernels", 3, 5), D("launches", ["a"], ["a", "b"])], g) == \
         f"5 kernels instead of 3 around an unchanged {g}"
     assert issue.what_changed([D("gemms[0].epilogue", "RELU", "DEFAULT"), D("kernels", 1, 2)], g) == f"{g} changes its epilogue"

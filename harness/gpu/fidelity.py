@@ -24,11 +24,12 @@ from pathlib import Path
 
 from fp8_check import selection
 from fp8_check.outcome import UNSUPPORTED
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
 from fp8_check.pipeline import render
 from fp8_check.pipeline.render import case_options
 from fp8_check.pipeline import signature
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.results import Results
 from fp8_check.pipeline.signature import Signature
 
@@ -90,7 +91,7 @@ def compare_one(case: str, left: str, right: str, sigs: Signatures) -> Cell:
     errors = [f"{side}: {x.error}" for side, x in ((left, a), (right, b)) if x.signature is None]
     if errors or a.signature is None or b.signature is None:
         return Cell(case, left, right, "error", detail="; ".join(errors))
-    diffs = golden.compare(a.signature.to_dict(), b.signature.to_dict())
+    diffs = comparator.compare(a.signature.to_dict(), b.signature.to_dict())
     return Cell(case, left, right, "differ" if diffs else "agree", diffs)
 
 

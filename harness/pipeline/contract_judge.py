@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from fp8_check.outcome import FAIL, PASS, XFAIL, XPASS, Outcome
 from fp8_check.pipeline import contract, cost
-from fp8_check.pipeline.golden import Expectation, FieldDiff, Golden
+from fp8_check.pipeline.comparator import FieldDiff
+from fp8_check.pipeline.golden import Expectation, Golden
 from fp8_check.pipeline.signature import Signature
 from fp8_check.verdict import Line, Verdict, overall
 

@@ -1,4 +1,4 @@
-"""Stage 5: golden expectations — load, compare field by field, bless atomically.
+"""Stage 5: golden expectations — load, bless atomically (compared by harness/pipeline/comparator.py).
 
 A golden is one small YAML file per case x target x profile x mode:
 `goldens/<target>/<profile>/<mode>/<case>.yaml`. It holds one or more
@@ -18,14 +18,12 @@ recorded once instead of breaking older versions:
 from __future__ import annotations
 
 from fp8_check.errors import BadInput
-from fp8_check.pipeline import identity
 
 import difflib
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -95,58 +93,6 @@ def _represent_list(dumper: yaml.SafeDumper, items: list):
 
 
 _Dumper.add_representer(list, _represent_list)
-
-
-@dataclass(frozen=True)
-class FieldDiff:
-    path: str
-    expected: Any
-    found: Any
-
-    def __str__(self) -> str:
-        return f"{self.path}: expected {_show(self.expected)}, found {_show(self.found)}"
-
-    def to_json(self) -> dict:
-        """`expected`/`found` are left out where the field is absent on that side."""
-        d: dict[str, Any] = {"path": self.path}
-        if self.expected is not _MISSING:
-            d["expected"] = self.expected
-        if self.found is not _MISSING:
-            d["found"] = self.found
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict) -> "FieldDiff":
-        return cls(str(d["path"]), d.get("expected", _MISSING), d.get("found", _MISSING))
-
-    @property
-    def absent_expected(self) -> bool:
-        return self.expected is _MISSING
-
-    @property
-    def absent_found(self) -> bool:
-        return self.found is _MISSING
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-_MISSING: Any = _Missing()
-
-
-def _show(value: Any) -> str:
-    if value is _MISSING:
-        return "(absent)"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or value is None:
-        return {True: "true", False: "false", None: "null"}[value]
-    if isinstance(value, (int, float)):
-        return repr(_normal(value))
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    return text.removesuffix("...").strip()
 
 
 def path_for(root: Path, case: str, target: str, profile: str, mode: str) -> Path:
@@ -228,48 +174,6 @@ def golden_files(root: Path) -> list[Path]:
 def stale(root: Path, case_ids: set[str]) -> list[Path]:
     """Golden files whose case no longer exists among `case_ids`."""
     return [p for p in golden_files(root) if p.stem not in case_ids]
-
-
-def compare(expected: Any, found: Any, path: str = "") -> list[FieldDiff]:
-    """Field-by-field differences between two signature dicts (dotted paths, list indices).
-
-    Mappings are compared on the keys `expected` states; `gemms` and `collectives` record by
-    record, each paired with its counterpart by identity (harness/pipeline/identity.py: a pure
-    reordering is no difference; an extra or missing gemm is one); other lists of records item by
-    item; other values as a whole.
-    """
-    if isinstance(expected, dict) and isinstance(found, dict):
-        # Only the fields the golden states are compared: a blessed golden states them all;
-        # a hand-written one (e.g. the fused signature a known issue should get) may state a few.
-        out: list[FieldDiff] = []
-        for key in expected:
-            sub = f"{path}.{key}" if path else str(key)
-            out += compare(expected[key], found.get(key, _MISSING), sub)
-        return out
-    if isinstance(expected, list) and isinstance(found, list) and _is_records(expected) and _is_records(found):
-        out = []
-        if path in identity.LISTS:  # gemms and collectives: matched by what they are, not where (identity.py)
-            for label, e, f, has_e, has_f in identity.aligned(path, expected, found):
-                out += compare(e if has_e else _MISSING, f if has_f else _MISSING, f"{path}[{label}]")
-            return out
-        for i in range(max(len(expected), len(found))):
-            e = expected[i] if i < len(expected) else _MISSING
-            f = found[i] if i < len(found) else _MISSING
-            out += compare(e, f, f"{path}[{i}]")
-        return out
-    if _normal(expected) != _normal(found):
-        return [FieldDiff(path, expected, found)]
-    return []
-
-
-def _is_records(items: list) -> bool:
-    return all(isinstance(x, dict) for x in items)
-
-
-def _normal(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -3,8 +3,8 @@
 A golden's `gemms` and `collectives` are lists, and XLA is free to emit the same gemms in
 another order from one release to the next (a train step's 27 matmuls come out in a different
 order after a scheduling change). Comparing them position by position turns a pure
-reordering into a dozen "changes". Both `golden.compare` (the FAIL lines) and
-`verdict.diff` (the classes) pair records here instead:
+reordering into a dozen "changes". The one comparator (harness/pipeline/comparator.py: the FAIL
+lines and the verdicts' classes) pairs records here instead:
 
 - a gemm's identity is its layer path, its pass and its dot dimension numbers (`dims`:
   contracting and batch dimensions of each operand); a collective's is its layer, op and

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fp8_check.pipeline import attribution
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.signature import Signature
 
 LOW, WIDE = "FP8/FP4", "wider than FP8"

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from fp8_check.outcome import CODES, Outcome, code
 from fp8_check.pipeline.cost import Estimate
-from fp8_check.pipeline.golden import FieldDiff, atomic_write
+from fp8_check.pipeline.comparator import FieldDiff
+from fp8_check.pipeline.golden import atomic_write
 from fp8_check.pipeline.signature import Signature
 from fp8_check.verdict import Verdict
 

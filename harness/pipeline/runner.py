@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from fp8_check.pipeline import cost
 from fp8_check.pipeline import cost_policy
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden, golden_source, layer_rules
 from fp8_check.pipeline import render
 from fp8_check.pipeline import signature
@@ -47,6 +48,39 @@ def deviceless_unsupported(jax_version: str, targets=()) -> str | None:
         if reason:
             return reason
     return None
+
+
+def canary_applies(mode: str, jax_version: str) -> bool:
+    """Deviceless on a JAX too old to compile deviceless gives UNSUPPORTED results, not a canary failure."""
+    return mode == "device" or not deviceless_unsupported(jax_version)
+
+
+class CanaryGate:
+    """The canary gate, the one place that decides, once per target, whether this environment may judge it:
+    `run` (run, bless, matrix, bisect), the pytest plugin and the API ask `problem` (harness/pipeline/canary.py
+    compiles and checks the canaries). Where the canary does not apply (`canary_applies`) the cases come out
+    UNSUPPORTED by themselves; with `refuse_unsupported` (the API: no case to carry it) that is the problem."""
+
+    def __init__(self, mode: str, refuse_unsupported: bool = False):
+        self.mode, self.refuse_unsupported = mode, refuse_unsupported
+        self._problems: dict[str, str | None] = {}
+
+    def problem(self, compiler: CompileService, target: Target) -> str | None:
+        """Why outcomes on `target` would be noise (the canary's CanaryError, ...), or None: judge them."""
+        if target.name not in self._problems:
+            self._problems[target.name] = self._check(compiler, target)
+        return self._problems[target.name]
+
+    def _check(self, compiler: CompileService, target: Target) -> str | None:
+        if self.mode != "device":
+            why = deviceless_unsupported(compiler.environment()["jax"], [target] if self.refuse_unsupported else [])
+            if why:
+                return why if self.refuse_unsupported else None
+        try:
+            check_canary(compiler, target)
+        except CanaryError as exc:
+            return str(exc)
+        return None
 
 
 def compile_failure(comp: Compilation, issue=None) -> tuple[Code, str]:
@@ -123,7 +157,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
             return out
         return contract_judge.judge(out, sig, g, exp, gpath, issue, rules)
     out.expected, out.expected_range = exp.signature, exp.jax or ""
-    out.diffs = golden.compare(exp.signature, sig.to_dict())
+    out.diffs = comparator.compare(exp.signature, sig.to_dict())
     try:
         layer_diffs = _layer_diffs(g, sig)
     except ValueError as exc:  # a malformed rule in the golden's `layers:`
@@ -132,7 +166,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         return out
     out.diffs += layer_diffs
     if fc_problem:
-        out.diffs.append(golden.FieldDiff("filecheck", "patterns match", fc_problem))
+        out.diffs.append(comparator.FieldDiff("filecheck", "patterns match", fc_problem))
     matches = not out.diffs
     if issue:
         out.code = XPASS if matches else XFAIL
@@ -280,18 +314,21 @@ def run(
     """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
     several at once) and outcomes are reported and returned in plan order.
 
-    With `canary`, each target's canary is checked first (`check_canary`; CanaryError before any
-    outcome), compiled alongside the cases (`prefetch`)."""
+    With `canary`, each target passes the canary gate first (`CanaryGate`; CanaryError before any
+    outcome), its canaries compiled alongside the cases (`prefetch`)."""
     env = compiler.environment()
     jax_version = env["jax"]
+    canary = canary and canary_applies(mode, jax_version)
     jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics)
     requests = []
     for case, _t, _p, _r, request in jobs:
         if request is not None:  # a case with `price_at` is compiled a second time, at those shapes, right behind
             requests += [request] + ([price_request(case, request)] if case.priced_elsewhere else [])
     prefetch(compiler, targets, mode, requests, canary=canary)
+    gate = CanaryGate(mode)
     for t in targets if canary else ():
-        check_canary(compiler, t)
+        if (problem := gate.problem(compiler, t)) is not None:
+            raise CanaryError(problem)
     compiled = compiler.imap(requests) if requests else iter(())
     outcomes: list[Outcome] = []
     for case, target, profile, reason, request in jobs:
@@ -386,7 +423,7 @@ def apply_numerics(out: Outcome, case: Case, comp: Compilation, numerics: Numeri
         prior = f" (signature: {out.code}{': ' + out.reason if out.reason else ''})" if out.code is not PASS else ""
         out.code, out.reason = FAIL, result.reason + prior
         # Shown under the FAIL line and kept in the results JSON's diffs.
-        out.diffs.append(golden.FieldDiff("numerics", "within tolerance of the float64 reference", result.reason))
+        out.diffs.append(comparator.FieldDiff("numerics", "within tolerance of the float64 reference", result.reason))
         out.verdict = classify_extra(out.verdict or Verdict(NEUTRAL), "numerics",
                                      "within tolerance of the float64 reference", result.reason)
     elif result.status == "error" and not out.code.is_failure:

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from fp8_check.outcome import FAIL, PASS, XFAIL
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.signature import Signature
 from fp8_check.report.hlo_text import normalize_hlo
 from fp8_check.report.model import Item, vkey
@@ -44,7 +44,7 @@ def sig_dict(sig: Signature | None) -> dict | None:
 
 
 def _flatten(value: Any, path: str = "", out: dict | None = None) -> dict:
-    """Signature -> {dotted path: leaf}, the paths golden.compare reports."""
+    """Signature -> {dotted path: leaf}, the paths comparator.compare reports."""
     out = {} if out is None else out
     if isinstance(value, dict):
         for k, v in value.items():

@@ -22,6 +22,7 @@ import os
 import sys
 from pathlib import Path
 
+from fp8_check.outcome import NEW, XPASS
 from fp8_check.report.issue_filing import MARKER, FilingError, Group, file_issues, groups
 from fp8_check.report.markup import code_span, md_inline, no_commands
 from fp8_check.versions.matrix_document import Matrix, load_matrix
@@ -68,8 +69,8 @@ def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
                 where = (code_span(f"{issues_dir}/{body_of.get(_row(f), '?')}").replace("|", "\\|") + " (artifact)" if issues_dir
                          else "`fp8-check report --markdown CASE`")
             else:  # nothing to file upstream
-                where = {"NEW": "none: bless it", "XPASS": "none: the known issue is fixed, update the case"}.get(
-                    o.code.name, "none: not a regression, update the golden")
+                where = {NEW: "none: bless it", XPASS: "none: the known issue is fixed, update the case"}.get(
+                    o.code, "none: not a regression, update the golden")
             lines.append(f"| {_md(o.case)} | {_md(o.target)}/{_md(o.profile)} | {_md(f.jax)} | {o.code.name} | "
                          f"{_md(one_line(f))} | {where} |")
         lines.append("")

@@ -6,7 +6,7 @@ import sys
 from collections import Counter
 from typing import TextIO
 
-from fp8_check.outcome import CODES, FAIL, UNRESOLVED, XFAIL, Outcome
+from fp8_check.outcome import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 from fp8_check.pipeline.signature import Signature
 
 
@@ -73,9 +73,9 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
             if not out.verdict.is_regression:
                 print(f"      {out.verdict.cls}: not a regression; update the golden: fp8-check bless -k {out.case} "
                       f"--target {out.target} --profile {out.profile}", file=stream)
-    if out.code.name == "PASS" and out.reason.startswith("within the contract"):  # a model's tolerated change, once
+    if out.code is PASS and out.reason.startswith("within the contract"):  # a model's tolerated change, once
         print(f"      {out.reason}", file=stream)
-    if out.code not in (FAIL,) and out.code.name != "PASS" and out.reason:
+    if out.code is not FAIL and out.code is not PASS and out.reason:
         text = out.reason if verbose or out.code is not UNRESOLVED else out.reason.strip().splitlines()[0]
         print(f"      {text}", file=stream)
     _print_coverage(out, stream, verbose)

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fp8_check.pipeline import golden
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline.signature import extract
 from fp8_check.platforms import Platform
 from fp8_check.targets import platform_of
@@ -146,8 +146,8 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
         runs[version] = passes.run_repro(minimal(case, target, profile, version), str(env.python), root / version, version)
     sigs = {v: extract(r.optimized_hlo) for v, r in runs.items()}
     known = expected or {}
-    reproduces = {v: not golden.compare(known[v], sigs[v].to_dict()) for v in runs if known.get(v)}
-    diffs = [str(d) for d in golden.compare(sigs[good].to_dict(), sigs[bad].to_dict())]
+    reproduces = {v: not comparator.compare(known[v], sigs[v].to_dict()) for v in runs if known.get(v)}
+    diffs = [str(d) for d in comparator.compare(sigs[good].to_dict(), sigs[bad].to_dict())]
     rng = xla_commits.xla_range(good, bad)
     ver = xla_test.verify(sigs[good], runs[good].optimized_hlo, runs[bad].optimized_hlo)
     return Explanation(

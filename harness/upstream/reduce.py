@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from fp8_check.pipeline import cases as case_mod
-from fp8_check.pipeline import golden, kinds, render
+from fp8_check.pipeline import comparator, kinds, render
 from fp8_check.pipeline.compile import Compiler
 from fp8_check.pipeline.signature import extract
 
@@ -66,7 +66,7 @@ class RegressionError(RuntimeError):
 
 
 def _top_fields(a: dict, b: dict) -> set[str]:
-    return {d.path.split(".")[0].split("[")[0] for d in golden.compare(a, b)}
+    return {d.path.split(".")[0].split("[")[0] for d in comparator.compare(a, b)}
 
 
 def reduce(case: case_mod.Case, target, profile, good: str, bad: str, manager=None, log=print) -> Reduction:

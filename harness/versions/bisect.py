@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
 from fp8_check.outcome import FAIL, NEW, UNRESOLVED, UNSUPPORTED, XFAIL, Outcome
 from fp8_check.pipeline import contract_judge, runner
@@ -81,7 +82,7 @@ class Judgment:
     verdict: Verdict
     reason: str = ""
     signature: Signature | None = None
-    diffs: list[golden.FieldDiff] = field(default_factory=list)
+    diffs: list[comparator.FieldDiff] = field(default_factory=list)
 
 
 class Tester:
@@ -187,7 +188,7 @@ class Tester:
                 if diffs:
                     return Judgment(version, Verdict.BAD, f"{change.cls} against {against}: {change.summary()}", sig, diffs)
             return Judgment(version, Verdict.GOOD, f"the FP8 facts of {against} hold", sig)
-        diffs = golden.compare(expected, sig.to_dict())
+        diffs = comparator.compare(expected, sig.to_dict())
         if self.criterion == "regression":
             change = verdict_mod.classify(expected, sig)
             if change.is_regression:
@@ -206,7 +207,7 @@ class Result:
     first_bad: str | None = None
     last_good: str | None = None
     skipped: list[str] = field(default_factory=list)  # untestable versions between last_good and first_bad
-    diffs: list[golden.FieldDiff] = field(default_factory=list)
+    diffs: list[comparator.FieldDiff] = field(default_factory=list)
     steps: list[Judgment] = field(default_factory=list)
     message: str = ""
 
@@ -259,7 +260,7 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
             skipped.add(pick)
     left = sorted((v for v in skipped if parse_version(lo) < parse_version(v) < parse_version(hi)), key=parse_version)
     before, after = judged[lo].signature, judged[hi].signature
-    diffs = golden.compare(before.to_dict(), after.to_dict()) if before and after else []
+    diffs = comparator.compare(before.to_dict(), after.to_dict()) if before and after else []
     if before and after and contract_judge.is_model(before):
         diffs = contract_judge.signature_change(before, after)[0]
     return Result(Verdict.BAD, first_bad=hi, last_good=lo, skipped=left, diffs=diffs, steps=steps)

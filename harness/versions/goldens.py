@@ -30,9 +30,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from fp8_check import verdict
 from fp8_check.outcome import UNRESOLVED, UNSUPPORTED, Outcome
-from fp8_check.pipeline import golden, names
+from fp8_check.pipeline import comparator, golden, names
 from fp8_check.versions.matrix_document import MatrixError, Status, load_matrix
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
@@ -133,7 +132,7 @@ def plan_row(row: Row, results: list[tuple[str, Outcome]], root: Path | None = N
         if o.code in (UNSUPPORTED, UNRESOLVED) or not sig:
             plan.no_signature.append(v)
             continue
-        if plan.runs and not verdict.diff(plan.runs[-1].signature, sig, symmetric=True):
+        if plan.runs and not comparator.compare(plan.runs[-1].signature, sig, symmetric=True):
             plan.runs[-1].versions.append(v)
         else:
             plan.runs.append(Run([v], sig))

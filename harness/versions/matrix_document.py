@@ -26,9 +26,10 @@ from packaging.version import Version
 from fp8_check.errors import BadInput
 from fp8_check.outcome import CODES, UNSUPPORTED, Code, Outcome
 from fp8_check.pipeline import cost
+from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
 from fp8_check.pipeline import results
-from fp8_check.pipeline.golden import FieldDiff
+from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.versions.releases import parse_version
 from fp8_check.verdict import Verdict, classify
 
@@ -151,7 +152,7 @@ class Matrix:
                     if diffs and prev_v is not None:
                         out.append(Change(*row, prev_v, e.jax, diffs, v))
                 elif prev_sig is not None:
-                    diffs = golden.compare(prev_sig, sig)
+                    diffs = comparator.compare(prev_sig, sig)
                     v = classify(prev_sig, sig)
                     if prev_est is not None and o.estimate is not None:  # both compiled: priced exactly (cost.py)
                         v = Verdict(v.cls, v.lines, cost.between(prev_est, o.estimate))
