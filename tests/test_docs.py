@@ -13,6 +13,7 @@ Every fenced block in `yaml`, `python` or `sh` is an example. What the test does
 Comment lines at the top of a block change that (the reader sees them; they say why):
 
     # example: skip REASON          not run, the test is skipped with REASON (a GPU, the network, ...)
+    # example: with PATH            first copy PATH (in the checkout) into the scratch directory
     # example: file NAME            the block is written to NAME in the scratch directory, not run
     # example: run COMMAND          then COMMAND runs there (bash; several allowed), exit 0 required
     # example: output-of COMMAND    every line of the block must appear in COMMAND's output
@@ -25,6 +26,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -39,7 +41,7 @@ from .conftest import REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LANGS = ("yaml", "python", "sh")
 FENCE = re.compile(r"^(`{3,})(\S*)[ \t]*$")  # a longer fence (````markdown) holds ``` blocks that are text
-MARK = re.compile(r"^#\s*example:\s*(skip|file|run|output-of|fails-with)\b\s*[—-]?\s*(.*)$")
+MARK = re.compile(r"^#\s*example:\s*(skip|with|file|run|output-of|fails-with)\b\s*[—-]?\s*(.*)$")
 # Commands whose examples compile (worker start, XLA): the slow part.
 COMPILING = re.compile(r"\bfp8-check\s+(run|show|check|bless|matrix|bisect|reduce)\b|\bpython\b|\bpytest\b")
 TIMEOUT = 600
@@ -151,7 +153,10 @@ def run_example(ex: Example, tmp_path: Path, compile_cases: bool) -> None:
     if skip:
         pytest.skip(f"{ex.id}: {skip[0]}")
     cwd = _scratch(tmp_path)
+    for rel in ex.mark("with"):
+        shutil.copy(REPO / rel, cwd / Path(rel).name)
     files = ex.mark("file")
+    assert not any(f.startswith(("cases", "goldens")) for f in files), f"{ex.id}: those folders are the checkout's"
     if files:
         (cwd / files[0]).parent.mkdir(parents=True, exist_ok=True)
         (cwd / files[0]).write_text(ex.body)
