@@ -182,7 +182,10 @@ def run_example(ex: Example, tmp_path: Path, compile_cases: bool) -> None:
             _ok(proc, f"{ex.id}: fp8-check list")
             if compile_cases:
                 results = cwd / "results.json"
-                proc = _bash(f"fp8-check run example_cases.yaml --mode deviceless --goldens empty --json {results}", cwd)
+                cases = yaml.safe_load(text)["cases"]
+                targets = sorted({t for c in cases for t in c.get("targets", [])})  # the targets the cases ask for
+                where = f"--target {','.join(targets)} " if targets else ""
+                proc = _bash(f"fp8-check run example_cases.yaml {where}--mode deviceless --goldens empty --json {results}", cwd)
                 assert proc.returncode in (0, 1), f"{ex.id}: {proc.stderr[-3000:]}"
                 outcomes = [r["outcome"] for r in json.loads(results.read_text())["results"]]
                 assert outcomes and "UNRESOLVED" not in outcomes, f"{ex.id}: {proc.stdout[-3000:]}"
