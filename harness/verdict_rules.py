@@ -146,7 +146,7 @@ def _gemm_name(gb: dict, ga: dict) -> str:
     return str(ga.get("target") or gb.get("target") or "gemm")
 
 
-@explained('cuBLASLt FP8 (`__cublas$lt$matmul$f8`) → another gemm; a gemm emitter → a plain fusion',
+@explained('the cuBLASLt FP8 gemm → another gemm; a gemm emitter → a plain fusion',
            'the reverse; a rename within one family is neutral')
 def _rule_target(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     fb, fa = _family(before), _family(after)
