@@ -12,7 +12,8 @@ Every fenced block in `yaml`, `python` or `sh` is an example. What the test does
 
 Comment lines at the top of a block change that (the reader sees them; they say why):
 
-    # example: skip REASON          not run, the test is skipped with REASON (a GPU, the network, ...)
+    # example: skip REASON          not run, the test is skipped with REASON (a GPU, the network, ...);
+    #   more of the reason          (a line indented by three spaces continues it)
     # example: with PATH            first copy PATH (in the checkout) into the scratch directory
     # example: file NAME            the block is written to NAME in the scratch directory, not run
     # example: run COMMAND          then COMMAND runs there (bash; several allowed), exit 0 required
@@ -83,7 +84,7 @@ def examples(paths=PAGES, root: Path = REPO) -> list[Example]:
                     mk = MARK.match(block[k].strip())
                     if mk:
                         marks.append((mk.group(1), mk.group(2).strip()))
-                    elif block[k].startswith("# ") and marks and marks[-1][0] == "skip":
+                    elif block[k].startswith("#   ") and marks and marks[-1][0] == "skip":
                         marks[-1] = ("skip", marks[-1][1] + " " + block[k][2:].strip())  # a reason on two lines
                     else:
                         break
@@ -236,7 +237,7 @@ def test_the_readme_keeps_the_two_commands_and_stays_short():
 
 def test_a_marked_block_is_read(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("```sh\n# example: skip needs an NVIDIA GPU here\n# and more words\nfp8-check x\n```\n\n"
+    page.write_text("```sh\n# example: skip needs an NVIDIA GPU here\n#   and more words\nfp8-check x\n```\n\n"
                     "```python\n# example: file m.py\n# example: run python -c 'import m'\nX = 1\n```\n")
     (skip, module) = examples([page], root=tmp_path)
     assert skip.mark("skip") == ["needs an NVIDIA GPU here and more words"] and skip.body == "fp8-check x\n"
