@@ -3,14 +3,8 @@
 Each differing collective field (before -> after) gets `(class, why)` pairs; every field
 has a rule or an explicit neutral reason. Pure: no I/O, no JAX.
 
-| field | regression | improvement |
-|---|---|---|
-| `collectives`, `collectives[i]` | a collective more | a collective fewer |
-| `collectives[i].dtype` | an FP8 collective now moves a wider type; any wider type | FP8 again / narrower |
-| `collectives[i].bytes` | more bytes per device | fewer |
-| `collectives[i].asynchronous` | async -> sync (no overlap with compute) | sync -> async |
-| `collectives[i].loop` | a windowed-einsum (collective matmul) loop gone | one appeared |
-| `collectives[i].op`, `.shape`, `.groups`, `.layer` | neutral: the kind, shape and groups are priced by `bytes`; the layer is metadata |
+Each rule states what it calls a regression and an improvement (`@explained`); docs/verdicts.md
+generates its table from them.
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ from typing import Any
 
 from fp8_check import dtypes
 from fp8_check.pipeline.comparator import MISSING
-from fp8_check.verdict_rules import IMPROVEMENT, NEUTRAL, REGRESSION, Neutral, _is_fp8
+from fp8_check.verdict_rules import IMPROVEMENT, NEUTRAL, REGRESSION, Neutral, _is_fp8, explained
 
 _FIELD = re.compile(r"^collectives(?:\[(\d+)\])?(?:\.(\w+))?$")
 NEUTRAL_WHY = {
@@ -53,6 +47,7 @@ def _label(c: Any) -> str:
     return str(c)
 
 
+@explained("a collective more", "a collective fewer")
 def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]]:
     m = _FIELD.match(path)
     key = m.group(2) if m else None
@@ -98,9 +93,20 @@ def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]
     return [(NEUTRAL, NEUTRAL_WHY.get(key or "", f"collectives field {key} changed (no cost rule)"))]
 
 
+def _field_rule(regression: str, improvement: str) -> object:
+    """`collective_field` (it dispatches on the field) carrying one field's statement."""
+    def rule(path: str, before: Any, after: Any) -> list[tuple[str, str]]:
+        return collective_field(path, before, after)
+    return explained(regression, improvement)(rule)
+
+
 # Every field of fp8_check.pipeline.collectives.Collective: its rule (collective_field dispatches on the
 # field) or why it is neutral. tests/test_verdict_fields.py fails for a field with neither.
 COLLECTIVE_RULES: dict[str, object] = {
-    "dtype": collective_field, "bytes": collective_field, "asynchronous": collective_field, "loop": collective_field,
+    "dtype": _field_rule("an FP8 collective now moves a wider type (the bytes x2 for bf16); any wider type",
+                         "FP8 again / narrower"),
+    "bytes": _field_rule("more bytes per device", "fewer"),
+    "asynchronous": _field_rule("async → sync (can no longer overlap compute)", "sync → async"),
+    "loop": _field_rule("a windowed-einsum (collective matmul) loop gone", "a loop appeared"),
     **{key: Neutral(why) for key, why in NEUTRAL_WHY.items()},
 }

@@ -31,9 +31,9 @@ def register(sub) -> dict:
                    help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
     p.add_argument("--fail-on", type=runner.fail_on_type(("any", "regression")), default="any",
                    help="exit 1 on any FAIL/XPASS/UNRESOLVED/NEW (default), or only on regressions: a FAIL whose verdict "
-                        "is a regression or mixed, or a case that no longer compiles (README: Verdicts); cost:1%% or "
+                        "is a regression or mixed, or a case that no longer compiles (docs/verdicts.md); cost:1%% or "
                         "cost:40us: only regressions whose estimated cost reaches that share of the golden's estimate "
-                        "or those microseconds per call (README: What a change costs)")
+                        "or those microseconds per call (docs/cost.md)")
 
     p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
     selection.add_options(p)
@@ -42,7 +42,7 @@ def register(sub) -> dict:
     p.add_argument("--prune", action="store_true", help="also remove stale goldens: those of no case in PATHS")
     p.add_argument("--from-matrix", nargs="+", type=Path, metavar="MATRIX.json",
                    help="bless version-ranged goldens from matrix results instead of compiling: one expectation per run "
-                        "of consecutive versions with an identical signature (README: Goldens across versions)")
+                        "of consecutive versions with an identical signature (docs/goldens.md)")
     p.set_defaults(target=None)  # h100 when compiling; with --from-matrix, every target in the matrix
 
     p = sub.add_parser("show", help="print a case's repro script, StableHLO, optimized HLO and signature")
@@ -262,7 +262,7 @@ def cmd_show(args) -> int:
     from fp8_check.pipeline import cost
 
     est = cost.estimate(hlo, cost.hardware(target))
-    print(f"# ---- estimated cost on {est.hardware} (roofline, README: What a change costs): {est.total_us:.1f} µs per call")
+    print(f"# ---- estimated cost on {est.hardware} (roofline, docs/cost.md): {est.total_us:.1f} µs per call")
     for k in est.kernels:
         print(f"{k.us:10.1f} µs  {k.bound:<8} {k.label}")
     if args.repro:

@@ -14,7 +14,7 @@ Classes (of an HLO dtype, `dtype_class`):
 - `int` and `other` (pred, tuples, unknown names).
 
 *Narrow* is fp8, fp4 or scale: a narrow dtype becoming a wide one, in any signature field,
-is an upcast and a regression (README "Verdicts"). Pure: no I/O, no JAX.
+is an upcast and a regression (docs/verdicts.md). Pure: no I/O, no JAX.
 """
 
 from __future__ import annotations

@@ -11,31 +11,8 @@ differing field one or more classified `Line`s, and the change as a whole a clas
   same ops, dimension numbers, ...);
 - `mixed` (whole change only): at least one regression and one improvement.
 
-The rules, each grounded in what costs time on the GPU (README "Verdicts"):
-
-| field | regression | improvement |
-|---|---|---|
-| `kernels` | more kernels launched | fewer |
-| `launches` | a new non-gemm kernel, or pattern ops added to one | a non-gemm kernel gone, or ops left it |
-| `unfused` | a pattern op now outside the gemms | an op no longer outside |
-| `gemms[i]` | an FP8 gemm lost | an FP8 gemm gained |
-| `gemms[i].target` | cuBLASLt FP8 -> another gemm; a gemm emitter -> a plain fusion | the reverse |
-| `gemms[i].operand_dtypes`, `operands.a/b` | operands upcast (fewer FP8 operands, or wider dtypes) | narrower / FP8 again |
-| `gemms[i].operands.*_scale`, `.bias`, `.c` | a scale/bias/C matrix no longer fed to the gemm (moved to its own kernel) | fed to the gemm |
-| `gemms[i].output` | FP8 output no longer produced by the gemm; a wider output | FP8 / narrower output |
-| `gemms[i].amax`, `.damax_output` | abs-max no longer computed by the gemm | computed by the gemm |
-| `gemms[i].epilogue` | epilogue parts (BIAS, RELU, GELU, AUX) moved out | parts fused in |
-| `gemms[i].beta` | beta != 0 -> 0 (C no longer accumulated in the gemm) | 0 -> != 0 |
-| `gemms[i].fused_ops` | a pattern op no longer inside the gemm fusion | an op fused in |
-| `gemms[i].inputs` | the gemm fusion loads fewer FP8 arrays (dequantized outside) | more |
-| `numerics`, `filecheck` | always (wrong numbers, violated pattern) | — |
-| `collectives…` (sharded) | see harness/collective_rules.py: an FP8 collective moving a wider type, more bytes | the reverse |
-
-Neutral: a renamed target within one family (`__triton_gemm` ->
-`__triton_nested_gemm_fusion`, `__cublas$gemm` -> `__cublas$lt$matmul`), `dims`,
-`alpha_real`, a scale's dtype, a launch whose fusion kind or gemm name changed with
-the same ops, and any field no rule covers.
-
+The rules, each grounded in what costs time on the GPU, state what they call a regression and an
+improvement next to their code (`@explained`); docs/verdicts.md generates its table from them.
 The gemm-field rules live in harness/verdict_rules.py. Pure: no I/O, no JAX.
 """
 
@@ -52,7 +29,7 @@ from fp8_check.pipeline.cost import CostDelta
 from fp8_check.pipeline.signature import Signature
 from fp8_check.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES,  # noqa: F401
                                    MIXED, NEUTRAL, REGRESSION, Neutral, _SIGNATURE_KEYS, _family, _narrow_lost,
-                                   block_field, gemm_field)
+                                   block_field, explained, gemm_field)
 
 
 @dataclass(frozen=True)
@@ -193,6 +170,7 @@ def _by_label(b: dict, a: dict) -> dict:
     return {**a, "gemms": [found.get(i, {}) for i in range(size)]}
 
 
+@explained('always: wrong numbers (`numerics`), a violated FileCheck pattern (`filecheck`)', '—')
 def classify_extra(verdict: Verdict, path: str, before: Any, after: Any) -> Verdict:
     """`verdict` plus a line for a non-signature failure (`numerics`, `filecheck`)."""
     lines = verdict.lines + tuple(classify_field(path, before, after, {}, {}))
@@ -257,6 +235,7 @@ def _gemm_at(sig: dict, i: int, whole: Any) -> dict:
     return {}
 
 
+@explained('more kernels launched', 'fewer')
 def _kernels(before: Any, after: Any, line) -> list[Line]:
     if isinstance(before, int) and isinstance(after, int):
         if after > before:
@@ -290,6 +269,7 @@ class _Launch:
         return cls(str(text), None, ops_set)
 
 
+@explained('a new non-gemm kernel; pattern ops moved into a separate kernel (a kernel renamed with the same ops is neutral)', 'a separate kernel gone; ops left it')
 def _launches(before: list, after: list) -> list[tuple[str, str]]:
     """Launch lines added and removed, paired where a kernel only changed its name or its ops."""
     removed, added = _multiset_minus(before, after), _multiset_minus(after, before)
@@ -352,6 +332,7 @@ def _multiset_minus(xs: list, ys: list) -> list:
     return out
 
 
+@explained('a pattern op now outside the gemms', 'an op no longer outside')
 def _unfused(before: list, after: list) -> list[tuple[str, str]]:
     out = [(REGRESSION, f"{op} now outside the gemms") for op in after if op not in before]
     out += [(IMPROVEMENT, f"{op} no longer outside the gemms") for op in before if op not in after]

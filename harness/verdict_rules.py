@@ -1,7 +1,8 @@
 """The per-field rules of harness/verdict.py for gemms and block-scaled matmuls, and the class names both use.
 
-Each rule maps one differing field (before -> after) to `(class, why)` pairs; the README's
-"Verdicts" section states them. Every field of `Gemm` and `BlockScaling` has an entry in
+Each rule maps one differing field (before -> after) to `(class, why)` pairs and states, with
+`@explained`, what it calls a regression and an improvement: the rules table of docs/verdicts.md is
+generated from these statements (docs/hooks.py), never retyped. Every field of `Gemm` and `BlockScaling` has an entry in
 `GEMM_RULES` / `BLOCK_RULES`: a rule, or `Neutral(reason)` saying why it costs nothing
 (tests/test_verdict_fields.py fails for a field with neither). Dtype questions (is it
 narrow? did it get wider?) are answered by harness/dtypes.py. Pure: no I/O, no JAX.
@@ -10,7 +11,7 @@ narrow? did it get wider?) are answered by harness/dtypes.py. Pure: no I/O, no J
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from fp8_check import dtypes, platforms
 from fp8_check.pipeline.comparator import MISSING
@@ -24,6 +25,31 @@ _SCALE_ROLES = ("a_scale", "b_scale", "c_scale", "d_scale")
 _EPILOGUE_PARTS = ("BIAS", "RELU", "GELU", "AUX")
 
 
+
+
+@dataclass(frozen=True)
+class Explained:
+    """What a rule calls a regression and an improvement, one line each, stated next to the rule."""
+
+    regression: str
+    improvement: str = "the reverse"
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def explained(regression: str, improvement: str = "the reverse") -> Callable[[_F], _F]:
+    """Decorator: attach the rule's `Explained` statement (read by `explanation`)."""
+    def mark(rule: _F) -> _F:
+        rule.__dict__["explained"] = Explained(regression, improvement)  # a function (or closure) carries it
+        return rule
+    return mark
+
+
+def explanation(rule: object) -> Explained | None:
+    """The statement a rule carries, or None for a rule nobody explained."""
+    found = getattr(rule, "explained", None)
+    return found if isinstance(found, Explained) else None
 
 
 def _list(value: Any) -> list:
@@ -74,6 +100,8 @@ def _narrow_name(values: list) -> str:
     return "/".join(names) or "FP8"
 
 
+@explained("a narrow type (FP8, FP4, E8M0) replaced by a wider one, whatever the field's own rule says",
+           '—')
 def _narrow_lost(before: Any, after: Any, what: str) -> list[tuple[str, str]]:
     """The rule every dtype-valued field shares: a narrow type replaced by a wider one is an upcast."""
     b = before if isinstance(before, list) else [before] if isinstance(before, str) else []
@@ -113,6 +141,8 @@ def _gemm_name(gb: dict, ga: dict) -> str:
     return str(ga.get("target") or gb.get("target") or "gemm")
 
 
+@explained('the cuBLASLt FP8 gemm → another gemm; a gemm emitter → a plain fusion',
+           'the reverse; a rename within one family is neutral')
 def _rule_target(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     fb, fa = _family(before), _family(after)
     if fb == fa:
@@ -128,15 +158,21 @@ def _rule_target(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -
     return [(NEUTRAL, f"gemm emitter {before} -> {after}")]
 
 
+@explained('operands upcast: fewer FP8 operands (for a Triton fusion: its `dot` runs on upcast operands), or wider dtypes',
+           'FP8 again / narrower')
 def _rule_operand_dtypes(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     triton = _family(_gemm_name(gb, ga)) == "triton"
     return [_width_change(_list(before), _list(after), "Triton dot operands" if triton else "gemm operands")]
 
 
+@explained('operand `a`/`b` wider; a scale (`*_scale`), `bias` or `c` no longer fed to the gemm (moved to a kernel of its own)',
+           "narrower; fed to the gemm (a wide scale's dtype, f32 → bf16, is neutral)")
 def _rule_operands(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     return _operand_role(sub, before, after)
 
 
+@explained('the FP8 output no longer produced by the gemm (requantized outside); a wider output',
+           'the gemm writes FP8 / narrower')
 def _rule_output(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     if _is_fp8(before) and not _is_fp8(after):
         return [(REGRESSION, f"FP8 output no longer produced by the gemm ({before} -> {after}; requantized outside)")]
@@ -153,9 +189,11 @@ def _presence(key: str, what: str) -> Rule:
         if _present(after) and not _present(before):
             return [(IMPROVEMENT, f"{what} computed by the gemm")]
         return [(NEUTRAL, f"{key} {before!r} -> {after!r}")]
-    return rule
+    return explained(f"{what} no longer computed by the gemm", f"{what} computed by the gemm")(rule)
 
 
+@explained('epilogue parts (BIAS, RELU, GELU, AUX) moved out of the gemm',
+           'parts fused in')
 def _rule_epilogue(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     pb, pa = _epilogue_parts(before), _epilogue_parts(after)
     lost, gained = sorted(pb - pa), sorted(pa - pb)
@@ -167,6 +205,8 @@ def _rule_epilogue(before: Any, after: Any, gb: dict, ga: dict, sub: str | None)
     return out or [(NEUTRAL, f"epilogue {before} -> {after}")]
 
 
+@explained('C no longer accumulated by the gemm (beta → 0)',
+           'beta 0 → non-zero')
 def _rule_beta(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     zb, za = not _nonzero(before), not _nonzero(after)
     if not zb and za:
@@ -176,6 +216,8 @@ def _rule_beta(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> 
     return [(NEUTRAL, f"beta {before} -> {after}")]
 
 
+@explained('a pattern op no longer inside the Triton gemm fusion',
+           'an op fused in')
 def _rule_fused_ops(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     b, a = _list(before), _list(after)
     out = [(IMPROVEMENT, f"{op} fused into the gemm fusion") for op in a if op not in b]
@@ -183,6 +225,8 @@ def _rule_fused_ops(before: Any, after: Any, gb: dict, ga: dict, sub: str | None
     return out or [(NEUTRAL, "fused ops reordered")]
 
 
+@explained('the gemm fusion loads fewer FP8 arrays (dequantized outside)',
+           'more')
 def _rule_inputs(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     b, a = _list(before), _list(after)
     fb, fa = sum(map(_is_fp8, b)), sum(map(_is_fp8, a))
@@ -215,6 +259,8 @@ GEMM_RULES: dict[str, "Rule | Neutral"] = {
 }
 
 
+@explained('an FP8 gemm lost (a wider gemm lost or gained is neutral)',
+           'an FP8 gemm gained')
 def gemm_field(key: str | None, sub: str | None, before: Any, after: Any, gb: dict, ga: dict) -> list[tuple[str, str]]:
     name = _gemm_name(gb, ga)
     if key is None:  # a whole gemm appeared or disappeared
@@ -236,6 +282,8 @@ def gemm_field(key: str | None, sub: str | None, before: Any, after: Any, gb: di
 _DECOMPOSED = "decomposed"
 
 
+@explained('a block-scaled kernel (cuDNN, Triton, scaled-dot) → `decomposed`',
+           'the reverse')
 def _rule_form(before: Any, after: Any, bb: dict, ba: dict, sub: str | None) -> list[tuple[str, str]]:
     if before != _DECOMPOSED and after == _DECOMPOSED:
         return [(REGRESSION, f"no block-scaled kernel any more ({before} -> {after}): the scales are applied "
@@ -250,7 +298,7 @@ def _dtype_rule(what: str) -> Rule:
         if before is MISSING or after is MISSING:
             return [(NEUTRAL, f"{what} {before!r} -> {after!r}")]
         return [_width_change(_list(before), _list(after), what)]
-    return rule
+    return explained(f"{what} upcast (fewer FP8/FP4/E8M0 values, or wider)", "narrow again")(rule)
 
 
 def _count_rule(what: str) -> Rule:
@@ -260,7 +308,7 @@ def _count_rule(what: str) -> Rule:
                 return [(REGRESSION, f"{after - before} more {what} ({before} -> {after})")]
             return [(IMPROVEMENT, f"{before - after} fewer {what} ({before} -> {after})")]
         return [(NEUTRAL, f"{what}: {before!r} -> {after!r}")]
-    return rule
+    return explained(f"more {what}", "fewer")(rule)
 
 
 # Every field of fp8_check.pipeline.signature.BlockScaling: its rule, or why it is neutral.
@@ -278,6 +326,8 @@ BLOCK_RULES: dict[str, "Rule | Neutral"] = {
 }
 
 
+@explained('the block-scaled matmul gone (no FP4 or E8M0 value left)',
+           'a block-scaled matmul appeared')
 def block_field(key: str | None, before: Any, after: Any) -> list[tuple[str, str]]:
     """`block_scaled` (key None: the whole record) or `block_scaled.KEY` changed."""
     if key is None:

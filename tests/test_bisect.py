@@ -78,7 +78,7 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
     code, out, err = run_cli("bisect", "seed_scaled_clamp_f32", "--profile", "triton", "--good", OLD, "--bad", NEW,
                              cwd=workspace)
     assert code == 1, out + err
-    # Triton fusing the requantization: an improvement (README: Verdicts), so no "first bad version"
+    # Triton fusing the requantization: an improvement (docs/verdicts.md), so no "first bad version"
     assert f"first changed version: jax {NEW} (last unchanged: jax {OLD}) — improvement, not a regression" in out
     assert "first bad version" not in out
     assert f"signature diff (expected: jax {OLD}, found: jax {NEW}) [improvement]:" in out

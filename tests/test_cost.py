@@ -41,7 +41,7 @@ def priced(version: str, case: str, profile: str) -> tuple[signature.Signature, 
 
 def test_the_17887_class_split_at_an_llm_shape_costs_two_launches():
     # jax 0.6.2 -> 0.7.0, bf16 dequant with bf16 scales, m=4096, k=4096, n=14336: the three scalar scale
-    # conversions, one multi-output kernel on 0.6.2, become three kernels on 0.7.0 (README "Verdicts")
+    # conversions, one multi-output kernel on 0.6.2, become three kernels on 0.7.0 (docs/verdicts.md)
     sig_b, before = priced("0.6.2", "bf16_dequant_llm", "cublas")
     sig_a, after = priced("0.7.0", "bf16_dequant_llm", "cublas")
     assert (sig_b.kernels, sig_a.kernels) == (3, 5)
@@ -211,7 +211,7 @@ def test_launch_overhead_and_every_peak_have_a_source():
 
 @pytest.mark.slow
 def test_a_fail_classed_regression_shows_its_cost_on_the_terminal_and_in_the_results_json(workspace, run_cli):
-    # seed_relu_f32 without its clamp (README "Verdicts"): the FP8 gemm writes f32 and a separate kernel
+    # seed_relu_f32 without its clamp (docs/verdicts.md): the FP8 gemm writes f32 and a separate kernel
     # requantizes; judged against the seed golden, priced at an LLM shape (price_at)
     m, n, k = 4096, 14336, 4096
     (workspace / "cases" / "seed.yaml").write_text(f"""cases:

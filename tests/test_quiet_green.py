@@ -74,7 +74,7 @@ def test_a_healthy_matrix_is_quiet_and_its_report_has_a_visible_legend(workspace
 @pytest.mark.slow
 @pytest.mark.network
 def test_a_regression_gets_the_first_bad_version_body(workspace, run_cli, cache_env, capsys):
-    # xla_17887_bf16_dequant/cublas: 3 kernels up to 0.6.2, 5 from 0.7.0 on (README: the known changes). A golden
+    # xla_17887_bf16_dequant/cublas: 3 kernels up to 0.6.2, 5 from 0.7.0 on (docs/verdicts.md: the known changes). A golden
     # holding only the 0.6.2 behaviour, for every version: 0.7.0 and the newest FAIL with the same signature.
     shutil.copy(REPO / "cases" / "known_issues.yaml", workspace / "cases" / "known_issues.yaml")
     gpath = golden.path_for(workspace / "goldens", "xla_17887_bf16_dequant", "h100", "cublas", "deviceless")

@@ -1,6 +1,6 @@
 """The HTML matrix shows change, and the issue body follows the verdict (recorded results of JAX 0.6.1, 0.8.0, 0.12.0.1).
 
-Classes are stated from the rules (README "Verdicts"), not read off the page under test.
+Classes are stated from the rules (docs/verdicts.md), not read off the page under test.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sharded FP8 compiles for multi-device targets, deviceless through the real CUDA plugin (slow).
 
-What XLA does, measured (README "FP8 across many GPUs"): an FSDP weight quantized in-graph
+What XLA does, measured (docs/sharded.md): an FSDP weight quantized in-graph
 (QDQ) with one replicated scale is all-gathered as f8e4m3fn and the gemm stays
 `__cublas$lt$matmul$f8`; with one scale per shard the bf16 weight is all-gathered (twice
 the bytes) and the gemm is a bf16 cuBLAS gemm; a row-parallel FP8 matmul all-reduces its

@@ -1,6 +1,6 @@
 """Verdicts end to end: real deviceless compiles for H100, goldens edited or a case forced to regress.
 
-Expected classes come from the rules (README "Verdicts"), not from the output under test.
+Expected classes come from the rules (docs/verdicts.md), not from the output under test.
 """
 
 from __future__ import annotations

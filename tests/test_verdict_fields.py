@@ -1,6 +1,6 @@
 """Every signature field has a verdict rule or is neutral with a stated reason; every dtype class in every field.
 
-The expected classes follow from the dtype vocabulary (harness/dtypes.py) and the README's
+The expected classes follow from the dtype vocabulary (harness/dtypes.py) and docs/verdicts.md's
 rule "a narrow type (FP8, FP4, an E8M0 scale) becoming a wider one, in any field, is a
 regression", not from the classifier's output.
 """
@@ -177,7 +177,7 @@ def test_wide_and_int_classes_are_never_an_fp8_loss(path):
 
 
 def test_scalar_scale_dtype_between_wide_types_stays_neutral():
-    # README: a (wide) scale's dtype costs nothing
+    # docs/verdicts.md: a (wide) scale's dtype costs nothing
     assert _classes(_sig(_gemm(**{"operands.a_scale": "f32"})), _sig(_gemm(**{"operands.a_scale": "bf16"})),
                     "gemms[0].operands.a_scale") == {verdict.NEUTRAL}
 

@@ -309,7 +309,7 @@ def optimized_hlo(dump_dir):
 
 # ---- target specs: write the CUDA runtime and cuDNN versions where this XLA reads them
 #
-# Measured (see README, "Target specs that cannot lie"): the top-level
+# Measured (see docs/targets.md, "Target specs"): the top-level
 # `dnn_version_info {major minor patch}` is read up to JAX 0.11.0 and silently
 # ignored from 0.11.1; `gpu_device_info { dnn_version: "X.Y.Z" }` is a parse error
 # before 0.10.0, parsed but ignored on 0.10.0-0.11.0, and the only one read from
