@@ -30,11 +30,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from fp8_check import selection
 from fp8_check.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
+from fp8_check.pipeline.pool import CompilerPool
+from fp8_check.export import cpu_only_without_gpu
+from fp8_check import api
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline.runner import plan
+from fp8_check.pipeline import runner
+
+if TYPE_CHECKING:  # pytest's failure representation is not exported by name
+    from _pytest._code.code import TerminalRepr
 
 _CASES_KEY = re.compile(r"^cases\s*:", re.M)
 
@@ -73,7 +83,6 @@ def _is_case_file(path: Path) -> bool:
 def pytest_configure(config):
     # Before any test module imports JAX: on a machine without a GPU, JAX's CPU backend, quietly (no cuInit
     # traceback from the CUDA plugin). Nothing changes with a GPU, with JAX_PLATFORMS set, or with JAX already up.
-    from fp8_check.export import cpu_only_without_gpu
 
     cpu_only_without_gpu()
 
@@ -93,9 +102,6 @@ def pytest_collect_file(file_path: Path, parent):
 
 class CaseFile(pytest.File):
     def collect(self):
-        from fp8_check.pipeline import cases as case_mod
-        from fp8_check.pipeline.runner import plan
-
         try:
             loaded = case_mod.load_file(self.path)
         except case_mod.CaseError as exc:
@@ -122,8 +128,6 @@ class CaseItem(pytest.Item):
         self.case, self.target, self.profile = case, target, profile
 
     def runtest(self):
-        from fp8_check.pipeline import runner
-
         session = _session(self.config)
         compiler, problem = session.compiler(self.target, self)
         if problem:
@@ -145,7 +149,7 @@ class CaseItem(pytest.Item):
             pytest.xfail(out.reason)
         raise Fp8Failure(out)
 
-    def repr_failure(self, excinfo):
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str | TerminalRepr:
         if isinstance(excinfo.value, Fp8Failure):
             out = excinfo.value.outcome
             if isinstance(out, str):
@@ -162,7 +166,7 @@ class CaseItem(pytest.Item):
             if out.reason:
                 lines.append(out.reason if out.code is not UNRESOLVED else out.reason.strip()[-3000:])
             return "\n".join(lines)
-        return super().repr_failure(excinfo)
+        return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
         return self.path, self.case.line - 1 if self.case.line else None, \
@@ -175,7 +179,7 @@ class _Session:
     def __init__(self, config):
         self.config = config
         self.mode = selection.mode(config.getoption("fp8_mode"))
-        self._compiler = None
+        self._compiler: CompilerPool | None = None
         self._env_error: str | None = None
         self._canary: dict[str, str | None] = {}
 
@@ -211,30 +215,26 @@ class _Session:
                 self._env_error = f"broken environment: {exc}"
                 return None, self._env_error
             if item is not None and not xdist:
-                self._prefetch(item.session.items)
-        return self._checked(target)
+                self._prefetch(self._compiler, item.session.items)
+        return self._checked(self._compiler, target)
 
-    def _checked(self, target):
-        from fp8_check.pipeline import runner
-
+    def _checked(self, compiler: CompilerPool, target):
         if target.name not in self._canary:
             problem = None
-            if selection.canary_applies(self.mode, self._compiler.environment()["jax"]):
+            if selection.canary_applies(self.mode, compiler.environment()["jax"]):
                 try:
-                    runner.check_canary(self._compiler, target)
+                    runner.check_canary(compiler, target)
                 except runner.CanaryError as exc:
                     problem = str(exc)
             self._canary[target.name] = problem
         problem = self._canary[target.name]
-        return (None, problem) if problem else (self._compiler, None)
+        return (None, problem) if problem else (compiler, None)
 
-    def _prefetch(self, items) -> None:
+    def _prefetch(self, compiler: CompilerPool, items) -> None:
         """Start compiling every item that will compile, in item order, behind each target's canary
         (runner.prefetch): the canary no longer holds the other workers up. If a canary then fails,
         its target's items report that instead of their compilation."""
-        from fp8_check.pipeline import runner
-
-        jax_version = self._compiler.environment()["jax"]
+        jax_version = compiler.environment()["jax"]
         requests: list = []
         targets: dict = {}
         for i in items:
@@ -244,7 +244,7 @@ class _Session:
                 continue  # UNSUPPORTED without compiling
             targets.setdefault(i.target.name, i.target)
             requests.append(runner.request_for(i.case, i.target, i.profile))
-        runner.prefetch(self._compiler, list(targets.values()), self.mode, requests,
+        runner.prefetch(compiler, list(targets.values()), self.mode, requests,
                         canary=selection.canary_applies(self.mode, jax_version))
 
     def close(self):
@@ -300,8 +300,6 @@ _CHECKER_KEY = pytest.StashKey[object]()
 @pytest.fixture
 def fp8(request):
     """fp8-check's API bound to this test's target and profile (fp8_check.api.BoundChecker)."""
-    from fp8_check import api
-
     config = request.config
     target, profile = getattr(request, "param", None) or _fixture_params(config)[0]
     if _CHECKER_KEY not in config.stash:
