@@ -38,7 +38,6 @@ from fp8_check import selection
 from fp8_check.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
 from fp8_check.pipeline.pool import CompilerPool
 from fp8_check.export import cpu_only_without_gpu
-from fp8_check import api
 from fp8_check.pipeline import cases as case_mod
 from fp8_check.pipeline.runner import plan
 from fp8_check.pipeline import runner
@@ -83,7 +82,6 @@ def _is_case_file(path: Path) -> bool:
 def pytest_configure(config):
     # Before any test module imports JAX: on a machine without a GPU, JAX's CPU backend, quietly (no cuInit
     # traceback from the CUDA plugin). Nothing changes with a GPU, with JAX_PLATFORMS set, or with JAX already up.
-
     cpu_only_without_gpu()
 
 
@@ -300,6 +298,8 @@ _CHECKER_KEY = pytest.StashKey[object]()
 @pytest.fixture
 def fp8(request):
     """fp8-check's API bound to this test's target and profile (fp8_check.api.BoundChecker)."""
+    from fp8_check import api  # what the fixture binds, imported when a test asks for it (see pytest_configure)
+
     config = request.config
     target, profile = getattr(request, "param", None) or _fixture_params(config)[0]
     if _CHECKER_KEY not in config.stash:

@@ -20,6 +20,9 @@ from .test_architecture import IMPORT_NAME, MODULES
 ALLOWED: dict[tuple[str, str], str] = {
     ("fp8_check.commands", "fp8_check.gpu.numerics"):
         "start-up: numerics imports numpy and ml_dtypes, needed only by `run --numerics`; every CLI start imports commands",
+    ("fp8_check.pytest_plugin", "fp8_check.api"):
+        "side effect and start-up: importing api runs the CPU-only hook (a GPU probe, JAX_PLATFORMS=cpu without one); "
+        "the plugin loads in every pytest process of an environment with fp8-check and runs the hook at configure time",
     ("fp8_check.gpu.session", "*"):
         "per-step environments: the session's supervisor imports the standard library and platforms only; each step "
         "(a child process with a time budget) imports the pipeline, JAX and numpy for itself",
