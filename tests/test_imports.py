@@ -5,8 +5,8 @@ first, and fails at import, not in the middle of a command. The exceptions, each
 (docs/imports.md has the start-up measurements):
 - start-up cost: a module every `fp8-check` start (or every pytest start, through the plugin) imports
   keeps a heavy dependency out of that path;
-- per-version environments: code that runs where only the standard library and JAX exist;
-- work in progress: modules other branches of this round rewrite; their imports move when those merge.
+- side effects: importing `fp8_check.api` runs the CPU-only hook, wanted only where the API is used;
+- separate processes: the GPU session's supervisor, whose steps import what they need in their own child.
 Imports are read with `ast`, as in test_architecture.py; nothing is imported.
 """
 
@@ -26,20 +26,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fp8_check.gpu.session", "*"):
         "per-step environments: the session's supervisor imports the standard library and platforms only; each step "
         "(a child process with a time budget) imports the pipeline, JAX and numpy for itself",
-    # Work in progress (issue 38): other branches of this round rewrite these modules (typed kinds, the comparator);
-    # their imports move in a separate commit, or after those branches merge.
-    ("fp8_check.pipeline.kinds.python", "*"): "work in progress: typed kinds",
-    ("fp8_check.gpu.numerics", "*"): "work in progress: typed kinds",
-    ("fp8_check.gpu.calibrate", "*"): "work in progress: typed kinds",
-    ("fp8_check.upstream.reduce", "*"): "work in progress: typed kinds",
-    ("fp8_check.api", "*"): "work in progress: the comparator",
-    ("fp8_check.check", "*"): "work in progress: the comparator",
-    ("fp8_check.verdict", "*"): "work in progress: the comparator",
-    ("fp8_check.pipeline.golden", "*"): "work in progress: the comparator",
-    ("fp8_check.report.github", "*"): "work in progress: the comparator",
-    ("fp8_check.report.issue", "*"): "work in progress: the comparator",
-    ("fp8_check.report.page", "*"): "work in progress: the comparator",
-    ("fp8_check.report.terminal", "*"): "work in progress: the comparator",
+    ("fp8_check.check", "fp8_check.api"):
+        "side effect: importing api runs the CPU-only hook (a GPU probe, JAX_PLATFORMS=cpu without one); every CLI "
+        "start imports check, and only `fp8-check check` (before the checked module imports JAX) wants the hook",
 }
 
 

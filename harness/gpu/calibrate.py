@@ -27,6 +27,7 @@ from fp8_check import selection
 from fp8_check.pipeline import cost, render
 from fp8_check.pipeline.cases import Case
 from fp8_check.targets import PROFILES, Profile, Target, gpu_present
+from fp8_check.pipeline.runner import shape_text
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,6 @@ def measure(case: Case, target: Target, profile: Profile, repeats: int = 50, bac
     and time `repeats` calls after a warm-up (median)."""
     import jax
     import numpy as np
-
-    from fp8_check.pipeline.runner import shape_text
 
     at = dataclasses.replace(case, shape=case.price_at) if case.price_at else case
     ns: dict = {}

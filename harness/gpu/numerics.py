@@ -59,6 +59,7 @@ import numpy as np
 from fp8_check.outcome import NumericsResult, OutputCheck  # noqa: F401  (defined with the Outcome; re-exported)
 from fp8_check.pipeline.cases import FP8_DTYPES, FP8_MAX, Case
 from fp8_check.pipeline.render import arg_specs
+from fp8_check.gpu import block_numerics
 
 A_SCALE, B_SCALE = 0.5, 4.0
 U_ACCUMULATE = 2.0**-24  # float32 accumulation
@@ -91,8 +92,6 @@ MAX_MULTIPLY_ADDS = 2**33
 def skip_reason(case: Case) -> str | None:
     """Why numerics does not cover `case`, or None."""
     if case.block is not None:  # block-scaled
-        from fp8_check.gpu import block_numerics
-
         if block_numerics.skip_reason(case):
             return block_numerics.skip_reason(case)
     elif case.callable is not None:
@@ -118,8 +117,6 @@ def make_inputs(case: Case) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed_for(case.id))
     specs = {name: (shape, dtype) for name, shape, dtype in arg_specs(case)}
     if case.block is not None:
-        from fp8_check.gpu import block_numerics
-
         return block_numerics.make_inputs(case, rng, specs, dtype_of)
     r = min(4.0, max(0.25, math.sqrt(24.0 / math.sqrt(case.shape.k))))
     inputs: dict[str, np.ndarray] = {}
@@ -200,8 +197,6 @@ def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
 def reference(case: Case, inputs: dict, stop_before_output_scale: bool = False) -> Reference:
     """The case's result in float64, from the same FP8 values, with a per-element error bound."""
     if case.block is not None:
-        from fp8_check.gpu import block_numerics
-
         out, err = block_numerics.reference(case, inputs, unit_roundoff)
         return Reference(out=out, err=err)
     u = unit_roundoff(case.dequant)
