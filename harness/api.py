@@ -36,8 +36,7 @@ from fp8_check.pipeline.signature import Signature, extract
 from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, resolve_mode
 from fp8_check.verdict import Verdict
 from fp8_check.outcome import NEW, UNRESOLVED, Outcome
-from fp8_check.pipeline import cost, layer_rules, runner
-from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
+from fp8_check.pipeline import cost, layer_rules
 from fp8_check.pipeline.coverage import attributed, coverage, layer_table
 from fp8_check.report.terminal import gemm_summary
 from fp8_check.targets import gpu_present
@@ -143,6 +142,8 @@ class Checker:
     """
 
     def __init__(self, mode: str = "deviceless", python: str | None = None, timeout: float | None = None):
+        from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compiler  # start-up: see tests/test_imports.py
+
         if mode not in MODES:
             raise ValueError(f"mode: unknown mode '{mode}'; allowed: {', '.join(MODES)}")
         self.mode = resolve_mode(mode)
@@ -160,12 +161,16 @@ class Checker:
         return self._others.compiler_for(target, self.compiler, EnvironmentProblem)
 
     def environment(self, target: Target | None = None) -> dict:
+        from fp8_check.pipeline.compile import WorkerError
+
         try:
             return (self.compiler if target is None else self.compiler_for(target)).environment()
         except WorkerError as exc:
             raise EnvironmentProblem(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
 
     def _check_canary(self, target: Target) -> None:
+        from fp8_check.pipeline import runner  # start-up: see tests/test_imports.py
+
         if target.name not in self._canary:
             problem = runner.deviceless_unsupported(self.environment(target)["jax"], [target])
             if self.mode == "device" or not problem:
@@ -357,6 +362,8 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     is returned ('' when unchanged). Without it, a missing golden or a difference raises
     `FusionMismatch`; returns ''.
     """
+    from fp8_check.pipeline import runner  # start-up: see tests/test_imports.py
+
     __tracebackhide__ = True  # pytest: show the field diff, not these frames
     case = name or report.name
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", case):

@@ -31,7 +31,6 @@ from fp8_check.verdict import Verdict
 from fp8_check.pipeline.constants import baked_in
 
 from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
-from fp8_check import check_process
 from fp8_check.export import target_devices
 from fp8_check.pipeline import golden, outputs
 from fp8_check.pipeline.aot import target_view
@@ -39,7 +38,6 @@ from fp8_check.pipeline.coverage import attributed, coverage, layer_table
 from fp8_check.pipeline.layer_rules import LayerRuleError, parse as parse_layer
 from fp8_check.pipeline.outputs import WriteError
 from fp8_check.report.terminal import estimate_line, gemm_summary
-from fp8_check.selection import add_timeout
 from fp8_check.targets import PROFILES, load_target, platform_of, resolve_mode
 
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
@@ -262,6 +260,8 @@ def _csv(value: str) -> list[str]:
 
 
 def register(subparsers) -> dict:
+    from fp8_check.selection import add_timeout  # start-up of the checking child: see tests/test_imports.py
+
     p = subparsers.add_parser("check", help="print the fusion signature of your own JAX function (module:function)")
     p.add_argument("function", help="module:function, imported from the current directory or PYTHONPATH")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=DTYPE[SHAPE]",
@@ -294,6 +294,7 @@ def cmd_check(args) -> int:
     except CheckUsage as exc:
         print(f"fp8-check check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from fp8_check import check_process  # the parent's side only: see tests/test_imports.py
 
     return check_process.run(args)
 

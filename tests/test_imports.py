@@ -3,8 +3,8 @@
 A module-level import shows a module's dependencies where a reader (and the architecture test) looks
 first, and fails at import, not in the middle of a command. The exceptions, each with its reason
 (docs/imports.md has the start-up measurements):
-- start-up cost: a module every `fp8-check` start (or every pytest start, through the plugin) imports
-  keeps a heavy dependency out of that path;
+- start-up cost: a module every `fp8-check` start, every `import fp8_check.api` or the checking child of
+  `fp8-check check` imports keeps a heavy dependency out of that path;
 - side effects: importing `fp8_check.api` runs the CPU-only hook, wanted only where the API is used;
 - separate processes: the GPU session's supervisor, whose steps import what they need in their own child.
 Imports are read with `ast`, as in test_architecture.py; nothing is imported.
@@ -26,6 +26,16 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fp8_check.gpu.session", "*"):
         "per-step environments: the session's supervisor imports the standard library and platforms only; each step "
         "(a child process with a time budget) imports the pipeline, JAX and numpy for itself",
+    # `import fp8_check.api` stays light (the compile service, the runner, the case kinds and their jinja2 templates
+    # load on first use): a user's script or test imports it, and `fp8-check check` runs the user's code in a child
+    # (`python -m fp8_check.check`) whose start-up, until the user's module is imported, counts against --timeout.
+    ("fp8_check.check", "fp8_check.selection"): "start-up of the checking child: selection serves only the parent's parser",
+    ("fp8_check.check", "fp8_check.check_process"): "start-up of the checking child: the parent's side (it imports the compile service)",
+    ("fp8_check.api", "fp8_check.pipeline.compile"): "start-up of every api import: the compile service loads with the first Checker",
+    ("fp8_check.other_environments", "fp8_check.pipeline.compile"): "start-up of every api import: as api -> compile",
+    ("fp8_check.other_environments", "fp8_check.versions.envs"):
+        "start-up of every api import: envs (releases, wheels, uv) serves only a target on another platform's plugin",
+    ("fp8_check.api", "fp8_check.pipeline.runner"): "start-up of every api import: the runner loads with the first canary or golden",
     ("fp8_check.check", "fp8_check.api"):
         "side effect: importing api runs the CPU-only hook (a GPU probe, JAX_PLATFORMS=cpu without one); every CLI "
         "start imports check, and only `fp8-check check` (before the checked module imports JAX) wants the hook",
