@@ -37,6 +37,10 @@ from fp8_check.outcome import NEW, UNRESOLVED, Outcome
 from fp8_check.pipeline.signature import Signature, extract
 from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, resolve_mode
 from fp8_check.verdict import Verdict
+from fp8_check.pipeline import cost, layer_rules
+from fp8_check.pipeline.coverage import attributed, coverage, layer_table
+from fp8_check.report.terminal import gemm_summary
+from fp8_check.targets import gpu_present
 
 cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
 
@@ -92,14 +96,10 @@ class FusionReport:
 
     def summary(self) -> str:
         """`3 kernels; __cublas$lt$matmul$f8 f8e4m3fnxf8e4m3fn->f8e4m3fn RELU +amax`, as `fp8-check run` prints it."""
-        from fp8_check.report.terminal import gemm_summary
-
         return gemm_summary(self.signature)
 
     def layer_table(self) -> str:
         """Per layer and pass: the engine and operand dtypes of its matmuls, then the coverage line."""
-        from fp8_check.pipeline.coverage import coverage, layer_table
-
         return "\n".join([*layer_table(self.signature, p := platform_of(self.target)), coverage(self.signature, p).line()])
 
     def where(self) -> str:
@@ -107,7 +107,6 @@ class FusionReport:
 
     def estimate(self):
         """The program's roofline estimate on its target (pipeline.cost.Estimate: `total_us`, `fp8_us`, `kernels`)."""
-        from fp8_check.pipeline import cost
         try:
             return cost.estimate(self.hlo, cost.hardware(as_target(self.target)))
         except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):
@@ -116,7 +115,6 @@ class FusionReport:
     def to_dict(self, with_text: bool = False) -> dict:
         d: dict = {"name": self.name, "target": self.target, "profile": self.profile, "mode": self.mode, "jax": self.jax,
              "compile_seconds": round(self.seconds, 4), "signature": self.signature.to_dict(annotations=True)}
-        from fp8_check.pipeline.coverage import attributed, coverage
 
         d["coverage"] = coverage(self.signature, platform_of(self.target)).to_dict()
         d.update({"warnings": list(self.warnings)} if self.warnings else {})
@@ -145,14 +143,12 @@ class Checker:
     """
 
     def __init__(self, mode: str = "deviceless", python: str | None = None, timeout: float | None = None):
-        from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compiler
+        from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compiler  # start-up: see tests/test_imports.py
 
         if mode not in MODES:
             raise ValueError(f"mode: unknown mode '{mode}'; allowed: {', '.join(MODES)}")
         self.mode = resolve_mode(mode)
         if self.mode == "device":
-            from fp8_check.targets import gpu_present
-
             if not gpu_present():
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
@@ -302,8 +298,6 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
     if signature:
         out += comparator.compare(signature, sig.to_dict())
     if layers:
-        from fp8_check.pipeline import layer_rules
-
         rules = [r if isinstance(r, layer_rules.LayerRule) else layer_rules.parse(r) if isinstance(r, str)
                  else layer_rules.from_dicts([r])[0] for r in layers]
         out += layer_rules.check(rules, sig)
@@ -355,6 +349,7 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     is returned ('' when unchanged). Without it, a missing golden or a difference raises
     `FusionMismatch`; returns ''.
     """
+
     __tracebackhide__ = True  # pytest: show the field diff, not these frames
     case = _golden_name(name or report.name)
     path = golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)

@@ -35,6 +35,14 @@ from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E
 
 if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it when it checks
     from fp8_check.api import FusionReport
+from fp8_check.export import target_devices
+from fp8_check.pipeline import outputs
+from fp8_check.pipeline.aot import target_view
+from fp8_check.pipeline.coverage import attributed, coverage, layer_table
+from fp8_check.pipeline.layer_rules import LayerRuleError, parse as parse_layer
+from fp8_check.pipeline.outputs import WriteError
+from fp8_check.report.terminal import estimate_line, gemm_summary
+from fp8_check.targets import PROFILES, load_target, platform_of, resolve_mode
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
 _INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
 _BOOL_EXPECT = ("damax", "fp8_output", "no_upcast_dot")
@@ -204,8 +212,6 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
 def _print_result(res: Outcome, report: "FusionReport | None", label: str) -> None:
     import yaml
 
-    from fp8_check.report.terminal import gemm_summary
-
     line = f"{res.code.name:<11} {res.target}/{res.profile:<7} {label}"
     if report is not None:
         line += f"  ({gemm_summary(report.signature)}) {report.seconds:.2f}s"
@@ -227,10 +233,6 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str) -> No
         for i, g in enumerate(sig["gemms"]):
             print(f"    [{i}] " + yaml.safe_dump(g, default_flow_style=True, width=10_000, sort_keys=False).strip())
         print(f"  unfused: {', '.join(sig['unfused']) or '(none)'}")
-        from fp8_check.pipeline.coverage import attributed, coverage, layer_table
-
-        from fp8_check.targets import platform_of
-
         platform = platform_of(report.target)
         if attributed(report.signature):
             print("  layers:")
@@ -239,8 +241,6 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str) -> No
         print(f"  {coverage(report.signature, platform).line()}")
         est = report.estimate()
         if est is not None:
-            from fp8_check.report.terminal import estimate_line
-
             print(f"  estimate: {estimate_line(est)}")
         if res.verdict is not None and res.verdict.cost is not None:
             print(f"  cost against the golden: {res.verdict.cost.text()} ({res.verdict.cost.detail()})")
@@ -256,6 +256,8 @@ def _csv(value: str) -> list[str]:
 
 
 def register(subparsers) -> dict:
+    from fp8_check.selection import add_timeout  # start-up of the checking child: see tests/test_imports.py
+
     p = subparsers.add_parser("check", help="print the fusion signature of your own JAX function (module:function)")
     p.add_argument("function", help="module:function, imported from the current directory or PYTHONPATH")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=DTYPE[SHAPE]",
@@ -276,7 +278,6 @@ def register(subparsers) -> dict:
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
     p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the results as JSON to FILE ('-' or no FILE: stdout only)")
-    from fp8_check.selection import add_timeout
 
     add_timeout(p)
     return {"check": cmd_check}
@@ -289,15 +290,13 @@ def cmd_check(args) -> int:
     except CheckUsage as exc:
         print(f"fp8-check check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from fp8_check import check_process
+    from fp8_check import check_process  # the parent's side only: see tests/test_imports.py
 
     return check_process.run(args)
 
 
 def cmd_check_here(args) -> int:
     """The check itself, in this process: the child process of `cmd_check` runs it."""
-    from fp8_check.pipeline.outputs import WriteError
-
     try:
         return _cmd_check(args)
     except CheckUsage as exc:
@@ -310,9 +309,6 @@ def cmd_check_here(args) -> int:
 
 def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
     """Everything about the options that needs none of the user's code; CheckUsage when one is bad."""
-    from fp8_check.pipeline import outputs
-    from fp8_check.targets import PROFILES, load_target, resolve_mode
-
     if args.arg and args.factory:
         raise CheckUsage("give --arg NAME=DTYPE[SHAPE] ... or --args MODULE:FACTORY, not both")
     if args.bless and not args.golden:
@@ -320,8 +316,6 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
     specs = [parse_arg(a) for a in args.arg]
     expect = parse_expect(args.expect)
     if args.expect_layer:
-        from fp8_check.pipeline.layer_rules import LayerRuleError, parse as parse_layer
-
         try:
             expect["layers"] = [parse_layer(x) for x in args.expect_layer]
         except LayerRuleError as exc:
@@ -364,10 +358,7 @@ def _cmd_check(args) -> int:
         sys.stdout.flush()
         json_out = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
-    from fp8_check import api
-    from fp8_check.export import target_devices
-    from fp8_check.pipeline.aot import target_view
-    from fp8_check.targets import load_target
+    from fp8_check import api  # before the checked module imports JAX: its CPU-only hook runs at import
 
     fn = resolve(args.function, "check")
     factory = resolve(args.factory, "--args") if args.factory else None

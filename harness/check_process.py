@@ -25,6 +25,8 @@ import threading
 from pathlib import Path
 
 from fp8_check.errors import EXIT_FAIL
+from fp8_check.pipeline.compile import harness_path
+from fp8_check.pipeline.compile import remove_harness_link
 
 
 def run(args, module: str = "fp8_check.check") -> int:
@@ -34,7 +36,6 @@ def run(args, module: str = "fp8_check.check") -> int:
     os.close(fd)
     os.unlink(status)
     env = dict(os.environ)
-    from fp8_check.pipeline.compile import harness_path
 
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(harness_path()), os.getcwd()]
                                                       + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])))
@@ -110,7 +111,6 @@ def child(check_here, argv: list[str]) -> None:
         with open(status, "w") as f:
             json.dump({"code": code}, f)
     sys.stderr.flush()
-    from fp8_check.pipeline.compile import remove_harness_link
 
     remove_harness_link()  # fp8-check's own clean-up, which os._exit skips
     os._exit(code)  # no atexit handler of the checked code runs after the verdict

@@ -17,6 +17,7 @@ import importlib
 import sys
 
 from fp8_check.errors import Fp8CheckError
+from fp8_check.about import version_line
 
 # Modules with `register(subparsers) -> {command: handler(args) -> exit code}`, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -49,8 +50,6 @@ class _Version(argparse.Action):
     """`--version`: one unwrapped line (argparse's own action would wrap it to the terminal's width)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from fp8_check.about import version_line
-
         print(version_line())
         parser.exit(0)
 

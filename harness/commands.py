@@ -17,6 +17,12 @@ from fp8_check.pipeline import results as results_mod
 from fp8_check.report import terminal
 from fp8_check.selection import EXIT_FAIL, EXIT_OK, UsageError
 from fp8_check.targets import PROFILES
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.versions.matrix_document import Matrix, entry_from_results
+from fp8_check.versions.news import closing_line
+from fp8_check.versions import goldens as ranged
+from fp8_check.pipeline import cost
+from fp8_check.report import page  # page.write_report: a test replaces it to make the report fail
 
 
 def register(sub) -> dict:
@@ -70,8 +76,6 @@ def _stale(args) -> list[Path] | None:
     None when PATHS names single case files: goldens of cases in other files are not stale
     then, so nothing is warned about and `--prune` refuses to guess.
     """
-    from fp8_check.pipeline import cases as case_mod
-
     paths = list(args.paths or [selection.DEFAULT_CASES])
     if any(not Path(p).is_dir() for p in paths):
         return None
@@ -125,17 +129,13 @@ def cmd_run(args) -> int:
     html = args.html or args.json.parent / "report.html"
 
     def write_html(path: Path) -> None:
-        from fp8_check.report.page import write_report
-
-        write_report([res], path)
+        page.write_report([res], path)
 
     outputs.write_all([  # one failure policy: the results JSON must be written, the report only warns
         outputs.Output("results JSON", args.json, lambda p: results_mod.write(p, res), primary=True,
                        announce="results: {path}"),
         outputs.Output("HTML report", html, write_html, announce="report: {path}"),
     ])
-    from fp8_check.versions.matrix_document import Matrix, entry_from_results
-    from fp8_check.versions.news import closing_line
 
     print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
     fail_on = getattr(args, "fail_on", "any")
@@ -145,8 +145,6 @@ def cmd_run(args) -> int:
 
 
 def _bless_from_matrix(args) -> int:
-    from fp8_check.versions import goldens as ranged
-
     if args.paths:
         raise UsageError("bless --from-matrix takes no case paths: the matrix says what ran (use -k, --target, --profile to narrow)")
     for path in args.from_matrix:
@@ -205,8 +203,6 @@ def cmd_bless(args) -> int:
             facts = contract_judge.facts_of(out, options) if is_contract else None
             diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
                                 facts)
-            from fp8_check.versions import goldens as ranged
-
             hint = ranged.one_version_hint(out, Path("reports/matrix.json"))
             if hint and hint not in hints:
                 hints.append(hint)
@@ -259,7 +255,6 @@ def cmd_show(args) -> int:
 
     hlo = comp.hlo or ""  # set whenever the compilation succeeded
     print(yaml.safe_dump(signature.extract(hlo).to_dict(), sort_keys=False))
-    from fp8_check.pipeline import cost
 
     est = cost.estimate(hlo, cost.hardware(target))
     print(f"# ---- estimated cost on {est.hardware} (roofline, docs/cost.md): {est.total_us:.1f} µs per call")

@@ -11,7 +11,10 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from fp8_check import platforms
+from fp8_check import dtypes, platforms
+from fp8_check.pipeline import aot
+from fp8_check.pipeline.aot import target_view
+from fp8_check.targets import gpu_present
 
 
 def _is_array(leaf: Any) -> bool:
@@ -35,8 +38,6 @@ def _cpu_only_without_gpu() -> None:
     """
     import os
 
-    from fp8_check.targets import gpu_present
-
     if os.environ.get("JAX_PLATFORMS") or gpu_present():
         return
     if "jax" not in sys.modules:
@@ -59,8 +60,6 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict, platform: str = pla
 
     `devices`: the compile target's devices; while `fn` is traced, `jax.devices()` and the like answer with
     them (`fp8_check.pipeline.aot.target_view`). The questions the traced code asked are appended to `asked`."""
-    from fp8_check.pipeline.aot import target_view
-
     _cpu_only_without_gpu()
     import jax
     from jax import export
@@ -141,8 +140,6 @@ def non_native_fp8(target, args: tuple = (), kwargs: dict | None = None) -> tupl
     without complaint and upcasts its gemms (OCP E4M3 on MI300X/gfx942, fnuz on MI350X/gfx950)."""
     import jax
 
-    from fp8_check import dtypes
-
     native = target.native_fp8
     if not native:
         return ()
@@ -162,8 +159,6 @@ def target_devices(target, versions: dict) -> Any:
     if target.config_text not in _DEVICES:
         try:
             import jax
-
-            from fp8_check.pipeline import aot
 
             _DEVICES[target.config_text] = aot.compile_device(
                 "deviceless", aot.target_config_for(target.config_text, versions, jax.__version__), target.platform.jax_platform)

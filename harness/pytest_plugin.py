@@ -30,12 +30,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from fp8_check import selection
 from fp8_check.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
 from fp8_check.pipeline.runner import CanaryGate
+from fp8_check.pipeline.pool import CompilerPool
+from fp8_check.export import cpu_only_without_gpu
+from fp8_check.pipeline import cases as case_mod
+from fp8_check.pipeline.runner import plan
+from fp8_check.pipeline import runner
+if TYPE_CHECKING:  # pytest's failure representation is not exported by name
+    from _pytest._code.code import TerminalRepr
 
 _CASES_KEY = re.compile(r"^cases\s*:", re.M)
 
@@ -74,8 +82,6 @@ def _is_case_file(path: Path) -> bool:
 def pytest_configure(config):
     # Before any test module imports JAX: on a machine without a GPU, JAX's CPU backend, quietly (no cuInit
     # traceback from the CUDA plugin). Nothing changes with a GPU, with JAX_PLATFORMS set, or with JAX already up.
-    from fp8_check.export import cpu_only_without_gpu
-
     cpu_only_without_gpu()
 
 
@@ -94,9 +100,6 @@ def pytest_collect_file(file_path: Path, parent):
 
 class CaseFile(pytest.File):
     def collect(self):
-        from fp8_check.pipeline import cases as case_mod
-        from fp8_check.pipeline.runner import plan
-
         try:
             loaded = case_mod.load_file(self.path)
         except case_mod.CaseError as exc:
@@ -123,8 +126,6 @@ class CaseItem(pytest.Item):
         self.case, self.target, self.profile = case, target, profile
 
     def runtest(self):
-        from fp8_check.pipeline import runner
-
         session = _session(self.config)
         compiler, problem = session.compiler(self.target, self)
         if problem:
@@ -146,7 +147,7 @@ class CaseItem(pytest.Item):
             pytest.xfail(out.reason)
         raise Fp8Failure(out)
 
-    def repr_failure(self, excinfo):
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str | TerminalRepr:
         if isinstance(excinfo.value, Fp8Failure):
             out = excinfo.value.outcome
             if isinstance(out, str):
@@ -163,7 +164,7 @@ class CaseItem(pytest.Item):
             if out.reason:
                 lines.append(out.reason if out.code is not UNRESOLVED else out.reason.strip()[-3000:])
             return "\n".join(lines)
-        return super().repr_failure(excinfo)
+        return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
         return self.path, self.case.line - 1 if self.case.line else None, \
@@ -176,7 +177,7 @@ class _Session:
     def __init__(self, config):
         self.config = config
         self.mode = selection.mode(config.getoption("fp8_mode"))
-        self._compiler = None
+        self._compiler: CompilerPool | None = None
         self._env_error: str | None = None
         self._gate = CanaryGate(self.mode)  # once per target: may this environment judge it?
 
@@ -212,20 +213,18 @@ class _Session:
                 self._env_error = f"broken environment: {exc}"
                 return None, self._env_error
             if item is not None and not xdist:
-                self._prefetch(item.session.items)
-        return self._checked(target)
+                self._prefetch(self._compiler, item.session.items)
+        return self._checked(self._compiler, target)
 
-    def _checked(self, target):
-        problem = self._gate.problem(self._compiler, target)
-        return (None, problem) if problem else (self._compiler, None)
+    def _checked(self, compiler: CompilerPool, target):
+        problem = self._gate.problem(compiler, target)
+        return (None, problem) if problem else (compiler, None)
 
-    def _prefetch(self, items) -> None:
+    def _prefetch(self, compiler: CompilerPool, items) -> None:
         """Start compiling every item that will compile, in item order, behind each target's canary
         (runner.prefetch): the canary no longer holds the other workers up. If a canary then fails,
         its target's items report that instead of their compilation."""
-        from fp8_check.pipeline import runner
-
-        jax_version = self._compiler.environment()["jax"]
+        jax_version = compiler.environment()["jax"]
         requests: list = []
         targets: dict = {}
         for i in items:
@@ -235,7 +234,7 @@ class _Session:
                 continue  # UNSUPPORTED without compiling
             targets.setdefault(i.target.name, i.target)
             requests.append(runner.request_for(i.case, i.target, i.profile))
-        runner.prefetch(self._compiler, list(targets.values()), self.mode, requests,
+        runner.prefetch(compiler, list(targets.values()), self.mode, requests,
                         canary=runner.canary_applies(self.mode, jax_version))
 
     def close(self):
@@ -291,7 +290,7 @@ _CHECKER_KEY = pytest.StashKey[object]()
 @pytest.fixture
 def fp8(request):
     """fp8-check's API bound to this test's target and profile (fp8_check.api.BoundChecker)."""
-    from fp8_check import api
+    from fp8_check import api  # what the fixture binds, imported when a test asks for it (see pytest_configure)
 
     config = request.config
     target, profile = getattr(request, "param", None) or _fixture_params(config)[0]

@@ -14,6 +14,9 @@ import re
 import sys
 from pathlib import Path
 
+from fp8_check.about import install_requirement
+from fp8_check.pipeline.golden import atomic_write
+
 DEFAULT_USES = "OWNER/fp8-check/.github/workflows/fp8-check.yml@main"
 
 CASES = """\
@@ -145,8 +148,6 @@ def register(subparsers) -> dict:
 
 
 def cmd_init(args) -> int:
-    from fp8_check.pipeline.golden import atomic_write
-
     root = Path(args.directory)
     if root.exists() and not root.is_dir():
         print(f"fp8-check init: error: {root} is not a directory", file=sys.stderr)
@@ -154,8 +155,6 @@ def cmd_init(args) -> int:
     wrote: list[str] = []
     kept: list[str] = []
     if args.requirement is None:
-        from fp8_check.about import install_requirement
-
         args.requirement = install_requirement()
         if not args.requirement:
             print("fp8-check init: note: no git URL or wheel URL is known for this fp8-check; the workflow installs "

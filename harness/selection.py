@@ -17,6 +17,10 @@ from fp8_check.pipeline.pool import CompilerPool
 from fp8_check.targets import PROFILES, Profile, Target, load_target, resolve_mode
 
 from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
+from fp8_check.targets import gpu_present
+from fp8_check.versions import envs
+from fp8_check.targets import TARGET_DIR
+from fp8_check.targets import MODES, target_names
 DEFAULT_CASES = Path("cases")
 
 
@@ -90,8 +94,6 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
     broken environment. Shipped targets are known to parse and are not checked (a fully cached run starts no JAX).
     `args` may carry `-j/--workers` and `--no-cache` (fp8_check.pipeline.pool.add_options); `workers` overrides -j.
     The workers run in the environment that compiles for `check_targets` and `for_targets` (`platform_python`)."""
-    from fp8_check.targets import gpu_present
-
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
     python = platform_python([*check_targets, *for_targets]) if mode_name == "deviceless" else None
@@ -114,8 +116,6 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
 
 def env_platform(targets) -> platforms.Platform | None:
     """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (envs.other_platform)."""
-    from fp8_check.versions import envs
-
     try:
         return envs.other_platform(targets)
     except ValueError as exc:
@@ -124,8 +124,6 @@ def env_platform(targets) -> platforms.Platform | None:
 
 def platform_python(targets) -> str | None:
     """The interpreter that compiles for `targets` (envs.python_for): None for this one."""
-    from fp8_check.versions import envs
-
     try:
         return envs.python_for(targets)
     except ValueError as exc:
@@ -145,8 +143,6 @@ def check_spec_files(given: str | None, mode_name: str, option: str = "--target"
 
 
 def _shipped(target: Target) -> bool:
-    from fp8_check.targets import TARGET_DIR
-
     path = TARGET_DIR / f"{target.name}.txtpb"
     try:
         return path.is_file() and path.read_text() == target.config_text
@@ -216,8 +212,6 @@ def from_args(args) -> Selection:
 
 def add_options(p, paths: bool = True) -> None:
     """The standard selection options on an argparse parser."""
-    from fp8_check.targets import MODES, target_names
-
     if paths:
         p.add_argument("paths", nargs="*", type=Path, help="case files or directories (default: cases/)")
     p.add_argument("-k", dest="filter", help="only cases whose id contains this text (alternatives separated by ',')")

@@ -20,6 +20,7 @@ from __future__ import annotations
 from fp8_check.pipeline.canary import (BLOCK_SCALED_TARGET, PROBE, CanaryResult, CudnnCanaryError,  # noqa: F401
                                      check_cudnn, cudnn_threshold, expects_cudnn)
 from fp8_check.targets import Target
+from fp8_check.pipeline.aot import dnn_field_read
 
 
 def effective(compiler, target: Target) -> dict:
@@ -29,8 +30,6 @@ def effective(compiler, target: Target) -> dict:
 
 def environment_entry(target: Target, jax_version: str) -> dict:
     """The target's versions as recorded in the results' environment."""
-    from fp8_check.pipeline.aot import dnn_field_read
-
     v = target.versions
     return {
         "compute_capability": ".".join(map(str, target.compute_capability)),

@@ -9,6 +9,15 @@ from __future__ import annotations
 import sys
 
 from fp8_check.target_check import CudnnCanaryError, check_cudnn, effective, environment_entry
+from fp8_check.pipeline import runner
+from fp8_check.pipeline.compile import Compiler, WorkerError
+from fp8_check.selection import BrokenEnvironment as broken_environment
+from fp8_check.selection import UsageError as usage_error
+from fp8_check.selection import _shipped, check_target_spec
+from fp8_check.targets import TargetSpecError, load_target, target_names
+from fp8_check import platforms
+from fp8_check.versions import envs
+from fp8_check.pipeline.aot import dnn_field_read
 
 
 def add_check_parser(tsub) -> None:
@@ -21,16 +30,6 @@ def add_check_parser(tsub) -> None:
 
 def cmd_check(args) -> int:
     """Exit 0 when every target checks out, 3 when a spec is refused or its cuDNN version does not take effect."""
-    from fp8_check.pipeline import runner
-    from fp8_check.pipeline.compile import Compiler, WorkerError
-    from fp8_check.selection import BrokenEnvironment as broken_environment
-    from fp8_check.selection import UsageError as usage_error
-    from fp8_check.selection import _shipped, check_target_spec
-    from fp8_check.targets import TargetSpecError, load_target, target_names
-
-    from fp8_check import platforms
-    from fp8_check.versions import envs
-
     names = [args.spec] if args.spec else list(target_names())
     if not args.spec:  # the targets this environment compiles for; another platform's are checked by name
         elsewhere = [n for n in names if load_target(n).platform not in (platforms.DEFAULT,) and not load_target(n).platform.installed()]
@@ -87,6 +86,4 @@ def cmd_check(args) -> int:
 
 
 def _field(jax_version: str) -> str:
-    from fp8_check.pipeline.aot import dnn_field_read
-
     return dnn_field_read(jax_version)

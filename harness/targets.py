@@ -18,6 +18,10 @@ from pathlib import Path
 from fp8_check import platforms
 from fp8_check.errors import BrokenEnvironmentError
 from fp8_check.platforms import Platform, nvidia
+from fp8_check.pipeline.aot import TOPOLOGY_LINE
+from fp8_check.pipeline import names, safe_yaml
+from fp8_check.pipeline.aot import strip_version_fields
+from fp8_check.pipeline.aot import device_count
 
 TARGET_DIR = Path(__file__).parent / "targets"
 MODES = ("auto", "deviceless", "device")
@@ -78,8 +82,6 @@ class Target:
 
     @property
     def devices(self) -> int:
-        from fp8_check.pipeline.aot import device_count
-
         return device_count(self.topology)
 
     @property
@@ -179,8 +181,6 @@ def _multi_device(name: str) -> Target | None:
     """`h100x8` / `h100x2x4`: the GPU spec `h100` on a topology of 1 host x 8 / 2 hosts x 4 GPUs."""
     from dataclasses import replace
 
-    from fp8_check.pipeline.aot import TOPOLOGY_LINE
-
     canonical = canonical_target(name)
     m = _split_multi(canonical) if canonical is not None and canonical not in target_names() else None
     if canonical is None or m is None:
@@ -205,8 +205,6 @@ def load_target(name: str) -> Target:
     the goldens' folder). A user's spec named like a shipped target (`./h100.txtpb`) but differing
     from it is refused: it would be judged against, and blessed into, that target's goldens.
     """
-    from fp8_check.pipeline import names, safe_yaml
-
     multi = None if name.endswith(".txtpb") else _multi_device(name)
     if multi is not None:
         return multi
@@ -309,7 +307,6 @@ def parse_target(name: str, text: str, where: str | None = None) -> Target:
         raise ValueError(f"target '{name}': {exc}") from None
     first = text.splitlines()[0] if text else ""
     desc = first.split(":", 1)[1].strip() if first.startswith("# fp8-check target spec:") else name
-    from fp8_check.pipeline.aot import strip_version_fields
 
     versions, notes = parse_versions(text, where or f"target '{name}'", platform)
     return Target(

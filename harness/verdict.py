@@ -26,6 +26,7 @@ from fp8_check.collective_rules import COLLECTIVE_RULES, collective_field, is_co
 from fp8_check.pipeline import comparator, identity
 from fp8_check.pipeline.comparator import MISSING
 from fp8_check.pipeline.cost import CostDelta
+from fp8_check.pipeline.layer_rules import classify as classify_layer
 from fp8_check.pipeline.signature import Signature
 from fp8_check.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES,  # noqa: F401
                                    MIXED, NEUTRAL, REGRESSION, Neutral, _SIGNATURE_KEYS, _family, _narrow_lost,
@@ -199,8 +200,6 @@ def _classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict
     if path in ("numerics", "filecheck"):
         return [line(REGRESSION, "wrong numbers" if path == "numerics" else "FileCheck patterns no longer match")]
     if path.startswith("layers["):
-        from fp8_check.pipeline.layer_rules import classify as classify_layer
-
         return [line(*classify_layer(path, before, after))]
     if path == "kernels":
         return _kernels(before, after, line)

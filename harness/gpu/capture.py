@@ -34,10 +34,12 @@ import time
 from typing import AbstractSet, Any
 from pathlib import Path
 
-from fp8_check import platforms
+from fp8_check import platforms, selection, target_check_cli
+from fp8_check.pipeline import names
+from fp8_check.pipeline.compile import Compiler, WorkerError
+from fp8_check.pipeline.golden import atomic_write
 from fp8_check.platforms import amd
-from fp8_check.targets import TARGET_DIR, parse_target
-from fp8_check import selection
+from fp8_check.targets import TARGET_DIR, gpu_present, parse_target
 
 # message name -> {field number: (field name, type, message type or enum names)}
 _INT, _UINT, _BOOL, _STR, _FLOAT, _MSG, _ENUM, _MAP = "int", "uint", "bool", "str", "float", "msg", "enum", "map"
@@ -322,15 +324,12 @@ def _user() -> str:
 
 
 def write_spec(name: str, text: str, directory: Path = TARGET_DIR, force: bool = False) -> Path:
-    from fp8_check.pipeline import names
-
     if name.endswith(".txtpb"):
         raise ValueError(f"target name '{name}': give the name without the .txtpb suffix")
     path = Path(directory) / f"{names.check('target', name)}.txtpb"
     if path.exists() and not force:
         raise FileExistsError(f"{path} exists; pass --force to replace it")
     parse_target(name, text)  # must read back as a Target
-    from fp8_check.pipeline.golden import atomic_write
 
     atomic_write(path, text)
     return path
@@ -351,7 +350,6 @@ def register(subparsers) -> dict:
     c.add_argument("--dir", type=Path, default=TARGET_DIR, help="where to write the spec (default: the shipped specs)")
     c.add_argument("--force", action="store_true", help="replace an existing spec")
     c.add_argument("--stdout", action="store_true", help="print the spec instead of writing it")
-    from fp8_check import target_check_cli
 
     target_check_cli.add_check_parser(tsub)
     return {"target": cmd_target}
@@ -364,12 +362,7 @@ def capture(compiler) -> tuple[str, dict]:
 
 
 def cmd_target(args) -> int:
-    from fp8_check.pipeline.compile import Compiler, WorkerError
-    from fp8_check.targets import gpu_present
-
     if args.target_command == "check":
-        from fp8_check import target_check_cli
-
         return target_check_cli.cmd_check(args)
     if not gpu_present():
         raise selection.UsageError("target capture needs a GPU: it reads the target config of the local device")

@@ -32,6 +32,10 @@ from fp8_check.pipeline import signature
 from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.results import Results
 from fp8_check.pipeline.signature import Signature
+from fp8_check.targets import PROFILES
+from fp8_check.pipeline import results
+from fp8_check.pipeline.compile import Compiler
+from fp8_check.targets import gpu_present
 
 SCHEMA = "fp8-check/fidelity/2"
 
@@ -138,8 +142,6 @@ def from_results(deviceless: Results, device: Results) -> Signatures:
 
 def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> None:
     """Compile `cases` for `target` with each profile; record signatures (or errors) under `side`."""
-    from fp8_check.targets import PROFILES
-
     for case in cases:
         for name in profiles:
             if name not in case.profiles:
@@ -174,10 +176,6 @@ def register(subparsers) -> dict:
 
 
 def cmd_fidelity(args) -> int:
-    from fp8_check.pipeline import results
-    from fp8_check.pipeline.compile import Compiler
-    from fp8_check.targets import gpu_present
-
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if args.from_results:
         left_path, right_path = args.from_results

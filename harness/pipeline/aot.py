@@ -15,6 +15,7 @@ import glob
 import os
 import shutil
 import time
+from typing import Any
 
 
 CODEGEN_THREADS_FLAG = "--xla_gpu_force_compilation_parallelism"
@@ -149,7 +150,7 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
     import contextlib
 
     first = device[0] if isinstance(device, (list, tuple)) else device
-    jit_options = {}
+    jit_options: dict[str, Any] = {}
     context = contextlib.nullcontext()
     if mesh:
         concrete = make_mesh(device, mesh)
@@ -210,7 +211,7 @@ def tree_arguments(made, device, concrete=None):
                 if axes not in meshes:
                     meshes[axes] = make_mesh(devices, axes)
                 mesh = meshes[axes]
-            placed = NamedSharding(mesh, sharding.spec)
+            placed: jax.sharding.Sharding = NamedSharding(mesh, sharding.spec)  # (not evaluated: a local annotation)
         elif concrete is not None:
             placed = NamedSharding(concrete, PartitionSpec())
         else:
@@ -228,7 +229,7 @@ def compile_tree(fn, factory, device, compiler_options, dump_dir, mesh=None, out
 
     import contextlib
 
-    jit_options = {}
+    jit_options: dict[str, Any] = {}
     context = contextlib.nullcontext()
     concrete = None
     if mesh:

@@ -31,6 +31,7 @@ from fp8_check.pipeline.kinds.block_scaled import Block, BlockScaledSpec
 from fp8_check.pipeline.kinds.pattern import PatternSpec
 from fp8_check.pipeline.compile import CompileRequest, CompileService
 from fp8_check.targets import PROFILES, Target
+from fp8_check.pipeline.aot import dnn_field_read, dnn_fields_written
 
 CANARY = Case(
     id="canary_e4m3_plain",
@@ -96,8 +97,6 @@ class CanaryResult:
 
 def check_cudnn(compiler, target: Target, jax_version: str) -> CanaryResult:
     """Run the block-scaled probe where cuDNN is expected; raise CudnnCanaryError when it is not reached."""
-    from fp8_check.pipeline.aot import dnn_field_read, dnn_fields_written
-
     if not expects_cudnn(target, jax_version):
         why = (f"compute capability {target.compute_capability[0]}.{target.compute_capability[1]} < 10"
                if target.compute_capability < (10, 0) else

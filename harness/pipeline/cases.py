@@ -23,14 +23,13 @@ from fp8_check.pipeline.kinds.block_scaled import BLOCK_KEYS, Block, BlockScaled
 from fp8_check.pipeline.kinds.pattern import (AMAX, DEQUANT_DTYPES, EPILOGUES, INPUT_SCALES, OUT_DTYPES,  # noqa: F401
                                             OUTPUT_SCALES, PATTERN_KEYS, REQUANTIZE, PatternSpec)
 from fp8_check.pipeline.kinds.python import PYTHON_KEYS, PythonSpec  # noqa: F401  (re-exported)
+from fp8_check.targets import MULTI_DEVICE_TARGETS, canonical_target, target_names
 
 KINDS = tuple(kinds.KINDS)
 
 
 def _targets(path, line, cid, fld, value) -> tuple[str, ...]:
     """A case's `targets:`: GPU spec names and any GPUxN / GPUxHOSTSxN, each in its normal form (targets.py)."""
-    from fp8_check.targets import MULTI_DEVICE_TARGETS, canonical_target, target_names
-
     allowed = ", ".join([*target_names(), "GPUxN or GPUxHOSTSxN (e.g. " + ", ".join(MULTI_DEVICE_TARGETS) + ")"])
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items:

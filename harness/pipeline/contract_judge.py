@@ -14,6 +14,9 @@ from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.golden import Expectation, Golden
 from fp8_check.pipeline.signature import Signature
 from fp8_check.verdict import Line, Verdict, overall
+from fp8_check.pipeline import layer_rules
+from fp8_check.pipeline import golden as golden_mod
+from fp8_check.pipeline.coverage import attributed
 
 KEY = "contract"  # out.expected of a contract outcome is {"contract": {...}}
 
@@ -32,8 +35,6 @@ def estimate(out: Outcome) -> cost.Estimate | None:
 def judge(out: Outcome, sig: Signature, g: Golden, exp: Expectation, gpath, issue,
           rule_diffs: list[FieldDiff] | None = None) -> Outcome:
     """`rule_diffs`: the golden's layer rules (`layers:`) broken by `sig`, judged with the contract's facts."""
-    from fp8_check.pipeline import layer_rules
-
     options = contract.options_from(g.contract_options)
     est = estimate(out)
     out.estimate = est
@@ -99,9 +100,6 @@ def facts_of(out: Outcome, options: dict | None) -> dict:
 def wants_contract(root, out: Outcome) -> tuple[bool, dict | None]:
     """(whether `out`'s golden is a contract, its options): an existing golden keeps its form; a new golden is a
     contract when the case's matmuls carry layer paths (a model), an exact signature otherwise (a pattern)."""
-    from fp8_check.pipeline import golden as golden_mod
-    from fp8_check.pipeline.coverage import attributed
-
     old = golden_mod.load(golden_mod.path_for(root, out.case, out.target, out.profile, out.mode))
     if old is not None:
         return old.is_contract, old.contract_options
@@ -131,6 +129,4 @@ def signature_change(before: Signature, after: Signature) -> tuple[list[FieldDif
 
 def is_model(sig: Signature | None) -> bool:
     """A model (its matmuls carry layer paths): matrix and bisect compare its FP8 facts by layer and pass."""
-    from fp8_check.pipeline.coverage import attributed
-
     return attributed(sig)

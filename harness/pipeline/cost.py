@@ -28,6 +28,7 @@ from fp8_check.pipeline.collectives import device_groups
 from fp8_check.pipeline.cost_delta import AT_LEAST, AT_MOST, CostDelta
 from fp8_check.pipeline.cost_engine import in_library
 from fp8_check.pipeline.cost_table import DTYPE_BYTES, DTYPE_CLASS, LAUNCH_US, Part
+from fp8_check.targets import load_target
 
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 UNKNOWN = "unknown: a golden kernel whose shapes are not known (a bare launch)"
@@ -74,8 +75,6 @@ def _spec_number(text: str, key: str) -> float | None:
 def hardware(target) -> Hardware:
     """The `Hardware` of a `targets.Target` (or a shipped target's name)."""
     if isinstance(target, str):
-        from fp8_check.targets import load_target
-
         target = load_target(target)
     text = target.config_text
     m = re.search(r'device_description_str\s*:\s*"([^"]*)"', text)

@@ -28,6 +28,9 @@ from pathlib import Path
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
+from fp8_check.pipeline import names, safe_yaml
+from fp8_check.pipeline.outputs import WriteError
+from fp8_check.pipeline import contract as contract_mod
 
 
 class GoldenError(BadInput, ValueError):
@@ -97,8 +100,6 @@ _Dumper.add_representer(list, _represent_list)
 
 def path_for(root: Path, case: str, target: str, profile: str, mode: str) -> Path:
     """`root/<target>/<profile>/<mode>/<case>.yaml`; every name is checked (names.UnsafeName): never outside `root`."""
-    from fp8_check.pipeline import names
-
     names.check("case", case)
     return names.inside(root, ("target", target), ("profile", profile), ("mode", mode)) / f"{case}.yaml"
 
@@ -107,7 +108,6 @@ def load(path: Path) -> Golden | None:
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return None
-    from fp8_check.pipeline import safe_yaml
 
     try:
         doc = safe_yaml.load(safe_yaml.read_text(path))
@@ -127,8 +127,6 @@ def load(path: Path) -> Golden | None:
             raise GoldenError(f"{path}: field 'expect[{i}].{unknown[0]}': unknown key; allowed: jax, blessed_with, "
                               "signature, contract")
         if contract is not None:
-            from fp8_check.pipeline import contract as contract_mod
-
             try:
                 contract_mod.validate(contract, f"expect[{i}].contract")
             except contract_mod.ContractError as exc:
@@ -147,8 +145,6 @@ def load(path: Path) -> Golden | None:
         raise GoldenError(f"{path}: field 'layers': expected a list of {{layer, pass, fp8}} rules")
     options = doc.get("contract_options")
     if options is not None:
-        from fp8_check.pipeline import contract as contract_mod
-
         try:
             contract_mod.options_from(options)
         except contract_mod.ContractError as exc:
@@ -178,8 +174,6 @@ def stale(root: Path, case_ids: set[str]) -> list[Path]:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write `text` to `path` so that readers see the old file or the new one, never half of either."""
-    from fp8_check.pipeline.outputs import WriteError
-
     path = Path(path)
     tmp = None
     try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fp8_check.pipeline import attribution
 from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.signature import Signature
+from fp8_check.pipeline.coverage import engine
 
 LOW, WIDE = "FP8/FP4", "wider than FP8"
 _KEYS = ("layer", "pass", "fp8")
@@ -86,8 +87,6 @@ def _check_pass(pass_: str, where: str) -> None:
 
 def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
     """The differences between the rules and the signature's attributed matmuls."""
-    from fp8_check.pipeline.coverage import engine
-
     out = []
     for rule in rules:
         path = f"layers[{rule.label}]"

@@ -23,6 +23,10 @@ from fp8_check.pipeline.comparator import FieldDiff
 from fp8_check.pipeline.golden import atomic_write
 from fp8_check.pipeline.signature import Signature
 from fp8_check.verdict import Verdict
+from fp8_check.outcome import NumericsResult
+from fp8_check.pipeline.safe_yaml import ReadError, load_json
+from fp8_check.pipeline import render
+from fp8_check.targets import PROFILES, Profile, Target, parse_target
 
 SCHEMA = "fp8-check/results/2"
 READABLE = ("fp8-check/results/1", SCHEMA)
@@ -107,8 +111,6 @@ def _check_environment(env: object, specs: object, where: str) -> None:
 
 
 def outcome_from_json(d: dict) -> Outcome:
-    from fp8_check.outcome import NumericsResult
-
     if not isinstance(d, dict):
         raise ValueError(f"a result: expected a mapping, got {type(d).__name__}")
     _check_types(d, f"case {d.get('case')!r}")
@@ -176,8 +178,6 @@ def write(path: Path, res: Results, with_text: bool = True) -> None:
 
 
 def load(path: Path) -> Results:
-    from fp8_check.pipeline.safe_yaml import ReadError, load_json
-
     path = Path(path)
     if not path.exists():
         raise ResultsError(f"{path}: no such results file")
@@ -190,9 +190,6 @@ def load(path: Path) -> Results:
 
 def repro_for(res: Results, o: Outcome) -> str:
     """The standalone repro script of one result, rendered from what the run stored."""
-    from fp8_check.pipeline import render
-    from fp8_check.targets import PROFILES, Profile, Target, parse_target
-
     if not o.source:
         return "# (no repro script recorded)"
     spec = res.target_specs.get(o.target, "")

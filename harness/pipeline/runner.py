@@ -23,12 +23,14 @@ from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden, golden_source, layer_rules
 from fp8_check.pipeline import render
 from fp8_check.pipeline import signature
+from fp8_check.pipeline import contract, contract_judge
 from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Code, NumericsResult, Outcome
 from fp8_check.pipeline import canary as canary_mod
 from fp8_check.pipeline.canary import CANARY, CanaryError, check_canary  # noqa: F401  (re-exported for the commands)
 from fp8_check.pipeline.render import case_options  # noqa: F401  (re-exported for the commands)
 from fp8_check.pipeline.cases import Case
 from fp8_check.pipeline.compile import Compilation, CompileRequest, CompileService, FailureKind
+from fp8_check.pipeline.filecheck import run_filecheck
 from fp8_check.targets import PROFILES, Profile, Target
 from fp8_check.verdict import NEUTRAL, Verdict, classify, classify_extra
 
@@ -119,8 +121,6 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         return out
     fc_problem = None
     if case.filecheck.get(comp.profile):
-        from fp8_check.pipeline.filecheck import run_filecheck
-
         out.filecheck = case.filecheck[comp.profile]
         fc_problem = run_filecheck(out.filecheck, comp.hlo or "")
     try:
@@ -148,8 +148,6 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.reason += f"; bless it with: fp8-check bless -k {out.case} --target {out.target} --profile {out.profile}"
         return out
     if exp.contract is not None:  # a model's contract: FP8 facts per layer x pass (contract_judge.py)
-        from fp8_check.pipeline import contract_judge
-
         try:
             rules = _layer_diffs(g, sig)
         except ValueError as exc:
@@ -195,7 +193,6 @@ def _layer_diffs(g: golden.Golden, sig) -> list:
     """The golden's layer rules (`layers:`) checked against the signature's attributed matmuls."""
     if not g.layers:
         return []
-    from fp8_check.pipeline import layer_rules
 
     return layer_rules.check(layer_rules.from_dicts(g.layers), sig)
 
@@ -213,8 +210,6 @@ def fails(out: Outcome, fail_on: str) -> bool:
     or `cost:THRESHOLD` — a regression whose estimated cost reaches the threshold (`1%` of the golden's estimate,
     `40us`), a regression that could not be priced, or a case that no longer compiles."""
     if fail_on.startswith("cost:"):
-        from fp8_check.pipeline import contract_judge
-
         if contract_judge.is_contract(out) and out.code in (PASS, FAIL):
             return contract_judge.cost_reaches(out, cost_policy.parse_threshold(fail_on[5:]))
         if not is_regression(out):
@@ -374,8 +369,6 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
         if priced is not None and priced.ok and priced.hlo and case is not None and case.priced_elsewhere:
             text, sig, where = priced.hlo, signature.extract(priced.hlo), case.production_text()
         out.estimate = cost.estimate(text, hw, where)
-        from fp8_check.pipeline import contract, contract_judge
-
         if out.verdict is not None and contract_judge.is_contract(out):
             # a contract's own cost line compares estimates at the judged shapes; a layer that lost FP8 is priced
             # here, at the production shapes, as against a golden whose layer rule wants it in FP8

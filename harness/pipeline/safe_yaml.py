@@ -46,8 +46,9 @@ class LimitError(yaml.composer.ComposerError):
     """A YAML document over the nesting or expansion limits."""
 
 
-class _DepthLimit:
-    """Limits nesting while composing (before Python's recursion limit is near)."""
+class _DepthLimit(yaml.composer.Composer):
+    """Limits nesting while composing (before Python's recursion limit is near): a Composer whose
+    `compose_node` wraps the next one in the loader's MRO (`_Base`'s Composer, fed by its parser)."""
 
     _depth = 0
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from fp8_check.targets import load_target
+
 Spec = tuple  # per dimension: None, an axis name, or a tuple of axis names
 
 
@@ -77,8 +79,6 @@ def validate_spec(path, line, cid, fld, value, mesh, shape, error) -> Spec:
 
 def validate_sharded(path, line, cid, merged: dict, raw_args: list, args: tuple, targets: tuple, error) -> dict:
     """The sharding fields of a python case (`mesh`, `args[i].sharding`, `out_shardings`) as Case keywords."""
-    from fp8_check.targets import load_target
-
     options = _xla_options(path, line, cid, merged["xla_options"], error) if "xla_options" in merged else ()
     specs_given = [isinstance(a, dict) and "sharding" in a for a in raw_args]
     if "mesh" not in merged:

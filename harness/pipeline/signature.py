@@ -25,6 +25,7 @@ from fp8_check.pipeline.signature_types import (  # noqa: F401
     Gemm,
     Signature,
 )
+from fp8_check.pipeline import attribution
 
 # Ops that launch no kernel of their own.
 _NO_KERNEL = {
@@ -104,8 +105,6 @@ def kernels(text: str) -> list[Kernel]:
 
 def _attribute(text: str, module: hlo.Module, kernels: list, gemms: list[Gemm]) -> None:
     """Each gemm's layer, pass, source line and FLOPs from its dot's metadata (harness/pipeline/attribution.py)."""
-    from fp8_check.pipeline import attribution
-
     found = [(k, c) for k, c in kernels if _gemm(module, k, c) is not None]
     dots = [next(((i, ic) for i, ic in _inner_instructions(module, k) if i.opcode in _DOT_OPS), (k, c))
             if k.opcode == "fusion" else (k, c) for k, c in found]

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from fp8_check import dtypes
 from fp8_check.pipeline.collectives import Collective
+from fp8_check.pipeline.typed import record
 
 # The dtype classes live in harness/dtypes.py; these names stay for importers.
 FP8_TYPES = dtypes.FP8_TYPES | dtypes.SCALE_TYPES
@@ -84,8 +85,6 @@ class Signature:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Signature":
-        from fp8_check.pipeline.typed import record
-
         d = record(cls, d, "signature")  # a wrong-typed field read back from a file: ValueError naming it
         gemms = [Gemm(**record(Gemm, {("pass_" if k == "pass" else k): v for k, v in g.items()} if isinstance(g, dict)
                                else g, f"signature.gemms[{i}]")) for i, g in enumerate(d.get("gemms", []))]

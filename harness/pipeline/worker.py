@@ -277,7 +277,7 @@ def main():
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     requests = worker_guard.private_stdin()  # fd 0 is /dev/null: input() in a case fails at once
-    devices = {}
+    devices: dict[str, object] = {}  # target spec -> its device(s)
     try:
         serve(mode, dump_dir, proto, devices, requests)
     finally:
@@ -366,7 +366,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 if key not in devices:
                     devices[key] = _compile_device(mode, key)
                 exported = export.deserialize(bytearray(base64.b64decode(request["exported"])))
-                args = [("arg%d" % i, tuple(a.shape), str(a.dtype)) for i, a in enumerate(exported.in_avals)]
+                args: list[tuple] = [("arg%d" % i, tuple(a.shape), str(a.dtype)) for i, a in enumerate(exported.in_avals)]
                 sharded = request.get("sharding")  # {mesh: [[axis, size]...], in_specs: [...]} (fp8_check.export)
                 if sharded:
                     args = [a + (spec,) for a, spec in zip(args, sharded["in_specs"])]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fp8_check.platforms.base import Engine, Platform, version_tuple
 from fp8_check.platforms.standins import STRICT_VARIABLE as standins_strict
+from fp8_check.platforms import standins
 
 # JAX releases with a ROCm 7 plugin on PyPI that compiles deviceless here (measured: 0.9.0's does not
 # install; none for 0.6.x, 0.7.0, 0.7.2, 0.8.x, 0.9.0.1, 0.12.0.1; 0.7.1's is left out, see LEFT_OUT).
@@ -95,13 +96,9 @@ class _Amd(Platform):
         return sorted(site_packages.glob("jax_plugins/xla_rocm*/*.so")) + sorted(site_packages.glob("jax_rocm*_plugin/*.so"))
 
     def finished(self, record: dict) -> bool:
-        from fp8_check.platforms import standins
-
         return record.get("generator") == standins.GENERATOR
 
     def finish_environment(self, site_packages: Path) -> dict:
-        from fp8_check.platforms import standins
-
         return standins.ensure(self.plugin_elves(site_packages), self.standin_dir(site_packages))
 
 

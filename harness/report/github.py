@@ -27,6 +27,11 @@ from fp8_check.report.issue_filing import MARKER, FilingError, Group, file_issue
 from fp8_check.report.markup import code_span, md_inline, no_commands
 from fp8_check.versions.matrix_document import Matrix, load_matrix
 from fp8_check.versions.news import Finding, closing_line, findings, first_bad
+from fp8_check.versions.matrix_view import CHANGE_MARKS
+from fp8_check.pipeline import results
+from fp8_check.report.issue import first_bad_items, issue_markdown
+from fp8_check.report.model import build_model
+from fp8_check.pipeline import cases
 
 SUMMARY_LIMIT = 900_000  # GitHub takes at most 1 MiB of summary per step
 
@@ -82,8 +87,6 @@ def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
 
 
 def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
-    from fp8_check.versions.matrix_view import CHANGE_MARKS
-
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
     rows = sorted(m.rows(), key=lambda r: (r not in news_rows,))  # rows with news first, else in run order
     out = ["### Grid", "", "<details" + (" open" if news_rows else "") + "><summary>case × JAX version "
@@ -131,10 +134,6 @@ def error_annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: P
 def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
     """One first-bad-version issue body per upstream change (a group of regressions), from the per-version results.
     The model is built once: 3000 findings take linear time."""
-    from fp8_check.pipeline import results
-    from fp8_check.report.issue import first_bad_items, issue_markdown
-    from fp8_check.report.model import build_model
-
     inputs = [results.load(e.results_file) for e in m.versions if e.results_file and Path(e.results_file).is_file()]
     model = build_model(inputs)
     bad_of: dict[tuple, list] = {}
@@ -172,8 +171,6 @@ def _write_body(path: Path, text: str) -> None:
 
 
 def case_lines(paths: list[Path]) -> dict[str, tuple[str, int]]:
-    from fp8_check.pipeline import cases
-
     try:
         return {c.id: (str(c.file), c.line) for c in cases.load(paths)}
     except cases.CaseError:

@@ -22,6 +22,8 @@ from fp8_check.report.model import Item, Model, ReportError, build_model, versio
 from fp8_check.report.terminal import gemm_summary
 from fp8_check.targets import platform_of as _platform
 from fp8_check.upstream import issue as upstream_issue
+from fp8_check.pipeline.contract_judge import is_contract
+from fp8_check.pipeline.coverage import layers_text
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -148,8 +150,6 @@ def _since_text(since: str) -> str:
 
 def _same_failure(o) -> object:
     """What two versions must share to be one regression: the signature, or a contract's lost facts."""
-    from fp8_check.pipeline.contract_judge import is_contract
-
     if is_contract(o) and o.verdict is not None:
         return sorted((x.path, x.why) for x in o.verdict.regressions)
     return o.signature
@@ -281,8 +281,6 @@ def hlo_section(it: Item, model: Model) -> list[str]:
 
 def layers_section(it: Item, model: Model) -> list[str]:
     """Which layers run in FP8 (layer path and pass from the HLO metadata), and the coverage."""
-    from fp8_check.pipeline.coverage import layers_text
-
     text = layers_text(it.outcome.signature)
     return ["### FP8 by layer", "", fence(text), ""] if text else []
 

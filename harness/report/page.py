@@ -39,6 +39,8 @@ from fp8_check.report.issue import first_bad_items, issue_markdown, markdown_for
 from fp8_check.report.model import Item, Model, ReportError, build_model, load
 from fp8_check.versions.matrix_document import Matrix, entry_from_results
 from fp8_check.versions.news import NO_REGRESSIONS, closing_line
+from fp8_check.pipeline.outputs import OutputError, check_file
+from fp8_check.report.markup import no_commands
 
 SIZE_BUDGET = 4_500_000  # bytes; the report must stay under 5 MB
 REPORT_LIMIT = 5_000_000  # over this, `report` says so on the terminal (the page says so where it can tell)
@@ -349,16 +351,12 @@ def write_report(inputs: list[Results], out: Path, title: str | None = None, not
 # ---------------------------------------------------------------- CLI
 
 def cmd_report(args) -> int:
-    from fp8_check.pipeline.outputs import OutputError, check_file
-
     try:
         if not args.markdown:
             check_file(args.output, "-o")  # before reading and rendering everything
         inputs = load(args.results)
         if args.markdown:
             bodies = markdown_for(inputs.results, args.markdown, args.target, args.profile, args.jax)
-            from fp8_check.report.markup import no_commands
-
             sys.stdout.write(no_commands("\n\n---\n\n".join(bodies)))  # a reason's line is not a workflow command
             return 0
         out = write_report(inputs.results, args.output, args.title, inputs.notes)

@@ -8,6 +8,8 @@ from typing import TextIO
 
 from fp8_check.outcome import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 from fp8_check.pipeline.signature import Signature
+from fp8_check.pipeline.coverage import attributed, coverage, layer_table
+from fp8_check.pipeline.collectives import summary as collectives_summary
 
 
 def gemm_summary(sig: Signature | None) -> str:
@@ -28,9 +30,7 @@ def gemm_summary(sig: Signature | None) -> str:
             counts[text] = counts.get(text, 0) + 1
         parts = [(f"{n}x " if n > 1 else "") + text for text, n in counts.items()]
     if sig.collectives:  # a sharded compile (harness/pipeline/collectives.py)
-        from fp8_check.pipeline.collectives import summary
-
-        parts.append("collectives: " + summary(sig.collectives))
+        parts.append("collectives: " + collectives_summary(sig.collectives))
     return f"{sig.kernels} kernel{'s' if sig.kernels != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
 
 
@@ -86,8 +86,6 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
 
 def _print_coverage(out: Outcome, stream: TextIO, verbose: bool) -> None:
     """A model's coverage line (matmuls attributed to layers); with -v the per-layer table too."""
-    from fp8_check.pipeline.coverage import attributed, coverage, layer_table
-
     if out.signature is None or not attributed(out.signature):
         return
     print(f"      {coverage(out.signature).line()}", file=stream)

@@ -27,6 +27,9 @@ from fp8_check.targets import platform_of
 from fp8_check.upstream import passes, xla_commits, xla_test
 from fp8_check.upstream.xla_test import Verification
 from fp8_check.upstream.repro import minimal
+from fp8_check.versions.envs import Manager
+from fp8_check.pipeline import names
+from fp8_check.pipeline.names import UnsafeName
 
 DEFAULT_DIR = Path("reports") / "upstream"
 
@@ -128,8 +131,6 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
 
     `expected`: version -> the harness's signature dict there (from bisect), to check the repro against.
     """
-    from fp8_check.versions.envs import Manager
-
     if work is None:  # the per-pass dumps are read here and then removed
         with tempfile.TemporaryDirectory(prefix="fp8-check-explain-") as scratch:
             return investigate(case, target, profile, good, bad, expected, manager, Path(scratch), log)
@@ -159,8 +160,6 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
 
 
 def path_for(directory: Path, case: str, target: str, profile: str) -> Path:
-    from fp8_check.pipeline import names
-
     return Path(directory) / (f"{names.check('case', case)}.{names.check('target', target)}."
                               f"{names.check('profile', profile)}.json")
 
@@ -182,8 +181,6 @@ def load(path: Path) -> Explanation:
 
 def find(case: str, target: str, profile: str, versions: tuple[str, str], directory: Path | None = None) -> Explanation | None:
     """The saved explanation for this case/target/profile whose good..bad pair is `versions` (either order)."""
-    from fp8_check.pipeline.names import UnsafeName
-
     directory = Path(directory or os.environ.get("FP8_CHECK_UPSTREAM_DIR") or DEFAULT_DIR)
     try:
         path = path_for(directory, case, target, profile)

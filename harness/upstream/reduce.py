@@ -24,6 +24,10 @@ from fp8_check.pipeline import cases as case_mod
 from fp8_check.pipeline import comparator, kinds, render
 from fp8_check.pipeline.compile import Compiler
 from fp8_check.pipeline.signature import extract
+from fp8_check import selection
+from fp8_check.targets import PROFILES, load_target
+from fp8_check.versions.envs import InstallError, Manager
+from fp8_check.versions.releases import VersionError, available, parse_version
 
 def case_fields(case: case_mod.Case) -> dict:
     """The kind's fields of `case` that differ from the schema defaults (what a case YAML needs)."""
@@ -70,8 +74,6 @@ def _top_fields(a: dict, b: dict) -> set[str]:
 
 
 def reduce(case: case_mod.Case, target, profile, good: str, bad: str, manager=None, log=print) -> Reduction:
-    from fp8_check.versions.envs import Manager
-
     manager = manager or Manager()
     envs = {v: manager.ensure(v) for v in (good, bad)}
     compilers = {v: Compiler("deviceless", python=str(e.python)) for v, e in envs.items()}
@@ -118,8 +120,6 @@ def reduce(case: case_mod.Case, target, profile, good: str, bad: str, manager=No
 
 
 def register(subparsers) -> dict:
-    from fp8_check import selection
-
     p = subparsers.add_parser("reduce", help="drop case features one at a time while a regression between two JAX versions persists")
     p.add_argument("case", help="case id")
     selection.add_options(p)
@@ -130,10 +130,6 @@ def register(subparsers) -> dict:
 
 
 def cmd_reduce(args) -> int:
-    from fp8_check.targets import PROFILES, load_target
-    from fp8_check.versions.envs import InstallError
-    from fp8_check.versions.releases import VersionError, available, parse_version
-
     def usage(msg: str) -> int:
         print(f"fp8-check reduce: error: {msg}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ from fp8_check.pipeline import kinds
 from fp8_check.pipeline.cases import Case
 from fp8_check.pipeline.render import render
 from fp8_check.targets import Profile, Target
+from fp8_check.pipeline.render import arg_specs
 
 MAX_LINES = 40
 
@@ -60,8 +61,6 @@ def _wrap(text: str, width: int = 100, indent: str = "    ") -> list[str]:
 
 
 def _args_lines(case: Case) -> list[str]:
-    from fp8_check.pipeline.render import arg_specs
-
     items = [repr((name, tuple(shape), dtype)) for name, shape, dtype in arg_specs(case)]
     out, cur = [], "ARGS = ["
     for i, item in enumerate(items):

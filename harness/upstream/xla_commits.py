@@ -31,6 +31,11 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from fp8_check.versions.releases import parse_version
+from fp8_check.versions.envs import Manager
+from fp8_check.versions.envs import own_jax
+from fp8_check.versions.releases import VersionError, select_range
+
 TABLE = Path(__file__).with_name("xla_commits.json")
 JAX_REPO = "https://github.com/jax-ml/jax"
 XLA_REPO = "https://github.com/openxla/xla"
@@ -89,8 +94,6 @@ def load(path: Path = TABLE) -> dict[str, Entry]:
 
 
 def entry(version: str, table: dict[str, Entry] | None = None) -> Entry | None:
-    from fp8_check.versions.releases import parse_version
-
     table = table if table is not None else load()
     if version in table:
         return table[version]
@@ -129,10 +132,6 @@ def release_tags(git_dir: str | None = None) -> dict[str, str]:
 
 def wheel_git_hash(version: str) -> str | None:
     """`jaxlib.version._git_hash` of an installed per-version environment (fp8_check.versions.envs), if any."""
-    from fp8_check.versions.envs import Manager
-
-    from fp8_check.versions.envs import own_jax
-
     env = Manager(reuse_self=False).cached(version)
     roots = [env.path] if env else []
     if own_jax().get("jaxlib") == version:
@@ -191,8 +190,6 @@ def update(versions: list[str], git_dir: str | None = None, path: Path = TABLE, 
 
 
 def main(argv=None) -> int:
-    from fp8_check.versions.releases import VersionError, select_range
-
     ap = argparse.ArgumentParser(prog="python -m fp8_check.upstream.xla_commits", description=__doc__.split("\n")[0])
     ap.add_argument("--update", action="store_true", help="regenerate the table (needs GitHub or --git-dir)")
     ap.add_argument("--git-dir", help="a local clone of jax-ml/jax (its .git directory) instead of GitHub")

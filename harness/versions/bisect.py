@@ -52,6 +52,8 @@ from fp8_check.versions.releases import VersionError, between, parse_version
 from fp8_check import selection
 from fp8_check.pipeline.cases import CaseError
 from fp8_check import verdict as verdict_mod
+from fp8_check.targets import PROFILES
+from fp8_check.upstream import explain, xla_commits
 
 CRITERIA = ("signature", "golden", "regression", "compiles")
 _BY_REFERENCE = ("signature", "regression", "compiles")  # criteria judged against the --good version
@@ -305,8 +307,6 @@ def cmd_bisect(args) -> int:
 
 
 def _cmd_bisect(args) -> int:
-    from fp8_check.targets import PROFILES
-
     case = selection.find_case(args.paths, args.case)
     targets = selection.targets(args.target)
     mode = selection.mode(args.mode)
@@ -355,8 +355,6 @@ def _cmd_bisect(args) -> int:
               f"{'did not' if now == 'compiles' else 'did'}: jax {res.last_good})")
         if res.skipped:
             print(f"untestable versions in between (the first changed one may be any of): {', '.join(res.skipped)}")
-        from fp8_check.upstream import xla_commits
-
         print(xla_commits.xla_range(res.last_good, res.first_bad).text())
         return Verdict.BAD.exit_code
     sig_good, sig_bad = tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0]
@@ -374,7 +372,6 @@ def _cmd_bisect(args) -> int:
     for d in res.diffs:
         why = "; ".join(f"{x.cls}: {x.why}" for x in step.for_path(d.path))
         print(f"    {d}" + (f"  [{why}]" if why else ""))
-    from fp8_check.upstream import explain, xla_commits  # issue 12
 
     print(xla_commits.xla_range(res.last_good, res.first_bad).text())
     if args.explain:

@@ -47,6 +47,8 @@ from fp8_check.versions.requirements import _satisfied, check_requirement
 from fp8_check.versions.releases import cache_dir, parse_version
 from fp8_check.versions import wheels
 from fp8_check.versions.uvbin import UV_MISSING, find_uv
+from fp8_check import platforms
+from fp8_check.versions.releases import jax_index
 
 MARKER = "fp8-check-env.json"
 
@@ -157,8 +159,6 @@ class Manager:
     def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
                  index_url: str | None = None, extras: list[str] | None = None, kind: str = wheels.DEVICELESS,
                  slim_extras: list[str] | None = None, platform: Platform | None = None):
-        from fp8_check.versions.releases import jax_index
-
         # Extra requirements installed with jax in every environment (`--with`), resolved by uv per version.
         self.extras = sorted({check_requirement(r) for r in (extras or [])})
         # kind: which wheel set (wheels.DEVICELESS, the slim default, or wheels.DEVICE); slim_extras
@@ -336,8 +336,6 @@ class Manager:
 def other_platform(targets) -> Platform | None:
     """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (None: the
     default platform's alone); ValueError when targets need two different ones."""
-    from fp8_check import platforms
-
     others = {t.platform.name: t.platform for t in targets if t.platform is not platforms.DEFAULT}
     if len(others) > 1:
         raise ValueError(f"targets of {', '.join(sorted(others))} compile in different environments; run them separately")

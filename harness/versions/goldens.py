@@ -33,6 +33,7 @@ from packaging.version import Version
 from fp8_check.outcome import UNRESOLVED, UNSUPPORTED, Outcome
 from fp8_check.pipeline import comparator, golden, names
 from fp8_check.versions.matrix_document import MatrixError, Status, load_matrix
+from fp8_check.pipeline import contract, contract_judge
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
 
@@ -142,8 +143,6 @@ def plan_row(row: Row, results: list[tuple[str, Outcome]], root: Path | None = N
 
 
 def _contract_row(root: Path, row: Row, results: list[tuple[str, Outcome]]) -> tuple[bool, dict | None]:
-    from fp8_check.pipeline import contract_judge
-
     with_sig = [o for _v, o in results if o.signature is not None]
     if not with_sig:
         return False, None
@@ -151,8 +150,6 @@ def _contract_row(root: Path, row: Row, results: list[tuple[str, Outcome]]) -> t
 
 
 def _plan_contract(row: Row, results: list[tuple[str, Outcome]], options: dict | None) -> RowPlan:
-    from fp8_check.pipeline import contract, contract_judge
-
     plan = RowPlan(row, contract_options=options or {})
     for v, o in results:
         if o.code in (UNSUPPORTED, UNRESOLVED) or o.signature is None:

@@ -44,7 +44,7 @@ from fp8_check.pipeline.cases import CaseError
 from fp8_check.pipeline import pool as pool_mod
 from fp8_check.pipeline.cache import CompileCache
 from fp8_check.pipeline.compile import Compilation, CompileService, WorkerError
-from fp8_check.pipeline.outputs import WriteError
+from fp8_check.pipeline.outputs import WriteError, check_dir, check_file
 from fp8_check.pipeline.pool import CompilerPool
 from fp8_check.targets import PROFILES
 from fp8_check.versions import requirements, shared_xla, wheels
@@ -53,7 +53,10 @@ from fp8_check.versions.matrix_document import EXIT_OK, EXIT_USAGE, FAIL_ON, Mat
     merge, write
 from fp8_check.versions.matrix_view import Progress, print_report
 from fp8_check.versions.news import closing_line
-from fp8_check.versions.releases import SELECTIONS, VersionError, format_list, select_range, sort_versions
+from fp8_check.versions.releases import SELECTIONS, VersionError, format_list, jax_index, newest_on_index, select_range, sort_versions
+from fp8_check.target_check import environment_entry
+from fp8_check.report.page import write_report
+from fp8_check.pipeline import outputs
 
 
 # ------------------------------------------------------------------ running
@@ -145,8 +148,6 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             progress.cases_skipped(version, total)
             return entry
         env_info = compiler.environment()
-        from fp8_check.target_check import environment_entry
-
         res = results.Results({**env_info, "mode": mode, "targets": [t.name for t in targets], "profiles": profiles,
                                "compiler_options": {p: PROFILES[p].compiler_options for p in profiles},  # as compiled
                                "target_versions": {t.name: environment_entry(t, env_info["jax"]) for t in targets}},
@@ -249,8 +250,6 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
 
 def write_html(result_files: list[str], path: Path) -> bool:
     """The HTML report of the per-version results files (one typed `Results` per JAX version)."""
-    from fp8_check.report.page import write_report
-
     write_report([results.load(Path(f)) for f in result_files], Path(path))
     return True
 
@@ -299,8 +298,6 @@ def versions_from_args(args) -> list[str]:
         if not names:
             raise VersionError(f"--jax {args.jax!r}: no version given (e.g. --jax 0.6.1,0.12.0.1)")
         if "nightly" in names:
-            from fp8_check.versions.releases import jax_index, newest_on_index
-
             index = jax_index(getattr(args, "jax_index", None))
             if not index:
                 raise VersionError("--jax nightly needs a package index with JAX nightlies: --jax-index URL or $FP8_CHECK_JAX_INDEX")
@@ -325,8 +322,6 @@ def cmd_matrix(args) -> int:
             mode = selection.mode(args.mode)
             profiles = selection.profiles(args.profile, mode)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
-            from fp8_check.pipeline.outputs import check_dir, check_file  # fail before building environments
-
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
@@ -346,7 +341,6 @@ def cmd_matrix(args) -> int:
             raise
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from fp8_check.pipeline import outputs
 
     outputs.write_all([outputs.Output("matrix JSON", args.out, lambda p: write(p, m), primary=True)])  # results_file paths relative to it
     print_report(m, sort=args.sort, history=args.history)

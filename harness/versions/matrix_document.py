@@ -30,12 +30,16 @@ from fp8_check.pipeline import comparator
 from fp8_check.pipeline import golden
 from fp8_check.pipeline import results
 from fp8_check.pipeline.comparator import FieldDiff
+from fp8_check.pipeline import contract_judge
+from fp8_check.pipeline.runner import deviceless_unsupported, fails
+from fp8_check.pipeline.safe_yaml import ReadError, load_json
 from fp8_check.versions.releases import parse_version
 from fp8_check.verdict import Verdict, classify
 
 SCHEMA = "fp8-check/matrix/2"
 READABLE = ("fp8-check/matrix/1", SCHEMA)
 from fp8_check.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402,F401  (one home for exit codes)
+
 FAIL_ON = ("any", "newest", "regression", "never")
 
 Row = tuple[str, str, str]  # (case, target, profile)
@@ -137,8 +141,6 @@ class Matrix:
         return ran[-1] if ran else None
 
     def changes(self) -> list[Change]:
-        from fp8_check.pipeline import contract_judge
-
         out = []
         for row in self.rows():
             prev_v, prev_sig, prev_est, prev_o = None, None, None, None
@@ -197,8 +199,6 @@ class Matrix:
             # the newest version asked for could not be installed (or is broken): a broken release must not pass
             return EXIT_ENV if self.versions and self.versions[-1].status.not_run else EXIT_OK
         if fail_on == "regression" or fail_on.startswith("cost:"):
-            from fp8_check.pipeline.runner import fails
-
             if any(fails(o, fail_on) for e in self.versions for o in e.outcomes):
                 return EXIT_FAIL
         elif any(o.is_failure for e in self.versions for o in e.outcomes):
@@ -270,8 +270,6 @@ def write(path: Path, m: Matrix) -> None:
 
 
 def _read(path: Path) -> dict:
-    from fp8_check.pipeline.safe_yaml import ReadError, load_json
-
     if not Path(path).exists():
         raise MatrixError(f"{path}: no such file")
     try:
@@ -299,8 +297,6 @@ def entry_from_results(res: results.Results) -> VersionEntry:
 
 
 def _too_old(jax: str) -> bool:
-    from fp8_check.pipeline.runner import deviceless_unsupported
-
     return bool(deviceless_unsupported(jax))
 
 

@@ -13,6 +13,8 @@ from typing import Any, TextIO
 from fp8_check.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS
 from fp8_check.versions.envs import Env
 from fp8_check.versions.matrix_document import Matrix, Status, VersionEntry
+from fp8_check.versions.news import split_changes
+from fp8_check.pipeline.contract_judge import is_contract
 
 # The signature changed since the previous version: marker and background by the change's class.
 CHANGE_MARKS = {"regression": "▼", "improvement": "▲", "neutral": "~", "mixed": "±"}
@@ -34,8 +36,6 @@ def grid_table(m: Matrix, sort: str = "case"):
     change first, with an "est. Δ" column)."""
     from rich.table import Table
     from rich.text import Text
-
-    from fp8_check.versions.news import split_changes
 
     news, history = split_changes(m)
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in news}
@@ -93,8 +93,6 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
     line (news.closing_line), after the paths it wrote."""
     from rich.console import Console
 
-    from fp8_check.versions.news import split_changes
-
     stream = stream or sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
     width = 40 + 18 + 7 * len(m.versions)
@@ -137,8 +135,6 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
 def contract_lines(m: Matrix, limit: int = 3) -> list[str]:
     """Models judged against their contracts: each changed FP8 fact once per row, by layer and pass, with the
     versions it holds on (`since jax V`: the first version where it changed; `on every version tested`)."""
-    from fp8_check.pipeline.contract_judge import is_contract
-
     out: list[str] = []
     for row in m.rows():
         ran = [(e.jax, o) for e in m.versions if (o := e.outcome(row)) is not None and o.signature is not None]

@@ -29,6 +29,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from fp8_check.pipeline.cache import cache_dir  # noqa: F401  (re-exported: defined with the compile cache)
+from fp8_check.versions.uvbin import find_uv
 
 PACKAGE = "jax"
 CACHE_SECONDS = 3600
@@ -54,7 +55,6 @@ def _pip_commands() -> list[list[str]]:
     cmds = []
     for py in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", sys.executable)]):
         cmds.append([py, "-m", "pip", "index", "versions", PACKAGE])
-    from fp8_check.versions.uvbin import find_uv
 
     uv = find_uv()
     if uv:

@@ -15,13 +15,12 @@ from typing import Iterable, Iterator
 
 from fp8_check.pipeline.compile import Compilation, CompileRequest
 from fp8_check.versions.releases import sort_versions
+from fp8_check.upstream import xla_commits
 
 
 def twins(versions: list[str], table: dict | None = None) -> dict[str, str]:
     """{version: the version compiled for it} for the versions that share their XLA commit with a
     newer one in `versions` (those are left out; a version with no recorded XLA commit never is)."""
-    from fp8_check.upstream import xla_commits
-
     table = xla_commits.load() if table is None else table
     by_commit: dict[str, list[str]] = {}
     for v in sort_versions(versions):

@@ -18,6 +18,7 @@ from fp8_check.pipeline.case_model import Case, CaseError, Shape, Spec, choice, 
 from fp8_check.pipeline.sharded_cases import jsonable, validate_sharded
 from fp8_check.pipeline.source import ENV, Rendered, docstring
 from fp8_check.pipeline.user_modules import closure, closure_of
+from fp8_check.pipeline.user_modules import defines, find
 
 NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
@@ -133,8 +134,6 @@ def _factory(path, line, cid, value: str, requires: list) -> str:
     Read here, never imported: a project module must define the function; another module must be importable
     (or be among `requires`: then a missing one makes the case UNSUPPORTED)."""
     import importlib.util
-
-    from fp8_check.pipeline.user_modules import defines, find
 
     module, sep, function = value.partition(":")
     if not sep or not all(is_name(p) for p in module.split(".") + [function]):
