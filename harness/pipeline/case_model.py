@@ -104,6 +104,11 @@ class Case:
     args: tuple[tuple[str, tuple[int, ...], str], ...] = ()
     args_factory: str | None = None  # `args: module:factory`: a pytree of ShapeDtypeStructs (kinds/python.py)
     requires: tuple[str, ...] = ()  # optional dependencies (top-level modules): missing -> UNSUPPORTED
+    # `requirements: maxtext` (a named set) or a requirements file: the case compiles in a cached environment with
+    # them for the run's JAX version (harness/requirement_envs.py); requirements_jax: the JAX range they state
+    requirements: tuple[str, ...] = ()
+    requirements_name: str = ""
+    requirements_jax: str = ""
     price_at: Shape | None = None  # production shapes the cost estimate is priced at (compiled a second time)
     price_args: tuple[tuple[str, tuple[int, ...]], ...] = ()  # kind: python: `price_at: {args: {name: shape}}`
     price_factory: str | None = None  # kind: python: `price_at: {factory: FUNCTION}` in the callable's module

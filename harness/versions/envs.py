@@ -156,11 +156,12 @@ class Manager:
 
     def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
                  index_url: str | None = None, extras: list[str] | None = None, kind: str = wheels.DEVICELESS,
-                 slim_extras: list[str] | None = None, platform: Platform | None = None):
+                 slim_extras: list[str] | None = None, platform: Platform | None = None, jax_range: str = ""):
         from fp8_check.versions.releases import jax_index
 
         # Extra requirements installed with jax in every environment (`--with`), resolved by uv per version.
         self.extras = sorted({check_requirement(r) for r in (extras or [])})
+        self.jax_range = jax_range  # the JAX versions the extras work with (a requirements file's `jax` line)
         # kind: which wheel set (wheels.DEVICELESS, the slim default, or wheels.DEVICE); slim_extras
         # replaces the slim set's extra wheels (scripts/slim_check.py tries candidates with it).
         if kind not in wheels.KINDS:
@@ -226,6 +227,10 @@ class Manager:
 
     def ensure(self, version: str, log=None) -> Env:
         """The environment for `version`: the cached one, or a new one built now (raises InstallError)."""
+        from fp8_check.pipeline.requirement_sets import outside
+
+        if problem := outside(self.jax_range, version, "given"):
+            raise InstallError(version, problem)
         start = time.perf_counter()
         own = own_jax() if self.reuse_self else {}
         if (own and own["jax"] == str(parse_version(version)) and _satisfied(self.extras)

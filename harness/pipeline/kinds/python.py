@@ -19,7 +19,7 @@ from fp8_check.pipeline.user_modules import closure, closure_of
 NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
 
-KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options",
+KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "requirements", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options",
                            "price_at")
 
 
@@ -135,6 +135,14 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
             raise CaseError(path, line, cid, "requires",
                             f"expected a list of optional top-level modules such as [flax], got {value!r}")
         kw["requires"] = tuple(dict.fromkeys(value))
+    if "requirements" in merged:
+        from fp8_check.pipeline.requirement_sets import case_set
+
+        try:
+            found = case_set(merged["requirements"], path)
+        except ValueError as exc:
+            raise CaseError(path, line, cid, "requirements", str(exc)) from None
+        kw.update(requirements=found.requirements, requirements_name=found.name, requirements_jax=found.jax)
     raw_args = merged["args"] if isinstance(merged["args"], list) else []
     if "price_at" in merged:
         at = _price_args(path, line, cid, merged["price_at"], kw.get("args", ()), requires)
