@@ -223,7 +223,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("pipeline", ("fp8_check.pipeline.", "fp8_check.export")),  # plan -> render -> compile -> signature -> judge
     ("services", (  # built on the pipeline: the API, versions, upstream, reports, GPU-only checks
-        "fp8_check.api", "fp8_check.other_environments", "fp8_check.check_process", "fp8_check.target_check", "fp8_check.layers.", "fp8_check.versions.matrix_document",
+        "fp8_check.api", "fp8_check.other_environments", "fp8_check.requirement_envs", "fp8_check.check_process", "fp8_check.target_check", "fp8_check.layers.", "fp8_check.versions.matrix_document",
         "fp8_check.versions.matrix_view", "fp8_check.versions.news", "fp8_check.versions.goldens", "fp8_check.versions.envs", "fp8_check.versions.requirements", "fp8_check.versions.releases",
         "fp8_check.versions.uvbin", "fp8_check.versions.wheels", "fp8_check.versions.shared_xla", "fp8_check.upstream.",
         "fp8_check.report.", "fp8_check.gpu.numerics",
