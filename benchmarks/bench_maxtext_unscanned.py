@@ -31,7 +31,7 @@ def main() -> None:
     load_before = os.getloadavg()
     out = work / "r.json"
     run = measured([str(REPO / ".venv" / "bin" / "fp8-check"), "run", str(CASES), "-k", CASE, "--target", "h100x8",
-                    "--profile", "cublas", "--no-cache", "--goldens", str(work / "goldens"), "--json", str(out)])
+                    "--profile", "cublas", "--no-cache", "--timeout", "3000", "--goldens", str(work / "goldens"), "--json", str(out)])
     rows = json.loads(out.read_text())["results"] if out.exists() else []
     row = rows[0] if rows else {}
     gemms = (row.get("signature") or {}).get("gemms", [])
@@ -54,7 +54,7 @@ def main() -> None:
           "|---|---|---|---|---|---|---|---|",
           f"| {run['wall_s']} | {result['compile_seconds']} | {run['peak_rss_mib']} | {result['kernels']} | {len(fp8)} | "
           f"{passes.get('forward')} | {passes.get('backward')} | {result['fp8_per_layer']:g} |", "",
-          f"`fp8-check run docs/examples/maxtext/cases.yaml -k {CASE} --target h100x8 --profile cublas --no-cache` "
+          f"`fp8-check run docs/examples/maxtext/cases.yaml -k {CASE} --target h100x8 --profile cublas --no-cache --timeout 3000` "
           f"(the MaxText environment already built): outcome {row.get('outcome')}; FP8 gemms attributed to "
           f"{', '.join(result['layers'])}. Load average before {load_before}, after {result['load_after']} "
           "(a shared machine)."]

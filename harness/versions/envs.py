@@ -229,7 +229,7 @@ class Manager:
         """The environment for `version`: the cached one, or a new one built now (raises InstallError)."""
         from fp8_check.pipeline.requirement_sets import outside
 
-        if problem := outside(self.jax_range, version, "given"):
+        if problem := outside(self.jax_range, version, "(--with-requirements, the cases' requirements:)"):
             raise InstallError(version, problem)
         start = time.perf_counter()
         own = own_jax() if self.reuse_self else {}
