@@ -96,8 +96,6 @@ def check_requirement(text: str, where: str = "--with") -> str:
     return str(req)
 
 
-
-
 def _first(exc: Exception) -> str:
     """packaging's parse errors quote the text over three lines: the first says it."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
