@@ -9,8 +9,9 @@ In one run, on the same machine state, each a fresh process, interpreter start t
   `jax.experimental.topologies` devices of the same target spec, `train_compile.get_shaped_inputs`,
   `jit(train_step, in_shardings, out_shardings, donate_argnums).lower().compile()` — what
   `train_compile` does — with the optimized-HLO dump fp8-check also writes;
-- fp8-check: `fp8-check matrix docs/examples/maxtext/cases.yaml -k CASE --jax V --target h100x8
-  --with-requirements harness/layers/maxtext-requirements.txt --no-cache` (the environment already built).
+- fp8-check: `fp8-check matrix docs/examples/maxtext/cases.yaml -k CASE --jax V --target h100x8 --no-cache`
+  (the cases' `requirements: maxtext`; the environment already built).
+The bare compile takes the case's MaxText overrides and XLA flags (the mapping in `main`).
 
 Peak memory: the largest resident set among each command's processes (RUSAGE_CHILDREN). Writes
 benchmarks/out/bench_maxtext.json and .md.
@@ -37,7 +38,7 @@ BARE = r'''
 import os, sys, time
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
-os.environ["XLA_FLAGS"] = "--xla_dump_to=%s --xla_dump_hlo_as_text" % sys.argv[1]
+os.environ["XLA_FLAGS"] = "--xla_dump_to=%s --xla_dump_hlo_as_text %s" % (sys.argv[1], sys.argv[6])  # + the case's flags
 recipe, scan, config_text = sys.argv[2], sys.argv[3], open(sys.argv[4]).read()
 t0 = time.perf_counter()
 import jax, maxtext
@@ -48,7 +49,7 @@ from maxtext.configs import pyconfig
 from maxtext.trainers.pre_train import train, train_compile
 from maxtext.utils import maxtext_utils, sharding
 import json
-SHAPE = json.loads(sys.argv[5])  # fp8_check.layers.maxtext_llama.SHAPE: the same model, batch and attention
+SHAPE = json.loads(sys.argv[5])  # the case's MaxText overrides (fp8_check.layers.maxtext_llama): model, batch, remat
 devices = topologies.get_topology_desc(platform="cuda", target_config=config_text, topology="1x1x8").devices
 base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
 config = pyconfig.initialize(["bare", base, *SHAPE, "quantization=" + recipe, "scan_layers=" + scan,
@@ -91,13 +92,23 @@ def main() -> None:
     ap.add_argument("--jax", default="0.12.0.1")
     ap.add_argument("--case", default="maxtext_llama2_7b_fp8")
     args = ap.parse_args()
-    recipe = {"maxtext_llama2_7b_fp8": "fp8", "maxtext_llama2_7b_qwix_fp8_full": "fp8_full",
-              "maxtext_llama2_7b_qwix_fp8_gpu": "fp8_gpu", "maxtext_llama2_7b_qwix_fp8_e4m3": "fp8_e4m3"}[args.case]
+    from fp8_check.layers.maxtext_llama import SHAPE, TEST
+
+    # the case's recipe, MaxText overrides and XLA flags (docs/examples/maxtext/cases.yaml)
+    test = [*TEST, "remat_policy=minimal_with_context"]
+    no_remat = "--xla_disable_hlo_passes=rematerialization"
+    qwix = ["use_qwix_quantization=true"]
+    recipe, overrides, flags = {
+        "maxtext_llama2_7b_fp8": ("fp8", test, no_remat),
+        "maxtext_llama2_7b_full_remat_fp8": ("fp8", [*SHAPE, "remat_policy=full"], ""),
+        "maxtext_llama2_7b_qwix_fp8_full": ("fp8_full", test + qwix, no_remat),
+        "maxtext_llama2_7b_qwix_fp8_gpu": ("fp8_gpu", test + qwix, no_remat),
+        "maxtext_llama2_7b_qwix_fp8_e4m3": ("fp8_e4m3", test + qwix, no_remat)}[args.case]
     work = Path(tempfile.mkdtemp(prefix="bench-maxtext-"))
     load_before = os.getloadavg()
     out = work / "m.json"
     fp8 = measured([str(REPO / ".venv" / "bin" / "fp8-check"), "matrix", str(CASES), "-k", args.case, "--jax", args.jax,
-                    "--target", "h100x8", "--profile", "cublas", "--with-requirements", str(REQUIREMENTS), "--no-cache",
+                    "--target", "h100x8", "--profile", "cublas", "--no-cache",  # the case's requirements: maxtext
                     "--goldens", str(work / "goldens"), "--out", str(out), "--no-html"])
     rows = [r for v in json.loads(out.read_text())["versions"] for r in v["results"]] if out.exists() else []
     row = next((r for r in rows if r["case"] == args.case), {})
@@ -109,10 +120,8 @@ def main() -> None:
     spec.write_text(aot.target_config_for(target.config_text, target.versions_dict(), args.jax))
     script = work / "bare.py"
     script.write_text(BARE)
-    from fp8_check.layers.maxtext_llama import SHAPE
-
     bare = measured([str(environment_python(args.jax)), str(script), str(work / "dump"), recipe, "true", str(spec),
-                     json.dumps(list(SHAPE))])
+                     json.dumps(overrides), flags])
     fp8_gemms = None
     dumps = sorted((work / "dump").glob("*jit_train_step*gpu_after_optimizations.txt"))
     if dumps:

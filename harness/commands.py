@@ -64,6 +64,10 @@ def register(sub) -> dict:
     return {"run": cmd_run, "bless": cmd_bless, "show": cmd_show, "list": cmd_list}
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def _header(env: dict, sel: selection.Selection) -> str:
     return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, CUDA plugin {env.get('cuda_plugin')}), "
             f"mode {sel.mode}, targets {', '.join(t.name for t in sel.targets)}, profiles {', '.join(sel.profiles)}, "
@@ -98,7 +102,7 @@ def cmd_run(args) -> int:
         numerics_check = numerics_module
     outputs.check_file(args.json, "--json")  # fail before compiling, not after
     outputs.check_file(args.html or args.json.parent / "report.html", "--html")
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args)
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
         stale = _stale(args)  # warned after every input error: those stay one line
@@ -179,7 +183,7 @@ def cmd_bless(args) -> int:
             except OSError as exc:
                 raise UsageError(f"--prune: cannot remove {path}: {exc.strerror or exc}") from None
             print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args)
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
     counts = {"changed": 0, "unresolved": 0}
     hints: list[str] = []  # one line per case that a matrix shows on other versions (printed once, at the end)
 
@@ -235,9 +239,10 @@ def cmd_show(args) -> int:
     if args.repro:
         outputs.check_file(args.repro, "--repro")
     # one compilation: a second worker would only import JAX for nothing
-    compiler, env = selection.start_compiler(mode, args.timeout, [target], args=args, workers=args.workers or 1)
-    with compiler:
-        comp = compiler.compile(render.render(case), target, profile, optional_options=runner.case_options(case))
+    compiler, env = selection.start_compiler(mode, args.timeout, [target], args=args, workers=args.workers or 1,
+                                             cases=[case], log=_say)
+    with compiler:  # in the environment of the case's `requirements:` when it names them
+        [comp] = list(compiler.imap([runner.request_for(case, target, profile)]))
     script = render.repro(case, target, profile, env["jax"])
     if args.repro:
         golden.atomic_write(args.repro, script)  # creates missing folders

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fp8_check import platforms
+from fp8_check import platforms, requirement_envs
 from fp8_check.pipeline import cases as case_mod
 from fp8_check.pipeline import pool
 from fp8_check.pipeline.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
@@ -88,12 +88,14 @@ def mode(value: str | None) -> str:
 
 
 def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=(), args=None,
-                   workers: int | None = None, for_targets=()) -> tuple[CompilerPool, dict]:
+                   workers: int | None = None, for_targets=(), cases=(), log=None) -> tuple[CompilerPool, dict]:
     """A pool of compile workers behind the compile cache, and its environment (versions, device); deviceless,
     `check_targets`' specs are parsed by XLA first, so that a malformed one is bad input (UsageError), not a
     broken environment. Shipped targets are known to parse and are not checked (a fully cached run starts no JAX).
     `args` may carry `-j/--workers` and `--no-cache` (fp8_check.pipeline.pool.add_options); `workers` overrides -j.
-    The workers run in the environment that compiles for `check_targets` and `for_targets` (`platform_python`)."""
+    The workers run in the environment that compiles for `check_targets` and `for_targets` (`platform_python`);
+    `cases` that name `requirements:` compile in their set's environment for this JAX (requirement_envs.py, which
+    builds it on first use and tells `log`)."""
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
     python = platform_python([*check_targets, *for_targets]) if mode_name == "deviceless" else None
@@ -105,10 +107,14 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
         env = compiler.environment()
         for t in [t for t in check_targets if not _shipped(t)] if mode_name == "deviceless" else ():
             check_target_spec(compiler, t)
+        if cases:
+            platform = env_platform([*check_targets, *for_targets]) if mode_name == "deviceless" else None
+            compiler = requirement_envs.wrap(compiler, cases, env["jax"], mode_name, timeout, compiler.cache, platform,
+                                             log or (lambda _: None))
     except WorkerError as exc:
         compiler.close()
         raise BrokenEnvironment(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
-    except BaseException:  # a bad target spec (UsageError), or interrupted while starting
+    except BaseException:  # a bad target spec (UsageError), an environment not built, or interrupted while starting
         compiler.kill()
         raise
     return compiler, env

@@ -268,7 +268,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "fp8_check.platforms", "fp8_check.platforms.",  # what differs between GPU vendors (standard library only)
         "fp8_check.errors", "fp8_check.dtypes", "fp8_check.targets", "fp8_check.pipeline.aot", "fp8_check.pipeline.device_view", "fp8_check.pipeline.hlo", "fp8_check.pipeline.constants", "fp8_check.pipeline.safe_yaml",
         "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.comparator", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
-        "fp8_check.pipeline.case_model", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
+        "fp8_check.pipeline.case_model", "fp8_check.pipeline.requirement_sets", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
         "fp8_check.pipeline.cost", "fp8_check.pipeline.cost_table", "fp8_check.pipeline.cost_policy",  # pure: HLO text -> estimate
         "fp8_check.pipeline.cost_engine", "fp8_check.pipeline.cost_rates", "fp8_check.pipeline.cost_delta",
         "fp8_check.pipeline.cost_pairs",
@@ -280,7 +280,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("pipeline", ("fp8_check.pipeline.", "fp8_check.export")),  # plan -> render -> compile -> signature -> judge
     ("services", (  # built on the pipeline: the API, versions, upstream, reports, GPU-only checks
-        "fp8_check.api", "fp8_check.other_environments", "fp8_check.check_process", "fp8_check.target_check", "fp8_check.layers.", "fp8_check.versions.matrix_document",
+        "fp8_check.api", "fp8_check.other_environments", "fp8_check.requirement_envs", "fp8_check.check_process", "fp8_check.target_check", "fp8_check.layers.", "fp8_check.versions.matrix_document",
         "fp8_check.versions.matrix_view", "fp8_check.versions.news", "fp8_check.versions.goldens", "fp8_check.versions.envs", "fp8_check.versions.requirements", "fp8_check.versions.releases",
         "fp8_check.versions.uvbin", "fp8_check.versions.wheels", "fp8_check.versions.shared_xla", "fp8_check.upstream.",
         "fp8_check.report.", "fp8_check.gpu.numerics",

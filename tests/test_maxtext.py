@@ -1,72 +1,119 @@
 """MaxText's llama2-7b FP8 train step on h100x8, built by MaxText 0.2.5 itself (harness/layers/maxtext_llama.py).
 
-One slow, network test (CI builds the MaxText environment on first use, about 1.7 GB from the package
-index, then reuses it): the scanned `quantization=fp8` case compiles deviceless through
-`matrix --with-requirements`; the 21 FP8 gemms MaxText's `test_fp8_gemm_llama2_7b` counts (7 projections
-x forward, backward-input, backward-weight) are there, each attributed to the layer's FP8 op and a pass,
-plus the forward gemms MaxText's default full rematerialization recomputes in the backward loop, also
-FP8; with a layer rule blessed into its golden the case passes.
-Without MaxText installed the cases are UNSUPPORTED, never an error (fast).
+Slow, network tests (CI builds the MaxText environment on first use, about 1.7 GB from the package index, then
+reuses it): `fp8-check run -k maxtext_llama2_7b_fp8 --target h100x8` installs what the cases' `requirements:
+maxtext` name into a cached environment for this JAX and compiles there; with MaxText's own test's config it has
+the 21 FP8 gemms `test_fp8_gemm_llama2_7b` counts (7 projections x forward, backward-input, backward-weight), each
+attributed to the layer's FP8 op and a pass, and passes against the committed contract. The qwix recipes are told
+apart by operand dtypes, the expected ones read from the recipes' definitions in MaxText and flax.
+A JAX outside the set's range makes them UNSUPPORTED (tests/test_requirement_envs.py).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 
 import jax
 import pytest
-import yaml
 
 from fp8_check import outcome
 from tests.conftest import REPO
 
 CASES = REPO / "docs" / "examples" / "maxtext" / "cases.yaml"
+GOLDENS = REPO / "docs" / "examples" / "maxtext" / "goldens"
 REQUIREMENTS = REPO / "harness" / "layers" / "maxtext-requirements.txt"
+PROJECTIONS = 7  # a llama decoder layer: query, key, value, out; wi_0, wi_1, wo
 
 
-def test_without_maxtext_the_cases_are_unsupported(run_cli, tmp_path):
-    try:
-        import maxtext  # noqa: F401
-        pytest.skip("MaxText is installed in this environment")
-    except ImportError:
-        pass
-    code, out, err = run_cli("run", CASES, "-k", "qwix_fp8_full", "--target", "h100x8", "--json", tmp_path / "r.json",
-                             "--goldens", tmp_path / "g")
-    [row] = json.loads((tmp_path / "r.json").read_text())["results"]
-    assert row["outcome"] == outcome.UNSUPPORTED.name and "maxtext" in row["reason"], row
+def test_the_cases_name_the_maxtext_set_and_its_jax_range():
+    from fp8_check.pipeline import cases
+
+    loaded = cases.load([CASES])
+    assert loaded and all(c.requirements and c.requirements.name == "maxtext" and c.requirements.jax == ">=0.11.1"
+                      for c in loaded)
+    assert all(c.requirements and "maxtext==0.2.5" in c.requirements.requirements for c in loaded)
+
+
+def _fp8(row):
+    return [g for g in row["signature"]["gemms"] if g["operand_dtypes"][0].startswith("f8")]
 
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_the_llama2_7b_fp8_train_step_runs_every_projection_in_fp8_and_passes(run_cli, tmp_path, monkeypatch):
+def test_run_installs_maxtext_and_the_llama2_7b_step_has_21_fp8_gemms_and_passes(run_cli, tmp_path, monkeypatch):
     from tests.test_models import TEST_CACHE
 
     monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))
-    args = ("matrix", CASES, "-k", "maxtext_llama2_7b_fp8", "--jax", jax.__version__, "--target", "h100x8",
-            "--profile", "cublas", "--with-requirements", REQUIREMENTS, "--goldens", tmp_path / "g", "--no-html")
-    code, out, err = run_cli(*args, "--out", tmp_path / "m.json", cwd=tmp_path)
-    [row] = [r for v in json.loads((tmp_path / "m.json").read_text())["versions"] for r in v["results"]]
-    assert row["outcome"] == outcome.NEW.name, (row.get("reason"), out[-3000:], err[-3000:])
-    fp8 = [g for g in row["signature"]["gemms"] if g["operand_dtypes"][0].startswith("f8")]
-    # every FP8 gemm is attributed to the layer's FP8 op (MaxText's NNX bridge leaves `eval_jaxpr/Fp8DirectDotGeneralOp`
-    # in the name stack, not the projection's name) and to a pass
+    code, out, err = run_cli("run", CASES, "-k", "maxtext_llama2_7b_fp8", "--target", "h100x8", "-v",
+                             "--goldens", GOLDENS, "--json", tmp_path / "r.json", cwd=tmp_path)
+    assert "fp8-check: requirements maxtext: " in out and str(TEST_CACHE) in out, out[:2000]
+    [row] = json.loads((tmp_path / "r.json").read_text())["results"]
+    fp8 = _fp8(row)
+    # MaxText's test_fp8_gemm_llama2_7b: 21 = 7 projections x (forward, input gradient, weight gradient), scanned
+    assert len(fp8) == 3 * PROJECTIONS, [(g["pass"], g["operand_dtypes"]) for g in fp8]
+    # every one attributed to the layer's FP8 op (MaxText's NNX bridge leaves `eval_jaxpr/Fp8DirectDotGeneralOp`,
+    # not the projection's name) and a pass; forward E4M3 x E4M3, each backward gemm takes the E5M2 gradient
     assert all(g["layer"].endswith("Fp8DirectDotGeneralOp") and g["pass"] for g in fp8), fp8[:3]
-    # the 7 projections: 7 forward, 7 input gradients and 7 weight gradients take the E5M2 output gradient: the 21
-    # MaxText's test counts ...
-    assert sum(g["pass"] == "forward" for g in fp8) == 7
-    with_grad = [g for g in fp8 if "f8e5m2" in g["operand_dtypes"]]
-    assert len(with_grad) == 14 and all(g["pass"].startswith("backward") for g in with_grad)
-    # ... and, with MaxText's default remat_policy=full, the forward matmuls recomputed inside the backward loop (E4M3 x
-    # E4M3 there), each FP8 too
-    recomputed = [g for g in fp8 if g["pass"] != "forward" and "f8e5m2" not in g["operand_dtypes"]]
-    assert len(fp8) == 21 + len(recomputed) and 0 < len(recomputed) <= 7
-    # the contract in the golden: nothing under the FP8 op is wider than FP8; blessed, the case passes
-    code, out, err = run_cli("bless", "--from-matrix", tmp_path / "m.json", "--goldens", tmp_path / "g", cwd=tmp_path)
-    assert code == 0, out + err
-    [golden] = list((tmp_path / "g").rglob("maxtext_llama2_7b_fp8.yaml"))
-    doc = yaml.safe_load(golden.read_text())
-    doc["layers"] = [{"layer": "*Fp8DirectDotGeneralOp", "fp8": True}]
-    golden.write_text(yaml.safe_dump(doc, sort_keys=False))
-    code, out, err = run_cli(*args, "--out", tmp_path / "m2.json", cwd=tmp_path)
-    [row] = [r for v in json.loads((tmp_path / "m2.json").read_text())["versions"] for r in v["results"]]
-    assert row["outcome"] == outcome.PASS.name, (row.get("diffs"), out[-2000:])
+    forward = [g for g in fp8 if g["pass"] == "forward"]
+    assert len(forward) == PROJECTIONS and all(g["operand_dtypes"] == ["f8e4m3fn", "f8e4m3fn"] for g in forward)
+    assert all("f8e5m2" in g["operand_dtypes"] for g in fp8 if g not in forward)
+    # the committed contract (every projection FP8 in forward and both backward passes) holds
+    assert row["outcome"] == outcome.PASS.name and code == 0, (row.get("reason"), row.get("diffs"), out[-3000:])
+
+
+DEFINITIONS = r"""
+import json, os, sys
+import maxtext
+from flax.linen import fp8_ops
+from maxtext.configs import pyconfig
+from maxtext.layers import quantizations
+out = {}
+base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
+for recipe in sys.argv[1:]:
+    config = pyconfig.initialize(["x", base, "model_name=llama2-7b", "use_qwix_quantization=true", "quantization=" + recipe,
+                                  "base_output_directory=" + sys.argv[0] + "-out", "run_name=x", "enable_checkpointing=false"])
+    if isinstance(quantizations.get_qt_provider(config), quantizations.NvidaFp8Provider):  # flax's FP8 op for every rule
+        act = weight = fp8_ops.Fp8DirectDotGeneralOp.e4m3_dtype
+        bwd = fp8_ops.Fp8DirectDotGeneralOp.e5m2_dtype
+    else:  # qwix's own dot, with the rule of the decoder layers
+        [rule] = [r for r in quantizations.get_quantization_rule(config) if r.module_path.startswith("decoder/")]
+        act, weight, bwd = rule.act_qtype, rule.weight_qtype, rule.bwd_qtype
+    out[recipe] = [str(jax_dtype(t)) for t in (act, weight, bwd)]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_the_qwix_recipes_are_told_apart_by_the_operand_dtypes_their_definitions_state(run_cli, tmp_path, monkeypatch):
+    from fp8_check.versions import envs
+    from fp8_check.pipeline.requirement_sets import NAMED, read_set
+    from tests.test_models import TEST_CACHE
+
+    monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))
+    recipes = ["fp8_full", "fp8_gpu", "fp8_e4m3"]
+    code, out, err = run_cli("run", CASES, "-k", "qwix", "--target", "h100x8", "--goldens", tmp_path / "g",
+                             "--json", tmp_path / "r.json", cwd=tmp_path)
+    rows = {r["case"].rsplit("qwix_", 1)[1]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
+    assert sorted(rows) == sorted(recipes), out[-2000:]
+    python = envs.Manager(extras=list(read_set(NAMED["maxtext"]).requirements)).ensure(jax.__version__).python
+    script = tmp_path / "definitions.py"
+    script.write_text("import numpy as np\njax_dtype = lambda t: np.dtype(t)\n" + DEFINITIONS)
+    done = subprocess.run([str(python), str(script), *recipes], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"})
+    stated = json.loads(done.stdout.strip().splitlines()[-1])  # recipe -> [act, weight, bwd] as numpy names
+    short = {"float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2"}
+    seen = {}
+    for recipe in recipes:
+        act, weight, bwd = (short[t] for t in stated[recipe])
+        fp8 = _fp8(rows[recipe])
+        assert len(fp8) == 3 * PROJECTIONS, (recipe, [(g["pass"], g["operand_dtypes"]) for g in fp8])
+        forward = [g for g in fp8 if g["pass"] == "forward"]
+        assert len(forward) == PROJECTIONS and all(sorted(g["operand_dtypes"]) == sorted([act, weight]) for g in forward)
+        assert all(bwd in g["operand_dtypes"] for g in fp8 if g not in forward), recipe  # the gradient's type
+        seen[recipe] = sorted(tuple(g["operand_dtypes"]) for g in fp8)
+    # the definitions tell fp8_e4m3 (E4M3 gradients) from the two with E5M2 gradients; those two (qwix's own dot and
+    # flax's FP8 op) state the same types, and their gemms still differ in which operand takes the gradient
+    assert stated["fp8_e4m3"] != stated["fp8_full"] == stated["fp8_gpu"]
+    assert len({tuple(v) for v in seen.values()}) == 3, seen

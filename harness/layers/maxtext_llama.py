@@ -33,13 +33,19 @@ import jax
 
 SHAPE = ("model_name=llama2-7b", "ici_tensor_parallelism=8", "per_device_batch_size=1", "max_target_length=2048",
          "attention=dot_product", "dataset_type=synthetic", "enable_checkpointing=false", "hardware=gpu")
+# MaxText's own test (tests/end_to_end/gpu/test_fp8_gemm_llama2_7b.sh): its overrides of base.yml, except
+# attention=dot_product for cudnn_flash_te; remat_policy=minimal_with_context and scan_layers are set per case.
+TEST = ("model_name=llama2-7b", "ici_tensor_parallelism=8", "ici_fsdp_parallelism=1", "per_device_batch_size=0.125",
+        "max_target_length=4096", "use_iota_embed=true", "logits_dot_in_fp32=false", "attention=dot_product",
+        "dataset_type=synthetic", "enable_checkpointing=false", "hardware=gpu")
+CONFIGS = {"shape": SHAPE, "test": TEST}
 
 _BUILT: dict = {}
 
 
-def _build(recipe: str, scan: bool = True, remat: str = "full"):
+def _build(recipe: str, scan: bool = True, remat: str = "full", config_name: str = "shape"):
     """MaxText's config, mesh, abstract state and bound train step for `recipe`, built once per process."""
-    key = (recipe, scan, remat)
+    key = (recipe, scan, remat, config_name)
     if key in _BUILT:
         return _BUILT[key]
     import tempfile
@@ -53,8 +59,8 @@ def _build(recipe: str, scan: bool = True, remat: str = "full"):
     base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
     out = tempfile.mkdtemp(prefix="fp8-check-maxtext-")
     qwix = [] if recipe == "fp8" else ["use_qwix_quantization=true"]  # fp8_full, fp8_gpu, fp8_e4m3 are qwix recipes
-    argv = ["fp8-check", base, *SHAPE, *qwix, f"quantization={recipe}", f"scan_layers={str(scan).lower()}", f"remat_policy={remat}",
-            f"base_output_directory={out}", "run_name=fp8-check"]
+    argv = ["fp8-check", base, *CONFIGS[config_name], *qwix, f"quantization={recipe}", f"scan_layers={str(scan).lower()}",
+            f"remat_policy={remat}", f"base_output_directory={out}", "run_name=fp8-check"]
     config = pyconfig.initialize(argv)
     devices = jax.devices()  # the compile target's devices while fp8-check compiles (its view of the device)
     mesh = Mesh(maxtext_utils.create_device_mesh(config, devices), config.mesh_axes,
@@ -76,63 +82,85 @@ def _build(recipe: str, scan: bool = True, remat: str = "full"):
     return built
 
 
-def _train_step(recipe: str, scan: bool, state, batch, remat: str = "full"):
+def _train_step(recipe: str, scan: bool, state, batch, remat: str = "full", config_name: str = "shape"):
     from flax.core.spmd import logical_axis_rules
 
-    built = _build(recipe, scan, remat)
+    built = _build(recipe, scan, remat, config_name)
     with logical_axis_rules(built["config"].logical_axis_rules):
         return built["step"](state, batch)
 
 
+# MaxText's test: its config (TEST), remat_policy=minimal_with_context, scanned: the 21 FP8 gemms.
+_T = ("minimal_with_context", "test")  # remat_policy, config
+
+
 def train_step_fp8(state, batch):
-    """llama2-7b train step, quantization=fp8, scanned layers."""
-    return _train_step("fp8", True, state, batch)
-
-
-def train_step_fp8_unscanned(state, batch):
-    """llama2-7b train step, quantization=fp8, every layer unrolled (scan_layers=false)."""
-    return _train_step("fp8", False, state, batch)
-
-
-def train_step_fp8_minimal_remat(state, batch):
-    """llama2-7b train step, quantization=fp8, scanned, remat_policy=minimal (no forward matmul recomputed)."""
-    return _train_step("fp8", True, state, batch, "minimal")
-
-
-def train_step_fp8_full(state, batch):
-    """llama2-7b train step, qwix recipe fp8_full (static scaling)."""
-    return _train_step("fp8_full", True, state, batch)
-
-
-def train_step_fp8_gpu(state, batch):
-    """llama2-7b train step, qwix recipe fp8_gpu."""
-    return _train_step("fp8_gpu", True, state, batch)
-
-
-def train_step_fp8_e4m3(state, batch):
-    """llama2-7b train step, qwix recipe fp8_e4m3."""
-    return _train_step("fp8_e4m3", True, state, batch)
+    """llama2-7b train step as MaxText's test_fp8_gemm_llama2_7b: quantization=fp8, scanned, minimal_with_context."""
+    return _train_step("fp8", True, state, batch, *_T)
 
 
 def args_fp8():
-    return _build("fp8", True)["args"]
+    return _build("fp8", True, *_T)["args"]
+
+
+def train_step_fp8_unscanned(state, batch):
+    """The same with every layer unrolled (scan_layers=false)."""
+    return _train_step("fp8", False, state, batch, *_T)
 
 
 def args_fp8_unscanned():
+    return _build("fp8", False, *_T)["args"]
+
+
+def train_step_fp8_full_remat(state, batch):
+    """llama2-7b (batch 8 x 2048), quantization=fp8, scanned, MaxText's default remat_policy=full."""
+    return _train_step("fp8", True, state, batch)
+
+
+def args_fp8_full_remat():
+    return _build("fp8", True)["args"]
+
+
+def train_step_fp8_full_remat_unscanned(state, batch):
+    """The same as train_step_fp8_full_remat with every layer unrolled (scan_layers=false)."""
+    return _train_step("fp8", False, state, batch)
+
+
+def args_fp8_full_remat_unscanned():
     return _build("fp8", False)["args"]
+
+
+def train_step_fp8_minimal_remat(state, batch):
+    """llama2-7b (batch 8 x 2048), quantization=fp8, scanned, remat_policy=minimal (no forward matmul recomputed)."""
+    return _train_step("fp8", True, state, batch, "minimal")
 
 
 def args_fp8_minimal_remat():
     return _build("fp8", True, "minimal")["args"]
 
 
+def train_step_fp8_full(state, batch):
+    """MaxText's test config with the qwix recipe fp8_full."""
+    return _train_step("fp8_full", True, state, batch, *_T)
+
+
 def args_fp8_full():
-    return _build("fp8_full", True)["args"]
+    return _build("fp8_full", True, *_T)["args"]
+
+
+def train_step_fp8_gpu(state, batch):
+    """MaxText's test config with the qwix recipe fp8_gpu."""
+    return _train_step("fp8_gpu", True, state, batch, *_T)
 
 
 def args_fp8_gpu():
-    return _build("fp8_gpu", True)["args"]
+    return _build("fp8_gpu", True, *_T)["args"]
+
+
+def train_step_fp8_e4m3(state, batch):
+    """MaxText's test config with the qwix recipe fp8_e4m3."""
+    return _train_step("fp8_e4m3", True, state, batch, *_T)
 
 
 def args_fp8_e4m3():
-    return _build("fp8_e4m3", True)["args"]
+    return _build("fp8_e4m3", True, *_T)["args"]

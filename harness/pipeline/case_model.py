@@ -10,6 +10,7 @@ Every problem is one `CaseError` line naming file, line, case and field.
 from __future__ import annotations
 
 from fp8_check.errors import BadInput
+from fp8_check.pipeline.requirement_sets import RequirementSet
 
 import re
 from dataclasses import dataclass, field, replace
@@ -126,6 +127,9 @@ class Case:
     targets: tuple[str, ...] = ()  # empty: every target
     known_issues: tuple[KnownIssue, ...] = ()
     filecheck: dict[str, str] = field(default_factory=dict)  # profile -> FileCheck pattern
+    # `requirements: maxtext` (a named set) or a requirements file: the case compiles in a cached environment with
+    # them for the run's JAX version (harness/requirement_envs.py); the set states the JAX range it works with
+    requirements: RequirementSet | None = None
     yaml_text: str = ""
 
     @property

@@ -139,6 +139,9 @@ class CompileRequest:
     profile: Profile
     inputs: list[dict] | None = None
     optional_options: dict | None = None  # XLA flags set only where the installed XLA has them
+    # the case's `requirements:`: compiled in a cached environment that has them (harness/requirement_envs.py);
+    # a compiler of one environment compiles it in its own
+    requirements: tuple[str, ...] = ()
 
 
 class CompileService(Protocol):

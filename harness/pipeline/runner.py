@@ -268,7 +268,8 @@ def request_for(case: Case, target: Target, profile: Profile, numerics: "Numeric
     inputs = None
     if numerics is not None and numerics.skip_reason(case) is None:
         inputs = numerics.encode_inputs(case)
-    return CompileRequest(render.render(case), target, profile, inputs, case_options(case))
+    return CompileRequest(render.render(case), target, profile, inputs, case_options(case),
+                          case.requirements.requirements if case.requirements else ())
 
 
 def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,
@@ -277,6 +278,9 @@ def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: s
     jobs: list[Job] = []
     for case, target, profile in plan(cases, targets, profiles):
         reason = unsupported_reason(profile, mode, jax_version, target)
+        if reason is None and case.requirements:  # its requirements do not install with this JAX
+            reason = case.requirements.unsupported(jax_version)
+            reason = reason and f"{reason} (run it on another with `fp8-check matrix --jax VERSION`)"
         request = None if reason else request_for(case, target, profile, numerics)
         jobs.append((case, target, profile, reason, request))
     return jobs

@@ -321,11 +321,11 @@ def _cmd_bisect(args) -> int:
         raise selection.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
     selection.check_spec_files(args.target, mode)
     try:
-        extras = requirements.extras_from_args(args)
+        extras, jax_range = requirements.extras_from_args(args, [case])  # and the case's `requirements:`
     except ValueError as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
         return Verdict.ABORT.exit_code
-    manager = Manager(args.cache, extras=extras, kind=wheels.kind_for_mode(mode),  # device mode: the full wheel set
+    manager = Manager(args.cache, extras=extras, jax_range=jax_range, kind=wheels.kind_for_mode(mode),  # device: full set
                       platform=selection.env_platform([target]))  # mi300x: the ROCm environments
     tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
     where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"

@@ -48,6 +48,7 @@ from fp8_check.versions.releases import cache_dir, parse_version
 from fp8_check.versions import wheels
 from fp8_check.versions.uvbin import UV_MISSING, find_uv
 from fp8_check import platforms
+from fp8_check.pipeline.requirement_sets import outside
 from fp8_check.versions.releases import jax_index
 
 MARKER = "fp8-check-env.json"
@@ -158,9 +159,10 @@ class Manager:
 
     def __init__(self, root: Path | None = None, python: str | None = None, reuse_self: bool = True,
                  index_url: str | None = None, extras: list[str] | None = None, kind: str = wheels.DEVICELESS,
-                 slim_extras: list[str] | None = None, platform: Platform | None = None):
+                 slim_extras: list[str] | None = None, platform: Platform | None = None, jax_range: str = ""):
         # Extra requirements installed with jax in every environment (`--with`), resolved by uv per version.
         self.extras = sorted({check_requirement(r) for r in (extras or [])})
+        self.jax_range = jax_range  # the JAX versions the extras work with (a requirements file's `jax` line)
         # kind: which wheel set (wheels.DEVICELESS, the slim default, or wheels.DEVICE); slim_extras
         # replaces the slim set's extra wheels (scripts/slim_check.py tries candidates with it).
         if kind not in wheels.KINDS:
@@ -226,6 +228,8 @@ class Manager:
 
     def ensure(self, version: str, log=None) -> Env:
         """The environment for `version`: the cached one, or a new one built now (raises InstallError)."""
+        if problem := outside(self.jax_range, version, "(--with-requirements, the cases' requirements:)"):
+            raise InstallError(version, problem)
         start = time.perf_counter()
         own = own_jax() if self.reuse_self else {}
         if (own and own["jax"] == str(parse_version(version)) and _satisfied(self.extras)

@@ -325,7 +325,8 @@ def cmd_matrix(args) -> int:
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
-            manager = Manager(args.cache, index_url=args.jax_index, extras=requirements.extras_from_args(args),
+            extras, jax_range = requirements.extras_from_args(args, cases)  # and the cases' `requirements:`
+            manager = Manager(args.cache, index_url=args.jax_index, extras=extras, jax_range=jax_range,
                               kind=wheels.kind_for_mode(mode), platform=selection.env_platform(targets))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"

@@ -1,42 +1,16 @@
-"""Extra requirements of the per-version environments: `--with REQ`, `--with-requirements FILE`, and
-whether this process's own environment already satisfies them."""
+"""Extra requirements of the per-version environments: `--with REQ`, `--with-requirements FILE`, the cases'
+`requirements:` (pipeline/requirement_sets.py), and whether this process's own environment already satisfies them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fp8_check.platforms import NVIDIA
+from fp8_check.pipeline.requirement_sets import check_requirement, read_set  # noqa: F401  (re-exported)
 
 
 def read_requirements(path: Path) -> list[str]:
-    """The requirements of a requirements file: one a line, `#` comments and blank lines skipped; no pip options."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--with-requirements {path}: cannot read it: {exc}") from None
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("-"):
-            raise ValueError(f"--with-requirements {path}:{n}: options ({line.split()[0]}) are not supported; one requirement a line")
-        out.append(check_requirement(line, f"--with-requirements {path}:{n}"))
-    return out
-
-
-def check_requirement(text: str, where: str = "--with") -> str:
-    """A PEP 508 requirement (`flax`, `flax>=0.10`, `optax==0.2.4`), or ValueError naming it."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    text = text.strip()
-    try:
-        req = Requirement(text)
-    except InvalidRequirement as exc:
-        raise ValueError(f"{where} {text!r}: not a requirement: {exc}") from None
-    if req.name.lower().replace("_", "-") in ("jax", "jaxlib", *NVIDIA.plugin_distributions[:1], *NVIDIA.pjrt_distributions[:1]):
-        raise ValueError(f"{where} {text!r}: jax itself is chosen per version (--jax / --jax-range)")
-    return str(req)
+    """The requirements of a requirements file (its `jax` range aside: `read_set`)."""
+    return list(read_set(path).requirements)
 
 
 def _satisfied(requirements: list[str]) -> bool:
@@ -71,8 +45,17 @@ def add_with_options(p) -> None:
                    help="a requirements file (one requirement a line, # comments) added like --with")
 
 
-def extras_from_args(args) -> list[str]:
+def extras_from_args(args, cases=()) -> tuple[list[str], str]:
+    """The extra requirements of `--with`, `--with-requirements` and the `requirements:` of `cases`, and the
+    JAX range they state together ('' for any: `--with-requirements` and each case's set may state one)."""
     extras = [check_requirement(r) for r in getattr(args, "with_", []) or []]
+    ranges = []
     if getattr(args, "with_requirements", None):
-        extras += read_requirements(args.with_requirements)
-    return extras
+        given = read_set(args.with_requirements)
+        extras += given.requirements
+        ranges.append(given.jax)
+    for case in cases:
+        if case.requirements:
+            extras += case.requirements.requirements
+            ranges.append(case.requirements.jax)
+    return sorted(set(extras)), ",".join(sorted({r for r in ranges if r}))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from fp8_check.dtypes import DATA_DTYPES, SCALE_DTYPES
+from fp8_check.pipeline.requirement_sets import case_set
 from fp8_check.pipeline.case_model import Case, CaseError, Shape, Spec, choice, is_name, string
 from fp8_check.pipeline.sharded_cases import jsonable, validate_sharded
 from fp8_check.pipeline.source import ENV, Rendered, docstring
@@ -23,7 +24,7 @@ from fp8_check.pipeline.user_modules import defines, find
 NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
 
-KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options",
+KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "requirements", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options",
                            "price_at")
 
 
@@ -181,6 +182,11 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
             raise CaseError(path, line, cid, "requires",
                             f"expected a list of optional top-level modules such as [flax], got {value!r}")
         sk["requires"] = tuple(dict.fromkeys(value))
+    if "requirements" in merged:
+        try:
+            kw["requirements"] = case_set(merged["requirements"], path)
+        except ValueError as exc:
+            raise CaseError(path, line, cid, "requirements", str(exc)) from None
     raw_args = merged["args"] if isinstance(merged["args"], list) else []
     if "price_at" in merged:
         at = _price_args(path, line, cid, merged["price_at"], sk.get("args", ()), requires)
