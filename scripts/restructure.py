@@ -208,8 +208,9 @@ PATCHES: list[tuple[str, str, str]] = [
 REPO_PATCHES: list[tuple[str, str, str]] = [
     ("tests/test_architecture.py", 'PACKAGE = REPO / "harness"  #', 'PACKAGE = REPO / "harness" / "fp8_check"  #'),
     ("tests/test_architecture.py", 'KIND_DIR = PACKAGE / "pipeline" / "kinds"', 'KIND_DIR = PACKAGE / "cases" / "kinds"'),
-    ("tests/test_platforms.py", 'HARNESS = Path(__file__).resolve().parent.parent / "harness"\n',
-     'HARNESS = Path(__file__).resolve().parent.parent / "harness" / "fp8_check"\n'),
+    ("tests/test_platforms.py", 'SEAM = HARNESS / "platforms"\n', 'SEAM = HARNESS / "fp8_check" / "platforms"\n'),
+    ("tests/test_package.py", "{IMPORT_NAME}.cli:main", "{IMPORT_NAME}.cli.cli:main"),
+    ("tests/test_package.py", "{IMPORT_NAME}.pytest_plugin", "{IMPORT_NAME}.cli.pytest_plugin"),
     ("tests/test_architecture.py", '"fp8_check.worker.worker_guard", "fp8_check.pipeline",', '"fp8_check.worker.worker_guard", "fp8_check.worker",'),
     (".github/workflows/nightly.yml", "PYTHONPATH: packaging/editable", "PYTHONPATH: harness"),
     (".github/workflows/nightly.yml", "# packaging/editable holds the package under its import name (a link to harness/).",
