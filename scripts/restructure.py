@@ -229,7 +229,7 @@ GPU_SESSION_NEW_COMMENT = "# The package is the folder harness/fp8_check: harnes
 
 SUFFIXES = {".py", ".j2", ".yml", ".yaml", ".toml", ".md", ".sh", ".cfg", ".ini", ".txt", ".json", ".html", ".in"}
 DATA_PREFIXES = ("tests/fixtures/", "benchmarks/out/", "reports/", "docs/gpu-session/")  # recorded data: code (.py) only
-SKIP = {"scripts/restructure.py", "tests/test_restructure.py", "uv.lock"}
+SKIP = {"scripts/restructure.py", "tests/test_restructure.py", "docs/layout.md", "uv.lock"}
 SKIP_PREFIXES = ("scripts/restructure/", "packaging/")
 
 
@@ -294,6 +294,7 @@ _FROM = re.compile(r"^(?P<indent>[ \t]*)(?P<head>from\s+)(?P<mod>" + PKG + r"(?:
                    r"(?P<names>\([^)]*\)|[^\n#;]*[^\s#;])(?P<tail>[ \t]*(?:#[^\n]*)?)$", re.M)
 _TOKEN = re.compile(r"(?<![\w.])" + PKG + r"(?:\.[A-Za-z_]\w*)+")
 _PATH = re.compile(r"(?<![\w/.-])" + SRC + r"/(?!" + PKG + r"/)((?:[\w.*-]+/)*[\w.*-]*)")
+_INSTALLED = re.compile(r"(?<![\w/.-])" + PKG + r"/((?:[\w.-]+/)*[\w.-]+\.\w+)")
 _PATH_EXPR = re.compile(r"([\"'])" + SRC + r"\1((?:\s*/\s*([\"'])[^\"'{}\n]+\3)+)")
 
 
@@ -391,7 +392,20 @@ def rewrite_paths(text: str, path: str, report: Report) -> tuple[str, int]:
         count += 1
         return f"{NEW_ROOT}/{new}{trail}"
 
-    return _PATH.sub(one, text), count
+    text = _PATH.sub(one, text)
+
+    def installed(m: re.Match) -> str:  # a path inside the wheel or site-packages: fp8_check/pipeline/worker.py
+        nonlocal count
+        rel = m.group(1)
+        if rel not in MOVES and not any(rel.startswith(o) for o in DATA if o.endswith("/")) and rel not in DATA:
+            return m.group(0)
+        new = map_path(rel)
+        if new is None or new == rel:
+            return m.group(0)
+        count += 1
+        return f"{PKG}/{new}"
+
+    return _INSTALLED.sub(installed, text), count
 
 
 def rewrite_path_exprs(text: str, path: str, report: Report) -> tuple[str, int]:

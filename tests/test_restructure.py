@@ -80,6 +80,12 @@ def test_paths_in_prose_and_in_path_expressions():
         'p = REPO / "harness" / "fp8_check" / "models" / "maxtext-requirements.txt"\n'
 
 
+def test_paths_inside_the_wheel():
+    assert rewrite('needed = ("fp8_check/pipeline/worker.py", "fp8_check/targets/h100.txtpb")')[0] == \
+        'needed = ("fp8_check/worker/worker.py", "fp8_check/targets/h100.txtpb")'
+    assert rewrite("harness/fp8_check/verdict/golden.py", moved=True, path="d.md")[0] == "harness/fp8_check/verdict/golden.py"
+
+
 def test_what_has_no_single_home_is_reported_not_guessed():
     text, report = rewrite("the stages in harness/pipeline/ and fp8_check.pipeline", path="d.md")
     assert text == "the stages in harness/pipeline/ and fp8_check.pipeline"
