@@ -66,6 +66,7 @@ layers/flax_fp8.py            models/flax_fp8.py
 layers/maxtext_llama.py       models/maxtext_llama.py
 layers/sharded.py             models/sharded.py
 pipeline/case_model.py        cases/case_model.py
+pipeline/requirement_sets.py  cases/requirement_sets.py
 pipeline/cases.py             cases/cases.py
 pipeline/sharded_cases.py     cases/sharded_cases.py
 pipeline/user_modules.py      cases/user_modules.py
@@ -102,6 +103,7 @@ verdict.py                    verdict/verdict.py
 verdict_rules.py              verdict/verdict_rules.py
 collective_rules.py           verdict/collective_rules.py
 pipeline/golden.py            verdict/golden.py
+pipeline/comparator.py        verdict/comparator.py
 pipeline/golden_source.py     verdict/golden_source.py
 pipeline/contract.py          verdict/contract.py
 pipeline/contract_judge.py    verdict/contract_judge.py
@@ -116,6 +118,7 @@ versions/wheels.py            versions/wheels.py
 versions/shared_xla.py        versions/shared_xla.py
 upstream/xla_commits.py       versions/xla_commits.py
 other_environments.py         versions/other_environments.py
+requirement_envs.py           versions/requirement_envs.py
 pipeline/runner.py            run/runner.py
 pipeline/results.py           run/results.py
 selection.py                  run/selection.py
@@ -150,6 +153,8 @@ gpu/calibrate.py              gpu/calibrate.py
 gpu/capture.py                gpu/capture.py
 gpu/fidelity.py               gpu/fidelity.py
 gpu/numerics.py               gpu/numerics.py
+gpu/number_formats.py         gpu/number_formats.py
+gpu/pattern_numerics.py       gpu/pattern_numerics.py
 gpu/session.py                gpu/session.py
 api.py                        api.py
 cli.py                        cli/cli.py
@@ -203,6 +208,8 @@ PATCHES: list[tuple[str, str, str]] = [
      "REPO_ROOT = Path(__file__).resolve().parents[3]\n"),
     ("core/about.py", "checkout = Path(__file__).resolve().parent.parent\n", "checkout = Path(__file__).resolve().parents[3]\n"),
     ("targets/__init__.py", 'TARGET_DIR = Path(__file__).parent / "targets"', "TARGET_DIR = Path(__file__).parent"),
+    ("cases/requirement_sets.py", 'Path(__file__).resolve().parent.parent / "layers" / "maxtext-requirements.txt"',
+     'Path(__file__).resolve().parent.parent / "models" / "maxtext-requirements.txt"'),
 ]
 # The same, for files outside the package (paths from the repository root).
 REPO_PATCHES: list[tuple[str, str, str]] = [
