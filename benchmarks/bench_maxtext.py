@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-REQUIREMENTS = REPO / "harness" / "layers" / "maxtext-requirements.txt"
+REQUIREMENTS = REPO / "harness" / "fp8_check" / "models" / "maxtext-requirements.txt"
 CASES = REPO / "docs" / "examples" / "maxtext" / "cases.yaml"
 
 BARE = r'''
@@ -49,7 +49,7 @@ from maxtext.configs import pyconfig
 from maxtext.trainers.pre_train import train, train_compile
 from maxtext.utils import maxtext_utils, sharding
 import json
-SHAPE = json.loads(sys.argv[5])  # the case's MaxText overrides (fp8_check.layers.maxtext_llama): model, batch, remat
+SHAPE = json.loads(sys.argv[5])  # the case's MaxText overrides (fp8_check.models.maxtext_llama): model, batch, remat
 devices = topologies.get_topology_desc(platform="cuda", target_config=config_text, topology="1x1x8").devices
 base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
 config = pyconfig.initialize(["bare", base, *SHAPE, "quantization=" + recipe, "scan_layers=" + scan,
@@ -92,7 +92,7 @@ def main() -> None:
     ap.add_argument("--jax", default="0.12.0.1")
     ap.add_argument("--case", default="maxtext_llama2_7b_fp8")
     args = ap.parse_args()
-    from fp8_check.layers.maxtext_llama import SHAPE, TEST
+    from fp8_check.models.maxtext_llama import SHAPE, TEST
 
     # the case's recipe, MaxText overrides and XLA flags (docs/examples/maxtext/cases.yaml)
     test = [*TEST, "remat_policy=minimal_with_context"]
@@ -112,7 +112,7 @@ def main() -> None:
                     "--goldens", str(work / "goldens"), "--out", str(out), "--no-html"])
     rows = [r for v in json.loads(out.read_text())["versions"] for r in v["results"]] if out.exists() else []
     row = next((r for r in rows if r["case"] == args.case), {})
-    from fp8_check.pipeline import aot
+    from fp8_check.worker import aot
     from fp8_check.targets import load_target
 
     target = load_target("h100x8")
@@ -125,7 +125,7 @@ def main() -> None:
     fp8_gemms = None
     dumps = sorted((work / "dump").glob("*jit_train_step*gpu_after_optimizations.txt"))
     if dumps:
-        from fp8_check.pipeline.signature import extract
+        from fp8_check.signature.signature import extract
 
         fp8_gemms = extract(dumps[-1].read_text()).fp8_gemms
     result = {

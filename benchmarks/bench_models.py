@@ -38,16 +38,16 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from fp8_check import api  # noqa: E402
-from fp8_check.layers import decoder  # noqa: E402
+from fp8_check.models import decoder  # noqa: E402
 from fp8_check import platforms  # noqa: E402
-from fp8_check.pipeline import aot  # noqa: E402
+from fp8_check.worker import aot  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--case", default="train_step_direct", help="a function of fp8_check.layers.decoder")
+    ap.add_argument("--case", default="train_step_direct", help="a function of fp8_check.models.decoder")
     ap.add_argument("--no-run", action="store_true", help="skip the `fp8-check run` row")
     args = ap.parse_args()
     kind = "forward" if args.case.startswith("forward") else "train"
@@ -86,7 +86,7 @@ def main() -> int:
     run_wall = None
     if not args.no_run and args.case == "train_step_direct":
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "fp8_check.cli", "run", "cases/models.yaml", "-k", "decoder_direct_train",
+        proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", "run", "cases/models.yaml", "-k", "decoder_direct_train",
                                "--no-cache", "-j", "1", "--json", os.path.join(tempfile.mkdtemp(), "r.json")],
                               cwd=REPO, capture_output=True, text=True)
         run_wall = time.perf_counter() - start

@@ -7,7 +7,7 @@ All in one run, on the same machine state (each measurement is the wall time of 
 fresh process, interpreter start to exit):
 
 - bare: ONE Python process that imports JAX and compiles every planned case (and the
-  canary, which `run` also compiles) with `fp8_check.pipeline.aot.compile_for` — the
+  canary, which `run` also compiles) with `fp8_check.worker.aot.compile_for` — the
   worker's own code path, same compiler options, same XLA flags (the optimized-HLO
   dump), same target — one after the other, no harness around it;
 - run --no-cache -j 1: the previous `fp8-check run` (one worker, nothing cached);
@@ -42,7 +42,7 @@ BARE_LOOP = r'''
 import os, sys, tempfile, time, types
 sys.path.insert(0, sys.argv[1])
 from fp8_check import platforms
-from fp8_check.pipeline import aot
+from fp8_check.worker import aot
 dump = tempfile.mkdtemp(prefix="fp8-bench-dump-")
 aot.prepare_environment("deviceless", dump, deviceless_env=platforms.deviceless_environment())            # the worker's environment and XLA flags
 import json
@@ -69,9 +69,9 @@ def plan_jobs(target: str, profiles: list[str], paths: list[Path] | None = None)
     UNSUPPORTED here, each with the XLA options its kind adds (`optional_options`: this XLA has them all)."""
     from importlib.metadata import version
 
-    from fp8_check.pipeline import canary as canary_mod
-    from fp8_check.pipeline import cases as case_mod
-    from fp8_check.pipeline import runner
+    from fp8_check.verdict import canary as canary_mod
+    from fp8_check.cases import cases as case_mod
+    from fp8_check.run import runner
     from fp8_check.targets import load_target
 
     t = load_target(target)
@@ -122,7 +122,7 @@ def main() -> int:
     logs = out / f"{args.out_name}_logs"
     logs.mkdir(exist_ok=True)
     py = sys.executable
-    fp8 = [py, "-m", "fp8_check.cli"]
+    fp8 = [py, "-m", "fp8_check.cli.cli"]
     profiles = args.profiles.split(",")
     case_paths = [REPO / c for c in args.cases.split(",") if c] or None
     jobs = plan_jobs(args.target, profiles, case_paths)

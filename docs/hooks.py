@@ -2,11 +2,11 @@
 
 A page asks for a generated block with a marker line `<!-- generated: NAME -->`:
 
-- `verdict-rules`: the rules table, from the rule tables of fp8_check.verdict (`FIELD_RULES`),
-  fp8_check.verdict_rules (`GEMM_RULES`, `BLOCK_RULES`) and fp8_check.collective_rules
+- `verdict-rules`: the rules table, from the rule tables of fp8_check.verdict.verdict (`FIELD_RULES`),
+  fp8_check.verdict.verdict_rules (`GEMM_RULES`, `BLOCK_RULES`) and fp8_check.verdict.collective_rules
   (`COLLECTIVE_RULES`): each rule's `@explained` statement, each `Neutral` field's reason;
-- `outcomes`: the outcome codes of fp8_check.outcome (`CODES`);
-- `cli`: every command's `--help`, from the argparse parser of fp8_check.cli;
+- `outcomes`: the outcome codes of fp8_check.verdict.outcome (`CODES`);
+- `cli`: every command's `--help`, from the argparse parser of fp8_check.cli.cli;
 - `benchmarks`: one line per benchmarks/bench_*.py (its docstring) and a link to its latest
   output, benchmarks/out/NAME.md, which `on_files` adds to the site as it is.
 
@@ -37,8 +37,8 @@ def _cell(text: Any) -> str:
 
 
 def verdict_rules_markdown() -> str:
-    from fp8_check import collective_rules, verdict, verdict_rules
-    from fp8_check.verdict_rules import Neutral, explanation
+    from fp8_check.verdict import collective_rules, verdict, verdict_rules
+    from fp8_check.verdict.verdict_rules import Neutral, explanation
 
     # the rule that judges a whole record of each kind (appeared / gone), and how its path is written
     records = {
@@ -84,7 +84,7 @@ def verdict_rules_markdown() -> str:
 
 
 def outcomes_markdown() -> str:
-    from fp8_check import outcome
+    from fp8_check.verdict import outcome
 
     out = ["| code | grid symbol | exit 1? | meaning |", "|---|---|---|---|"]
     for c in outcome.CODES:
@@ -120,7 +120,7 @@ def _walk(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
 
 
 def cli_markdown() -> str:
-    from fp8_check.cli import build_parser
+    from fp8_check.cli.cli import build_parser
 
     with _columns(100):
         parser, _ = build_parser()

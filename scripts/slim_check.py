@@ -41,10 +41,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check import selection  # noqa: E402
-from fp8_check.pipeline import render, runner  # noqa: E402
-from fp8_check.pipeline.compile import CompileRequest  # noqa: E402
-from fp8_check.pipeline.pool import CompilerPool  # noqa: E402
+from fp8_check.run import selection  # noqa: E402
+from fp8_check.compile import render  # noqa: E402
+from fp8_check.run import runner  # noqa: E402
+from fp8_check.compile.compile import CompileRequest  # noqa: E402
+from fp8_check.compile.pool import CompilerPool  # noqa: E402
 from fp8_check.versions import envs, releases, wheels  # noqa: E402
 from fp8_check.versions.envs import InstallError, Manager  # noqa: E402
 

@@ -16,7 +16,7 @@ if not gpu_present():
 
 import pytest
 
-from fp8_check import cli
+from fp8_check.cli import cli
 
 # The compile cache of a test session lives in a directory of its own (never the user's),
 # shared by the tests of the session; tests of the cache itself use their own.
@@ -34,7 +34,7 @@ _WITHOUT_GPU = pytest.mark.skipif(not gpu_present(), reason="needs an NVIDIA GPU
 
 
 def requires_gpu(fn):
-    """A GPU-only test: marked `gpu` (the GPU session runs `pytest -m gpu`, harness/gpu/session.py) and skipped,
+    """A GPU-only test: marked `gpu` (the GPU session runs `pytest -m gpu`, harness/fp8_check/gpu/session.py) and skipped,
     with the reason, on a machine without one."""
     return pytest.mark.gpu(_WITHOUT_GPU(fn))
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from fp8_check import api
-from fp8_check.outcome import FAIL
-from fp8_check.pipeline.signature import Signature
+from fp8_check.verdict.outcome import FAIL
+from fp8_check.signature.signature import Signature
 
 from .conftest import REPO
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check import outcome
+from fp8_check.verdict import outcome
 
 from .conftest import REPO
 
-PACKAGE = REPO / "harness"  # the folder; its import name is the package's own name (fp8_check)
+PACKAGE = REPO / "harness" / "fp8_check"  # the folder; its import name is the package's own name (fp8_check)
 IMPORT_NAME = outcome.__name__.split(".")[0]
 
 
@@ -89,14 +89,14 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_is_read():
     # the walker must see real edges, or the tests below could never fail
-    assert "fp8_check.pipeline.comparator" in GRAPH["fp8_check.outcome"]
-    assert "fp8_check.selection" in GRAPH["fp8_check.commands"]
+    assert "fp8_check.verdict.comparator" in GRAPH["fp8_check.verdict.outcome"]
+    assert "fp8_check.run.selection" in GRAPH["fp8_check.cli.commands"]
     assert len(MODULES) > 25
 
 
 def test_the_cycle_finder_finds_a_cycle():
     graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["fp8_check.pipeline.comparator"] = graph["fp8_check.pipeline.comparator"] | {"fp8_check.outcome"}
+    graph["fp8_check.verdict.comparator"] = graph["fp8_check.verdict.comparator"] | {"fp8_check.verdict.outcome"}
     assert _cycle(graph) is not None
 
 
@@ -105,18 +105,18 @@ def test_no_import_cycles():
 
 
 def test_nothing_imports_the_cli():
-    importers = sorted(m for m, deps in GRAPH.items() if "fp8_check.cli" in deps)
+    importers = sorted(m for m, deps in GRAPH.items() if "fp8_check.cli.cli" in deps)
     assert importers == []
 
 
 def test_the_compile_worker_imports_only_aot():
     # it runs inside per-version environments that hold only JAX (and asks the platforms, standard library only)
     platform_modules = {m for m in GRAPH if m == "fp8_check.platforms" or m.startswith("fp8_check.platforms.")}
-    assert GRAPH["fp8_check.pipeline.worker"] <= {"fp8_check.pipeline.aot", "fp8_check.pipeline.worker_guard", "fp8_check.pipeline",
+    assert GRAPH["fp8_check.worker.worker"] <= {"fp8_check.worker.aot", "fp8_check.worker.worker_guard", "fp8_check.worker",
                                                   IMPORT_NAME} | platform_modules
-    assert GRAPH["fp8_check.pipeline.worker_guard"] == set()  # standard library only
-    assert GRAPH["fp8_check.pipeline.aot"] == {"fp8_check.pipeline.device_view"}  # a repro carries both sources
-    assert GRAPH["fp8_check.pipeline.device_view"] == set()
+    assert GRAPH["fp8_check.worker.worker_guard"] == set()  # standard library only
+    assert GRAPH["fp8_check.worker.aot"] == {"fp8_check.worker.device_view"}  # a repro carries both sources
+    assert GRAPH["fp8_check.worker.device_view"] == set()
     for m in platform_modules:
         assert GRAPH[m] <= platform_modules | {IMPORT_NAME}, m
 
@@ -125,27 +125,28 @@ def test_outcome_codes_are_defined_once():
     names = [c.name for c in outcome.CODES]
     definition = re.compile(r"""\b(?:%s)\s*=\s*Code\(|[\"'](?:%s)[\"']\s*[,)]\s*(?:#|$)""" % ("|".join(names), "|".join(names)))
     homes = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if definition.search(p.read_text()))
-    assert homes == ["harness/outcome.py"]
+    assert homes == ["harness/fp8_check/verdict/outcome.py"]
     # nor tuples of outcome names that classify them again (e.g. ("PASS", "XFAIL", "UNSUPPORTED"))
     tuples = re.compile(r"\(\s*\"(?:%s)\"\s*,\s*\"(?:%s)\"" % ("|".join(names), "|".join(names)))
     assert [str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if tuples.search(p.read_text())] == []
 
 
 def test_one_comparator_and_one_absent_sentinel():
-    # golden diffs and verdict lines come from one walker (harness/pipeline/comparator.py): no second sentinel
+    # golden diffs and verdict lines come from one walker (harness/fp8_check/verdict/comparator.py): no second sentinel
     sentinel = re.compile(r"^(?:class _?Missing\b|_?MISSING\s*(?::[^=]+)?=)", re.M)
     homes = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if sentinel.search(p.read_text()))
-    assert homes == ["harness/pipeline/comparator.py"]
+    assert homes == ["harness/fp8_check/verdict/comparator.py"]
 
 
 def test_the_canary_gate_is_in_one_place():
     # run/bless/matrix/bisect, the pytest plugin and the API ask runner.CanaryGate; only `fp8-check target-check`
     # compiles the canaries itself, to print what they found
     callers = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if "check_canary(" in p.read_text())
-    assert callers == ["harness/pipeline/canary.py", "harness/pipeline/runner.py", "harness/target_check_cli.py"]
+    assert callers == sorted(["harness/fp8_check/verdict/canary.py", "harness/fp8_check/run/runner.py",
+                           "harness/fp8_check/run/target_check_cli.py"])
     assert sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py")
                   if re.search(r"^\s*(?:class CanaryGate|def canary_applies)\b", p.read_text(), re.M)) == \
-        ["harness/pipeline/runner.py"]
+        ["harness/fp8_check/run/runner.py"]
 
 
 def _outcome_name_uses(source: str) -> list[str]:
@@ -209,7 +210,7 @@ def test_no_module_is_too_long():
 
 # ------------------------------------------------------------------ case kinds
 
-KIND_DIR = PACKAGE / "pipeline" / "kinds"
+KIND_DIR = PACKAGE / "cases" / "kinds"
 
 
 def _kind_switches(text: str, names: list[str]) -> list[str]:
@@ -223,7 +224,7 @@ def _kind_switches(text: str, names: list[str]) -> list[str]:
 
 
 def test_no_module_outside_the_kinds_switches_on_kind_names():
-    from fp8_check.pipeline import kinds
+    from fp8_check.cases import kinds
 
     names = list(kinds.KINDS)
     offenders = {str(p.relative_to(REPO)): hits for p in PACKAGE.rglob("*.py")
@@ -242,7 +243,7 @@ def test_the_kind_switch_finder_finds_a_switch():
 
 
 def test_every_kind_module_is_registered_and_complete():
-    from fp8_check.pipeline import kinds
+    from fp8_check.cases import kinds
 
     modules = sorted(p.stem for p in KIND_DIR.glob("*.py") if p.stem != "__init__")
     assert sorted(kinds.KINDS) == modules  # a new kind is one new module, registered once
@@ -254,85 +255,9 @@ def test_every_kind_module_is_registered_and_complete():
 
 
 def test_kinds_do_not_import_each_other():
-    kind_modules = {f"fp8_check.pipeline.kinds.{p.stem}" for p in KIND_DIR.glob("*.py") if p.stem != "__init__"}
+    kind_modules = {f"fp8_check.cases.kinds.{p.stem}" for p in KIND_DIR.glob("*.py") if p.stem != "__init__"}
     for m in kind_modules:
         assert GRAPH[m] & kind_modules == set(), m
 
 
-# ------------------------------------------------------------------ layers
-
-# From the domain model up to the command line: a module may import its own layer and the layers below,
-# never one above. The first entry naming a module (exactly, or as a package prefix ending in '.') wins.
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("domain", (  # values and pure rules: no compiling, no files but the goldens/case text they parse
-        "fp8_check.platforms", "fp8_check.platforms.",  # what differs between GPU vendors (standard library only)
-        "fp8_check.errors", "fp8_check.dtypes", "fp8_check.targets", "fp8_check.pipeline.aot", "fp8_check.pipeline.device_view", "fp8_check.pipeline.hlo", "fp8_check.pipeline.constants", "fp8_check.pipeline.safe_yaml",
-        "fp8_check.pipeline.filecheck", "fp8_check.pipeline.signature", "fp8_check.pipeline.comparator", "fp8_check.pipeline.golden", "fp8_check.pipeline.outputs",
-        "fp8_check.pipeline.case_model", "fp8_check.pipeline.requirement_sets", "fp8_check.verdict_rules", "fp8_check.verdict", "fp8_check.outcome",
-        "fp8_check.pipeline.cost", "fp8_check.pipeline.cost_table", "fp8_check.pipeline.cost_policy",  # pure: HLO text -> estimate
-        "fp8_check.pipeline.cost_engine", "fp8_check.pipeline.cost_rates", "fp8_check.pipeline.cost_delta",
-        "fp8_check.pipeline.cost_pairs",
-        "fp8_check.pipeline.signature_types", "fp8_check.pipeline.collectives", "fp8_check.pipeline.attribution",
-        "fp8_check.pipeline.coverage", "fp8_check.pipeline.layer_rules", "fp8_check.pipeline.sharded_cases",
-        "fp8_check.collective_rules", "fp8_check.pipeline.names", "fp8_check.pipeline.typed",
-        "fp8_check.pipeline.identity", "fp8_check.pipeline.contract",  # pure: record pairing, model contracts
-        "fp8_check.about",  # versions from installed metadata
-    )),
-    ("pipeline", ("fp8_check.pipeline.", "fp8_check.export")),  # plan -> render -> compile -> signature -> judge
-    ("services", (  # built on the pipeline: the API, versions, upstream, reports, GPU-only checks
-        "fp8_check.api", "fp8_check.other_environments", "fp8_check.requirement_envs", "fp8_check.check_process", "fp8_check.target_check", "fp8_check.layers.", "fp8_check.versions.matrix_document",
-        "fp8_check.versions.matrix_view", "fp8_check.versions.news", "fp8_check.versions.goldens", "fp8_check.versions.envs", "fp8_check.versions.requirements", "fp8_check.versions.releases",
-        "fp8_check.versions.uvbin", "fp8_check.versions.wheels", "fp8_check.versions.shared_xla", "fp8_check.upstream.",
-        "fp8_check.report.", "fp8_check.gpu.numerics",
-        "fp8_check.gpu.block_numerics", "fp8_check.gpu.pattern_numerics", "fp8_check.gpu.number_formats",
-    )),
-    ("options", ("fp8_check.selection",)),  # what a command runs on (CLI options, shared with the pytest plugin)
-    ("commands", (  # modules that register subcommands or plug into pytest; nothing below imports them
-        "fp8_check.versions.matrix", "fp8_check.versions.bisect", "fp8_check.gpu.capture", "fp8_check.gpu.fidelity",
-        "fp8_check.gpu.calibrate", "fp8_check.gpu.session",
-        "fp8_check.upstream.reduce", "fp8_check.report.page", "fp8_check.check", "fp8_check.scaffold", "fp8_check.commands",
-        "fp8_check.target_check_cli", "fp8_check.pytest_plugin", "fp8_check.cli",
-    )),
-]
-_ORDER = {name: i for i, (name, _) in enumerate(LAYERS)}
-
-
-def layer_of(module: str) -> str | None:
-    exact = {m: layer for layer, names in LAYERS for m in names if not m.endswith(".")}
-    if module in exact:
-        return exact[module]
-    for layer, names in LAYERS:
-        if any(n.endswith(".") and module.startswith(n) for n in names):
-            return layer
-    return None
-
-
-def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    out = []
-    for m, deps in graph.items():
-        if MODULES[m].name == "__init__.py" and m.count(".") < 2:
-            continue  # the package markers `harness`, `fp8_check.gpu`, ... hold no code of a layer
-        for d in deps:
-            if MODULES[d].name == "__init__.py" and d.count(".") < 2:
-                continue
-            lm, ld = layer_of(m), layer_of(d)
-            if lm and ld and _ORDER[ld] > _ORDER[lm]:
-                out.append(f"{m} ({lm}) imports {d} ({ld})")
-    return sorted(out)
-
-
-def test_every_module_has_a_layer():
-    assert [m for m in MODULES if layer_of(m) is None and not (MODULES[m].name == "__init__.py" and m.count(".") < 2)] == []
-
-
-def test_no_module_imports_a_layer_above_its_own():
-    assert upward_imports(GRAPH) == []
-
-
-def test_the_layer_check_finds_an_upward_import():
-    graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["fp8_check.pipeline.runner"] = graph["fp8_check.pipeline.runner"] | {"fp8_check.gpu.numerics", "fp8_check.selection"}
-    assert upward_imports(graph) == [
-        "fp8_check.pipeline.runner (pipeline) imports fp8_check.gpu.numerics (services)",
-        "fp8_check.pipeline.runner (pipeline) imports fp8_check.selection (options)",
-    ]
+# The layer order: tests/test_layers.py, from harness/fp8_check/stages.py.

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check import verdict
-from fp8_check.pipeline import attribution, coverage, golden, layer_rules
-from fp8_check.pipeline.attribution import Attribution, MatmulSizes
-from fp8_check.pipeline.signature import Gemm, Signature, extract
+from fp8_check.verdict import verdict
+from fp8_check.signature import attribution, coverage
+from fp8_check.verdict import golden, layer_rules
+from fp8_check.signature.attribution import Attribution, MatmulSizes
+from fp8_check.signature.signature import Gemm, Signature, extract
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo" / "attribution"
 QDQ = {v: FIXTURES / f"flax_dense_qdq_grad.jax-{v}.h100.cublas.txt" for v in ("0.6.2", "0.12.0.1")}
@@ -218,14 +219,14 @@ def test_with_requirements_name_their_own_environments(tmp_path):
 
 
 def test_large_constants_are_found():
-    from fp8_check.pipeline.constants import large_constants
+    from fp8_check.signature.constants import large_constants
 
     text = ("HloModule m\n\nENTRY %main () -> f32[128,64] {\n"
             "  %c = f32[128,64]{1,0} constant({...})\n  %s = f32[] constant(1)\n"
             "  ROOT %n = f32[128,64]{1,0} negate(%c)\n}\n")
     assert large_constants(text) == ["f32[128,64]"]
     assert large_constants(text, min_elements=10_000) == []
-    from fp8_check.pipeline.constants import baked_in
+    from fp8_check.signature.constants import baked_in
 
     shlo = '%0 = stablehlo.constant dense<"0x0000803F0000803F"> : tensor<128x64xf32>\n%k = stablehlo.constant dense<0> : tensor<2xui32>'
     assert baked_in("", shlo) == ["1 large array(s) are constants baked into the program (f32[128,64])"]

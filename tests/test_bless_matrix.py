@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.pipeline import comparator
-from fp8_check.pipeline import golden, signature
-from fp8_check.versions import goldens as ranged
+from fp8_check.verdict import comparator
+from fp8_check.verdict import golden
+from fp8_check.signature import signature
+from fp8_check.matrix import goldens as ranged
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 

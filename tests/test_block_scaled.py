@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 from fp8_check.gpu import numerics
-from fp8_check.outcome import UNRESOLVED, UNSUPPORTED
-from fp8_check.pipeline import cases as case_mod
-from fp8_check.pipeline import render, runner, signature
-from fp8_check.pipeline.cases import CaseError
-from fp8_check.pipeline.compile import Compiler
+from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED
+from fp8_check.cases import cases as case_mod
+from fp8_check.compile import render
+from fp8_check.run import runner
+from fp8_check.signature import signature
+from fp8_check.cases.cases import CaseError
+from fp8_check.compile.compile import Compiler
 from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO, write_cases
@@ -70,7 +72,7 @@ def test_new_dtypes_are_accepted_where_dtypes_appear(tmp_path):
   - {id: fp4_pattern, a_dtype: float4_e2m1fn, b_dtype: float4_e2m1fn, input_scales: both, scale_dtype: float8_e8m0fnu}
   - id: py
     kind: python
-    callable: fp8_check.layers.flax_fp8:dense
+    callable: fp8_check.models.flax_fp8:dense
     args: [{name: s, shape: [4], dtype: float8_e8m0fnu}, {name: x, shape: [4, 4], dtype: float4_e2m1fn}]
 """)
     pattern, py = case_mod.load_file(p)

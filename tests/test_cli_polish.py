@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check import cli
-from fp8_check.versions import bisect
+from fp8_check.cli import cli
+from fp8_check.upstream import bisect
 
 from .conftest import REPO
 
@@ -59,7 +59,7 @@ def test_bisect_help_states_the_profile_it_uses(capsys):
 def test_pytest_fixture_defaults_are_the_ones_its_help_states():
     import inspect
 
-    from fp8_check import pytest_plugin
+    from fp8_check.cli import pytest_plugin
 
     src = inspect.getsource(pytest_plugin.pytest_addoption)
     assert "cublas for the fp8 fixture" in src and "<rootdir>/goldens for the fp8 fixture" in src

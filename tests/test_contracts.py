@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
-from fp8_check.pipeline import comparator
-from fp8_check.pipeline import contract, contract_judge, cost, golden, identity, results, runner, signature
+from fp8_check.verdict.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
+from fp8_check.verdict import comparator
+from fp8_check.verdict import contract, contract_judge, golden
+from fp8_check.cost import cost
+from fp8_check.signature import identity, signature
+from fp8_check.run import results, runner
 
 MODELS = Path(__file__).parent / "fixtures" / "hlo" / "models"
 
@@ -117,7 +120,7 @@ def test_a_layer_losing_fp8_is_a_regression_that_names_layer_and_pass(tmp_path):
 
 
 def test_under_its_known_issue_the_loss_is_xfail_with_the_same_words(tmp_path):
-    from fp8_check.pipeline.case_model import KnownIssue
+    from fp8_check.cases.case_model import KnownIssue
 
     bless_contract(tmp_path, "decoder_e5m2_fwd", "0.11.1")
     issue = KnownIssue("", ">=0.11.0,<0.11.1", "merged projections run as f16 loop fusions")
@@ -280,7 +283,7 @@ def test_bless_from_a_matrix_leaves_known_issue_versions_out_of_the_contract(tmp
 
 
 def test_blessing_one_version_while_a_matrix_shows_others_prints_the_one_command(tmp_path, run_cli):
-    from fp8_check.versions import goldens as ranged
+    from fp8_check.matrix import goldens as ranged
 
     m = _matrix(tmp_path, run_cli, [_compiled("decoder_qdq_train", v) for v in ("0.11.2", "0.12.0.1")])
     hint = ranged.one_version_hint(_compiled("decoder_qdq_train", "0.12.0.1"), m)
@@ -289,7 +292,7 @@ def test_blessing_one_version_while_a_matrix_shows_others_prints_the_one_command
 
 
 def test_matrix_changes_and_bisect_steps_name_layers_not_indices(tmp_path, run_cli):
-    from fp8_check.versions.matrix_document import load_matrix
+    from fp8_check.matrix.matrix_document import load_matrix
 
     root = tmp_path / "goldens"
     bless_contract(root, "decoder_e5m2_fwd", "0.11.1")

@@ -1,4 +1,4 @@
-"""The cost model (harness/pipeline/cost.py) on real compiled programs.
+"""The cost model (harness/fp8_check/cost/cost.py) on real compiled programs.
 
 The LLM-shaped fixtures under tests/fixtures/hlo/llm/ were compiled deviceless for H100 by the real
 CUDA plugin of each JAX version (tests/fixtures/hlo/record.py; see llm/cases.yaml).
@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from fp8_check.platforms import NVIDIA
-from fp8_check.pipeline import cost, cost_table, results, signature
-from fp8_check.pipeline.cost import CostDelta, Estimate
+from fp8_check.cost import cost, cost_table
+from fp8_check.run import results
+from fp8_check.signature import signature
+from fp8_check.cost.cost import CostDelta, Estimate
 from fp8_check.targets import load_target, target_names
-from fp8_check.verdict import NEUTRAL, REGRESSION, Verdict, classify
+from fp8_check.verdict.verdict import NEUTRAL, REGRESSION, Verdict, classify
 
 from .conftest import REPO, write_cases
 
@@ -108,7 +110,7 @@ def test_every_shipped_target_is_priced_from_its_spec_and_the_datasheet_table(na
 
 @pytest.mark.parametrize("name,fp8_peak", [("mi300x", 2614.9e12), ("mi350x", 4.6e15)])
 def test_an_amd_target_is_priced_with_its_own_datasheet(name, fp8_peak):
-    # AMD parts have tables of their own (harness/targets/rates/mi3*.yaml): no stand-in, no guess by
+    # AMD parts have tables of their own (harness/fp8_check/targets/rates/mi3*.yaml): no stand-in, no guess by
     # compute capability (gfx942's "9.4" is no sm_90); HBM from the target spec as for NVIDIA
     hw = cost.hardware(name)
     assert (hw.name, hw.notes) == (name.upper(), ())
@@ -125,7 +127,7 @@ def test_a_class_the_part_lacks_is_priced_at_the_next_wider_one():
 
 
 def test_an_unknown_part_is_priced_by_compute_capability_and_says_so(tmp_path):
-    spec = (REPO / "harness" / "targets" / "h100.txtpb").read_text().replace("NVIDIA H100 80GB HBM3", "Some sm_90 GPU")
+    spec = (REPO / "harness" / "fp8_check" / "targets" / "h100.txtpb").read_text().replace("NVIDIA H100 80GB HBM3", "Some sm_90 GPU")
     spec = spec.replace("fp8-check target spec: NVIDIA H100 SXM 80GB", "fp8-check target spec: custom")
     path = tmp_path / "custom.txtpb"
     path.write_text(spec)
@@ -181,7 +183,7 @@ def test_the_cost_survives_the_results_json_and_old_files_still_load(tmp_path):
 
 
 def test_price_at_is_validated_with_one_line_naming_file_case_and_field(tmp_path):
-    from fp8_check.pipeline.cases import CaseError, load
+    from fp8_check.cases.cases import CaseError, load
 
     ok = write_cases(tmp_path / "ok.yaml", "cases:\n  - id: c\n    price_at: {m: 4096, n: 14336, k: 4096}\n")
     assert load([ok])[0].spec.price_at.n == 14336
@@ -264,8 +266,8 @@ def test_a_fail_classed_regression_shows_its_cost_on_the_terminal_and_in_the_res
 
 
 def _entry(version: str, profile: str, code: str = "PASS", verdict: Verdict | None = None):
-    from fp8_check.outcome import Outcome, code as outcome_code
-    from fp8_check.versions.matrix_document import VersionEntry
+    from fp8_check.verdict.outcome import Outcome, code as outcome_code
+    from fp8_check.matrix.matrix_document import VersionEntry
 
     sig, est = priced(version, "bf16_dequant_llm", profile)
     o = Outcome("bf16_dequant_llm", "h100", profile, "deviceless", version, outcome_code(code), signature=sig,
@@ -276,8 +278,8 @@ def _entry(version: str, profile: str, code: str = "PASS", verdict: Verdict | No
 def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
     import io
 
-    from fp8_check.versions import matrix_document as md
-    from fp8_check.versions.matrix_view import print_report
+    from fp8_check.matrix import matrix_document as md
+    from fp8_check.matrix.matrix_view import print_report
 
     # triton runs first, so the grid's cost order (cublas first) is not the run order
     m = md.Matrix([_entry("0.6.2", "triton"), _entry("0.7.0", "triton"), _entry("0.7.1", "triton"),
@@ -302,8 +304,8 @@ def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
 
 
 def test_fail_on_cost_fails_only_regressions_at_or_over_the_threshold():
-    from fp8_check.outcome import Outcome, code as outcome_code
-    from fp8_check.pipeline import runner
+    from fp8_check.verdict.outcome import Outcome, code as outcome_code
+    from fp8_check.run import runner
 
     def fail(delta_us: float, before: float = 100.0, cls: str = REGRESSION, priced: bool = True):
         v = Verdict(cls, (), CostDelta(before, before + delta_us, "H100 SXM", "golden") if priced else None)
@@ -364,7 +366,7 @@ def test_the_8192_gemm_estimate_is_near_the_measured_time_on_a_gpu(run_cli):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_html_grid_sorts_by_estimated_cost(tmp_path):
-    from fp8_check.pipeline.results import Results
+    from fp8_check.run.results import Results
     from fp8_check.report import page as report
 
     from .test_report import CHROMIUM, CHROMIUM_ARGS, Watched
@@ -430,7 +432,7 @@ def test_a_cudnn_block_scaled_dot_is_priced_as_its_batched_fp4_gemm():
 
 def test_lean_records_keep_the_total_and_still_price_a_change():
     # the matrix stores its per-version outcomes without texts: the estimate keeps only its total there
-    from fp8_check.outcome import Outcome, code as outcome_code
+    from fp8_check.verdict.outcome import Outcome, code as outcome_code
 
     _, before = priced("0.6.2", "bf16_dequant_llm", "cublas")
     _, after = priced("0.7.0", "bf16_dequant_llm", "cublas")

@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from fp8_check.pipeline import aot
+from fp8_check.worker import aot
 from fp8_check.platforms import NVIDIA
 from tests.conftest import REPO, write_cases
 
@@ -33,7 +33,7 @@ def project(tmp_path, monkeypatch):
 def test_the_view_answers_with_the_target_and_restores_jax():
     import jax
 
-    config = (REPO / "harness" / "targets" / "h100.txtpb").read_text()
+    config = (REPO / "harness" / "fp8_check" / "targets" / "h100.txtpb").read_text()
     devices = aot.compile_device("deviceless", aot.target_config_for("# fp8-check topology: 1x1x8\n" + config,
                                                                      {}, jax.__version__), NVIDIA.jax_platform)
     before = jax.devices

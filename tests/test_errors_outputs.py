@@ -8,20 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check import errors
-from fp8_check.pipeline import outputs
+from fp8_check.core import errors
+from fp8_check.core import outputs
 
 from .conftest import REPO
 
 
 @pytest.mark.parametrize("cls, code, prefix", [
-    ("fp8_check.pipeline.cases:CaseError", 2, "error: "),
-    ("fp8_check.pipeline.golden:GoldenError", 2, "error: "),
-    ("fp8_check.pipeline.results:ResultsError", 2, "error: "),
-    ("fp8_check.pipeline.outputs:OutputError", 2, "error: "),
-    ("fp8_check.selection:UsageError", 2, "error: "),
-    ("fp8_check.selection:BrokenEnvironment", 3, "broken environment: "),
-    ("fp8_check.pipeline.canary:CanaryError", 3, ""),
+    ("fp8_check.cases.cases:CaseError", 2, "error: "),
+    ("fp8_check.verdict.golden:GoldenError", 2, "error: "),
+    ("fp8_check.run.results:ResultsError", 2, "error: "),
+    ("fp8_check.core.outputs:OutputError", 2, "error: "),
+    ("fp8_check.run.selection:UsageError", 2, "error: "),
+    ("fp8_check.run.selection:BrokenEnvironment", 3, "broken environment: "),
+    ("fp8_check.verdict.canary:CanaryError", 3, ""),
     ("fp8_check.targets:TargetSpecError", 3, "refused target spec: "),
 ])
 def test_each_error_knows_its_exit_code(cls, code, prefix):
@@ -36,7 +36,7 @@ def test_each_error_knows_its_exit_code(cls, code, prefix):
 def test_exit_codes_are_defined_once():
     definition = re.compile(r"^\s*EXIT_\w+(?:\s*,\s*EXIT_\w+)*\s*=\s*\d", re.M)
     homes = sorted(str(p.relative_to(REPO)) for p in (REPO / "harness").rglob("*.py") if definition.search(p.read_text()))
-    assert homes == ["harness/errors.py"]
+    assert homes == ["harness/fp8_check/core/errors.py"]
 
 
 def test_cli_maps_an_error_to_its_line_and_code(tmp_path, run_cli):

@@ -13,10 +13,10 @@ import json
 import pytest
 
 from fp8_check.gpu import fidelity
-from fp8_check.pipeline import cases as case_mod
-from fp8_check.pipeline.comparator import FieldDiff
-from fp8_check.pipeline.signature import Signature
-from fp8_check.pipeline.compile import Compiler
+from fp8_check.cases import cases as case_mod
+from fp8_check.verdict.comparator import FieldDiff
+from fp8_check.signature.signature import Signature
+from fp8_check.compile.compile import Compiler
 from fp8_check.targets import load_target
 
 from .conftest import REPO, requires_gpu

@@ -7,8 +7,8 @@ import os
 import pytest
 import yaml
 
-from fp8_check.pipeline import comparator
-from fp8_check.pipeline import golden
+from fp8_check.verdict import comparator
+from fp8_check.verdict import golden
 
 SIG = {
     "kernels": 2,

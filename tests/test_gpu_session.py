@@ -1,4 +1,4 @@
-"""The H100 session (harness/gpu/session.py, scripts/gpu_session.sh): its dry run executes every step deviceless on
+"""The H100 session (harness/fp8_check/gpu/session.py, scripts/gpu_session.sh): its dry run executes every step deviceless on
 this CPU machine, from the checkout, and leaves every file a real session writes."""
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from fp8_check import verdict
-from fp8_check.pipeline import comparator, identity, signature
+from fp8_check.verdict import verdict
+from fp8_check.verdict import comparator
+from fp8_check.signature import identity, signature
 
 HLO = Path(__file__).parent / "fixtures" / "hlo"
 

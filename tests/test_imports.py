@@ -18,9 +18,9 @@ from .test_architecture import IMPORT_NAME, MODULES
 
 # (importing module, imported module or "*" for every import in the module) -> why it stays inside a function
 ALLOWED: dict[tuple[str, str], str] = {
-    ("fp8_check.commands", "fp8_check.gpu.numerics"):
+    ("fp8_check.cli.commands", "fp8_check.gpu.numerics"):
         "start-up: numerics imports numpy and ml_dtypes, needed only by `run --numerics`; every CLI start imports commands",
-    ("fp8_check.pytest_plugin", "fp8_check.api"):
+    ("fp8_check.cli.pytest_plugin", "fp8_check.api"):
         "side effect and start-up: importing api runs the CPU-only hook (a GPU probe, JAX_PLATFORMS=cpu without one); "
         "the plugin loads in every pytest process of an environment with fp8-check and runs the hook at configure time",
     ("fp8_check.gpu.session", "*"):
@@ -28,14 +28,14 @@ ALLOWED: dict[tuple[str, str], str] = {
         "(a child process with a time budget) imports the pipeline, JAX and numpy for itself",
     # `import fp8_check.api` stays light (the compile service, the runner, the case kinds and their jinja2 templates
     # load on first use): a user's script or test imports it, and `fp8-check check` runs the user's code in a child
-    # (`python -m fp8_check.check`) whose start-up, until the user's module is imported, counts against --timeout.
-    ("fp8_check.check", "fp8_check.selection"): "start-up of the checking child: selection serves only the parent's parser",
-    ("fp8_check.check", "fp8_check.check_process"): "start-up of the checking child: the parent's side (it imports the compile service)",
-    ("fp8_check.api", "fp8_check.pipeline.compile"): "start-up of every api import: the compile service loads with the first Checker",
-    ("fp8_check.other_environments", "fp8_check.pipeline.compile"): "start-up of every api import: as api -> compile",
-    ("fp8_check.other_environments", "fp8_check.versions.envs"):
+    # (`python -m fp8_check.cli.check`) whose start-up, until the user's module is imported, counts against --timeout.
+    ("fp8_check.cli.check", "fp8_check.run.selection"): "start-up of the checking child: selection serves only the parent's parser",
+    ("fp8_check.cli.check", "fp8_check.compile.check_process"): "start-up of the checking child: the parent's side (it imports the compile service)",
+    ("fp8_check.api", "fp8_check.compile.compile"): "start-up of every api import: the compile service loads with the first Checker",
+    ("fp8_check.versions.other_environments", "fp8_check.compile.compile"): "start-up of every api import: as api -> compile",
+    ("fp8_check.versions.other_environments", "fp8_check.versions.envs"):
         "start-up of every api import: envs (releases, wheels, uv) serves only a target on another platform's plugin",
-    ("fp8_check.check", "fp8_check.api"):
+    ("fp8_check.cli.check", "fp8_check.api"):
         "side effect: importing api runs the CPU-only hook (a GPU probe, JAX_PLATFORMS=cpu without one); every CLI "
         "start imports check, and only `fp8-check check` (before the checked module imports JAX) wants the hook",
 }
@@ -88,17 +88,17 @@ def test_every_allowed_entry_is_still_needed():
 
 def test_the_check_finds_an_import_inside_a_function():
     source = ("from fp8_check import outcome\n\n"
-              "def f():\n    from fp8_check.pipeline import golden\n    import fp8_check.verdict\n"
-              "    from . import selection\n    import json\n    return golden\n")
-    assert offenders({"fp8_check.commands": source}, ALLOWED) == [
-        "fp8_check.commands:4 imports fp8_check.pipeline.golden inside a function",
-        "fp8_check.commands:5 imports fp8_check.verdict inside a function",
-        "fp8_check.commands:6 imports fp8_check.selection inside a function",
+              "def f():\n    from fp8_check.verdict import golden\n    import fp8_check.verdict.verdict\n"
+              "    from . import check\n    import json\n    return golden\n")
+    assert offenders({"fp8_check.cli.commands": source}, ALLOWED) == [
+        "fp8_check.cli.commands:4 imports fp8_check.verdict.golden inside a function",
+        "fp8_check.cli.commands:5 imports fp8_check.verdict.verdict inside a function",
+        "fp8_check.cli.commands:6 imports fp8_check.cli.check inside a function",
     ]
     # an allowed pair passes; the same import in another module does not
     numerics = "def f():\n    from fp8_check.gpu import numerics\n"
-    assert offenders({"fp8_check.commands": numerics}, ALLOWED) == []
-    assert offenders({"fp8_check.selection": numerics}, ALLOWED) == ["fp8_check.selection:2 imports fp8_check.gpu.numerics inside a function"]
+    assert offenders({"fp8_check.cli.commands": numerics}, ALLOWED) == []
+    assert offenders({"fp8_check.run.selection": numerics}, ALLOWED) == ["fp8_check.run.selection:2 imports fp8_check.gpu.numerics inside a function"]
     # and a method of a class counts as a function
     assert offenders({"fp8_check.api": "class A:\n    def m(self):\n        from fp8_check import targets\n"}, {}) == [
         "fp8_check.api:3 imports fp8_check.targets inside a function"]

@@ -12,8 +12,9 @@ import jax
 import pytest
 import yaml
 
-from fp8_check.pipeline import golden, runner
-from fp8_check.pipeline.compile import Compiler
+from fp8_check.verdict import golden
+from fp8_check.run import runner
+from fp8_check.compile.compile import Compiler
 from fp8_check.targets import TARGET_DIR, load_target
 
 from .conftest import write_cases

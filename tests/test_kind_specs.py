@@ -18,20 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.pipeline.case_model import Case, MatmulSpec, Spec
-from fp8_check.pipeline.kinds.block_scaled import BlockScaledSpec
-from fp8_check.pipeline.kinds.pattern import PatternSpec
-from fp8_check.pipeline.kinds.python import PythonSpec
+from fp8_check.cases.case_model import Case, MatmulSpec, Spec
+from fp8_check.cases.kinds.block_scaled import BlockScaledSpec
+from fp8_check.cases.kinds.pattern import PatternSpec
+from fp8_check.cases.kinds.python import PythonSpec
 
-PACKAGE = Path(__file__).resolve().parents[1] / "harness"
+PACKAGE = Path(__file__).resolve().parents[1] / "harness" / "fp8_check"
 
 # The modules that may read each spec's fields: the kind's module and its numerics.
 OWNERS: dict[type, tuple[str, ...]] = {
-    MatmulSpec: ("pipeline/case_model.py", "pipeline/kinds/pattern.py", "pipeline/kinds/block_scaled.py",
+    MatmulSpec: ("cases/case_model.py", "cases/kinds/pattern.py", "cases/kinds/block_scaled.py",
                  "gpu/pattern_numerics.py", "gpu/block_numerics.py"),
-    PatternSpec: ("pipeline/kinds/pattern.py", "gpu/pattern_numerics.py"),
-    BlockScaledSpec: ("pipeline/kinds/block_scaled.py", "gpu/block_numerics.py"),
-    PythonSpec: ("pipeline/kinds/python.py",),
+    PatternSpec: ("cases/kinds/pattern.py", "gpu/pattern_numerics.py"),
+    BlockScaledSpec: ("cases/kinds/block_scaled.py", "gpu/block_numerics.py"),
+    PythonSpec: ("cases/kinds/python.py",),
 }
 SPEC_CLASSES = {"Spec", "MatmulSpec", *(cls.__name__ for cls in OWNERS)}
 SPEC_GETTERS = {"spec_of", "_spec"}  # a kind's own `spec_of(case) -> ItsSpec`
@@ -103,7 +103,7 @@ def test_case_holds_only_the_common_fields():
 
 
 def test_every_kind_has_its_spec():
-    from fp8_check.pipeline import kinds
+    from fp8_check.cases import kinds
 
     assert {cls.KIND for cls in (PatternSpec, BlockScaledSpec, PythonSpec)} == set(kinds.KINDS)
 

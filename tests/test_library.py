@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import pytest
 
-from fp8_check.pipeline import cases
-from fp8_check.pipeline import comparator
-from fp8_check.pipeline import golden
-from fp8_check.pipeline import render
-from fp8_check.pipeline import signature
+from fp8_check.cases import cases
+from fp8_check.verdict import comparator
+from fp8_check.verdict import golden
+from fp8_check.compile import render
+from fp8_check.signature import signature
 from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO

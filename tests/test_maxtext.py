@@ -1,4 +1,4 @@
-"""MaxText's llama2-7b FP8 train step on h100x8, built by MaxText 0.2.5 itself (harness/layers/maxtext_llama.py).
+"""MaxText's llama2-7b FP8 train step on h100x8, built by MaxText 0.2.5 itself (harness/fp8_check/models/maxtext_llama.py).
 
 Slow, network tests (CI builds the MaxText environment on first use, about 1.7 GB from the package index, then
 reuses it): `fp8-check run -k maxtext_llama2_7b_fp8 --target h100x8` installs what the cases' `requirements:
@@ -17,17 +17,17 @@ import subprocess
 import jax
 import pytest
 
-from fp8_check import outcome
+from fp8_check.verdict import outcome
 from tests.conftest import REPO
 
 CASES = REPO / "docs" / "examples" / "maxtext" / "cases.yaml"
 GOLDENS = REPO / "docs" / "examples" / "maxtext" / "goldens"
-REQUIREMENTS = REPO / "harness" / "layers" / "maxtext-requirements.txt"
+REQUIREMENTS = REPO / "harness" / "fp8_check" / "models" / "maxtext-requirements.txt"
 PROJECTIONS = 7  # a llama decoder layer: query, key, value, out; wi_0, wi_1, wo
 
 
 def test_the_cases_name_the_maxtext_set_and_its_jax_range():
-    from fp8_check.pipeline import cases
+    from fp8_check.cases import cases
 
     loaded = cases.load([CASES])
     assert loaded and all(c.requirements and c.requirements.name == "maxtext" and c.requirements.jax == ">=0.11.1"
@@ -88,7 +88,7 @@ print(json.dumps(out))
 @pytest.mark.network
 def test_the_qwix_recipes_are_told_apart_by_the_operand_dtypes_their_definitions_state(run_cli, tmp_path, monkeypatch):
     from fp8_check.versions import envs
-    from fp8_check.pipeline.requirement_sets import NAMED, read_set
+    from fp8_check.cases.requirement_sets import NAMED, read_set
     from tests.test_models import TEST_CACHE
 
     monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))

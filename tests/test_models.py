@@ -20,8 +20,9 @@ import jax
 import pytest
 import yaml
 
-from fp8_check import cli, outcome
-from fp8_check.pipeline import results
+from fp8_check.cli import cli
+from fp8_check.verdict import outcome
+from fp8_check.run import results
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "docs" / "examples"
@@ -100,7 +101,7 @@ def test_check_warns_when_the_model_is_initialised_inside(run_cli, tmp_path, mon
 def test_model_cases_take_their_trees_from_a_factory():
     """No flattening: each decoder case names the function a training loop calls and an argument factory, whose
     trees (variables, optax state, batch) the function traces on with the installed flax/optax."""
-    from fp8_check.layers import decoder
+    from fp8_check.models import decoder
 
     doc = yaml.safe_load((REPO / "cases" / "models.yaml").read_text())
     generated = yaml.safe_load(decoder.case_yaml())

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from fp8_check.check import result_json
-from fp8_check.outcome import FAIL, Outcome
-from fp8_check.pipeline.comparator import FieldDiff
-from fp8_check.verdict import classify
+from fp8_check.cli.check import result_json
+from fp8_check.verdict.outcome import FAIL, Outcome
+from fp8_check.verdict.comparator import FieldDiff
+from fp8_check.verdict.verdict import classify
 
 from .conftest import write_cases
 

@@ -1,4 +1,4 @@
-"""The platform seam: what differs between GPU vendors lives in harness/platforms/ and nowhere else."""
+"""The platform seam: what differs between GPU vendors lives in harness/fp8_check/platforms/ and nowhere else."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fp8_check.platforms import AMD, NVIDIA
 from fp8_check.targets import load_target
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
-SEAM = HARNESS / "platforms"
+SEAM = HARNESS / "fp8_check" / "platforms"
 
 
 def _docstring_ids(tree: ast.AST) -> set[int]:
@@ -27,7 +27,7 @@ def _docstring_ids(tree: ast.AST) -> set[int]:
 
 def platform_literals_outside_the_seam(root: Path = HARNESS) -> list[str]:
     """`file:line: literal` for each string constant in code (docstrings and comments aside) outside
-    harness/platforms/ that names a platform: JAX's platform names exactly, anything else as a substring."""
+    harness/fp8_check/platforms/ that names a platform: JAX's platform names exactly, anything else as a substring."""
     names = platforms.literals()
     exact = {p.jax_platform for p in platforms.PLATFORMS} | {p.spec_platform_name for p in platforms.PLATFORMS}
     parts = [n for n in names if n not in exact]
@@ -100,7 +100,7 @@ def test_the_wrong_fp8_family_silently_upcast_is_a_regression():
     # running the family) upcasts it: judged like any FP8 gemm that became a wider one, in the same words
     import yaml
 
-    from fp8_check import verdict
+    from fp8_check.verdict import verdict
 
     def sig(target: str) -> dict:
         path = HARNESS.parent / "goldens" / target / "cublas" / "deviceless" / "seed_plain_f32.yaml"

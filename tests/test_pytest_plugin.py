@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.pipeline import golden
+from fp8_check.verdict import golden
 
 from .conftest import write_cases
 
@@ -29,7 +29,7 @@ def pytest_run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 def test_plugin_is_registered_by_entry_point():
     from importlib.metadata import entry_points
 
-    assert any(ep.value == "fp8_check.pytest_plugin" for ep in entry_points(group="pytest11"))
+    assert any(ep.value == "fp8_check.cli.pytest_plugin" for ep in entry_points(group="pytest11"))
 
 
 @pytest.mark.slow

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fp8_check.pipeline import cases as cases_mod
-from fp8_check.pipeline import render
+from fp8_check.cases import cases as cases_mod
+from fp8_check.compile import render
 from tests.conftest import REPO, write_cases
 
 EXAMPLE = REPO / "docs" / "examples" / "flax_train"

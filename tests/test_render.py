@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fp8_check.pipeline import cases
-from fp8_check.pipeline import render
-from fp8_check.pipeline.cases import Case, PatternSpec, PythonSpec, Shape
+from fp8_check.cases import cases
+from fp8_check.compile import render
+from fp8_check.cases.cases import Case, PatternSpec, PythonSpec, Shape
 
 
 def load(source: str) -> types.ModuleType:

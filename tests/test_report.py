@@ -1,4 +1,4 @@
-"""The HTML report and the upstream issue bodies (harness/report/).
+"""The HTML report and the upstream issue bodies (harness/fp8_check/report/).
 
 Fixtures: tests/fixtures/results/jax-*.json, real `fp8-check run` output for
 three JAX versions with a few documented edits (see generate.py there): one
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from fp8_check.report.markup import plain
-from fp8_check.outcome import CODES
-from fp8_check.pipeline import results as results_mod
+from fp8_check.verdict.outcome import CODES
+from fp8_check.run import results as results_mod
 from fp8_check.report import hlo_text, issue, model
 from fp8_check.report import page as report
 
@@ -227,7 +227,7 @@ def test_matrix_document_is_read_through_its_results_files(tmp_path):
 def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
     """A matrix as `fp8-check matrix` writes it (schema 2, results_file relative to the matrix) next to copies of
     the results files: the report reads each version's full results through it."""
-    from fp8_check.versions import matrix_document
+    from fp8_check.matrix import matrix_document
 
     entries = []
     for f in FILES:
@@ -245,7 +245,7 @@ def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
 
 
 def test_the_matrix_command_s_html_is_this_report(tmp_path, html):
-    from fp8_check.versions import matrix
+    from fp8_check.cli import matrix
 
     assert matrix.write_html([str(f) for f in FILES], tmp_path / "m.html")
     page = (tmp_path / "m.html").read_text()

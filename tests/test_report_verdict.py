@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fp8_check import verdict
-from fp8_check.outcome import FAIL
+from fp8_check.verdict import verdict
+from fp8_check.verdict.outcome import FAIL
 from fp8_check.report import issue, model
 from fp8_check.report import page as report
 

@@ -1,4 +1,4 @@
-"""The results file: the one JSON boundary of a run (harness/pipeline/results.py)."""
+"""The results file: the one JSON boundary of a run (harness/fp8_check/run/results.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from fp8_check.outcome import FAIL, PASS, UNRESOLVED, Outcome
-from fp8_check.pipeline import results
-from fp8_check.pipeline.comparator import FieldDiff, compare
-from fp8_check.pipeline.signature import Signature
+from fp8_check.verdict.outcome import FAIL, PASS, UNRESOLVED, Outcome
+from fp8_check.run import results
+from fp8_check.verdict.comparator import FieldDiff, compare
+from fp8_check.signature.signature import Signature
 
 from .conftest import REPO
 
@@ -94,10 +94,10 @@ def test_a_missing_results_file_is_one_clear_line(tmp_path):
 
 def test_a_compile_error_is_xfail_only_under_an_active_known_issue(tmp_path):
     """lit's rule: a known issue expects the case to fail, also by not compiling; elsewhere it is UNRESOLVED."""
-    from fp8_check.outcome import XFAIL
-    from fp8_check.pipeline import runner
-    from fp8_check.pipeline.cases import Case, KnownIssue, PatternSpec
-    from fp8_check.pipeline.compile import Compilation
+    from fp8_check.verdict.outcome import XFAIL
+    from fp8_check.run import runner
+    from fp8_check.cases.cases import Case, KnownIssue, PatternSpec
+    from fp8_check.compile.compile import Compilation
 
     error = "XlaRuntimeError: CANCELLED: Too small divisible part of the contracting dimension."
     issue = KnownIssue(url="", jax=">=0.7.1,<0.8.3", summary="Triton refuses k=100", targets=("b200",), profiles=("triton",))

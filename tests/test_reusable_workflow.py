@@ -8,8 +8,8 @@ import subprocess
 import pytest
 import yaml
 
-from fp8_check import cli
-from fp8_check import scaffold
+from fp8_check.cli import cli
+from fp8_check.cli import scaffold
 
 from .conftest import REPO
 from .test_workflow import _actionlint

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check import verdict
-from fp8_check.pipeline import aot, attribution, cases, collectives, hlo
-from fp8_check.pipeline.cases import CaseError
-from fp8_check.pipeline.render import render
-from fp8_check.pipeline.signature import Signature, extract
+from fp8_check.verdict import verdict
+from fp8_check.worker import aot
+from fp8_check.signature import attribution, collectives, hlo
+from fp8_check.cases import cases
+from fp8_check.cases.cases import CaseError
+from fp8_check.compile.render import render
+from fp8_check.signature.signature import Signature, extract
 from fp8_check.targets import load_target
 
 from .conftest import REPO, write_cases
@@ -43,7 +45,7 @@ SHARDED = """\
 cases:
   - id: s1
     kind: python
-    callable: fp8_check.layers.sharded:tp_row
+    callable: fp8_check.models.sharded:tp_row
     targets: [h100x8]
     mesh: {tp: 8}
     args:
@@ -248,7 +250,7 @@ def test_fp8_collective_moving_bf16_is_a_regression():
 
 def test_a_variadic_collective_names_every_operand_dtype():
     """FP8 data gathered with its E8M0 scales in one variadic all-gather: both dtypes, not the last operand's."""
-    from fp8_check.pipeline import collectives, hlo
+    from fp8_check.signature import collectives, hlo
 
     text = """HloModule m, entry_computation_layout={(f8e4m3fn[128,256]{1,0}, f8e8m0fnu[128,8]{1,0})->f8e4m3fn[1024,256]{1,0}}
 
@@ -345,7 +347,7 @@ def test_replica_groups_as_device_ids():
 
 def test_a_group_across_hosts_is_priced_over_the_network():
     """h100x2x4: a collective among GPUs of one host runs over NVLink, one across the two hosts over the NICs."""
-    from fp8_check.pipeline import cost
+    from fp8_check.cost import cost
 
     one_host, two_hosts = cost.hardware("h100x8"), cost.hardware("h100x2x4")
     assert (one_host.per_host, two_hosts.per_host) == (0, 4) and two_hosts.network < two_hosts.link

@@ -18,9 +18,11 @@ import jax
 import pytest
 import yaml
 
-from fp8_check.pipeline import cases, golden, render
-from fp8_check.pipeline.compile import Compiler
-from fp8_check.pipeline.signature import FP8_TYPES, extract
+from fp8_check.cases import cases
+from fp8_check.verdict import golden
+from fp8_check.compile import render
+from fp8_check.compile.compile import Compiler
+from fp8_check.signature.signature import FP8_TYPES, extract
 from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fp8_check.pipeline import hlo
-from fp8_check.pipeline import signature
-from fp8_check.pipeline.signature import FP8_TYPES
+from fp8_check.signature import hlo
+from fp8_check.signature import signature
+from fp8_check.signature.signature import FP8_TYPES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 VERSIONS = sorted(p.name.removeprefix("jax-") for p in FIXTURES.glob("jax-*") if p.is_dir())

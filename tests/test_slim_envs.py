@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.upstream import xla_commits
+from fp8_check.versions import xla_commits
 from fp8_check.versions import envs, shared_xla, wheels
-from fp8_check.versions.matrix_document import load_matrix
+from fp8_check.matrix.matrix_document import load_matrix
 
 from .conftest import REPO
 from .test_matrix import TEST_CACHE

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from fp8_check import target_check
-from fp8_check.pipeline import aot
-from fp8_check.pipeline.compile import Compiler
+from fp8_check.run import target_check
+from fp8_check.worker import aot
+from fp8_check.compile.compile import Compiler
 from fp8_check.targets import TargetSpecError, load_target, parse_target, target_names
 
 from fp8_check.platforms import AMD
@@ -22,7 +22,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "targets"
 
 def test_shipped_targets_state_real_versions_once_with_a_source():
     for name in target_names():
-        text = (REPO / "harness" / "targets" / f"{name}.txtpb").read_text()
+        text = (REPO / "harness" / "fp8_check" / "targets" / f"{name}.txtpb").read_text()
         # No version field in the body: only the header states them.
         assert not re.search(r"^\s*(runtime_version|dnn_version_info)\s*\{", text, re.M), name
         assert not re.search(r"^\s*dnn_version\s*:", text, re.M), name

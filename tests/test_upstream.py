@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.pipeline import cases as case_mod
-from fp8_check.pipeline import comparator
-from fp8_check.pipeline import golden
-from fp8_check.pipeline.filecheck import run_filecheck
-from fp8_check.pipeline.signature import extract
+from fp8_check.cases import cases as case_mod
+from fp8_check.verdict import comparator
+from fp8_check.verdict import golden
+from fp8_check.signature.filecheck import run_filecheck
+from fp8_check.signature.signature import extract
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.upstream import explain, issue, passes, reduce, repro, xla_commits, xla_test
+from fp8_check.upstream import explain, issue, passes, reduce, repro, xla_test
+from fp8_check.versions import xla_commits
 
 REPO = Path(__file__).resolve().parent.parent
 HLO = REPO / "tests" / "fixtures" / "hlo"
@@ -319,7 +320,7 @@ def test_bisect_explain_on_a_real_change(run_cli, tmp_path):
 @pytest.mark.network
 def test_reduce_keeps_the_regression_with_fewer_features():
     """The reduced case is checked independently: its signature still changes between the versions in the same fields."""
-    from fp8_check.versions.bisect import Tester
+    from fp8_check.upstream.bisect import Tester
 
     case, target, profile = _case("epi_bias_relu"), load_target("h100"), PROFILES["cublas"]
     red = reduce.reduce(case, target, profile, "0.6.2", "0.7.0", log=lambda s: None)

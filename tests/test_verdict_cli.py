@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from fp8_check.pipeline import golden
+from fp8_check.verdict import golden
 
 DL = ("--mode", "deviceless")
 pytestmark = pytest.mark.slow

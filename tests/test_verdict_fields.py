@@ -1,6 +1,6 @@
 """Every signature field has a verdict rule or is neutral with a stated reason; every dtype class in every field.
 
-The expected classes follow from the dtype vocabulary (harness/dtypes.py) and docs/verdicts.md's
+The expected classes follow from the dtype vocabulary (harness/fp8_check/core/dtypes.py) and docs/verdicts.md's
 rule "a narrow type (FP8, FP4, an E8M0 scale) becoming a wider one, in any field, is a
 regression", not from the classifier's output.
 """
@@ -14,11 +14,12 @@ import shutil
 
 import pytest
 
-from fp8_check import dtypes, verdict
-from fp8_check.pipeline import golden
-from fp8_check.pipeline.collectives import Collective
-from fp8_check.pipeline.signature import BlockScaling, Gemm, Signature
-from fp8_check.verdict_rules import Neutral
+from fp8_check.core import dtypes
+from fp8_check.verdict import verdict
+from fp8_check.verdict import golden
+from fp8_check.signature.collectives import Collective
+from fp8_check.signature.signature import BlockScaling, Gemm, Signature
+from fp8_check.verdict.verdict_rules import Neutral
 
 from .conftest import REPO
 
@@ -81,8 +82,8 @@ def test_dtype_class(name, cls):
 
 
 def test_case_schema_dtypes_come_from_the_vocabulary():
-    from fp8_check.pipeline import cases
-    from fp8_check.pipeline.kinds import block_scaled as block_cases
+    from fp8_check.cases import cases
+    from fp8_check.cases.kinds import block_scaled as block_cases
 
     assert set(cases.DATA_DTYPES) == {d for d in cases.DATA_DTYPES if dtypes.dtype_class(d) in (dtypes.FP8, dtypes.FP4)}
     assert {dtypes.dtype_class(d) for d in block_cases.BLOCK_SCALE_DTYPES} == {dtypes.SCALE, dtypes.FP8}

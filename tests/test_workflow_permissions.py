@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fp8_check import scaffold
+from fp8_check.cli import scaffold
 
 from .conftest import REPO
 from .test_workflow import _actionlint

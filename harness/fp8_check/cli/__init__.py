@@ -1,0 +1,1 @@
+"""The command line and the pytest plugin: commands register here, nothing imports them (stage `cli`, fp8_check/stages.py)."""

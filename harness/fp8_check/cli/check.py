@@ -1,0 +1,399 @@
+"""`fp8-check check module:function`: the fusion signature of one of your own JAX functions.
+
+    fp8-check check mymodel:forward --arg x=bfloat16[64,128] --arg w=bfloat16[128,256]
+    fp8-check check mymodel:forward --args mymodel:example_args --target h100,a100 --json -
+    fp8-check check mymodel:forward --args mymodel:example_args --expect fp8_gemms=1 --expect epilogue=RELU
+
+The function is imported from the current directory or PYTHONPATH and exported with
+`jax.export` here; the compile worker compiles it for each target x profile (see
+`fp8_check.api`). Arguments come from `--arg NAME=DTYPE[SHAPE]` (in order; `DTYPE[]` is a
+scalar) or from `--args module:factory`, a function of no arguments returning a tuple
+of positional arguments or a dict of keyword arguments (arrays or ShapeDtypeStructs).
+
+Exit codes as `fp8-check run`: 0 compiled (and every `--expect`/golden holds), 1 a
+difference, a missing golden, or a compile error, 2 bad input, 3 broken environment.
+"""
+
+from __future__ import annotations
+
+from fp8_check.core.errors import BadInput
+
+import importlib
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fp8_check.verdict.outcome import FAIL, NEW, PASS, UNRESOLVED, Outcome
+from fp8_check.verdict import golden
+from fp8_check.signature.constants import baked_in
+
+from fp8_check.core.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
+
+if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it when it checks
+    from fp8_check.api import FusionReport
+from fp8_check.compile.export import target_devices
+from fp8_check.core import outputs
+from fp8_check.worker.device_view import target_view
+from fp8_check.signature.coverage import attributed, coverage, layer_table
+from fp8_check.verdict.layer_rules import LayerRuleError, parse as parse_layer
+from fp8_check.core.outputs import WriteError
+from fp8_check.report.terminal import estimate_line, gemm_summary
+from fp8_check.targets import PROFILES, load_target, platform_of, resolve_mode
+_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
+_INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
+_BOOL_EXPECT = ("damax", "fp8_output", "no_upcast_dot")
+_STR_EXPECT = ("epilogue",)
+
+
+class CheckUsage(BadInput, ValueError):
+    """Bad input: one line naming the option and the value."""
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def result_json(o: Outcome, report: "FusionReport | None") -> dict:
+    """One target x profile of the `--json` document (schema fp8-check/check/1: each diff as its FAIL line)."""
+    return {"target": o.target, "profile": o.profile, "outcome": o.code.name, "reason": o.reason,
+            "diffs": [str(d) for d in o.diffs], "verdict": o.verdict.to_dict() if o.verdict else None,
+            **(report.to_dict() if report is not None else {})}
+
+
+def parse_arg(text: str) -> ArgSpec:
+    """`x=bfloat16[64,128]` -> ArgSpec('x', 'bfloat16', (64, 128)); `s=float32[]` is a scalar."""
+    m = _ARG.match(text.strip())
+    if not m:
+        raise CheckUsage(f"--arg {text!r}: expected NAME=DTYPE[SHAPE], e.g. x=float8_e4m3fn[64,128] or scale=float32[]")
+    name, dtype, dims = m.groups()
+    try:
+        import ml_dtypes  # noqa: F401  (registers the FP8 names with numpy)
+        import numpy as np
+
+        np.dtype(getattr(ml_dtypes, dtype, dtype))
+    except TypeError:
+        raise CheckUsage(f"--arg {name}: unknown dtype '{dtype}' (e.g. float32, bfloat16, float8_e4m3fn, float8_e5m2, int32)") from None
+    try:
+        shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+    except ValueError:  # more digits than Python converts (4300)
+        raise CheckUsage(f"--arg {name}: dimension too large in {dims[:40]!r}...") from None
+    if any(d > 2**62 for d in shape):
+        raise CheckUsage(f"--arg {name}: dimension too large: {max(shape)}")
+    return ArgSpec(name, dtype, shape)
+
+
+def parse_expect(items: list[str]) -> dict:
+    """`--expect fp8_gemms=1 --expect epilogue=RELU` -> keyword arguments of fp8_check.api.fusion_diffs."""
+    out: dict = {}
+    allowed = _INT_EXPECT + _BOOL_EXPECT + _STR_EXPECT
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in allowed:
+            raise CheckUsage(f"--expect {item!r}: expected KEY=VALUE with KEY one of {', '.join(allowed)}")
+        if key in _INT_EXPECT:
+            if not value.isdigit():
+                raise CheckUsage(f"--expect {key}: expected a count, got {value!r}")
+            out[key] = int(value)
+        elif key in _BOOL_EXPECT:
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise CheckUsage(f"--expect {key}: expected true or false, got {value!r}")
+            out[key] = value.lower() in ("true", "1", "yes")
+        else:
+            out[key] = value
+    return out
+
+
+def resolve(spec: str, option: str):
+    """`package.module:attribute`, imported from the current directory or PYTHONPATH."""
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not re.fullmatch(r"[A-Za-z_][\w.]*", module) or not re.fullmatch(r"[A-Za-z_][\w.]*", attr):
+        raise CheckUsage(f"{option} {spec!r}: expected module:function (e.g. mymodel:forward)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as exc:
+        raise CheckUsage(f"{option} {spec!r}: cannot import '{module}' from the current directory or PYTHONPATH: {exc}") from None
+    except Exception as exc:  # the module itself fails (a SyntaxError, an exception at import time)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckUsage(f"{option} {spec!r}: importing '{module}' failed: {type(exc).__name__}: {first}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CheckUsage(f"{option} {spec!r}: module '{module}' has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise CheckUsage(f"{option} {spec!r}: '{attr}' is not callable")
+    return obj
+
+
+def build_args(arg_specs: list[ArgSpec], factory) -> tuple[tuple, dict]:
+    import jax
+    import jax.numpy as jnp
+
+    if factory is not None:
+        try:
+            made = factory()
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise CheckUsage(f"--args: the factory raised {type(exc).__name__}: {first}") from None
+        if isinstance(made, dict):
+            return (), made
+        if isinstance(made, (tuple, list)):
+            return tuple(made), {}
+        raise CheckUsage(f"--args: the factory returned {type(made).__name__}; expected a tuple of arguments or a dict")
+    return tuple(jax.ShapeDtypeStruct(a.shape, jnp.dtype(a.dtype)) for a in arg_specs), {}
+
+
+def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], profiles: list[str], mode: str,
+              expect: dict, goldens: Path | None, bless: bool, on_result=None,
+              timeout: float | None = None) -> list[tuple[Outcome, "FusionReport | None"]]:
+    """Each target x profile as the one result record (`Outcome`: PASS, FAIL with its field diffs, NEW or
+    UNRESOLVED), with the compiled `FusionReport` (None when the function did not compile)."""
+    from fp8_check import api
+
+    out: list[tuple[Outcome, FusionReport | None]] = []
+    checker = api.Checker(mode, timeout=timeout)
+    try:
+        for t in targets:
+            for p in profiles:
+                res = Outcome(label, t, p, checker.mode, "", PASS)
+                try:
+                    report = checker.signature(fn, *args, target=t, profile=p, name=label, **kwargs)
+                except api.EnvironmentProblem:
+                    raise
+                except (ValueError, TypeError) as exc:
+                    raise CheckUsage(str(exc)) from None
+                except Exception as exc:  # the function does not trace or compile
+                    res.code, res.reason = UNRESOLVED, f"{type(exc).__name__}: {exc}"
+                    out.append((res, None))
+                    if on_result:
+                        on_result(res, None)
+                    continue
+                res.jax, res.signature, res.compile_seconds = report.jax, report.signature, report.seconds
+                res.hlo, res.stablehlo = report.hlo, report.stablehlo
+                res.diffs = api.fusion_diffs(report.signature, **expect)
+                for warning in report.warnings:
+                    print(f"fp8-check check: warning: {label} on {t}/{p}: {warning}", file=sys.stderr)
+                for problem in baked_in(report.hlo, report.stablehlo):
+                    print(f"fp8-check check: warning: {label} on {t}/{p}: {problem}: XLA may fold them (and FP8 scales) "
+                          "at compile time, which makes the fusion rosier than with real inputs; pass parameters and FP8 "
+                          "state as arguments (shapes only: jax.eval_shape(model.init, ...))", file=sys.stderr)
+                if goldens is not None:
+                    if bless:
+                        diff = api.check_golden(report, goldens, bless=True, name=label)
+                        res.reason = "golden changed" if diff else "golden unchanged"
+                    else:
+                        judged = api.judge_golden(report, goldens, name=label)  # as check_golden and `run` judge
+                        if judged.code is NEW:
+                            res.code = NEW
+                            res.reason = api.new_golden_message(report, judged, golden.path_for(
+                                goldens, label, report.target, report.profile, report.mode))
+                        elif judged.diffs:
+                            res.diffs += judged.diffs
+                            res.verdict, res.expected = judged.verdict, judged.expected
+                if res.diffs:
+                    res.code = FAIL
+                out.append((res, report))
+                if on_result:
+                    on_result(res, report)
+    finally:
+        checker.close()
+    return out
+
+
+def _print_result(res: Outcome, report: "FusionReport | None", label: str) -> None:
+    import yaml
+
+    line = f"{res.code.name:<11} {res.target}/{res.profile:<7} {label}"
+    if report is not None:
+        line += f"  ({gemm_summary(report.signature)}) {report.seconds:.2f}s"
+    if res.verdict is not None:
+        line += f"  [{res.verdict.cls}]"
+    print(line)
+    for d in res.diffs:
+        print(f"      {d}")
+    if res.reason:
+        print(f"      {res.reason}")
+    if report is not None and report.not_representative:
+        print(f"      NOT REPRESENTATIVE: {report.not_representative}")
+    if report is not None:
+        sig = report.signature.to_dict()
+        print(f"  kernels: {sig['kernels']}")
+        for launch in sig["launches"]:
+            print(f"    {launch}")
+        print(f"  gemms: {len(sig['gemms'])} ({report.fp8_gemms} on FP8 operands)")
+        for i, g in enumerate(sig["gemms"]):
+            print(f"    [{i}] " + yaml.safe_dump(g, default_flow_style=True, width=10_000, sort_keys=False).strip())
+        print(f"  unfused: {', '.join(sig['unfused']) or '(none)'}")
+        platform = platform_of(report.target)
+        if attributed(report.signature):
+            print("  layers:")
+            for row in layer_table(report.signature, platform):
+                print(f"    {row}")
+        print(f"  {coverage(report.signature, platform).line()}")
+        est = report.estimate()
+        if est is not None:
+            print(f"  estimate: {estimate_line(est)}")
+        if res.verdict is not None and res.verdict.cost is not None:
+            print(f"  cost against the golden: {res.verdict.cost.text()} ({res.verdict.cost.detail()})")
+        if report.signature.collectives:
+            print(f"  collectives: {len(report.signature.collectives)}")
+            for c in report.signature.collectives:
+                print(f"    {c.text()}")
+    sys.stdout.flush()
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def register(subparsers) -> dict:
+    from fp8_check.run.selection import add_timeout  # start-up of the checking child: see tests/test_imports.py
+
+    p = subparsers.add_parser("check", help="print the fusion signature of your own JAX function (module:function)")
+    p.add_argument("function", help="module:function, imported from the current directory or PYTHONPATH")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=DTYPE[SHAPE]",
+                   help="an argument, in order (repeat): x=bfloat16[64,128]; DTYPE[] is a scalar")
+    p.add_argument("--args", dest="factory", metavar="MODULE:FACTORY",
+                   help="a function returning the arguments (a tuple, or a dict of keyword arguments)")
+    p.add_argument("--target", default="h100", help="target(s), comma-separated (default: h100)")
+    p.add_argument("--profile", default="cublas", help="profile(s), comma-separated: cublas, triton (default: cublas)")
+    p.add_argument("--mode", default="deviceless", choices=("auto", "deviceless", "device"), help="default: deviceless")
+    p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
+                   help="expected fusion (repeat): kernels=N, gemms=N, fp8_gemms=N, epilogue=RELU, damax=true, "
+                        "fp8_output=true, no_upcast_dot=true")
+    p.add_argument("--expect-layer", action="append", default=[], metavar="PATTERN[@PASS]=fp8|wide",
+                   help="every matmul of the layers matching the glob (against the layer path from the HLO metadata, "
+                        "e.g. '*/Dense_[01]/*'; PASS: forward, backward, backward-input, backward-weight) runs in "
+                        "FP8/FP4 (fp8) or wider (wide); repeat")
+    p.add_argument("--golden", metavar="NAME", help="also compare with the golden NAME under --goldens (the run layout)")
+    p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
+    p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the results as JSON to FILE ('-' or no FILE: stdout only)")
+
+    add_timeout(p)
+    return {"check": cmd_check}
+
+
+def cmd_check(args) -> int:
+    """Validate the options here, then run the user's code in a child process (fp8_check.compile.check_process)."""
+    try:
+        _validate(args)
+    except CheckUsage as exc:
+        print(f"fp8-check check: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from fp8_check.compile import check_process  # the parent's side only: see tests/test_imports.py
+
+    return check_process.run(args)
+
+
+def cmd_check_here(args) -> int:
+    """The check itself, in this process: the child process of `cmd_check` runs it."""
+    try:
+        return _cmd_check(args)
+    except CheckUsage as exc:
+        print(f"fp8-check check: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except WriteError as exc:
+        print(f"fp8-check check: {exc.strerror}", file=sys.stderr)
+        return EXIT_ENV
+
+
+def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
+    """Everything about the options that needs none of the user's code; CheckUsage when one is bad."""
+    if args.arg and args.factory:
+        raise CheckUsage("give --arg NAME=DTYPE[SHAPE] ... or --args MODULE:FACTORY, not both")
+    if args.bless and not args.golden:
+        raise CheckUsage("--bless records a golden: give its name with --golden NAME")
+    specs = [parse_arg(a) for a in args.arg]
+    expect = parse_expect(args.expect)
+    if args.expect_layer:
+        try:
+            expect["layers"] = [parse_layer(x) for x in args.expect_layer]
+        except LayerRuleError as exc:
+            raise CheckUsage(str(exc)) from None
+    targets = _csv(args.target)
+    for t in targets:
+        try:
+            load_target(t)
+        except KeyError as exc:
+            raise CheckUsage(f"--target: {exc.args[0]}") from None
+    profiles = _csv(args.profile)
+    for p in profiles:
+        if p not in PROFILES:
+            raise CheckUsage(f"--profile: unknown profile '{p}'; allowed: {', '.join(PROFILES)}")
+    mode = resolve_mode(args.mode)
+    if mode == "deviceless":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # only tracing happens here; never touch a GPU
+        bad = [p for p in profiles if not PROFILES[p].deviceless]
+        if bad:
+            raise CheckUsage(f"--profile {bad[0]}: autotunes and needs a real GPU (--mode device)")
+    for spec in [args.function] + ([args.factory] if args.factory else []):
+        module, sep, attr = spec.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z_][\w.]*", module) or not re.fullmatch(r"[A-Za-z_][\w.]*", attr):
+            raise CheckUsage(f"{'--args' if spec is args.factory else 'check'} {spec!r}: expected module:function "
+                             "(e.g. mymodel:forward)")
+    if args.golden and not re.fullmatch(r"[A-Za-z0-9_.-]+", args.golden):
+        raise CheckUsage(f"--golden {args.golden!r}: use letters, digits, '_', '.', '-'")
+    if args.json and args.json != "-":
+        try:
+            outputs.check_file(args.json, "--json")
+        except outputs.OutputError as exc:
+            raise CheckUsage(str(exc)) from None
+    return specs, expect, targets, profiles, mode
+
+
+def _cmd_check(args) -> int:
+    specs, expect, targets, profiles, mode = _validate(args)
+    json_out = None
+    if args.json == "-":  # stdout carries the JSON alone: what the checked code prints goes to stderr
+        sys.stdout.flush()
+        json_out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+    from fp8_check import api  # before the checked module imports JAX: its CPU-only hook runs at import
+
+    fn = resolve(args.function, "check")
+    factory = resolve(args.factory, "--args") if args.factory else None
+    # The factory sees the first target's devices, as the tracing does (api.Checker): a library that caches what
+    # jax.devices() said (qwix) must not cache this machine's CPU
+    first = load_target(targets[0])
+    with target_view((lambda: target_devices(first, first.versions_dict())) if mode == "deviceless" else None):
+        call_args, call_kwargs = build_args(specs, factory)
+    label = args.golden or args.function.replace(":", ".")
+    quiet = args.json == "-"
+
+    try:
+        results = run_check(fn, label, call_args, call_kwargs, targets, profiles, mode, expect,
+                            args.goldens if args.golden else None, args.bless,
+                            on_result=None if quiet else (lambda r, rep: _print_result(r, rep, label)),
+                            timeout=getattr(args, "timeout", None))
+    except api.EnvironmentProblem as exc:
+        print(f"fp8-check check: broken environment: {exc}", file=sys.stderr)
+        return EXIT_ENV
+    except golden.GoldenError as exc:
+        raise CheckUsage(str(exc)) from None
+    doc = {"schema": "fp8-check/check/1", "function": args.function, "mode": mode,
+           "results": [result_json(r, report) for r, report in results]}
+    if args.json:
+        text = json.dumps(doc, indent=1) + "\n"
+        if json_out is not None:
+            json_out.write(text)
+            json_out.flush()
+        else:
+            golden.atomic_write(Path(args.json), text)
+            print(f"results: {args.json}")
+    return EXIT_FAIL if any(r.code.is_failure for r, _ in results) else EXIT_OK
+
+
+if __name__ == "__main__":  # the child process of `fp8-check check` (fp8_check.compile.check_process)
+    from fp8_check.compile import check_process
+
+    check_process.child(cmd_check_here, sys.argv[1:])

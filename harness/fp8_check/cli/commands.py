@@ -1,0 +1,280 @@
+"""The core commands: `run`, `bless`, `show`, `list`.
+
+Like every command module (versions/matrix, versions/bisect, report/page, gpu/capture,
+gpu/fidelity) this one registers its subcommands with `register(subparsers)` and
+returns `{name: handler(args) -> exit code}`; `fp8_check.cli.cli` only collects them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fp8_check.run import selection, target_check
+from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
+from fp8_check.verdict import contract_judge, golden
+from fp8_check.core import outputs
+from fp8_check.compile import pool, render
+from fp8_check.run import runner
+from fp8_check.signature import signature
+from fp8_check.run import results as results_mod
+from fp8_check.report import terminal
+from fp8_check.run.selection import EXIT_FAIL, EXIT_OK, UsageError
+from fp8_check.targets import PROFILES
+from fp8_check.cases import cases as case_mod
+from fp8_check.matrix.matrix_document import Matrix, entry_from_results
+from fp8_check.matrix.news import closing_line
+from fp8_check.matrix import goldens as ranged
+from fp8_check.cost import cost
+from fp8_check.report import page  # page.write_report: a test replaces it to make the report fail
+
+
+def register(sub) -> dict:
+    p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
+    selection.add_options(p)
+    p.add_argument("--json", type=Path, default=Path("reports/results.json"), help="results JSON (default: reports/results.json)")
+    p.add_argument("--html", type=Path, help="HTML report (default: report.html next to the results JSON)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
+    selection.add_timeout(p)
+    pool.add_options(p)
+    p.add_argument("--numerics", action="store_true",
+                   help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
+    p.add_argument("--fail-on", type=runner.fail_on_type(("any", "regression")), default="any",
+                   help="exit 1 on any FAIL/XPASS/UNRESOLVED/NEW (default), or only on regressions: a FAIL whose verdict "
+                        "is a regression or mixed, or a case that no longer compiles (docs/verdicts.md); cost:1%% or "
+                        "cost:40us: only regressions whose estimated cost reaches that share of the golden's estimate "
+                        "or those microseconds per call (docs/cost.md)")
+
+    p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
+    selection.add_options(p)
+    selection.add_timeout(p)
+    pool.add_options(p)
+    p.add_argument("--prune", action="store_true", help="also remove stale goldens: those of no case in PATHS")
+    p.add_argument("--from-matrix", nargs="+", type=Path, metavar="MATRIX.json",
+                   help="bless version-ranged goldens from matrix results instead of compiling: one expectation per run "
+                        "of consecutive versions with an identical signature (docs/goldens.md)")
+    p.set_defaults(target=None)  # h100 when compiling; with --from-matrix, every target in the matrix
+
+    p = sub.add_parser("show", help="print a case's repro script, StableHLO, optimized HLO and signature")
+    p.add_argument("case", help="case id")
+    selection.add_options(p)
+    p.add_argument("--repro", type=Path, help="also write the standalone repro script to this file")
+    selection.add_timeout(p)
+    pool.add_options(p)
+
+    p = sub.add_parser("list", help="list the cases")
+    p.add_argument("paths", nargs="*", type=Path)
+    p.add_argument("-k", dest="filter")
+    return {"run": cmd_run, "bless": cmd_bless, "show": cmd_show, "list": cmd_list}
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _header(env: dict, sel: selection.Selection) -> str:
+    return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, CUDA plugin {env.get('cuda_plugin')}), "
+            f"mode {sel.mode}, targets {', '.join(t.name for t in sel.targets)}, profiles {', '.join(sel.profiles)}, "
+            f"{len(sel.cases)} cases")
+
+
+def _stale(args) -> list[Path] | None:
+    """Goldens of no case in PATHS (all of them, not only those -k selects).
+
+    None when PATHS names single case files: goldens of cases in other files are not stale
+    then, so nothing is warned about and `--prune` refuses to guess.
+    """
+    paths = list(args.paths or [selection.DEFAULT_CASES])
+    if any(not Path(p).is_dir() for p in paths):
+        return None
+    return golden.stale(args.goldens, {c.id for c in case_mod.load(paths)})
+
+
+def _paths_text(args) -> str:
+    return ", ".join(map(str, args.paths or [selection.DEFAULT_CASES]))
+
+
+def cmd_run(args) -> int:
+    sel = selection.from_args(args)
+    numerics = getattr(args, "numerics", False)
+    if numerics and sel.mode != "device":
+        raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
+    numerics_check: runner.NumericsCheck | None = None
+    if numerics:
+        from fp8_check.gpu import numerics as numerics_module  # the GPU layer's reference, handed to the runner
+
+        numerics_check = numerics_module
+    outputs.check_file(args.json, "--json")  # fail before compiling, not after
+    outputs.check_file(args.html or args.json.parent / "report.html", "--html")
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
+    with compiler:
+        print(_header(env, sel), flush=True)
+        stale = _stale(args)  # warned after every input error: those stay one line
+        if stale:
+            shown = ", ".join(map(str, stale[:3])) + (f" and {len(stale) - 3} more" if len(stale) > 3 else "")
+            print(f"fp8-check: warning: {len(stale)} stale golden(s) of no case in {_paths_text(args)}: {shown} "
+                  "(`fp8-check bless --prune` removes them)", file=sys.stderr)
+        if sel.mode == "device":
+            device = str((env.get("device") or {}).get("name", "?"))
+            for t in sel.targets:
+                if t.name.lower() not in device.lower().replace(" ", ""):
+                    print(f"fp8-check: warning: device mode compiles for the local GPU ({device}); "
+                          f"its results are filed under --target {t.name}", file=sys.stderr)
+        for t in sel.targets:
+            for note in t.notes:
+                print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
+        outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
+                              on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
+                              numerics=numerics_check, canary=True)
+    terminal.print_summary(outcomes)
+    print(f"{compiler.cache_summary()}; {compiler.jobs} worker(s)")
+    res = results_mod.Results(
+        {**env, "mode": sel.mode, "targets": [t.name for t in sel.targets], "profiles": sel.profiles,
+         "compiler_options": {p: PROFILES[p].compiler_options for p in sel.profiles},
+         "target_versions": {t.name: target_check.environment_entry(t, env["jax"]) for t in sel.targets}},
+        outcomes, target_specs={t.name: t.config_text for t in sel.targets})
+    res.path = str(args.json)
+    html = args.html or args.json.parent / "report.html"
+
+    def write_html(path: Path) -> None:
+        page.write_report([res], path)
+
+    outputs.write_all([  # one failure policy: the results JSON must be written, the report only warns
+        outputs.Output("results JSON", args.json, lambda p: results_mod.write(p, res), primary=True,
+                       announce="results: {path}"),
+        outputs.Output("HTML report", html, write_html, announce="report: {path}"),
+    ])
+
+    print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
+    fail_on = getattr(args, "fail_on", "any")
+    if fail_on != "any":
+        return EXIT_FAIL if any(runner.fails(o, fail_on) for o in outcomes) else EXIT_OK
+    return EXIT_FAIL if any_failure(o.code for o in outcomes) else EXIT_OK
+
+
+def _bless_from_matrix(args) -> int:
+    if args.paths:
+        raise UsageError("bless --from-matrix takes no case paths: the matrix says what ran (use -k, --target, --profile to narrow)")
+    for path in args.from_matrix:
+        if not path.is_file():
+            raise UsageError(f"--from-matrix: no such file: {path}")
+    try:
+        changed, skipped = ranged.bless_from_matrix(args.from_matrix, args.goldens, args.filter,
+                                                    selection.csv(args.target) or None,
+                                                    selection.csv(args.profile) or None)
+    except ranged.MatrixFileError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"blessed from matrix: {changed} golden(s) changed" + (f", {skipped} row(s) not blessed (see above)" if skipped else ""))
+    return EXIT_OK
+
+
+def cmd_bless(args) -> int:
+    golden.remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
+    if getattr(args, "from_matrix", None):
+        return _bless_from_matrix(args)
+    sel = selection.from_args(args)
+    for t in sel.targets:
+        for p in sel.profiles:
+            outputs.check_dir(golden.path_for(sel.goldens, "x", t.name, p, sel.mode).parent, "--goldens")
+    if args.prune:
+        stale = _stale(args)
+        if stale is None:
+            raise UsageError("--prune needs case directories (default: cases/), not single case files: goldens of "
+                             "cases in other files would look stale")
+        for path in stale:
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise UsageError(f"--prune: cannot remove {path}: {exc.strerror or exc}") from None
+            print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
+    counts = {"changed": 0, "unresolved": 0}
+    hints: list[str] = []  # one line per case that a matrix shows on other versions (printed once, at the end)
+
+    def bless_one(out: Outcome) -> None:
+        """Record one judged outcome's signature (the runner classified it exactly as `run` does)."""
+        where = f"{out.target}/{out.profile} {out.case}"
+        if out.known_issue:
+            issue = out.known_issue
+            print(f"skipped {where}: known issue {issue['url'] or issue['summary']!r} is active on jax "
+                  f"{out.jax}; a golden states the fused signature, so it is not blessed from a broken version")
+            return
+        if out.code is UNSUPPORTED:
+            print(f"UNSUPPORTED {where}: {out.reason}")
+            return
+        if out.signature is None or out.code is UNRESOLVED:  # no signature, or an unreadable golden
+            counts["unresolved"] += 1
+            print(f"UNRESOLVED {where}: {out.reason.strip().splitlines()[0] if out.reason else 'unknown error'}")
+            return
+        try:
+            is_contract, options = contract_judge.wants_contract(sel.goldens, out)  # a model: docs/contracts.md
+            facts = contract_judge.facts_of(out, options) if is_contract else None
+            diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
+                                facts)
+            hint = ranged.one_version_hint(out, Path("reports/matrix.json"))
+            if hint and hint not in hints:
+                hints.append(hint)
+        except golden.GoldenError as exc:  # a contradictory golden: fix it by hand
+            counts["unresolved"] += 1
+            print(f"UNRESOLVED {where}: {exc}")
+            return
+        if diff:
+            counts["changed"] += 1
+            sys.stdout.write(diff)
+        else:
+            print(f"unchanged {where}")
+
+    with compiler:
+        runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens, on_outcome=bless_one,
+                   canary=True)
+    for hint in hints:
+        print(hint)
+    changed, unresolved = counts["changed"], counts["unresolved"]
+    print(f"blessed: {changed} golden(s) changed"
+          + (f", {unresolved} case(s) did not compile or have a broken golden" if unresolved else ""))
+    return EXIT_FAIL if unresolved else EXIT_OK
+
+
+def cmd_show(args) -> int:
+    case = selection.find_case(args.paths, args.case)
+    target = selection.targets(args.target)[0]
+    mode = selection.mode(args.mode)
+    profile = PROFILES[selection.profiles(args.profile, mode)[0]]
+    if args.repro:
+        outputs.check_file(args.repro, "--repro")
+    # one compilation: a second worker would only import JAX for nothing
+    compiler, env = selection.start_compiler(mode, args.timeout, [target], args=args, workers=args.workers or 1,
+                                             cases=[case], log=_say)
+    with compiler:  # in the environment of the case's `requirements:` when it names them
+        [comp] = list(compiler.imap([runner.request_for(case, target, profile)]))
+    script = render.repro(case, target, profile, env["jax"])
+    if args.repro:
+        golden.atomic_write(args.repro, script)  # creates missing folders
+    print(f"# ---- repro: {case.id} for {target.name}/{profile.name} ({mode}), jax {env['jax']}")
+    print(script)
+    if not comp.ok:
+        print(f"# ---- compile error\n{comp.error}")
+        return EXIT_FAIL
+    print("# ---- StableHLO")
+    print(comp.stablehlo)
+    print("# ---- optimized HLO")
+    print(comp.hlo)
+    print("# ---- signature")
+    import yaml
+
+    hlo = comp.hlo or ""  # set whenever the compilation succeeded
+    print(yaml.safe_dump(signature.extract(hlo).to_dict(), sort_keys=False))
+
+    est = cost.estimate(hlo, cost.hardware(target))
+    print(f"# ---- estimated cost on {est.hardware} (roofline, docs/cost.md): {est.total_us:.1f} µs per call")
+    for k in est.kernels:
+        print(f"{k.us:10.1f} µs  {k.bound:<8} {k.label}")
+    if args.repro:
+        print(f"# repro written to {args.repro}: run it with `python {args.repro}`")
+    return EXIT_OK
+
+
+def cmd_list(args) -> int:
+    for c in selection.load_cases(args.paths, args.filter):  # none at all: one line, exit 2 (as run says)
+        print(f"{c.id:<40} {c.description}")
+    return EXIT_OK

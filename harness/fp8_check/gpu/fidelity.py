@@ -1,0 +1,225 @@
+"""`fp8-check fidelity`: how faithful is deviceless compilation to compiling on the real GPU?
+
+Every selected case is compiled deviceless for the target spec (each pinned
+profile: cublas, triton) and on the local GPU (the autotuned `default` profile
+and the pinned profiles), and the fusion signatures are compared:
+
+  pinned     deviceless P  vs  device P         (same XLA options: differences
+                                                 come from the target spec alone)
+  autotuned  deviceless P  vs  device default   (what the pinned profile misses
+                                                 of what autotuning picks)
+
+The table goes to a Markdown file and a JSON file. Without a GPU the command
+can still build the table from two results files of `fp8-check run`
+(`--from DEVICELESS.json DEVICE.json`), which is also how its logic is tested on
+CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fp8_check.run import selection
+from fp8_check.verdict.outcome import UNSUPPORTED
+from fp8_check.verdict import comparator
+from fp8_check.verdict import golden
+from fp8_check.compile import render
+from fp8_check.compile.render import case_options
+from fp8_check.signature import signature
+from fp8_check.verdict.comparator import FieldDiff
+from fp8_check.run.results import Results
+from fp8_check.signature.signature import Signature
+from fp8_check.targets import PROFILES
+from fp8_check.run import results
+from fp8_check.compile.compile import Compiler
+from fp8_check.targets import gpu_present
+
+SCHEMA = "fp8-check/fidelity/2"
+
+PINNED = ("cublas", "triton")
+DEVICE_PROFILES = ("default",) + PINNED
+
+
+@dataclass
+class Cell:
+    case: str
+    left: str  # "deviceless/cublas"
+    right: str  # "device/default"
+    status: str  # agree, differ, error, missing
+    diffs: list[FieldDiff] = field(default_factory=list)  # expected: the left side, found: the right side
+    detail: str = ""
+
+    def text(self, limit: int = 2) -> str:
+        if self.status == "agree":
+            return "agree"
+        if self.status == "differ":
+            shown = "; ".join(str(d).replace("|", "\\|") for d in self.diffs[:limit])
+            more = f"; +{len(self.diffs) - limit} more" if len(self.diffs) > limit else ""
+            return f"**differ**: {shown}{more}"
+        if self.status == "missing":
+            return "not run"
+        return "error: " + self.detail.replace("|", "\\|").splitlines()[0][:120] if self.detail else "error"
+
+
+    def to_json(self) -> dict:
+        return {"case": self.case, "left": self.left, "right": self.right, "status": self.status,
+                "diffs": [d.to_json() for d in self.diffs], "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One side of a comparison: the signature, or why there is none."""
+
+    signature: Signature | None = None
+    error: str = ""
+
+
+# By (case, "mode/profile"), e.g. ("seed_relu_f32", "deviceless/cublas")
+Signatures = dict[tuple[str, str], Compiled]
+
+
+def comparisons() -> list[tuple[str, str, str]]:
+    """(column title, left side, right side) of the table, in order."""
+    cols = [(f"{p}: deviceless vs device", f"deviceless/{p}", f"device/{p}") for p in PINNED]
+    cols += [(f"{p} (deviceless) vs default (device)", f"deviceless/{p}", "device/default") for p in PINNED]
+    return cols
+
+
+def compare_one(case: str, left: str, right: str, sigs: Signatures) -> Cell:
+    a, b = sigs.get((case, left)), sigs.get((case, right))
+    if a is None or b is None:
+        return Cell(case, left, right, "missing")
+    errors = [f"{side}: {x.error}" for side, x in ((left, a), (right, b)) if x.signature is None]
+    if errors or a.signature is None or b.signature is None:
+        return Cell(case, left, right, "error", detail="; ".join(errors))
+    diffs = comparator.compare(a.signature.to_dict(), b.signature.to_dict())
+    return Cell(case, left, right, "differ" if diffs else "agree", diffs)
+
+
+def build(sigs: Signatures) -> list[Cell]:
+    cases = sorted({c for c, _ in sigs})
+    return [compare_one(case, left, right, sigs) for case in cases for _, left, right in comparisons()]
+
+
+def markdown(cells: list[Cell], meta: dict) -> str:
+    cols = comparisons()
+    by = {(c.case, c.left, c.right): c for c in cells}
+    cases = sorted({c.case for c in cells})
+    lines = ["# Deviceless fidelity", ""]
+    for key in ("left", "right", "target", "device", "jax", "created", "note"):
+        if meta.get(key):
+            lines.append(f"- {key}: {meta[key]}")
+    counts = {s: sum(c.status == s for c in cells) for s in ("agree", "differ", "error", "missing")}
+    lines += ["", "Summary: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n), ""]
+    lines.append("| case | " + " | ".join(title for title, _, _ in cols) + " |")
+    lines.append("|---" * (len(cols) + 1) + "|")
+    for case in cases:
+        lines.append(f"| {case} | " + " | ".join(by[(case, left, right)].text() for _, left, right in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def document(cells: list[Cell], meta: dict) -> dict:
+    return {"schema": SCHEMA, **meta, "cells": [c.to_json() for c in cells]}
+
+
+def from_results(deviceless: Results, device: Results) -> Signatures:
+    """Signatures from two `fp8-check run` results: the first is the deviceless side, the second the device side."""
+    sigs: Signatures = {}
+    for side, res in (("deviceless", deviceless), ("device", device)):
+        for o in res.outcomes:
+            key = (o.case, f"{side}/{o.profile}")
+            if o.signature is not None:
+                sigs[key] = Compiled(o.signature)
+            elif o.code is UNSUPPORTED:
+                continue  # not run on that side (e.g. `default` deviceless): a missing cell
+            else:
+                sigs[key] = Compiled(error=o.reason or o.code.name)
+    return sigs
+
+
+def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> None:
+    """Compile `cases` for `target` with each profile; record signatures (or errors) under `side`."""
+    for case in cases:
+        for name in profiles:
+            if name not in case.profiles:
+                continue
+            comp = compiler.compile(render.render(case), target, PROFILES[name], optional_options=case_options(case))
+            key = (case.id, f"{side}/{name}")
+            if not comp.ok:
+                sigs[key] = Compiled(error=comp.error or "unknown error")
+                continue
+            try:
+                sigs[key] = Compiled(signature.extract(comp.hlo))
+            except Exception as exc:
+                sigs[key] = Compiled(error=f"could not parse the optimized HLO: {type(exc).__name__}: {exc}")
+
+
+def write(cells: list[Cell], meta: dict, md_path: Path, json_path: Path) -> None:
+    golden.atomic_write(Path(md_path), markdown(cells, meta))
+    golden.atomic_write(Path(json_path), json.dumps(document(cells, meta), indent=1) + "\n")
+
+
+# ------------------------------------------------------------ CLI
+
+
+def register(subparsers) -> dict:
+    p = subparsers.add_parser("fidelity", help="compare deviceless signatures with signatures compiled on the local GPU")
+    selection.add_options(p)
+    p.add_argument("--from", dest="from_results", nargs=2, type=Path, metavar=("DEVICELESS_JSON", "DEVICE_JSON"),
+                   help="build the table from two `fp8-check run` results files instead of compiling (no GPU needed)")
+    p.add_argument("--out", type=Path, default=Path("reports/fidelity.md"), help="Markdown table (default: reports/fidelity.md)")
+    p.add_argument("--json", type=Path, default=Path("reports/fidelity.json"), help="JSON table (default: reports/fidelity.json)")
+    return {"fidelity": cmd_fidelity}
+
+
+def cmd_fidelity(args) -> int:
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if args.from_results:
+        left_path, right_path = args.from_results
+        try:
+            left, right = results.load(left_path), results.load(right_path)
+        except results.ResultsError as exc:
+            raise selection.UsageError(f"--from: {exc}") from None
+        sigs = from_results(left, right)
+        if args.filter:
+            keep = {c for c, _ in sigs if any(p in c for p in selection.csv(args.filter))}
+            sigs = {k: v for k, v in sigs.items() if k[0] in keep}
+
+        def describe(res, path):
+            env = res.environment
+            dev = (env.get("device") or {}).get("name")
+            return f"{path} (mode {env.get('mode')}, targets {', '.join(env.get('targets') or [])}" + (f", device {dev}" if dev else "") + ")"
+
+        meta = {"left": "deviceless side: " + describe(left, left_path), "right": "device side: " + describe(right, right_path),
+                "jax": left.jax, "created": created}
+    else:
+        if args.mode == "deviceless" or not gpu_present():
+            raise selection.UsageError(
+                "fidelity compiles on the local GPU and needs one (--mode device); without a GPU, build the table "
+                "from two results files: fp8-check fidelity --from DEVICELESS.json DEVICE.json"
+            )
+        cases = selection.load_cases(args.paths, args.filter)
+        target = selection.targets(args.target)[0]
+        sigs = {}
+        with Compiler("deviceless") as deviceless:
+            env = deviceless.environment()
+            collect(deviceless, cases, target, PINNED, "deviceless", sigs)
+        with Compiler("device") as device:
+            dev_env = device.environment()
+            collect(device, cases, target, DEVICE_PROFILES, "device", sigs)
+        dev = dev_env.get("device") or {}
+        meta = {"left": f"deviceless for target spec {target.name} ({target.description})",
+                "right": f"device: {dev.get('name')} (compute capability {dev.get('compute_capability')}, driver "
+                         f"{dev.get('driver_version')}, CUDA runtime {dev.get('cuda_runtime')}, cuBLAS {dev.get('cublas')})",
+                "target": target.name, "device": dev, "jax": env.get("jax"), "created": created}
+    cells = build(sigs)
+    if not cells:
+        raise selection.UsageError("nothing to compare: no case has signatures on both sides")
+    write(cells, meta, args.out, args.json)
+    counts = {s: sum(c.status == s for c in cells) for s in ("agree", "differ", "error", "missing")}
+    print("fidelity: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    print(f"table: {args.out} ({args.json})")
+    return selection.EXIT_FAIL if counts["error"] else selection.EXIT_OK

@@ -1,0 +1,300 @@
+"""`fp8-check gpu-session`: everything a short loan of one H100 should produce, in at most 8 minutes.
+
+    bash scripts/gpu_session.sh [--out DIR] [--dry-run]      # no install needed: runs from the checkout
+
+Steps, each a child process with its own time budget (killed when it runs over; the next step still
+runs), each writing its files as it goes, so a partial run still leaves results ready to commit:
+
+| step | budget | what it writes |
+|---|---|---|
+| `environment` | 20 s | `environment.json`: JAX, jaxlib, CUDA plugin, device, driver |
+| `capture` | 20 s | `h100-captured.txtpb`: the device's GpuTargetConfig (`target capture`) |
+| `calibrate` | 120 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
+| `fidelity` | 130 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default`, `cublas`, `triton`) |
+| `numerics` | 70 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
+| `gpu-tests` | 100 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
+
+Total 460 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
+budget, its status (ok, failed, timed out) and its time; they are rewritten after each step.
+
+`--dry-run` executes every step deviceless on a CPU machine (CI runs it: tests/test_gpu_session.py):
+the GPU-only tests skip with their reason, `capture` checks the shipped spec instead, `fidelity` builds
+its table from a deviceless results file against itself, `numerics` executes the subset on JAX's CPU
+backend against the same reference, and `calibrate` times the CPU backend. Its numbers are the
+machinery's, never a GPU's (every file says `dry run`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fp8_check import platforms
+
+# The subset the session compiles: small enough for the budgets on one H100, covering the seed cases, an
+# epilogue, a bias, an output scale, a dequant dtype and an LLM-shaped layout.
+SUBSET = "seed_,epi_relu,epi_bias_bf16,scale_out_divide_e4m3,dequant_f16_plain"
+# Fidelity also over the gradient dtypes, an LLM-sized layout and a flax decoder block (which profile predicts
+# the autotuned `default` for which case family; 14 cases took 23 s of its 130 s on an H200)
+FIDELITY = SUBSET + ",dtype_,layout_llm,decoder_direct_fwd"
+CALIBRATE = "seed_plain_f32,seed_relu_bf16,epi_gelu_tanh,epi_bias_bf16,scale_out_divide_e4m3,layout_llm_8192"
+PRODUCTION = (4096, 4096, 4096)  # where a calibrated case without price_at is timed (m, n, k)
+GPU_TEST_FILES = ("tests/test_capture.py", "tests/test_fidelity.py", "tests/test_numerics.py", "tests/test_cost.py")
+TOTAL_S = 480
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    budget_s: float
+    what: str
+
+
+# Most valuable first (a session whose machine is taken back early still has them): the calibration the cost
+# model has never had, then fidelity and numerics; the GPU-only tests last (they repeat those checks on seed cases).
+STEPS = (
+    Step("environment", 20, "JAX, jaxlib, CUDA plugin, the device and its driver"),
+    Step("capture", 20, "the device's GpuTargetConfig (fp8-check target capture)"),
+    Step("calibrate", 120, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
+    Step("fidelity", 130, "deviceless vs device signatures, profiles default, cublas, triton"),
+    Step("numerics", 70, "executed outputs vs the float64 reference (run --numerics)"),
+    Step("gpu-tests", 100, "the GPU-only tests (pytest -m gpu)"),
+)
+
+
+def session_target(dry: bool) -> str:
+    """The shipped target the session compares the device with: `FP8_CHECK_SESSION_TARGET` when set, else the
+    shipped spec whose name the device's name contains (nvidia-smi: "NVIDIA H200" -> h200), else h100."""
+    chosen = os.environ.get("FP8_CHECK_SESSION_TARGET")
+    if chosen:
+        return chosen
+    if dry:
+        return "h100"
+    from fp8_check.targets import target_names
+
+    name = platforms.DEFAULT.device_info().get("smi_name", "").lower()
+    return next((t for t in sorted(target_names(), key=len, reverse=True) if t.isalnum() and t in name), "h100")
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fp8_check.cli.cli", *args]
+
+
+def command(step: str, out: Path, dry: bool) -> list[str]:
+    """The child process of `step` (writing under `out`)."""
+    if step == "gpu-tests":
+        plugin = [] if _plugin_installed() else ["-p", "fp8_check.cli.pytest_plugin"]
+        return [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider", *plugin,
+                *GPU_TEST_FILES]
+    target = session_target(dry)
+    if step == "capture":
+        return _cli("target", "check", target) if dry else \
+            _cli("target", "capture", f"{target}-captured", "--dir", str(out), "--force")
+    if step == "fidelity" and not dry:
+        return _cli("fidelity", "-k", FIDELITY, "--target", target, "--mode", "device",
+                    "--out", str(out / "fidelity.md"), "--json", str(out / "fidelity.json"))
+    if step == "numerics" and not dry:
+        return _cli("run", "-k", SUBSET, "--target", target, "--mode", "device", "--numerics", "--profile", "cublas",
+                    "--json", str(out / "numerics.json"), "--html", str(out / "numerics.html"))
+    return [sys.executable, "-m", "fp8_check.gpu.session", "--step", step, "--out", str(out)] + (["--dry-run"] if dry else [])
+
+
+def _plugin_installed() -> bool:
+    from importlib import metadata
+
+    return any(ep.name == "fp8_check" for ep in metadata.entry_points(group="pytest11"))
+
+
+# ------------------------------------------------------------------ the steps that run in this module
+
+
+def step_environment(out: Path, dry: bool) -> None:
+    from fp8_check.core import about
+    from fp8_check.targets import gpu_present
+
+    import jax
+
+    devices = [{"kind": d.device_kind, "platform": d.platform} for d in jax.devices()]
+    import fp8_check
+
+    doc = {"fp8_check": about.version_line(), "imported_from": str(Path(fp8_check.__file__).parent),
+           "jax": jax.__version__, "devices": devices, "gpu": gpu_present(),
+           "dry_run": dry, "python": sys.version.split()[0]}
+    for name in ("jaxlib", *platforms.DEFAULT.plugin_distributions, "flax", "ml_dtypes"):
+        doc[name] = about.installed(name)
+    if gpu_present():
+        doc["device_info"] = platforms.DEFAULT.device_info()  # driver, runtime, cuBLAS, cuDNN; nvidia-smi's view
+    _write_json(out / "environment.json", doc)
+
+
+def step_fidelity_dry(out: Path) -> None:
+    """Deviceless results of the subset, then the fidelity table built from them against themselves."""
+    results = out / "deviceless.json"
+    _run(_cli("run", "-k", FIDELITY, "--target", "h100", "--mode", "deviceless", "--profile", "cublas,triton",
+              "--json", str(results), "--html", str(out / "deviceless.html")), ok=(0, 1))
+    _run(_cli("fidelity", "--from", str(results), str(results), "--out", str(out / "fidelity.md"),
+              "--json", str(out / "fidelity.json")))
+
+
+def step_numerics_dry(out: Path) -> None:
+    """The subset executed on JAX's CPU backend against the float64 reference: the machinery of `run --numerics`."""
+    import jax
+    import numpy as np
+
+    from fp8_check.run import selection
+    from fp8_check.gpu import numerics
+    from fp8_check.compile import render
+
+    rows = []
+    for case in selection.load_cases([], SUBSET):
+        skip = numerics.skip_reason(case)
+        if skip:
+            rows.append({"case": case.id, "status": "skipped", "reason": skip})
+            continue
+        ns: dict = {}
+        exec(compile(render.render(case).source, f"<fp8-check case {case.id}>", "exec"), ns)  # our own template
+        inputs = numerics.make_inputs(case)
+        outs = jax.jit(ns["FN"])(*[jax.device_put(inputs[name], jax.devices("cpu")[0]) for name, _, _ in ns["ARGS"]])
+        outs = outs if isinstance(outs, (tuple, list)) else [outs]
+        res = numerics.compare(case, inputs, [np.asarray(o) for o in outs])
+        rows.append({"case": case.id, "status": res.status, "reason": res.reason})
+        _write_json(out / "numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
+    _write_json(out / "numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
+
+
+def step_calibrate(out: Path, dry: bool) -> None:
+    """Estimated vs measured µs per case at production shapes, and the fused case vs its op-by-op variant (the same
+    function run with jax.disable_jit: one kernel per op, nothing fused). Written after every case."""
+    from fp8_check.run import selection
+    from fp8_check.gpu import calibrate
+    from fp8_check.cases.case_model import Shape
+    from fp8_check.targets import PROFILES, load_target
+
+    backend = "cpu" if dry else "gpu"
+    target = load_target(session_target(dry))
+    rows: list[dict] = []
+    wanted = CALIBRATE.split(",")
+    for case in sorted((c for c in selection.load_cases([], CALIBRATE) if c.id in wanted), key=lambda c: wanted.index(c.id)):
+        # at its production shapes (`price_at`), else at PRODUCTION; CPU: the machinery only, at small shapes
+        at = case.timed_at(Shape(64, 32, 64) if dry else None if case.priced_elsewhere else Shape(*PRODUCTION)) or case
+        row: dict = {"case": case.id, "profile": "cublas"}
+        try:
+            fused = calibrate.measure(at, target, PROFILES["cublas"], repeats=5 if dry else 20, backend=backend)
+            row.update(shape=fused.shape, kernels=fused.kernels, estimated_us=round(fused.estimated_us, 2),
+                       measured_us=round(fused.measured_us, 2), ratio=round(fused.ratio, 3))
+            unfused = calibrate.measure_unfused(at, repeats=3 if dry else 10, backend=backend)
+            row.update(unfused_us=round(unfused, 2), fusion_speedup=round(unfused / fused.measured_us, 3))
+        except Exception as exc:  # one case that does not compile or run never stops the others
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        rows.append(row)
+        _write_calibration(out, rows, backend, dry)
+    _write_calibration(out, rows, backend, dry)
+
+
+def _write_calibration(out: Path, rows: list[dict], backend: str, dry: bool) -> None:
+    _write_json(out / "calibration.json", {"dry_run": dry, "backend": backend, "target": session_target(dry),
+                                           "rows": rows})
+    head = ("| case | profile | shape | kernels | estimated µs | measured µs | measured/est. | op-by-op µs | "
+            "fusion speed-up |\n|---|---|---|---|---|---|---|---|---|\n")
+    body = "".join(f"| {r['case']} | {r['profile']} | {r.get('shape', '')} | {r.get('kernels', '')} | "
+                   f"{r.get('estimated_us', '')} | {r.get('measured_us', '')} | {r.get('ratio', '')} | "
+                   f"{r.get('unfused_us', '')} | {r.get('fusion_speedup', '')} |"
+                   + (f" {r['error']}" if "error" in r else "") + "\n" for r in rows)
+    note = ("**Dry run on a CPU**: the machinery's numbers, not a calibration.\n\n" if dry else "")
+    (out / "calibration.md").write_text(f"# Calibration ({backend})\n\n{note}Measured: median wall time per call "
+                                        f"including JAX's dispatch; op-by-op: the same function under "
+                                        f"jax.disable_jit.\n\n{head}{body}")
+
+
+# ------------------------------------------------------------------ the session
+
+
+def _run(argv: list[str], ok=(0,), timeout: float | None = None) -> None:
+    proc = subprocess.run(argv, timeout=timeout)
+    if proc.returncode not in ok:
+        raise SystemExit(proc.returncode)
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def run_session(out: Path, dry: bool, steps: tuple[Step, ...] = STEPS, scale: float = 1.0) -> list[dict]:
+    """Every step as a child process under its budget (x `scale`: the dry run on a shared CI machine); the
+    record is rewritten after each step."""
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["FP8_CHECK_SESSION_TARGET"] = target = session_target(dry)  # every step compares with the same target
+    print(f"gpu-session: target {target}", flush=True)
+    record: list[dict] = [dict(asdict(s), status="pending", seconds=0.0) for s in steps]
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for i, step in enumerate(steps):
+        argv = command(step.name, out, dry)
+        budget = step.budget_s * scale
+        record[i].update(status="running", command=" ".join(argv[1:]))
+        print(f"gpu-session: {step.name} (budget {budget:.0f} s): {step.what}", flush=True)
+        t0 = time.monotonic()
+        with open(out / f"{step.name}.log", "w") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = proc.wait(timeout=budget)
+                status = "ok" if code == 0 else f"failed (exit {code})"
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+                status = "timed out"
+        record[i].update(status=status, seconds=round(time.monotonic() - t0, 1))
+        print(f"gpu-session: {step.name}: {status} in {record[i]['seconds']} s", flush=True)
+        _write_record(out, record, dry, started)
+    return record
+
+
+def _write_record(out: Path, record: list[dict], dry: bool, started: str) -> None:
+    _write_json(out / "session.json", {"schema": "fp8-check/gpu-session/1", "dry_run": dry, "started": started,
+                                       "budget_s": sum(r["budget_s"] for r in record), "steps": record})
+    lines = [f"# GPU session{' (dry run on a CPU: no GPU numbers)' if dry else ''}", "", f"Started {started}.", "",
+             "| step | budget s | status | seconds | what |", "|---|---|---|---|---|"]
+    lines += [f"| {r['name']} | {r['budget_s']} | {r['status']} | {r['seconds']} | {r['what']} |" for r in record]
+    (out / "SESSION.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="fp8-check gpu-session", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=Path("docs/gpu-session"), help="where the files go (default: docs/gpu-session)")
+    p.add_argument("--dry-run", action="store_true", help="every step deviceless on a CPU machine")
+    p.add_argument("--list", action="store_true", help="list the steps and their budgets, run nothing")
+    p.add_argument("--step", choices=[s.name for s in STEPS], help=argparse.SUPPRESS)  # one step, in this process
+    p.add_argument("--budget-scale", type=float, default=1.0, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.list:
+        for s in STEPS:
+            print(f"{s.name:<12} {s.budget_s:>4} s  {s.what}")
+        print(f"{'total':<12} {sum(s.budget_s for s in STEPS):>4} s  (at most {TOTAL_S} s)")
+        return 0
+    if args.dry_run:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    if args.step:
+        args.out.mkdir(parents=True, exist_ok=True)
+        if args.step == "environment":
+            step_environment(args.out, args.dry_run)
+        elif args.step == "fidelity":
+            step_fidelity_dry(args.out)
+        elif args.step == "numerics":
+            step_numerics_dry(args.out)
+        elif args.step == "calibrate":
+            step_calibrate(args.out, args.dry_run)
+        return 0
+    record = run_session(args.out, args.dry_run, scale=args.budget_scale)
+    failed = [r["name"] for r in record if r["status"] != "ok"]
+    print(f"gpu-session: {len(record) - len(failed)} of {len(record)} steps ok" + (f"; not ok: {', '.join(failed)}"
+                                                                                   if failed else "") + f"; files in {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""GitHub-native CI output for a matrix: the job summary, error annotations on case files, issue bodies,
+and opening or updating one issue per regression with `gh`.
+
+    fp8-check ci summary MATRIX.json [--cases DIR…] [--issues-dir reports/issues] [--summary-file F]
+    fp8-check ci issues [--issues-dir reports/issues] [--label fp8-check] [--repo OWNER/NAME]
+
+`summary` appends markdown to $GITHUB_STEP_SUMMARY (or --summary-file): the closing verdict, the
+results that differ from the goldens (regressions first, each at its first bad version with its
+one-line verdict and the file holding its ready issue body), and the case x version grid (rows
+with news first). It prints one `::error file=…,line=…::` workflow command per finding, pointing
+at the case's YAML, and writes the issue bodies, one per upstream change (`<first case>--<key>.md`, the
+body of `fp8-check report --markdown CASE`), into --issues-dir. `issues` files them (report/issue_filing.py):
+each body's last line is its marker; an open issue ending in the same marker is updated (`gh issue edit`),
+otherwise one is created (`gh issue create`). Untrusted text is made inert (report/markup.py). Each writer
+is a plain function of the typed matrix, so it can sit beside the terminal and HTML writers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from fp8_check.verdict.outcome import NEW, XPASS
+from fp8_check.report.issue_filing import MARKER, FilingError, Group, file_issues, groups
+from fp8_check.report.markup import code_span, md_inline, no_commands
+from fp8_check.matrix.matrix_document import Matrix, load_matrix
+from fp8_check.matrix.news import Finding, closing_line, findings, first_bad
+from fp8_check.matrix.matrix_view import CHANGE_MARKS
+from fp8_check.run import results
+from fp8_check.report.issue import first_bad_items, issue_markdown
+from fp8_check.report.model import build_model
+from fp8_check.cases import cases
+
+SUMMARY_LIMIT = 900_000  # GitHub takes at most 1 MiB of summary per step
+
+
+def issue_groups(m: Matrix) -> list[Group]:
+    """The regressions at their first bad version, one group per upstream change (report/issue_filing.py)."""
+    return groups([f for f in first_bad(m) if f.is_regression])
+
+
+def one_line(f: Finding) -> str:
+    """The finding's one-line verdict: a FAIL's classified summary, else the first line of its reason."""
+    o = f.outcome
+    if o.verdict is not None and o.verdict.lines:
+        return f"{o.verdict.cls}: {o.verdict.summary(limit=1)}"
+    lines = (o.reason or o.code.meaning or "").strip().splitlines()
+    return lines[0][:200] if lines else ""
+
+
+def _row(f: Finding) -> tuple:
+    o = f.outcome
+    return (o.case, o.target, o.profile, o.mode, f.jax)
+
+
+def _md(text: str) -> str:
+    """Text for a markdown table cell: no markup gets through (a case id, a reason, a target are input)."""
+    return md_inline(text)
+
+
+def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
+    """The markdown job summary: verdict, findings (first bad version each, regressions first), then the grid."""
+    first = first_bad(m)
+    body_of = {_row(f): g.name for g in issue_groups(m) for f in g.findings}
+    lines = ["## fp8-check", "", f"**{_md(closing_line(m))}**", ""]
+    if first:
+        lines += ["### Differs from the golden (regressions first)", "",
+                  "| case | target/profile | first bad jax | outcome | verdict | issue body |", "|---|---|---|---|---|---|"]
+        for f in first:
+            o = f.outcome
+            if f.is_regression:
+                where = (code_span(f"{issues_dir}/{body_of.get(_row(f), '?')}").replace("|", "\\|") + " (artifact)" if issues_dir
+                         else "`fp8-check report --markdown CASE`")
+            else:  # nothing to file upstream
+                where = {NEW: "none: bless it", XPASS: "none: the known issue is fixed, update the case"}.get(
+                    o.code, "none: not a regression, update the golden")
+            lines.append(f"| {_md(o.case)} | {_md(o.target)}/{_md(o.profile)} | {_md(f.jax)} | {o.code.name} | "
+                         f"{_md(one_line(f))} | {where} |")
+        lines.append("")
+    lines += grid_markdown(m, {(f.outcome.case, f.outcome.target, f.outcome.profile) for f in findings(m)})
+    text = "\n".join(lines) + "\n"
+    if len(text.encode()) > SUMMARY_LIMIT:
+        text = text.encode()[:SUMMARY_LIMIT].decode(errors="ignore") + "\n\n…(truncated: see the report artifact)\n"
+    return text
+
+
+def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
+    changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
+    rows = sorted(m.rows(), key=lambda r: (r not in news_rows,))  # rows with news first, else in run order
+    out = ["### Grid", "", "<details" + (" open" if news_rows else "") + "><summary>case × JAX version "
+           f"({len(rows)} rows; ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
+           "previous version)</summary>", "",
+           "| case | target/profile | " + " | ".join(_md(e.jax) for e in m.versions) + " |",
+           "|---|---|" + "---|" * len(m.versions)]
+    for row in rows:
+        cells = []
+        for e in m.versions:
+            o = e.outcome(row)
+            if e.status.not_run:
+                cells.append(_md(e.status.not_run))
+            elif o is None:
+                cells.append("")
+            else:
+                cells.append(o.code.symbol + (str(o.signature.kernels) if o.signature else "")
+                             + CHANGE_MARKS.get(changed.get(row + (e.jax,), ""), ""))
+        out.append(f"| {_md(row[0])} | {_md(row[1])}/{_md(row[2])} | " + " | ".join(cells) + " |")
+    return out + ["", "</details>", ""]
+
+
+def _escape_command(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def error_annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: Path | None = None) -> list[str]:
+    """One `::error` workflow command per row that differs from its golden (at its first bad version)."""
+    root = (root or Path.cwd()).resolve()
+    out = []
+    for f in first_bad(m):
+        o = f.outcome
+        file, line = case_lines.get(o.case, (o.file, 0))
+        try:
+            file = str(Path(file).resolve().relative_to(root))
+        except ValueError:
+            pass
+        props = f"file={_escape_command(file, True)}" + (f",line={line}" if line else "")
+        title = f"fp8-check {o.code.name}: {o.case} on {o.target}/{o.profile} since jax {f.jax}"
+        out.append(f"::error {props},title={_escape_command(title, True)}::{_escape_command(one_line(f))}")
+    return out
+
+
+def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
+    """One first-bad-version issue body per upstream change (a group of regressions), from the per-version results.
+    The model is built once: 3000 findings take linear time."""
+    inputs = [results.load(Path(e.results_file)) for e in m.versions if e.results_file and Path(e.results_file).is_file()]
+    model = build_model(inputs)
+    bad_of: dict[tuple, list] = {}
+    for it in model.items:
+        if it.code.file_upstream:
+            bad_of.setdefault(it.row, []).append(it)
+    written = []
+    for g in issue_groups(m):
+        o = g.findings[0].outcome
+        items = first_bad_items(model, bad_of.get((o.case, o.target, o.profile, o.mode), []))
+        body = issue_markdown(items[0], model).rstrip("\n") if items else (
+            f"# fp8-check: {o.code.name} of {o.case} on {o.target}/{o.profile} since jax {g.findings[0].jax}\n\n"
+            f"{md_inline(one_line(g.findings[0]))}\n\n(The per-version results file is missing: `fp8-check report "
+            "--markdown` on it writes the full body.)")
+        if len(g.findings) > 1:
+            body += ("\n\n### The same change in other cases\n\n" + "\n".join(
+                f"- {md_inline(f.outcome.case)} ({md_inline(f.outcome.target)}/{md_inline(f.outcome.profile)})"
+                for f in g.findings[1:]))
+        path = issues_dir / g.name
+        _write_body(path, body + "\n\n" + MARKER.format(key=g.key) + "\n")
+        written.append(path)
+    return written
+
+
+def _write_body(path: Path, text: str) -> None:
+    """Whole or not at all (a temporary file renamed), without atomic_write's fsync and folder scan per file:
+    bodies are an artifact rebuilt on every run, and thousands of them must take linear time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def case_lines(paths: list[Path]) -> dict[str, tuple[str, int]]:
+    try:
+        return {c.id: (str(c.file), c.line) for c in cases.load(paths)}
+    except cases.CaseError:
+        return {}
+
+
+def cmd_ci(args) -> int:
+    if args.ci_command == "summary":
+        m = load_matrix(args.matrix)
+        issues_dir = Path(args.issues_dir)
+        try:
+            bodies = write_issue_bodies(m, issues_dir)
+        except OSError as exc:
+            print(f"fp8-check ci summary: error: cannot write the issue bodies into {issues_dir}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
+        summary_file = args.summary_file or os.environ.get("GITHUB_STEP_SUMMARY")
+        text = job_summary(m, str(issues_dir) if bodies else None)
+        if summary_file:
+            try:
+                with open(summary_file, "a", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as exc:  # a directory, /proc/…, a full disk
+                print(f"fp8-check ci summary: error: cannot append to the summary file {summary_file}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                return 2
+        else:
+            sys.stdout.write(no_commands(text))
+        for line in error_annotations(m, case_lines([Path(p) for p in args.cases])):
+            print(line)  # fp8-check's own workflow commands, their data escaped
+        print(no_commands(closing_line(m)))
+        return 0
+    if not Path(args.issues_dir).is_dir():
+        print(f"fp8-check ci issues: error: {args.issues_dir} is not a directory of issue bodies", file=sys.stderr)
+        return 2
+    try:
+        for line in file_issues(Path(args.issues_dir), args.label, args.repo, args.gh):
+            print(no_commands(line))
+    except FilingError as exc:
+        print(f"fp8-check ci issues: error: {exc}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def register(subparsers) -> dict:
+    p = subparsers.add_parser("ci", help="GitHub CI output: job summary, annotations and issue bodies; file issues with gh")
+    sub = p.add_subparsers(dest="ci_command", required=True)
+    s = sub.add_parser("summary", help="append the job summary to $GITHUB_STEP_SUMMARY, print ::error annotations, "
+                                       "write the first-bad-version issue bodies")
+    s.add_argument("matrix", type=Path, help="the matrix JSON (fp8-check matrix --out)")
+    s.add_argument("--cases", nargs="*", default=["cases"], help="case files or directories, for the annotations' lines")
+    s.add_argument("--issues-dir", default="reports/issues", help="where the issue bodies go (default reports/issues)")
+    s.add_argument("--summary-file", help="write here instead of $GITHUB_STEP_SUMMARY (unset: stdout)")
+    i = sub.add_parser("issues", help="open or update one issue per body in --issues-dir (deduplicated), with gh")
+    i.add_argument("--issues-dir", default="reports/issues")
+    i.add_argument("--label", default="fp8-check", help="label of the issues (default fp8-check; must exist)")
+    i.add_argument("--repo", help="OWNER/NAME (default: gh's current repository)")
+    i.add_argument("--gh", default="gh", help=argparse.SUPPRESS)  # the gh program (tests: a stand-in)
+    return {"ci": cmd_ci}

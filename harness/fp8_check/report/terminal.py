@@ -1,0 +1,114 @@
+"""Outcomes on the terminal: one line per result, then a summary."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import TextIO
+
+from fp8_check.verdict.outcome import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome
+from fp8_check.signature.signature import Signature
+from fp8_check.signature.coverage import attributed, coverage, layer_table
+from fp8_check.signature.collectives import summary as collectives_summary
+
+
+def gemm_summary(sig: Signature | None) -> str:
+    """`3 kernels; __cublas$lt$matmul$f8 f8e4m3fnxf8e4m3fn->f8e4m3fn RELU +amax`."""
+    if sig is None:
+        return ""
+    parts = []
+    for g in sig.gemms:
+        text = f"{g.target} {'x'.join(g.operand_dtypes)}->{g.output or '?'}"
+        if g.epilogue and g.epilogue != "DEFAULT":
+            text += f" {g.epilogue}"
+        if g.amax:
+            text += " +amax"
+        parts.append(text)
+    if len(parts) > 4:  # a model: identical gemms once, counted
+        counts: dict[str, int] = {}
+        for text in parts:
+            counts[text] = counts.get(text, 0) + 1
+        parts = [(f"{n}x " if n > 1 else "") + text for text, n in counts.items()]
+    if sig.collectives:  # a sharded compile (harness/fp8_check/signature/collectives.py)
+        parts.append("collectives: " + collectives_summary(sig.collectives))
+    return f"{sig.kernels} kernel{'s' if sig.kernels != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
+
+
+def estimate_line(est) -> str:
+    """`1234.5 µs per call on H100 SXM at x=[8, 2048, 1024]; FP8 gemms 61.0 % of it` (a model's step time)."""
+    share = f"; FP8 gemms {est.fp8_us / est.total_us * 100:.1f} % of it" if est.total_us > 0 else ""
+    return f"{est.total_us:.1f} µs per call on {est.hardware} at {est.shape or 'the case shapes'}{share}"
+
+
+def _tty(stream: TextIO) -> bool:
+    return bool(getattr(stream, "isatty", None) and stream.isatty())
+
+
+def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = False) -> None:
+    stream = stream or sys.stdout
+    name = out.code.paint(_tty(stream))
+    pad = " " * max(0, 11 - len(out.code.name))
+    line = f"{name}{pad} {out.target}/{out.profile:<7} {out.case}"
+    detail = gemm_summary(out.signature)
+    if detail:
+        line += f"  ({detail})"
+    if out.compile_seconds:
+        line += f" {out.compile_seconds:.2f}s" + (" (cached)" if out.cached else "")
+    if out.code is FAIL and out.verdict is not None:
+        line += f"  [{out.verdict.cls}]" + (f"  estimated {out.verdict.cost.short()}" if out.verdict.cost is not None else "")
+    print(line, file=stream)
+    if out.code in (FAIL, XFAIL) and out.verdict is not None and out.verdict.cost is not None:
+        known = "known issue's " if out.code is XFAIL else ""
+        print(f"      {known}cost: {out.verdict.cost.text()} ({out.verdict.cost.detail()})", file=stream)
+    if out.estimate is not None and out.estimate.shape:  # priced at production shapes (`price_at`)
+        print(f"      estimate: {estimate_line(out.estimate)}", file=stream)
+    if out.code is FAIL or (verbose and out.diffs):
+        for d in out.diffs:
+            print(f"      {d}{_classes(out, d.path)}", file=stream)
+        if out.code is FAIL and out.verdict is not None:
+            shown = {d.path for d in out.diffs}
+            for x in out.verdict.lines:  # fields only a two-way comparison sees (e.g. a new operand role)
+                if x.path not in shown:
+                    print(f"      {x.path}: {x.why}  [{x.cls}]", file=stream)
+            if not out.verdict.is_regression:
+                print(f"      {out.verdict.cls}: not a regression; update the golden: fp8-check bless -k {out.case} "
+                      f"--target {out.target} --profile {out.profile}", file=stream)
+    if out.code is PASS and out.reason.startswith("within the contract"):  # a model's tolerated change, once
+        print(f"      {out.reason}", file=stream)
+    if out.code is not FAIL and out.code is not PASS and out.reason:
+        text = out.reason if verbose or out.code is not UNRESOLVED else out.reason.strip().splitlines()[0]
+        print(f"      {text}", file=stream)
+    _print_coverage(out, stream, verbose)
+    if out.numerics is not None and out.code is not FAIL:
+        print(f"      {out.numerics.summary()}", file=stream)
+    stream.flush()
+
+
+def _print_coverage(out: Outcome, stream: TextIO, verbose: bool) -> None:
+    """A model's coverage line (matmuls attributed to layers); with -v the per-layer table too."""
+    if out.signature is None or not attributed(out.signature):
+        return
+    print(f"      {coverage(out.signature).line()}", file=stream)
+    if verbose:
+        for row in layer_table(out.signature):
+            print(f"        {row}", file=stream)
+
+
+def _classes(out: Outcome, path: str) -> str:
+    """`  [regression: why; ...]` for one diff line of a FAIL."""
+    if out.code is not FAIL or out.verdict is None:
+        return ""
+    lines = out.verdict.for_path(path)
+    return ("  [" + "; ".join(f"{x.cls}: {x.why}" for x in lines) + "]") if lines else ""
+
+
+def print_summary(outcomes: list[Outcome], stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
+    counts = Counter(o.code.name for o in outcomes)
+    parts = [f"{counts[c.name]} {c.name}" for c in CODES if counts[c.name]]
+    print(f"\n{len(outcomes)} results: " + (", ".join(parts) if parts else "nothing ran"), file=stream)
+    bad = [o for o in outcomes if o.code.is_failure]
+    if bad:
+        print("Not OK:", file=stream)
+        for o in bad:
+            print(f"  {o.code.name:<10} {o.target}/{o.profile} {o.case}", file=stream)

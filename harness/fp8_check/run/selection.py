@@ -1,0 +1,228 @@
+"""What a command runs on: cases, targets, profiles, the compile mode, and a checked compiler.
+
+Shared by the CLI and the pytest plugin (and every command module), so both select the
+same way and say the same one-line errors. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fp8_check import platforms
+from fp8_check.versions import requirement_envs
+from fp8_check.cases import cases as case_mod
+from fp8_check.compile import pool
+from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
+from fp8_check.compile.pool import CompilerPool
+from fp8_check.targets import PROFILES, Profile, Target, load_target, resolve_mode
+
+from fp8_check.core.errors import EXIT_ENV as EXIT_ENV, EXIT_FAIL as EXIT_FAIL, EXIT_OK as EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
+from fp8_check.targets import gpu_present
+from fp8_check.versions import envs
+from fp8_check.targets import TARGET_DIR
+from fp8_check.targets import MODES, target_names
+DEFAULT_CASES = Path("cases")
+
+
+class UsageError(BadInput):
+    """Bad input or usage: one line, exit 2."""
+
+
+class BrokenEnvironment(BrokenEnvironmentError):
+    """JAX or the CUDA plugin cannot compile here at all: exit 3."""
+
+
+def csv(value: str | None) -> list[str]:
+    """`a, b,,a` -> ['a', 'b'] (order kept, repeats merged)."""
+    out: list[str] = []
+    for v in (value or "").split(","):
+        v = v.strip()
+        if v and v not in out:
+            out.append(v)
+    return out
+
+
+def load_cases(paths: list[Path] | None, filter_text: str | None = None) -> list[case_mod.Case]:
+    """The cases under `paths` (default cases/) whose id matches `-k`; UsageError when none does."""
+    paths = list(paths or [DEFAULT_CASES])
+    cases = case_mod.select(case_mod.load(paths), filter_text)
+    if not cases:
+        raise UsageError(f"no case matches{' -k ' + filter_text if filter_text else ''} in {', '.join(map(str, paths))}")
+    return cases
+
+
+def find_case(paths: list[Path] | None, case_id: str) -> case_mod.Case:
+    paths = list(paths or [DEFAULT_CASES])
+    for c in case_mod.load(paths):
+        if c.id == case_id:
+            return c
+    raise UsageError(f"no case with id '{case_id}' in {', '.join(map(str, paths))}")
+
+
+def targets(value: str | None, option: str = "--target") -> list[Target]:
+    out: dict[str, Target] = {}
+    for name in csv(value or "h100"):
+        try:
+            t = load_target(name)
+        except KeyError as exc:
+            raise UsageError(f"{option}: {exc.args[0]}") from None
+        if t.name in out and out[t.name].config_text != t.config_text:
+            raise UsageError(f"{option}: two different specs are both named '{t.name}' ({name})")
+        out[t.name] = t  # the same target given twice (by name and by path): once
+    return list(out.values())
+
+
+def profiles(value: str | None, mode: str, option: str = "--profile") -> list[str]:
+    """The named profiles, or every profile the mode supports."""
+    if value:
+        names = csv(value)
+        for n in names:
+            if n not in PROFILES:
+                raise UsageError(f"{option}: unknown profile '{n}'; allowed: {', '.join(PROFILES)}")
+        return names
+    return [n for n, p in PROFILES.items() if p.deviceless or mode == "device"]
+
+
+def mode(value: str | None) -> str:
+    return resolve_mode(value or "auto")
+
+
+def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=(), args=None,
+                   workers: int | None = None, for_targets=(), cases=(), log=None) -> tuple[CompilerPool, dict]:
+    """A pool of compile workers behind the compile cache, and its environment (versions, device); deviceless,
+    `check_targets`' specs are parsed by XLA first, so that a malformed one is bad input (UsageError), not a
+    broken environment. Shipped targets are known to parse and are not checked (a fully cached run starts no JAX).
+    `args` may carry `-j/--workers` and `--no-cache` (fp8_check.compile.pool.add_options); `workers` overrides -j.
+    The workers run in the environment that compiles for `check_targets` and `for_targets` (`platform_python`);
+    `cases` that name `requirements:` compile in their set's environment for this JAX (requirement_envs.py, which
+    builds it on first use and tells `log`)."""
+    if mode_name == "device" and not gpu_present():
+        raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
+    python = platform_python([*check_targets, *for_targets]) if mode_name == "deviceless" else None
+    try:
+        compiler = pool.from_args(args, mode_name, python=python, jobs=workers, timeout=timeout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        env = compiler.environment()
+        for t in [t for t in check_targets if not _shipped(t)] if mode_name == "deviceless" else ():
+            check_target_spec(compiler, t)
+        if cases:
+            platform = env_platform([*check_targets, *for_targets]) if mode_name == "deviceless" else None
+            compiler = requirement_envs.wrap(compiler, cases, env["jax"], mode_name, timeout, compiler.cache, platform,
+                                             log or (lambda _: None))
+    except WorkerError as exc:
+        compiler.close()
+        raise BrokenEnvironment(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
+    except BaseException:  # a bad target spec (UsageError), an environment not built, or interrupted while starting
+        compiler.kill()
+        raise
+    return compiler, env
+
+
+def env_platform(targets) -> platforms.Platform | None:
+    """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (envs.other_platform)."""
+    try:
+        return envs.other_platform(targets)
+    except ValueError as exc:
+        raise UsageError(f"--target: {exc}") from None
+
+
+def platform_python(targets) -> str | None:
+    """The interpreter that compiles for `targets` (envs.python_for): None for this one."""
+    try:
+        return envs.python_for(targets)
+    except ValueError as exc:
+        raise UsageError(f"--target: {exc}") from None
+    except envs.InstallError as exc:
+        raise BrokenEnvironment(f"cannot build the environment for {', '.join(t.name for t in targets)}: {exc}") from None
+
+
+def check_spec_files(given: str | None, mode_name: str, option: str = "--target") -> None:
+    """For commands that compile in other environments (matrix, bisect): target specs given as files are
+    parsed by this environment's XLA first, so that a malformed one is bad input (exit 2) before anything
+    is built. Shipped targets are known to parse and are not checked (no worker is started for them)."""
+    files = [t for n, t in zip(csv(given or "h100"), targets(given, option)) if n.endswith(".txtpb")]
+    if files and mode_name == "deviceless":
+        compiler, _ = start_compiler(mode_name, check_targets=files)
+        compiler.close()
+
+
+def _shipped(target: Target) -> bool:
+    path = TARGET_DIR / f"{target.name}.txtpb"
+    try:
+        return path.is_file() and path.read_text() == target.config_text
+    except OSError:
+        return False
+
+
+def check_target_spec(compiler: Compiler | CompilerPool, target: Target) -> None:
+    """UsageError naming the field when the installed XLA cannot parse `target`'s spec (the worker builds its device)."""
+    reply = compiler.prepare(target)
+    if reply.get("ok"):
+        return
+    error = str(reply.get("error", "")).strip()
+    if "GpuTargetConfig" not in error:
+        raise WorkerError(error)
+    detail = [line.split("] ", 1)[-1] for line in compiler.worker.stderr_tail().splitlines()
+              if "Error parsing text-format" in line]
+    raise UsageError(f"--target {target.name}: not a valid GpuTargetConfig text proto: "
+                     + (detail[-1] if detail else error.splitlines()[0]))
+
+
+def _timeout(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def add_timeout(p) -> None:
+    """`--timeout SECONDS`: how long one case may compile."""
+    p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"seconds one case may compile before it is UNRESOLVED and its worker killed "
+                        f"(default: {DEFAULT_TIMEOUT:g}; a fresh worker's start-up is not counted)")
+
+
+@dataclass
+class Selection:
+    """Everything a run needs to know before compiling."""
+
+    cases: list[case_mod.Case]
+    targets: list[Target]
+    profiles: list[str]
+    mode: str
+    goldens: Path = Path("goldens")
+    profile_objs: list[Profile] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.profile_objs = [PROFILES[p] for p in self.profiles]
+
+
+def from_args(args) -> Selection:
+    """The selection given by the standard options (`paths`, `-k`, `--target`, `--profile`, `--mode`, `--goldens`)."""
+    m = mode(getattr(args, "mode", "auto"))
+    return Selection(
+        cases=load_cases(getattr(args, "paths", None), getattr(args, "filter", None)),
+        targets=targets(getattr(args, "target", None)),
+        profiles=profiles(getattr(args, "profile", None), m),
+        mode=m,
+        goldens=Path(getattr(args, "goldens", None) or "goldens"),
+    )
+
+
+def add_options(p, paths: bool = True) -> None:
+    """The standard selection options on an argparse parser."""
+    if paths:
+        p.add_argument("paths", nargs="*", type=Path, help="case files or directories (default: cases/)")
+    p.add_argument("-k", dest="filter", help="only cases whose id contains this text (alternatives separated by ',')")
+    p.add_argument("--target", default="h100", help=f"target(s), comma-separated: {', '.join(target_names())} (default: h100)")
+    p.add_argument("--profile", help="profile(s), comma-separated: cublas, triton, default (default: every profile the mode supports)")
+    p.add_argument("--mode", default="auto", choices=MODES, help="deviceless: compile for the target spec without a GPU; device: on the local GPU; auto: device if a GPU is present (default)")
+    p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")

@@ -1,0 +1,1 @@
+"""Judge a signature: goldens, contracts, verdict rules, the canary, outcome codes (stage `verdict`, fp8_check/stages.py)."""

@@ -1,0 +1,162 @@
+"""The canaries: is this environment able to produce FP8 gemms at all, and did the target's cuDNN version take effect?
+
+Every run, bless, matrix version and pytest session checks them once per target before
+judging anything (`check_canary`), compiled alongside the cases (`requests`, queued
+first by `runner.prefetch`):
+
+- the FP8 canary: a plain E4M3 x E4M3 matmul under the `cublas` profile must become an
+  FP8 gemm on an FP8-capable target (sm_89 and newer); if not, the environment is broken
+  (typically a target config without `runtime_version`) and reporting every case as a
+  regression would be noise;
+- the cuDNN canary: a target states its compute capability, CUDA runtime and cuDNN
+  versions once (harness/fp8_check/targets/__init__.py); the compile worker writes them where the installed
+  XLA reads them (aot.target_config_for). Which field XLA reads changed between JAX
+  versions, and a field it does not read is ignored without a word, so on compute
+  capability >= 10 with a cuDNN version above XLA's block-scaled-dot threshold, a tiny
+  MXFP8 `jax.nn.scaled_matmul` must become one `__cudnn$blockScaledDot`. When it does
+  not, the message names the field and the JAX version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from packaging.version import Version
+
+from fp8_check.core.errors import BrokenEnvironmentError
+from fp8_check.platforms import NVIDIA
+from fp8_check.compile import render
+from fp8_check.signature import signature
+from fp8_check.cases.case_model import Case, Shape
+from fp8_check.cases.kinds.block_scaled import Block, BlockScaledSpec
+from fp8_check.cases.kinds.pattern import PatternSpec
+from fp8_check.compile.compile import CompileRequest, CompileService
+from fp8_check.targets import PROFILES, Target
+from fp8_check.worker.aot import dnn_field_read, dnn_fields_written
+
+CANARY = Case(
+    id="canary_e4m3_plain",
+    file="<built-in>",
+    line=0,
+    description="plain E4M3 x E4M3 matmul; on an FP8-capable target it must become an FP8 gemm",
+    spec=PatternSpec(out_dtype="float32"),
+    profiles=("cublas",),
+)
+CANARY_FP8 = "float8_e4m3fn"  # the canary's operand type (PatternSpec's default)
+
+
+def canary_for(target: Target) -> Case:
+    """The FP8 canary in the target's own FP8 type: E4M3 (OCP) on NVIDIA and gfx950, E4M3 fnuz on gfx942."""
+    native = target.native_fp8
+    if not native or native[0] == CANARY_FP8:
+        return CANARY
+    short = native[0].replace("float8_", "")
+    return replace(CANARY, id=f"canary_{short}_plain", spec=PatternSpec(a_dtype=native[0], b_dtype=native[0]),
+                   description=f"plain {short} x {short} matmul; on {target.arch} it must become an FP8 gemm")
+
+
+class CanaryError(BrokenEnvironmentError, RuntimeError):
+    """The environment cannot produce FP8 gemms at all: reporting regressions would be noise."""
+
+    prefix = ""  # its message says "broken environment" itself
+
+
+
+BLOCK_SCALED_TARGET = next(iter(NVIDIA.block_scaled_targets))
+
+PROBE = Case(
+    id="canary_cudnn_block_scaled",
+    file="<built-in>",
+    line=0,
+    description=f"tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become {BLOCK_SCALED_TARGET}",
+    spec=BlockScaledSpec(block=Block("scaled_matmul", "mxfp8", 32), a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn",
+                         scale_dtype="float8_e8m0fnu", transpose_b=True, shape=Shape(128, 128, 128)),
+    profiles=("cublas",),
+)
+
+
+class CudnnCanaryError(RuntimeError):
+    """The target's cuDNN version did not take effect in this XLA."""
+
+
+def cudnn_threshold(jax_version: str) -> tuple[int, ...]:
+    """The cuDNN version from which XLA rewrites a block-scaled dot into cuDNN (sm >= 10)."""
+    return (9, 7, 0) if Version(jax_version) < Version("0.8") else (9, 10, 0)
+
+
+def expects_cudnn(target: Target, jax_version: str) -> bool:
+    return (target.compute_capability >= (10, 0) and target.versions is not None
+            and target.versions.cudnn >= cudnn_threshold(jax_version))
+
+
+@dataclass
+class CanaryResult:
+    checked: bool  # the probe ran and was judged
+    reached: bool  # __cudnn$blockScaledDot appeared
+    note: str = ""
+
+
+def check_cudnn(compiler, target: Target, jax_version: str) -> CanaryResult:
+    """Run the block-scaled probe where cuDNN is expected; raise CudnnCanaryError when it is not reached."""
+    if not expects_cudnn(target, jax_version):
+        why = (f"compute capability {target.compute_capability[0]}.{target.compute_capability[1]} < 10"
+               if target.compute_capability < (10, 0) else
+               f"cuDNN {_v(target)} is below XLA's block-scaled threshold {'.'.join(map(str, cudnn_threshold(jax_version)))}")
+        return CanaryResult(False, False, f"no cuDNN block-scaled path expected: {why}")
+    comp = compiler.compile(render.render(PROBE), target, PROFILES["cublas"])
+    if not comp.ok:
+        first = (comp.error or "").strip().splitlines()[0] if comp.error else ""
+        if comp.unsupported:  # this JAX has no jax.nn.scaled_matmul
+            return CanaryResult(False, False, f"not checked: {comp.unsupported}")
+        raise CudnnCanaryError(f"the cuDNN canary '{PROBE.id}' did not compile for {target.name} on jax {jax_version}: {first}")
+    sig = signature.extract(comp.hlo or "")
+    if not any(g.target == BLOCK_SCALED_TARGET for g in sig.gemms):
+        form = sig.block_scaled.form if sig.block_scaled else "no block-scaled op"
+        raise CudnnCanaryError(
+            f"broken environment: target {target.name} states cuDNN {_v(target)} (written to "
+            f"{' and '.join(dnn_fields_written(target.write_for_jax or jax_version))}; jax {jax_version} reads "
+            f"{dnn_field_read(jax_version)}), but a tiny MXFP8 scaled_matmul on compute capability "
+            f"{target.compute_capability[0]}.{target.compute_capability[1]} did not reach {BLOCK_SCALED_TARGET} "
+            f"({sig.kernels} kernels, {form}): XLA did not take the cuDNN version from field '{dnn_field_read(jax_version)}'")
+    return CanaryResult(True, True, f"{BLOCK_SCALED_TARGET} reached ({sig.kernels} kernels)")
+
+
+def _v(target: Target) -> str:
+    return ".".join(map(str, target.versions.cudnn)) if target.versions else "none"
+
+
+def check_canary(compiler: CompileService, target: Target, cudnn: bool = True) -> signature.Signature | None:
+    """Compile the canary for `target`; raise CanaryError if an FP8-capable target gets no FP8 gemm.
+
+    With `cudnn` (deviceless), also prove that the target's cuDNN version took effect
+    (`harness/fp8_check/run/target_check.py`): a CanaryError naming the field and the JAX version if not.
+    """
+    canary = canary_for(target)
+    comp = compiler.compile(render.render(canary), target, PROFILES["cublas"])
+    if not comp.ok:
+        raise CanaryError(f"canary '{canary.id}' did not compile for {target.name}: {comp.error.splitlines()[0] if comp.error else ''}")
+    sig = signature.extract(comp.hlo or "")
+    if target.fp8_capable and sig.fp8_gemms == 0:
+        hint = "" if target.has_runtime_version else " (its target config has no runtime_version)"
+        found = ", ".join(f"{g.target} {'x'.join(g.operand_dtypes)}" for g in sig.gemms) or "no gemm"
+        raise CanaryError(
+            f"broken environment: a plain {'E4M3 x E4M3' if canary is CANARY else target.native_fp8[0] + ' x ' + target.native_fp8[0]} "
+            f"matmul did not become an FP8 gemm on FP8-capable target "
+            f"{target.name}{hint}; found {found}"
+        )
+    if cudnn and compiler.mode == "deviceless":
+        try:
+            check_cudnn(compiler, target, compiler.environment()["jax"])
+        except CudnnCanaryError as exc:
+            raise CanaryError(str(exc)) from None
+    return sig
+
+
+def requests(targets: list[Target], mode: str, jax_version: str) -> list[CompileRequest]:
+    """The canaries' compilations for `targets` (queued before the cases by runner.prefetch)."""
+    out: list[CompileRequest] = []
+    for t in targets:
+        out.append(CompileRequest(render.render(canary_for(t)), t, PROFILES["cublas"]))
+        if mode == "deviceless" and expects_cudnn(t, jax_version):
+            out.append(CompileRequest(render.render(PROBE), t, PROFILES["cublas"]))
+    return out

@@ -1,0 +1,369 @@
+"""Contracts: what a model's golden states — per layer x pass, the facts that cost time — and how they are judged.
+
+A pattern case's golden is its exact signature. A model's signature (a train step: ~200 kernels,
+27 matmuls) changes at nearly every JAX release in ways that do not matter for FP8: one more
+elementwise kernel, the same gemms in another order. Its golden is a contract instead
+(docs/contracts.md):
+
+    expect:
+    - blessed_with: jax 0.12.0.1 (fp8-check matrix, 1 version)
+      contract:
+        matmuls:                       # one row per layer x pass x engine (layer: a glob)
+        - {layer: DecoderBlock/mlp/up/*, pass: backward-weight, engine: cuBLASLt FP8, operands: f8e5m2 x f8e4m3fn}
+        collectives: [{layer: ..., op: all-gather, dtype: f8e4m3fn}]    # sharded models only
+        fp8_flops: 98.5                # % of matmul FLOPs in FP8/FP4
+        cost_us: 812.4                 # the estimated step cost (harness/fp8_check/cost/cost.py)
+        kernels: 194                   # only with `contract_options: {kernels: true}`
+
+Judging (`check`) sorts every difference into one of two kinds:
+
+- an FP8 fact changed — a layer x pass runs on another engine or dtype, an FP8 collective moves
+  another type, the FP8 share of FLOPs moved, the estimated cost moved by at least the tolerance,
+  or (opted in) the kernel count changed: a `Change` (a field diff: the case FAILs) with its class: a layer
+  losing FP8, a gemm leaving the library for a loop fusion, an FP8 collective moving a wider type,
+  a lower FP8 FLOP share are regressions whatever the cost model says; the reverse improvements;
+  another engine or dtype of the same precision neutral;
+- anything else — the estimated cost within the tolerance, a matmul attributed to no stated layer
+  running wide, a stated layer whose matmul XLA merged into another's: a note (the case PASSes and
+  the note is reported once).
+
+Pure: a Signature and an Estimate in, diffs and notes out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fp8_check.core import dtypes
+from fp8_check.signature import attribution
+from fp8_check.signature.coverage import coverage, engine
+from fp8_check.signature.signature import Gemm, Signature
+
+REGRESSION, IMPROVEMENT, NEUTRAL = "regression", "improvement", "neutral"
+DEFAULT_COST_TOLERANCE = 30.0  # % of the contract's estimated cost (docs/contracts.md says why)
+FLOP_SHARE_SLACK = 0.1  # percentage points: rounding of the stated share
+OPTION_KEYS = ("cost_tolerance", "kernels")
+CONTRACT_KEYS = ("matmuls", "collectives", "fp8_flops", "cost_us", "kernels")
+_LOW_ENGINES = ("cuBLASLt FP8", "Triton FP8", "cuDNN block-scaled")
+
+
+class ContractError(ValueError):
+    """A malformed contract or option: the message names the field."""
+
+
+@dataclass(frozen=True)
+class Options:
+    cost_tolerance: float = DEFAULT_COST_TOLERANCE  # %
+    kernels: bool = False  # state and judge the kernel count (off for models: elementwise work moves freely)
+
+    def to_dict(self) -> dict:
+        return {"cost_tolerance": f"{self.cost_tolerance:g}%", "kernels": self.kernels}
+
+
+def options_from(d: Any, where: str = "contract_options") -> Options:
+    if d in (None, {}):
+        return Options()
+    if not isinstance(d, dict):
+        raise ContractError(f"{where}: expected a mapping with keys {', '.join(OPTION_KEYS)}")
+    unknown = sorted(set(d) - set(OPTION_KEYS))
+    if unknown:
+        raise ContractError(f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(OPTION_KEYS)}")
+    tol = d.get("cost_tolerance", DEFAULT_COST_TOLERANCE)
+    try:
+        tol = float(str(tol).strip().rstrip("%").strip())
+    except ValueError:
+        raise ContractError(f"{where}.cost_tolerance: expected a percentage such as 10%, got {tol!r}") from None
+    if tol < 0:
+        raise ContractError(f"{where}.cost_tolerance: expected a percentage >= 0, got {tol:g}")
+    if not isinstance(d.get("kernels", False), bool):
+        raise ContractError(f"{where}.kernels: expected true or false")
+    return Options(tol, bool(d.get("kernels", False)))
+
+
+def validate(c: Any, where: str) -> dict:
+    """A contract read from a golden: its shape checked (ContractError naming the field)."""
+    if not isinstance(c, dict):
+        raise ContractError(f"{where}: expected a mapping with keys {', '.join(CONTRACT_KEYS)}")
+    unknown = sorted(set(c) - set(CONTRACT_KEYS))
+    if unknown:
+        raise ContractError(f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(CONTRACT_KEYS)}")
+    for i, row in enumerate(c.get("matmuls") or []):
+        if not isinstance(row, dict) or not isinstance(row.get("layer"), str) or not isinstance(row.get("engine"), str):
+            raise ContractError(f"{where}.matmuls[{i}]: expected {{layer, pass, engine, operands[, amax, epilogue]}}")
+        unknown = sorted(set(row) - {"layer", "pass", "engine", "operands", "amax", "epilogue"})
+        if unknown:
+            raise ContractError(f"{where}.matmuls[{i}].{unknown[0]}: unknown key; allowed: layer, pass, engine, "
+                                "operands, amax, epilogue")
+    for i, row in enumerate(c.get("collectives") or []):
+        if not isinstance(row, dict) or not isinstance(row.get("op"), str) or not isinstance(row.get("dtype"), str):
+            raise ContractError(f"{where}.collectives[{i}]: expected {{layer, op, dtype}}")
+    for key in ("fp8_flops", "cost_us"):
+        if c.get(key) is not None and not isinstance(c[key], (int, float)):
+            raise ContractError(f"{where}.{key}: expected a number")
+    if c.get("kernels") is not None and not isinstance(c["kernels"], int):
+        raise ContractError(f"{where}.kernels: expected an integer")
+    return c
+
+
+# ------------------------------------------------------------------ facts of a signature
+
+
+def glob_escape(text: str) -> str:
+    """A layer path as a glob matching exactly itself."""
+    return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in text)
+
+
+def operands(g: Gemm) -> str:
+    return " x ".join(g.operand_dtypes) or "?"
+
+
+def is_low(eng: str) -> bool:
+    return eng in _LOW_ENGINES
+
+
+def is_loop_fusion(eng: str) -> bool:
+    return eng.endswith("(no gemm emitter)")
+
+
+def engine_text(eng: str, ops: str) -> str:
+    """`cuBLAS bf16`, or `f16 loop fusion` for a dot XLA left in a fusion (no gemm emitter)."""
+    if is_loop_fusion(eng):
+        kind = "loop" if "kLoop" in eng else "input" if "kInput" in eng else "plain"
+        return f"{'/'.join(sorted({d for d in ops.split(' x ') if d})) or '?'} {kind} fusion"
+    return eng
+
+
+def facts(sig: Signature, cost_us: float | None, options: Options = Options()) -> dict:
+    """The contract a signature satisfies exactly (what `bless` writes)."""
+    rows: dict[tuple, dict] = {}
+    for g in sig.gemms:
+        row = rows.setdefault((g.layer or "", g.pass_ or attribution.FORWARD, engine(g), operands(g)), {})
+        if g.amax or g.damax_output:  # where they matter: the gemm computes the abs-max of its output
+            row["amax"] = True
+        if g.epilogue and g.epilogue != "DEFAULT":
+            row["epilogue"] = g.epilogue
+    order = {"forward": 0, "backward-input": 1, "backward-weight": 2, "backward": 3}
+    out: dict[str, Any] = {"matmuls": [
+        {"layer": glob_escape(layer) if layer else "", "pass": pass_, "engine": eng, "operands": ops, **extra}
+        for (layer, pass_, eng, ops), extra in sorted(rows.items(), key=lambda r: (r[0][0], order.get(r[0][1], 9),
+                                                                                   r[0][2], r[0][3]))]}
+    colls = sorted({(c.layer, c.op, c.dtype) for c in sig.collectives})
+    if colls:
+        out["collectives"] = [{"layer": glob_escape(layer), "op": op, "dtype": dt} for layer, op, dt in colls]
+    share = coverage(sig).flop_fraction
+    if share is not None:
+        out["fp8_flops"] = round(100 * share, 1)
+    if cost_us is not None:
+        out["cost_us"] = round(cost_us, 1)
+    if options.kernels:
+        out["kernels"] = sig.kernels
+    return out
+
+
+def fp8_facts(c: dict) -> dict:
+    """What must be equal for two versions to share one contract: everything but the cost."""
+    return {k: v for k, v in c.items() if k != "cost_us"}
+
+
+# ------------------------------------------------------------------ judging
+
+
+@dataclass(frozen=True)
+class Change:
+    """One FP8 fact that differs: `path` names the layer and pass (`DecoderBlock/mlp/up backward-weight`)."""
+
+    path: str
+    expected: Any
+    found: Any
+    cls: str
+    why: str
+
+
+@dataclass
+class Judgement:
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # tolerated changes (the case passes)
+    cost_before: float | None = None
+    cost_after: float | None = None
+
+    def add(self, path: str, expected: Any, found: Any, cls: str, why: str) -> None:
+        self.changes.append(Change(path, expected, found, cls, why))
+
+
+def _where(layer: str, pass_: str) -> str:
+    return f"{layer or '(no layer)'} {pass_}"
+
+
+def _precision(eng: str, ops: str) -> str:
+    if is_low(eng):
+        kinds = {dtypes.dtype_class(d) for d in ops.split(" x ")}
+        return "FP4" if dtypes.FP4 in kinds else "FP8"
+    return "/".join(sorted({d for d in ops.split(" x ") if d})) or "?"
+
+
+def _matches(row_layer: str, row_pass: str, g: Gemm) -> bool:
+    if row_layer == "":
+        return not g.layer
+    return attribution.layer_matches(row_layer, g.layer) and attribution.pass_matches(row_pass, g.pass_)
+
+
+def lost_fp8(c: dict, sig: Signature) -> tuple[int, ...]:
+    """Indices of `sig`'s gemms at a layer and pass the contract states in FP8/FP4 that no longer run so (what
+    the cost model prices as the loss)."""
+    rows = [(str(r.get("layer", "")), str(r.get("pass", "*") or "*")) for r in c.get("matmuls") or []
+            if isinstance(r, dict) and is_low(str(r.get("engine", "")))]
+    return tuple(i for i, g in enumerate(sig.gemms) if not is_low(engine(g)) and any(_matches(lay, pas, g) for lay, pas in rows))
+
+
+def check(c: dict, sig: Signature, cost_us: float | None, options: Options = Options()) -> Judgement:
+    """Judge `sig` (and its estimated cost) against the contract `c`."""
+    j = Judgement()
+    _check_matmuls(c.get("matmuls") or [], sig, j)
+    _check_collectives(c.get("collectives") or [], sig, j)
+    _check_share(c.get("fp8_flops"), sig, j)
+    _check_cost(c.get("cost_us"), cost_us, options, j)
+    if "kernels" in c:
+        want, have = c["kernels"], sig.kernels
+        if want != have:
+            cls = REGRESSION if have > want else IMPROVEMENT
+            j.add("kernels", want, have, cls, f"{abs(have - want)} {'more' if have > want else 'fewer'} kernel launch(es) "
+                                              f"({want} -> {have}; the contract states the count)")
+    return j
+
+
+def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    extras: dict[tuple[str, str], dict] = {}
+    for row in rows:
+        key = (str(row.get("layer", "")), str(row.get("pass", "*") or "*"))
+        groups.setdefault(key, []).append((str(row["engine"]), str(row.get("operands", ""))))
+        if row.get("amax"):
+            extras.setdefault(key, {})["amax"] = True
+        if row.get("epilogue"):
+            extras.setdefault(key, {})["epilogue"] = str(row["epilogue"])
+    found: dict[tuple[str, str], list[Gemm]] = {k: [] for k in groups}
+    unstated: list[Gemm] = []
+    for g in sig.gemms:
+        at = next((k for k in groups if _matches(k[0], k[1], g)), None)
+        (found[at] if at else unstated).append(g)
+    for (layer, pass_), want in groups.items():
+        where = _where(layer, pass_)
+        have = found[(layer, pass_)]
+        if not have:
+            j.notes.append(f"{where}: no matmul of its own (merged into another layer's gemm, or gone; "
+                           "the FP8 FLOP share says whether FP8 work was lost)")
+            continue
+        for eng, ops in dict.fromkeys((engine(g), operands(g)) for g in have):
+            if (eng, ops) in want:
+                continue
+            _engine_change(j, where, want, eng, ops)
+        extra = extras.get((layer, pass_), {})
+        if extra.get("amax") and not any(g.amax or g.damax_output for g in have):
+            j.add(f"{where} amax", "computed by the gemm", "not by the gemm", REGRESSION,
+                  f"{where}: abs-max no longer computed by the gemm")
+        want_epi = extra.get("epilogue")
+        if want_epi and not any(g.epilogue == want_epi for g in have):
+            found_epi = ", ".join(sorted({g.epilogue or "DEFAULT" for g in have}))
+            j.add(f"{where} epilogue", want_epi, found_epi, REGRESSION,
+                  f"{where}: epilogue {want_epi} -> {found_epi} (moved out of the gemm)")
+    for g in unstated:
+        eng, where = engine(g), _where(g.layer or "", g.pass_ or attribution.FORWARD)
+        if is_low(eng):
+            j.add(where, "(no matmul stated)", f"{eng} {operands(g)}", IMPROVEMENT,
+                  f"{where}: a new {_precision(eng, operands(g))} matmul ({eng})")
+        else:
+            j.notes.append(f"{where}: a matmul the contract does not state ({eng} {operands(g)})")
+
+
+def _engine_change(j: Judgement, where: str, want: list[tuple[str, str]], eng: str, ops: str) -> None:
+    expected = "; ".join(f"{e} {o}" for e, o in want)
+    found = f"{eng} {ops}"
+    was_low = any(is_low(e) for e, _ in want)
+    prec_before = _precision(*want[0]) if len(want) == 1 else ("FP8" if was_low else "wide")
+    prec_after = _precision(eng, ops)
+    if was_low and not is_low(eng):
+        j.add(where, expected, found, REGRESSION, f"{where}: {prec_before} -> {prec_after} ({engine_text(eng, ops)})")
+    elif is_low(eng) and not was_low:
+        j.add(where, expected, found, IMPROVEMENT, f"{where}: {prec_before} -> {prec_after} ({eng})")
+    elif is_loop_fusion(eng) and not any(is_loop_fusion(e) for e, _ in want):
+        j.add(where, expected, found, REGRESSION, f"{where}: the gemm left the library for a loop fusion ({found})")
+    elif any(e == "cuBLASLt FP8" for e, _ in want) and is_low(eng) and eng != "cuBLASLt FP8":
+        j.add(where, expected, found, REGRESSION, f"{where}: cuBLASLt FP8 -> {eng}")
+    elif _wider(want, ops):
+        j.add(where, expected, found, REGRESSION, f"{where}: operands wider ({'; '.join(o for _, o in want)} -> {ops})")
+    else:
+        j.add(where, expected, found, NEUTRAL, f"{where}: {expected} -> {found} (same precision)")
+
+
+def _wider(want: list[tuple[str, str]], ops: str) -> bool:
+    after = [d for d in ops.split(" x ") if d]
+    return all(dtypes.upcast([d for d in o.split(" x ") if d], after) > 0 for _, o in want if o)
+
+
+def _narrow(dtype: str) -> bool:
+    """A collective's dtype moves FP8/FP4 data (a variadic one names each operand: `f8e4m3fn+f8e8m0fnu`)."""
+    return all(dtypes.is_narrow(d) for d in str(dtype).split("+"))
+
+
+def _width(dtype: str) -> int | None:
+    widths = [dtypes.bits(d) for d in str(dtype).split("+")]
+    return max(w for w in widths if w) if any(widths) else None
+
+
+def _check_collectives(rows: list[dict], sig: Signature, j: Judgement) -> None:
+    """Per layer x op, the dtypes the contract states (one op may move several: E4M3 activations and E5M2
+    gradients); a found dtype the contract does not state is judged against them."""
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        wanted.setdefault((str(row.get("layer", "")), str(row["op"])), []).append(str(row["dtype"]))
+    for (layer, op), wants in wanted.items():
+        have = sorted({c.dtype for c in sig.collectives if c.op == op
+                       and (attribution.layer_matches(layer, c.layer) if layer else not c.layer)})
+        where = f"{layer or '(no layer)'} {op}"
+        if not have:
+            j.notes.append(f"{where}: no such collective any more")
+            continue
+        want = " / ".join(wants)
+        widths = [w for w in (_width(x) for x in wants) if w]
+        for dt in have:
+            if dt in wants:
+                continue
+            wa = _width(dt)
+            if any(_narrow(x) for x in wants) and not _narrow(dt):
+                j.add(where, want, dt, REGRESSION, f"{where}: FP8 collective now moves {dt} instead of {want}")
+            elif _narrow(dt) and not any(_narrow(x) for x in wants):
+                j.add(where, want, dt, IMPROVEMENT, f"{where}: collective moves {dt} again")
+            elif widths and wa and (wa > max(widths) or wa < min(widths)):
+                j.add(where, want, dt, REGRESSION if wa > max(widths) else IMPROVEMENT, f"{where}: collective moves {want} -> {dt}")
+            else:
+                j.add(where, want, dt, NEUTRAL, f"{where}: collective dtype {want} -> {dt} (same width)")
+
+
+def _check_share(want: Any, sig: Signature, j: Judgement) -> None:
+    share = coverage(sig).flop_fraction
+    if not isinstance(want, (int, float)) or share is None:
+        return
+    have = round(100 * share, 1)
+    if abs(have - want) <= FLOP_SHARE_SLACK:
+        return
+    cls = REGRESSION if have < want else IMPROVEMENT
+    j.add("fp8_flops", f"{want:g} %", f"{have:g} %", cls, f"FP8/FP4 share of matmul FLOPs {want:g} % -> {have:g} %")
+
+
+def _check_cost(want: Any, have: float | None, options: Options, j: Judgement) -> None:
+    if not isinstance(want, (int, float)) or want <= 0:
+        return
+    if have is None:
+        j.notes.append("estimated cost: not priced")
+        return
+    j.cost_before, j.cost_after = float(want), float(have)
+    pct = (have - want) / want * 100
+    text = f"estimated cost {want:.1f} -> {have:.1f} µs ({pct:+.1f} %)"
+    if abs(pct) < options.cost_tolerance:
+        if round(pct, 1):
+            j.notes.append(f"{text}, within the contract's {options.cost_tolerance:g} % tolerance")
+        return
+    j.add("cost_us", round(float(want), 1), round(float(have), 1), REGRESSION if pct > 0 else IMPROVEMENT,
+          f"{text}: beyond the contract's {options.cost_tolerance:g} % tolerance")
+

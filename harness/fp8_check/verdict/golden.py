@@ -1,0 +1,288 @@
+"""Stage 5: golden expectations — load, bless atomically (compared by harness/fp8_check/verdict/comparator.py).
+
+A golden is one small YAML file per case x target x profile x mode:
+`goldens/<target>/<profile>/<mode>/<case>.yaml`. It holds one or more
+expectations, each for a JAX version range, so that a deliberate change in XLA is
+recorded once instead of breaking older versions:
+
+    case: relu_amax_f32
+    target: h100
+    profile: cublas
+    mode: deviceless
+    expect:
+    - jax: ">=0.6.1"            # optional; absent means every version
+      blessed_with: jax 0.12.0.1
+      signature: {...}
+"""
+
+from __future__ import annotations
+
+from fp8_check.core.errors import BadInput
+
+import difflib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+from fp8_check.core import names, safe_yaml
+from fp8_check.core.outputs import WriteError
+from fp8_check.verdict import contract as contract_mod
+
+
+class GoldenError(BadInput, ValueError):
+    pass
+
+
+@dataclass
+class Expectation:
+    signature: dict  # {} for a contract
+    jax: str = ""  # PEP 440 specifier set; empty: every version
+    blessed_with: str = ""
+    contract: dict | None = None  # a model's contract instead of a signature (harness/fp8_check/verdict/contract.py)
+
+    def covers(self, jax_version: str) -> bool:
+        return not self.jax or Version(jax_version) in SpecifierSet(self.jax)
+
+
+@dataclass
+class Golden:
+    case: str
+    target: str
+    profile: str
+    mode: str
+    expect: list[Expectation] = field(default_factory=list)
+    layers: list[dict] = field(default_factory=list)  # layer rules for every version (harness/fp8_check/verdict/layer_rules.py)
+    contract_options: dict | None = None  # a contract golden's options (cost_tolerance, kernels); kept by bless
+
+    @property
+    def is_contract(self) -> bool:
+        return self.contract_options is not None or any(e.contract is not None for e in self.expect)
+
+    def expected_for(self, jax_version: str) -> Expectation | None:
+        for exp in self.expect:
+            if exp.covers(jax_version):
+                return exp
+        return None
+
+    def to_yaml(self) -> str:
+        doc = {
+            "case": self.case,
+            "target": self.target,
+            "profile": self.profile,
+            "mode": self.mode,
+            **({"contract_options": self.contract_options} if self.contract_options else {}),
+            "expect": [
+                {**({"jax": e.jax} if e.jax else {}), "blessed_with": e.blessed_with,
+                 **({"contract": e.contract} if e.contract is not None else {"signature": e.signature})}
+                for e in self.expect
+            ],
+        }
+        if self.layers:
+            doc["layers"] = self.layers
+        return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for structure, flow style for short lists of scalars: `operand_dtypes: [f8e4m3fn, f8e4m3fn]`."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, items: list):
+    flow = all(not isinstance(x, (dict, list)) and " " not in str(x) for x in items)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+
+
+def path_for(root: Path, case: str, target: str, profile: str, mode: str) -> Path:
+    """`root/<target>/<profile>/<mode>/<case>.yaml`; every name is checked (names.UnsafeName): never outside `root`."""
+    names.check("case", case)
+    return names.inside(root, ("target", target), ("profile", profile), ("mode", mode)) / f"{case}.yaml"
+
+
+def load(path: Path) -> Golden | None:
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+
+    try:
+        doc = safe_yaml.load(safe_yaml.read_text(path))
+    except safe_yaml.ReadError as exc:
+        raise GoldenError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise GoldenError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("expect"), list):
+        raise GoldenError(f"{path}: field 'expect': expected a list of expectations")
+    expect = []
+    for i, item in enumerate(doc["expect"]):
+        contract = item.get("contract") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not (isinstance(item.get("signature"), dict) or contract is not None):
+            raise GoldenError(f"{path}: field 'expect[{i}].signature': expected a mapping (or a model's `contract`)")
+        unknown = sorted(set(item) - {"jax", "blessed_with", "signature", "contract"})
+        if unknown:
+            raise GoldenError(f"{path}: field 'expect[{i}].{unknown[0]}': unknown key; allowed: jax, blessed_with, "
+                              "signature, contract")
+        if contract is not None:
+            try:
+                contract_mod.validate(contract, f"expect[{i}].contract")
+            except contract_mod.ContractError as exc:
+                raise GoldenError(f"{path}: field '{exc}'") from None
+        spec = str(item.get("jax", "") or "")
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise GoldenError(f"{path}: field 'expect[{i}].jax': not a version range: {spec!r}") from None
+        expect.append(Expectation(item.get("signature") or {}, spec, str(item.get("blessed_with", "")), contract))
+    for key in ("case", "target", "profile", "mode"):
+        if key not in doc:
+            raise GoldenError(f"{path}: field '{key}': missing")
+    layers = doc.get("layers") or []
+    if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers):
+        raise GoldenError(f"{path}: field 'layers': expected a list of {{layer, pass, fp8}} rules")
+    options = doc.get("contract_options")
+    if options is not None:
+        try:
+            contract_mod.options_from(options)
+        except contract_mod.ContractError as exc:
+            raise GoldenError(f"{path}: field '{exc}'") from None
+    return Golden(doc["case"], doc["target"], doc["profile"], doc["mode"], expect, list(layers), options)
+
+
+def check_identity(g: Golden, path: Path, case: str, target: str, profile: str, mode: str) -> None:
+    """A golden's `case`/`target`/`profile`/`mode` must be the ones its path says; raise GoldenError if not."""
+    for key, want in (("case", case), ("target", target), ("profile", profile), ("mode", mode)):
+        got = getattr(g, key)
+        if got != want:
+            raise GoldenError(f"{path}: field '{key}': says {got!r}, but this file is the golden of {key} {want!r} "
+                              f"(goldens/<target>/<profile>/<mode>/<case>.yaml); fix the field or move the file")
+
+
+def golden_files(root: Path) -> list[Path]:
+    """Every golden file under `root` (`<target>/<profile>/<mode>/<case>.yaml`)."""
+    root = Path(root)
+    return sorted(p for p in root.glob("*/*/*/*.yaml") if p.is_file()) if root.is_dir() else []
+
+
+def stale(root: Path, case_ids: set[str]) -> list[Path]:
+    """Golden files whose case no longer exists among `case_ids`."""
+    return [p for p in golden_files(root) if p.stem not in case_ids]
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never half of either."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; keep the usual permissions
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:  # also a kill (SIGTERM/Ctrl-C) mid-write: no hidden .tmp file stays behind
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise WriteError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+    _remove_leftovers(path)
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Temporary files of earlier writes of `path` whose process is gone (killed with SIGKILL mid-write)."""
+    import glob
+
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+
+def remove_stale_temporaries(root: Path) -> int:
+    """At the start of a bless: every hidden temporary golden under `root` whose writer is gone (SIGKILLed
+    mid-write: `_remove_leftovers` only sweeps beside a golden written again). Returns how many went."""
+    import re
+
+    gone = 0
+    try:
+        found = list(Path(root).rglob(".*.tmp")) if root and Path(root).is_dir() else []
+    except OSError:  # an unreadable folder: the bless itself will say so
+        return 0
+    for tmp in found:
+        m = re.fullmatch(r"\..+\.(\d+)\.[^.]+\.tmp", tmp.name)
+        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+            try:
+                tmp.unlink()
+                gone += 1
+            except OSError:
+                pass
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict,
+          contract: dict | None = None) -> str:
+    """Record `signature` (or, for a model, its `contract`) as expected for `jax_version`; returns the unified
+    diff applied ('' if unchanged).
+
+    The expectation covering `jax_version` is replaced, keeping its version range;
+    when none covers it, a new one without a range is added.
+    """
+    path = path_for(root, case, target, profile, mode)
+    old = load(path)
+    if old is not None:
+        check_identity(old, path, case, target, profile, mode)
+    golden = old or Golden(case, target, profile, mode)
+    old_text = path.read_text() if path.exists() else ""
+    current = golden.expected_for(jax_version)
+    if current is None:
+        golden.expect.append(Expectation({} if contract is not None else signature, "", f"jax {jax_version}", contract))
+    else:
+        current.signature = {} if contract is not None else signature
+        current.contract = contract
+        current.blessed_with = f"jax {jax_version}"
+    new_text = golden.to_yaml()
+    if _same_expectations(old_text, new_text):
+        return ""
+    atomic_write(path, new_text)
+    return "".join(
+        difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), f"a/{path}", f"b/{path}")
+    )
+
+
+def _same_expectations(old_text: str, new_text: str) -> bool:
+    """Equal but for the blessed_with line: re-blessing an identical signature is not a change."""
+    if not old_text:
+        return False
+
+    def strip(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.lstrip("- ").startswith("blessed_with:")]
+
+    return strip(old_text) == strip(new_text)

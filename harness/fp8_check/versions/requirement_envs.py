@@ -1,0 +1,126 @@
+"""Cases that name `requirements:` compile in a cached environment that has them, for the run's own JAX version.
+
+`fp8-check run` (and `bless`, `show`) compile in fp8-check's own environment. A case that needs more (MaxText:
+`requirements: maxtext`, about 25 packages and 1.7 GB) names a requirement set (pipeline/requirement_sets.py);
+the run then builds on first use, or reuses, the per-version environment `envs.Manager` keeps for that set and
+this environment's JAX version (the same cache and layout as `matrix --with-requirements`, never the main
+`.venv`; uv runs under FP8_CHECK_UV_TIMEOUT), and compiles those cases there, on a pool of their own behind the
+same compile cache. Every other request (the canaries, the other cases) compiles on the run's own pool, as the
+ROCm targets' compiles go to their environment (harness/fp8_check/versions/other_environments.py). When this environment already
+has the set installed, it compiles them itself. A JAX outside the set's `jax` range makes those cases
+UNSUPPORTED (the runner says so); an environment that cannot be built is a broken environment (exit 3).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator
+
+from fp8_check.core.errors import BrokenEnvironmentError
+from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest
+from fp8_check.compile.pool import CompilerPool
+from fp8_check.cases.requirement_sets import outside
+from fp8_check.versions import envs, wheels
+
+
+class RequirementEnvironments:
+    """A compile service in front of the run's own pool (`main`) and one pool per requirement set."""
+
+    def __init__(self, main, pools: dict[tuple[str, ...], CompilerPool], names: dict[tuple[str, ...], str]):
+        self.main, self.mode, self.jobs = main, main.mode, main.jobs
+        self._pools, self._names = pools, names
+
+    def _for(self, r: CompileRequest):
+        return self._pools.get(r.requirements, self.main) if r.requirements else self.main
+
+    def _groups(self, requests: list[CompileRequest]) -> dict[int, tuple[object, list[CompileRequest]]]:
+        groups: dict[int, tuple[object, list[CompileRequest]]] = {}
+        for r in requests:
+            service = self._for(r)
+            groups.setdefault(id(service), (service, []))[1].append(r)
+        return groups
+
+    def prefetch(self, requests: Iterable[CompileRequest]) -> None:
+        for service, group in self._groups(list(requests)).values():
+            if hasattr(service, "prefetch"):
+                service.prefetch(group)
+
+    def imap(self, requests: Iterable[CompileRequest]) -> Iterator[Compilation]:
+        """Each request compiled in its environment; yielded in request order."""
+        requests = list(requests)
+        streams = {key: service.imap(group) for key, (service, group) in self._groups(requests).items()}  # type: ignore[attr-defined]
+        for r in requests:
+            yield next(streams[id(self._for(r))])
+
+    def cache_summary(self) -> str:
+        return "; ".join([self.main.cache_summary()] + [f"requirements {self._names[k]}: {p.compiled} compiled in "
+                                                        "their environment" for k, p in self._pools.items()])
+
+    def __getattr__(self, name: str):  # environment(), compile(), prepare(), target_config(), worker: the run's own
+        return getattr(self.main, name)
+
+    def kill(self) -> None:
+        for pool in self._pools.values():
+            pool.kill()
+        self.main.kill()
+
+    def abort(self) -> None:
+        for pool in self._pools.values():
+            pool.abort()
+        self.main.abort()
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self.main.close()
+
+    def __enter__(self) -> "RequirementEnvironments":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
+
+
+def sets_of(cases) -> dict[tuple[str, ...], tuple[str, str, int]]:
+    """requirements -> (name, jax range, how many cases) of the cases that name `requirements:`."""
+    out: dict[tuple[str, ...], tuple[str, str, int]] = {}
+    for case in cases:
+        if case.requirements:
+            wanted = case.requirements.requirements
+            name, jax, n = out.get(wanted, (case.requirements.name, case.requirements.jax, 0))
+            out[wanted] = (name, jax, n + 1)
+    return out
+
+
+def wrap(main, cases, jax_version: str, mode: str, timeout: float = DEFAULT_TIMEOUT, cache=None, platform=None,
+         log: Callable[[str], None] = print):
+    """`main`, or a service that compiles the requirement sets of `cases` in their environments for `jax_version`
+    (built now when missing: `log` says so). BrokenEnvironmentError when one cannot be built."""
+    pools: dict[tuple[str, ...], CompilerPool] = {}
+    names: dict[tuple[str, ...], str] = {}
+    try:
+        for reqs, (name, jax_range, count) in sets_of(cases).items():
+            if outside(jax_range, jax_version, name):
+                continue  # its cases are UNSUPPORTED here (the runner says why)
+            manager = envs.Manager(extras=list(reqs), kind=wheels.kind_for_mode(mode), platform=platform)
+            log(f"fp8-check: requirements {name}: the environment for jax {jax_version} ({len(reqs)} requirements, "
+                "installed on first use) ...")
+            try:
+                env = manager.ensure(jax_version)
+            except envs.InstallError as exc:
+                raise BrokenEnvironmentError(f"cannot install the requirements {name} for jax {jax_version}: {exc}") from None
+            if env.info.get("own_environment"):
+                log(f"fp8-check: requirements {name}: installed here; compiled in this environment")
+                continue
+            log(f"fp8-check: requirements {name}: " + (f"built in {env.seconds:.0f} s" if env.built else "cached")
+                + f": {env.path}")
+            pools[reqs] = CompilerPool(mode, jobs=min(main.jobs, count), python=str(env.python), timeout=timeout,
+                                       cache=cache)
+            names[reqs] = name
+    except BaseException:
+        for pool in pools.values():
+            pool.kill()
+        raise
+    return RequirementEnvironments(main, pools, names) if pools else main

@@ -1,0 +1,61 @@
+"""Extra requirements of the per-version environments: `--with REQ`, `--with-requirements FILE`, the cases'
+`requirements:` (pipeline/requirement_sets.py), and whether this process's own environment already satisfies them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fp8_check.cases.requirement_sets import check_requirement as check_requirement, read_set  # noqa: F401  (re-exported)
+
+
+def read_requirements(path: Path) -> list[str]:
+    """The requirements of a requirements file (its `jax` range aside: `read_set`)."""
+    return list(read_set(path).requirements)
+
+
+def _satisfied(requirements: list[str]) -> bool:
+    """Whether this process's environment already has every requirement (then it can serve as that version's env)."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    for text in requirements:
+        try:
+            req = Requirement(text)
+        except ValueError:
+            return False
+        if req.url:  # `flax @ URL`: what the URL holds is unknown until it is installed; any installed flax won't do
+            return False
+        try:
+            installed = md.version(req.name)
+        except md.PackageNotFoundError:
+            return False
+        if req.specifier and not req.specifier.contains(installed, prereleases=True):
+            return False
+    return True
+
+
+def add_with_options(p) -> None:
+    """`--with REQ` (repeatable) and `--with-requirements FILE`: extra packages in every per-version environment."""
+    p.add_argument("--with", dest="with_", action="append", default=[], metavar="REQUIREMENT",
+                   help="also install REQUIREMENT (PEP 508, e.g. flax or 'optax>=0.2') in every per-version environment, "
+                        "resolved by uv together with that JAX version, so each version gets a compatible flax; repeat "
+                        "for more. Environments are cached per set of requirements")
+    p.add_argument("--with-requirements", type=Path, metavar="FILE",
+                   help="a requirements file (one requirement a line, # comments) added like --with")
+
+
+def extras_from_args(args, cases=()) -> tuple[list[str], str]:
+    """The extra requirements of `--with`, `--with-requirements` and the `requirements:` of `cases`, and the
+    JAX range they state together ('' for any: `--with-requirements` and each case's set may state one)."""
+    extras = [check_requirement(r) for r in getattr(args, "with_", []) or []]
+    ranges = []
+    if getattr(args, "with_requirements", None):
+        given = read_set(args.with_requirements)
+        extras += given.requirements
+        ranges.append(given.jax)
+    for case in cases:
+        if case.requirements:
+            extras += case.requirements.requirements
+            ranges.append(case.requirements.jax)
+    return sorted(set(extras)), ",".join(sorted({r for r in ranges if r}))
