@@ -8,54 +8,17 @@ folder holds more than 15 modules.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
 from fp8_check import stages
 
-from .conftest import REPO
+# the package's import graph, read once (tests/test_architecture.py: every import, also inside functions)
+from .test_architecture import GRAPH, IMPORT_NAME as NAME, MODULES, PACKAGE  # noqa: E402
 
-PACKAGE = REPO / "harness" / "fp8_check"
-NAME = "fp8_check"
 MAX_MODULES = 15
 UNSTAGED = {NAME, f"{NAME}.stages"}  # the package marker (imports nothing at import time) and the declaration
-
-
-def _module_name(path: Path) -> str:
-    parts = [NAME, *path.relative_to(PACKAGE).with_suffix("").parts]
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-def imports_of(name: str, path: Path) -> set[str]:
-    """The package's modules that `name` imports (relative imports resolved, `from pkg import module` as the module)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{a.name}" for a in node.names] + [base]
-        else:
-            continue
-        for t in targets:
-            while t and t not in MODULES:
-                t = t.rpartition(".")[0]
-            if t and t != name and (t == NAME or t.startswith(NAME + ".")):
-                out.add(t)
-    return out
-
-
-GRAPH = {name: imports_of(name, path) for name, path in MODULES.items()}
 
 
 def stage_of(module: str) -> str | None:
