@@ -55,7 +55,7 @@ def test_the_dry_run_executes_every_step_deviceless_and_writes_the_files(tmp_pat
     # each step's files
     env_doc = json.loads((out / "environment.json").read_text())
     assert env_doc["gpu"] is False
-    assert "fp8-check-session-" in env_doc["imported_from"]  # through the script's link to harness/, not an install
+    assert env_doc["imported_from"] == str(REPO / "harness" / "fp8_check")  # the checkout's package, not an install
     tests_log = (out / "gpu-tests.log").read_text()
     assert "skipped" in tests_log and "needs an NVIDIA GPU" in tests_log and "failed" not in tests_log
     assert "h100" in (out / "capture.log").read_text()
