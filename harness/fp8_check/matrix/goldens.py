@@ -56,6 +56,7 @@ class Run:
     versions: list[str]
     signature: dict
     contract: dict | None = None
+    since: str = ""  # the range's lower bound when it reaches back over versions not blessed from (a known issue's)
 
 
 @dataclass
@@ -72,7 +73,7 @@ class RowPlan:
         """One expectation per run, newest first: `>=FIRST,<NEXT_KNOWN`, the newest known release's run open."""
         out = []
         for run in self.runs:
-            first, nxt = run.versions[0], next_release(self.known, run.versions[-1])
+            first, nxt = run.since or run.versions[0], next_release(self.known, run.versions[-1])
             spec = f">={first}" if nxt is None else f">={first},<{nxt}"
             tested = run.versions[0] if len(run.versions) == 1 else f"{run.versions[0]}..{run.versions[-1]}"
             out.append(golden.Expectation(run.signature, spec, f"jax {tested} (fp8-check matrix, "
@@ -196,8 +197,8 @@ def _plan_contract(row: Row, results: list[tuple[str, Outcome]], options: dict |
                 and contract.fp8_facts(plan.runs[-1].contract) == contract.fp8_facts(facts):
             plan.runs[-1].versions.append(v)
             plan.runs[-1].contract = facts  # the newest version's cost
-        else:
-            plan.runs.append(Run([v], {}, facts))
+        else:  # the oldest run reaches back over the known issue's versions before it (later ones: the run before)
+            plan.runs.append(Run([v], {}, facts, since="" if plan.runs or not plan.known_issue else plan.known_issue[0]))
     if not plan.runs:
         plan.skipped = "no version compiled it" if not plan.known_issue else \
             f"every version that compiled it has an active known issue ({', '.join(plan.known_issue)})"
