@@ -40,6 +40,7 @@ from fp8_check.verdict import comparator, golden
 from fp8_check.core import names
 from fp8_check.matrix.matrix_document import MatrixError, Status, load_matrix
 from fp8_check.verdict import contract, contract_judge
+from fp8_check import targets
 from fp8_check.versions import xla_commits
 from fp8_check.versions.releases import sort_versions
 
@@ -268,3 +269,45 @@ def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = N
         else:
             out(f"unchanged {name}: {ranges}")
     return changed, skipped
+
+
+# ---- what the library claims: every supported release of each target, once -----------------------------------
+
+def claimed_releases(target: str) -> list[str]:
+    """The releases a golden of `target` must describe: the shipped release table's releases (oldest first) for
+    which the target's platform has a plugin (every one for NVIDIA; AMD: the ROCm plugin's releases)."""
+    platform = targets.platform_of(target)
+    return [v for v in sort_versions(xla_commits.load()) if not platform.unsupported_reason(v)]
+
+
+def coverage_problems(root: Path) -> list[str]:
+    """One line per golden under `root` whose expectations do not describe its target's claimed releases as one
+    unbroken stretch ending at the newest release: a release covered twice (an overlap), a release between two
+    covered ones covered by none (a gap: NEW there for no reason), or the newest release uncovered. The oldest
+    covered release may be later than the target's oldest (a case needs a newer JAX); nothing is compiled."""
+    problems = []
+    for path in golden.golden_files(root):
+        try:
+            g = golden.load(path)
+        except golden.GoldenError as exc:
+            problems.append(str(exc))
+            continue
+        if g is None:
+            continue
+        claimed = claimed_releases(g.target)
+        counts = [sum(e.covers(v) for e in g.expect) for v in claimed]
+        covered = [v for v, n in zip(claimed, counts) if n]
+        twice = [v for v, n in zip(claimed, counts) if n > 1]
+        if twice:
+            problems.append(f"{path}: jax {', '.join(twice)} covered by more than one expectation")
+        if not covered:
+            problems.append(f"{path}: covers none of {g.target}'s releases {claimed[0]}..{claimed[-1]}")
+            continue
+        first = claimed.index(covered[0])
+        gaps = [v for v, n in zip(claimed[first:], counts[first:]) if not n]
+        if gaps:
+            problems.append(f"{path}: jax {', '.join(gaps)} covered by no expectation, between covered releases "
+                            f"{covered[0]}..{claimed[-1]} (NEW there)" if claimed[-1] in covered else
+                            f"{path}: jax {', '.join(gaps)} covered by no expectation (the newest, {claimed[-1]}, "
+                            "included)")
+    return problems

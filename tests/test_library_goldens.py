@@ -1,0 +1,52 @@
+"""The shipped goldens describe every release the library claims, for each target, exactly once (no compiling).
+
+`fp8-check bless --from-matrix` writes ranges that end at the last measured release (issue 44); this checks the
+result that ships: per golden, the target's claimed releases (the shipped release table, less those its platform
+has no plugin for) are covered as one unbroken stretch up to the newest, each by exactly one expectation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fp8_check.matrix import goldens as ranged
+from fp8_check.verdict import golden
+
+from .conftest import REPO
+
+
+def test_the_library_goldens_cover_every_claimed_release_once():
+    problems = ranged.coverage_problems(REPO / "goldens")
+    assert not problems, f"{len(problems)} golden(s):\n" + "\n".join(problems[:40])
+
+
+def test_claimed_releases_follow_the_platform():
+    nvidia, amd = ranged.claimed_releases("h100"), ranged.claimed_releases("mi300x")
+    assert nvidia[0] == "0.6.1" and "0.8.1" in nvidia and nvidia == ranged.claimed_releases("h100x8")
+    assert set(amd) < set(nvidia) and "0.9.0" not in amd and "0.9.1" in amd  # no ROCm plugin for 0.9.0
+
+
+def _write(root: Path, *ranges: str) -> Path:
+    g = golden.Golden("c", "h100", "cublas", "deviceless", [golden.Expectation({"kernels": 1}, r, "x") for r in ranges])
+    path = golden.path_for(root, "c", "h100", "cublas", "deviceless")
+    golden.atomic_write(path, g.to_yaml())
+    return path
+
+
+def test_the_check_finds_gaps_overlaps_and_a_stale_newest(tmp_path):
+    """Each fault once, named with the releases concerned; a clean golden passes (so the library test can fail)."""
+    newest = ranged.claimed_releases("h100")[-1]
+    cases = {
+        ("",): [],
+        (">=0.9.1",): [],  # a case that needs a newer JAX starts later: not a gap
+        (">=0.8.1", ">=0.6.1,<0.8.1"): [],
+        (">=0.8.3", ">=0.6.1,<0.8.1"): ["jax 0.8.1, 0.8.2 covered by no expectation"],
+        (">=0.8.0", ">=0.6.1,<0.8.1"): ["jax 0.8.0 covered by more than one expectation"],
+        (">=0.6.1,<0.12.0",): [f"covered by no expectation (the newest, {newest}, included)"],
+        ("<0.6",): ["covers none of h100's releases"],
+    }
+    for ranges, want in cases.items():
+        root = tmp_path / str(abs(hash(ranges)))
+        _write(root, *ranges)
+        got = ranged.coverage_problems(root)
+        assert len(got) == len(want) and all(w in g for w, g in zip(want, got)), (ranges, got)
