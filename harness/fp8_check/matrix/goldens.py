@@ -153,8 +153,11 @@ def plan_row(row: Row, results: list[tuple[str, Outcome]], root: Path | None = N
         is_contract, options = _contract_row(root, row, results)
         if is_contract:
             return _plan_contract(row, results, options, known)
+    # a known issue that expects a compile failure there (XFAIL, no signature): the golden is never read on that
+    # version, so the runs reach over it; a known issue about the signature makes the golden hand-written
+    known = [k for k in known if k not in {v for v, o in results if o.known_issue and o.signature is None}]
     plan = RowPlan(row, known=known)
-    issue = next(((v, o.known_issue) for v, o in results if o.known_issue), None)
+    issue = next(((v, o.known_issue) for v, o in results if o.known_issue and o.signature is not None), None)
     if issue:
         v, ki = issue
         plan.skipped = (f"known issue {ki.get('url') or ki.get('summary')!r} is active on jax {v}: its golden states the "

@@ -31,7 +31,8 @@ from fp8_check.compile.render import case_options  # noqa: F401  (re-exported fo
 from fp8_check.cases.cases import Case
 from fp8_check.compile.compile import Compilation, CompileRequest, CompileService, FailureKind
 from fp8_check.signature.filecheck import run_filecheck
-from fp8_check.targets import PROFILES, Profile, Target
+from fp8_check.targets import PROFILES, Profile, Target, platform_of
+from fp8_check.verdict import device_validity
 from fp8_check.verdict.verdict import NEUTRAL, Verdict, classify, classify_extra
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
@@ -163,6 +164,9 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.diffs = []
         return out
     out.diffs += layer_diffs
+    # a gemm the platform's library has no kernel for: compiles here, fails on the device (device_validity.py)
+    device_diffs = device_validity.diffs(sig, platform_of(out.target))
+    out.diffs += device_diffs
     if fc_problem:
         out.diffs.append(comparator.FieldDiff("filecheck", "patterns match", fc_problem))
     matches = not out.diffs
@@ -181,7 +185,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.verdict = classify(exp.signature, sig)
         if fc_problem:
             out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
-        for d in layer_diffs:
+        for d in layer_diffs + device_diffs:
             out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
     if source.fallback:
         out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
