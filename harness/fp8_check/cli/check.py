@@ -203,10 +203,8 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                 # a gemm the platform's library has no kernel for (the golden's judge already added it)
                 unrunnable = [d for d in device_validity.diffs(report.signature, platform_of(t)) if d not in res.diffs]
                 res.diffs += unrunnable
-                if unrunnable and res.verdict is None:
-                    res.verdict = Verdict(NEUTRAL)
                 for d in unrunnable:
-                    res.verdict = classify_extra(res.verdict, d.path, d.expected, d.found)
+                    res.verdict = classify_extra(res.verdict or Verdict(NEUTRAL), d.path, d.expected, d.found)
                 if res.diffs:
                     res.code = FAIL
                 out.append((res, report))

@@ -121,6 +121,20 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
     return compiler, env
 
 
+def environment_note(targets, env: dict) -> str:
+    """Why a deviceless run compiles in another JAX release than this environment's ('' when it does not): the
+    targets' platform has no plugin here, so the cached environment of its newest release with one compiles."""
+    platform = env_platform(targets)
+    if platform is None or platform.installed():
+        return ""
+    from fp8_check.core import about
+
+    own = about.installed("jax")
+    return (f"{platform.vendor} targets compile in the cached environment of jax {env.get('jax')}, the newest release "
+            f"with a {platform.plugin_label} ({platform.install(str(env.get('jax')))}): this environment's jax {own} "
+            f"has no {platform.plugin_label}")
+
+
 def env_platform(targets) -> platforms.Platform | None:
     """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (envs.other_platform)."""
     try:

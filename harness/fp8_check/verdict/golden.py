@@ -167,6 +167,12 @@ def golden_files(root: Path) -> list[Path]:
     return sorted(p for p in root.glob("*/*/*/*.yaml") if p.is_file()) if root.is_dir() else []
 
 
+def golden_files_of(root: Path, target: str, profile: str) -> list[Path]:
+    """The golden files of one target and profile (every mode)."""
+    base = Path(root) / target / profile
+    return sorted(p for p in base.glob("*/*.yaml") if p.is_file()) if base.is_dir() else []
+
+
 def stale(root: Path, case_ids: set[str]) -> list[Path]:
     """Golden files whose case no longer exists among `case_ids`."""
     return [p for p in golden_files(root) if p.stem not in case_ids]
