@@ -104,3 +104,43 @@ def test_the_library_cases_are_known_issues_on_cublas(run_cli, tmp_path, case):
     assert [d["path"] for d in res["diffs"]] == ["gemms[0].device"]
     assert res["verdict"]["lines"][0]["why"] == "compiles deviceless; cuBLASLt has no kernel for it: fails on the device"
 
+
+
+def _issue_for(outcome, target: str = "h100") -> str:
+    from fp8_check.report import issue as report_issue
+    from fp8_check.run import results
+
+    res = results.Results({"jax": "0.12.0.1", "mode": "deviceless", "targets": [target], "profiles": ["cublas"]},
+                          [outcome])
+    [md] = report_issue.markdown_for([res], outcome.case, profile="cublas")
+    return md
+
+
+def test_the_issue_body_says_xla_should_not_rewrite_what_the_library_cannot_run():
+    from fp8_check.verdict.outcome import FAIL, Outcome
+
+    sig = _golden_signature("dtype_e4m3_e4m3_e5m2_out")
+    out = Outcome("dtype_e4m3_e4m3_e5m2_out", "h100", "cublas", "deviceless", "0.12.0.1", FAIL, signature=sig)
+    out.diffs = device_validity.diffs(sig, NVIDIA)
+    out.verdict = classify_extra(Verdict("neutral"), out.diffs[0].path, out.diffs[0].expected, out.diffs[0].found)
+    md = _issue_for(out)
+    assert "with a type combination the gemm library has no kernel for" in md
+    assert "XLA should not rewrite what the library cannot run" in md
+    assert "does not rewrite the FP8 matmul" not in md
+
+
+def test_the_issue_body_of_a_collective_only_change_does_not_blame_the_gemm():
+    from fp8_check.verdict import verdict
+    from fp8_check.verdict.comparator import FieldDiff
+    from fp8_check.verdict.outcome import FAIL, Outcome
+
+    g = golden.load(golden.path_for(REPO / "goldens", "shard_collective_matmul", "h100x8", "cublas", "deviceless"))
+    expected = g.expect[0].signature
+    found = {**expected, "collectives": [dict(expected["collectives"][0], dtype="bf16")] + expected["collectives"][1:]}
+    out = Outcome("shard_collective_matmul", "h100x8", "cublas", "deviceless", "0.12.0.1", FAIL,
+                  signature=Signature.from_dict(found))
+    out.diffs = [FieldDiff("collectives[0].dtype", expected["collectives"][0]["dtype"], "bf16")]
+    out.verdict = verdict.classify(expected, found)
+    md = _issue_for(out, "h100x8")
+    assert "the gemms are what the golden expects" in md and "what changed is the collectives" in md
+    assert "does not rewrite the FP8 matmul" not in md and "no longer rewrites" not in md
