@@ -221,3 +221,17 @@ def test_a_known_compile_failure_on_one_release_neither_stops_nor_splits_the_row
     ranged.bless_from_matrix([m], root, out=lambda s: None)
     g = golden.load(golden.path_for(root, "plain", "h100", "triton", "deviceless"))
     assert [e.jax for e in g.expect] == [">=0.6.1"]
+
+
+def test_a_release_the_targets_platform_has_no_plugin_for_bounds_no_range(tmp_path):
+    """AMD: no ROCm plugin for 0.12.0.1, so a run ending at 0.12.0 (the newest AMD release) stays open-ended."""
+    from fp8_check.matrix.goldens import claimed_releases
+
+    sig = recorded("0.12.0.1", "plain")
+    amd = claimed_releases("mi300x")
+    per = {v: [dict(result("plain", v, sig, "NEW"), target="mi300x")] for v in amd}
+    m = write_matrix(tmp_path / "m.json", per, unsupported=())
+    root = tmp_path / "goldens"
+    ranged.bless_from_matrix([m], root, out=lambda s: None)
+    g = golden.load(golden.path_for(root, "plain", "mi300x", "triton", "deviceless"))
+    assert amd[-1] == "0.12.0" and [e.jax for e in g.expect] == [f">={amd[0]}"]

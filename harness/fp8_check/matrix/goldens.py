@@ -40,7 +40,7 @@ from fp8_check.verdict import comparator, golden
 from fp8_check.core import names
 from fp8_check.matrix.matrix_document import MatrixError, Status, load_matrix
 from fp8_check.verdict import contract, contract_judge
-from fp8_check import targets
+from fp8_check.targets import platform_of
 from fp8_check.versions import xla_commits
 from fp8_check.versions.releases import sort_versions
 
@@ -252,7 +252,8 @@ def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = N
             continue
         if (targets and target not in targets) or (profiles and profile not in profiles):
             continue
-        plan = plan_row(row, rows[row], root, known)
+        platform = platform_of(target)  # a release its platform has no plugin for bounds no range
+        plan = plan_row(row, rows[row], root, [v for v in known if not platform.unsupported_reason(v)])
         name = f"{target}/{profile} {case}"
         if plan.skipped:
             if "no version compiled" not in plan.skipped or plan.no_signature:
@@ -279,7 +280,7 @@ def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = N
 def claimed_releases(target: str) -> list[str]:
     """The releases a golden of `target` must describe: the shipped release table's releases (oldest first) for
     which the target's platform has a plugin (every one for NVIDIA; AMD: the ROCm plugin's releases)."""
-    platform = targets.platform_of(target)
+    platform = platform_of(target)
     return [v for v in sort_versions(xla_commits.load()) if not platform.unsupported_reason(v)]
 
 
