@@ -55,18 +55,18 @@ def test_the_check_finds_gaps_overlaps_and_a_stale_newest(tmp_path):
 def test_a_profile_a_target_ships_no_goldens_for_is_skipped_with_one_line(tmp_path):
     """With the default profiles, a target whose goldens have a folder for one profile but none for another skips
     that one (one line each); a target with no goldens at all runs everything (a new project starts NEW)."""
-    from fp8_check.run import runner
+    from fp8_check.run import selection
     from fp8_check.targets import load_target
 
     root = tmp_path / "goldens"
     _write(root, ">=0.6.1")  # h100/cublas only
     h100, h200 = load_target("h100"), load_target("h200")
-    skip = runner.unshipped_profiles(root, [h100, h200], ["cublas", "triton"])
+    skip = selection.unshipped_profiles(root, [h100, h200], ["cublas", "triton"])
     assert list(skip) == [("h100", "triton")]
     assert skip[("h100", "triton")] == (f"h100/triton skipped: {root}/h100/ has goldens for cublas only, none for "
                                         "triton (--profile triton runs it)")
-    assert runner.unshipped_profiles(root, [h200], ["cublas", "triton"]) == {}
+    assert selection.unshipped_profiles(root, [h200], ["cublas", "triton"]) == {}
     # the shipped library: every target ships cublas goldens; those without triton goldens skip it
-    shipped = runner.unshipped_profiles(REPO / "goldens", [load_target(t) for t in ("h100", "h200", "a100")],
+    shipped = selection.unshipped_profiles(REPO / "goldens", [load_target(t) for t in ("h100", "h200", "a100")],
                                         ["cublas", "triton"])
     assert ("h100", "triton") not in shipped and ("h200", "triton") in shipped and ("h200", "cublas") not in shipped

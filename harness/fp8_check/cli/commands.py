@@ -129,7 +129,7 @@ def cmd_run(args) -> int:
         for t in sel.targets:
             for note in t.notes:
                 print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
-        skip = runner.unshipped_profiles(sel.goldens, sel.targets, sel.profiles) if not args.profile else {}
+        skip = selection.unshipped_profiles(sel.goldens, sel.targets, sel.profiles) if not args.profile else {}
         for line in skip.values():
             print(f"fp8-check: {line}", flush=True)
         outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,

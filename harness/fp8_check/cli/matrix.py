@@ -336,7 +336,7 @@ def cmd_matrix(args) -> int:
                 raise ValueError("--jobs and -j/--workers must be at least 1")
             workers = max(1, (args.workers or pool_mod.default_jobs()) // args.jobs)
             cache = None if args.no_cache else CompileCache()
-            skip = runner.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
+            skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
             for line in skip.values():
                 print(f"fp8-check matrix: {line}", flush=True)
             m = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,

@@ -245,7 +245,7 @@ def fail_on_type(allowed: tuple[str, ...]):
 def plan(cases: list[Case], targets: list[Target], profiles: list[str],
          skip: frozenset[tuple[str, str]] = frozenset()) -> Iterator[tuple[Case, Target, Profile]]:
     """Every (case, target, profile) to run: a case runs on the targets and profiles it lists; `skip`: (target,
-    profile) pairs left out (`unshipped_profiles`)."""
+    profile) pairs left out (`selection.unshipped_profiles`)."""
     for target in targets:
         for profile in profiles:
             if (target.name, profile) in skip:
@@ -256,23 +256,6 @@ def plan(cases: list[Case], targets: list[Target], profiles: list[str],
                 if profile not in case.profiles:
                     continue
                 yield case, target, PROFILES[profile]
-
-
-def unshipped_profiles(goldens_root: Path, targets: list[Target], profiles: list[str]) -> dict[tuple[str, str], str]:
-    """(target, profile) pairs a run with the default profiles leaves out, each with its one line: the goldens
-    have a profile folder for the target, but none for this profile (the library ships no triton goldens for
-    h200, say). A target with no goldens at all is never skipped: a new project starts with every row NEW."""
-    out: dict[tuple[str, str], str] = {}
-    root = Path(goldens_root)
-    for t in targets:
-        have = sorted(p for p in profiles if golden.golden_files_of(root, t.name, p))
-        if not have:
-            continue
-        for p in profiles:
-            if p not in have and PROFILES[p].deviceless:
-                out[(t.name, p)] = (f"{t.name}/{p} skipped: {root}/{t.name}/ has goldens for {', '.join(have)} only, "
-                                    f"none for {p} (--profile {p} runs it)")
-    return out
 
 
 Job = tuple[Case, Target, Profile, "str | None", "CompileRequest | None"]

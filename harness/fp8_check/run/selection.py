@@ -16,6 +16,7 @@ from fp8_check.compile import pool
 from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
 from fp8_check.compile.pool import CompilerPool
 from fp8_check.targets import PROFILES, Profile, Target, load_target, resolve_mode
+from fp8_check.verdict import golden
 
 from fp8_check.core.errors import EXIT_ENV as EXIT_ENV, EXIT_FAIL as EXIT_FAIL, EXIT_OK as EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
 from fp8_check.targets import gpu_present
@@ -229,6 +230,23 @@ def from_args(args) -> Selection:
         mode=m,
         goldens=Path(getattr(args, "goldens", None) or "goldens"),
     )
+
+
+def unshipped_profiles(goldens_root: Path, targets: list[Target], profiles: list[str]) -> dict[tuple[str, str], str]:
+    """(target, profile) pairs a run with the default profiles leaves out, each with its one line: the goldens
+    have a profile folder for the target, but none for this profile (the library ships no triton goldens for
+    h200, say). A target with no goldens at all is never skipped: a new project starts with every row NEW."""
+    out: dict[tuple[str, str], str] = {}
+    root = Path(goldens_root)
+    for t in targets:
+        have = sorted(p for p in profiles if golden.golden_files_of(root, t.name, p))
+        if not have:
+            continue
+        for p in profiles:
+            if p not in have and PROFILES[p].deviceless:
+                out[(t.name, p)] = (f"{t.name}/{p} skipped: {root}/{t.name}/ has goldens for {', '.join(have)} only, "
+                                    f"none for {p} (--profile {p} runs it)")
+    return out
 
 
 def add_options(p, paths: bool = True) -> None:
