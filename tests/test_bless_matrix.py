@@ -235,3 +235,17 @@ def test_a_release_the_targets_platform_has_no_plugin_for_bounds_no_range(tmp_pa
     ranged.bless_from_matrix([m], root, out=lambda s: None)
     g = golden.load(golden.path_for(root, "plain", "mi300x", "triton", "deviceless"))
     assert amd[-1] == "0.12.0" and [e.jax for e in g.expect] == [f">={amd[0]}"]
+
+
+def test_blessing_one_release_into_a_hole_claims_that_release_only(tmp_path):
+    """`fp8-check bless` on a release no expectation covers (a hole a matrix left NEW): `==V`, never a range over
+    releases it was not measured on, and no release covered twice."""
+    root = tmp_path / "goldens"
+    old, renamed = recorded("0.8.0", "plain"), recorded("0.12.0.1", "plain")
+    path = golden.path_for(root, "plain", "h100", "triton", "deviceless")
+    golden.atomic_write(path, golden.Golden("plain", "h100", "triton", "deviceless", [
+        golden.Expectation(renamed, ">=0.8.3", "x"), golden.Expectation(old, ">=0.6.1,<0.8.1", "y")]).to_yaml())
+    golden.bless(root, "plain", "h100", "triton", "deviceless", "0.8.1", renamed)
+    g = golden.load(path)
+    assert [e.jax for e in g.expect] == [">=0.8.3", ">=0.6.1,<0.8.1", "==0.8.1"]
+    assert g.expected_for("0.8.2") is None and g.expected_for("0.8.1").signature == renamed
