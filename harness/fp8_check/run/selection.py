@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp8_check import platforms
+from fp8_check.core import about
 from fp8_check.versions import requirement_envs
 from fp8_check.cases import cases as case_mod
 from fp8_check.compile import pool
@@ -128,8 +129,6 @@ def environment_note(targets, env: dict) -> str:
     platform = env_platform(targets)
     if platform is None or platform.installed():
         return ""
-    from fp8_check.core import about
-
     own = about.installed("jax")
     return (f"{platform.vendor} targets compile in the cached environment of jax {env.get('jax')}, the newest release "
             f"with a {platform.plugin_label} ({platform.install(str(env.get('jax')))}): this environment's jax {own} "
