@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp8_check.verdict.outcome import FAIL, NEW, PASS, UNRESOLVED, Outcome
-from fp8_check.verdict import golden
+from fp8_check.verdict import device_validity, golden
+from fp8_check.verdict.verdict import NEUTRAL, Verdict, classify_extra
 from fp8_check.signature.constants import baked_in
 
 from fp8_check.core.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
@@ -199,6 +200,11 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                         elif judged.diffs:
                             res.diffs += judged.diffs
                             res.verdict, res.expected = judged.verdict, judged.expected
+                # a gemm the platform's library has no kernel for (the golden's judge already added it)
+                unrunnable = [d for d in device_validity.diffs(report.signature, platform_of(t)) if d not in res.diffs]
+                res.diffs += unrunnable
+                for d in unrunnable:
+                    res.verdict = classify_extra(res.verdict or Verdict(NEUTRAL), d.path, d.expected, d.found)
                 if res.diffs:
                     res.code = FAIL
                 out.append((res, report))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.run import selection, target_check
 from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
 from fp8_check.verdict import contract_judge, golden
@@ -73,7 +74,12 @@ def _say(line: str) -> None:
 
 
 def _header(env: dict, sel: selection.Selection) -> str:
-    return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, CUDA plugin {env.get('cuda_plugin')}), "
+    """The run's first line: the JAX that compiles and its plugin for the targets' platform; when that is another
+    environment than this one (a ROCm plugin for AMD targets), which release and why."""
+    platform = (selection.env_platform(sel.targets) if sel.mode == "deviceless" else None) or platforms.DEFAULT
+    note = selection.environment_note(sel.targets, env) if sel.mode == "deviceless" else ""
+    return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, {platform.plugin_label} "
+            f"{env.get(platform.report_key + '_plugin')}{'; ' + note if note else ''}), "
             f"mode {sel.mode}, targets {', '.join(t.name for t in sel.targets)}, profiles {', '.join(sel.profiles)}, "
             f"{len(sel.cases)} cases")
 
@@ -123,9 +129,12 @@ def cmd_run(args) -> int:
         for t in sel.targets:
             for note in t.notes:
                 print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
+        skip = selection.unshipped_profiles(sel.goldens, sel.targets, sel.profiles) if not args.profile else {}
+        for line in skip.values():
+            print(f"fp8-check: {line}", flush=True)
         outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
                               on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
-                              numerics=numerics_check, canary=True)
+                              numerics=numerics_check, canary=True, skip=frozenset(skip))
     terminal.print_summary(outcomes)
     print(f"{compiler.cache_summary()}; {compiler.jobs} worker(s)")
     res = results_mod.Results(

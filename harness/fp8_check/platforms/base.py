@@ -20,6 +20,32 @@ class Engine:
     fp8_label: str = ""  # its name when its operands are narrow (`cuDNN block-scaled`); '' = not FP8-capable
 
 
+@dataclass(frozen=True)
+class GemmTypeTable:
+    """The FP8 type combinations a gemm library has kernels for: what a deviceless compile cannot see.
+
+    A compile for a target without its GPU never asks the library, so XLA may emit an FP8 library call with a
+    combination the library rejects on the device (E4M3 x E4M3 -> E5M2 on cuBLASLt: "Unexpected operand types").
+    Types are HLO element types (`f8e4m3fn`, `bf16`); `combinations` are (a, b, c, d) rows, `bias` the
+    (c, bias) pairs the library accepts. Plain data: the verdict's device-validity rule reads it.
+    """
+
+    library: str  # how people name it: `cuBLASLt`, `hipBLASLt`
+    call_prefix: str  # the custom-call target of the FP8 gemms it runs
+    combinations: tuple[tuple[str, str, str, str], ...]  # (a, b, c, d)
+    bias: tuple[tuple[str, str], ...] = ()  # (c, bias); () when the source states none
+    source: str = ""  # where the table comes from (docs/device_validity.md quotes it)
+
+    def outputs(self, a: str, b: str) -> tuple[str, ...]:
+        """The output (d) types the library has a kernel for with operands `a` x `b`; () when none."""
+        return tuple(dict.fromkeys(d for ra, rb, _c, d in self.combinations if (ra, rb) == (a, b)))
+
+    def biases(self, a: str, b: str, d: str) -> tuple[str, ...]:
+        """The bias types accepted with `a` x `b` -> `d` (through the c types of those rows); () when unknown."""
+        cs = {c for ra, rb, c, rd in self.combinations if (ra, rb, rd) == (a, b, d)}
+        return tuple(dict.fromkeys(bias for c, bias in self.bias if c in cs))
+
+
 def version_tuple(text: str) -> tuple[int, int, int]:
     parts = []
     for piece in str(text).split("."):
@@ -52,6 +78,8 @@ class Platform:
     # The JAX release `run`/`check`/the API compile with when the main environment lacks this platform's
     # plugin (None: the main environment always has it).
     default_release: str | None = None
+    # The FP8 type table of the library behind its FP8 gemm call (None: not stated).
+    fp8_gemm_types: GemmTypeTable | None = None
 
     def install(self, jax_version: str) -> str:
         """`pip install` arguments that give JAX `jax_version` with this platform's plugin."""

@@ -23,6 +23,8 @@ from fp8_check.report.terminal import gemm_summary
 from fp8_check.targets import platform_of as _platform
 from fp8_check.upstream import issue as upstream_issue
 from fp8_check.verdict.contract_judge import is_contract
+from fp8_check.verdict import device_validity
+from fp8_check.verdict.collective_rules import is_collective_path
 from fp8_check.signature.coverage import layers_text
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
@@ -223,6 +225,15 @@ def summary(it: Item, model: Model) -> str:
         if o.verdict.cost is not None:  # harness/fp8_check/cost/cost.py: a roofline estimate, not a measurement
             lead += f"Cost: {o.verdict.cost.text()} (roofline estimate from the compiled HLO, not a measurement" \
                 + (f"; {o.verdict.cost.note}" if o.verdict.cost.note else "") + "). "
+    if o.diffs and all(device_validity.is_device_field(d.path) for d in o.diffs):
+        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA rewrites it into `{gemm}` with a "
+                       f"type combination the gemm library has no kernel for: {changed}. It compiles without the GPU "
+                       "and fails on the device. XLA should not rewrite what the library cannot run (keep the "
+                       "requantization outside the library call, or emit a combination the library's FP8 table has).")
+    if o.diffs and all(is_collective_path(d.path) for d in o.diffs):
+        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, the gemms are what the golden "
+                       f"expects (`{gemm}`); what changed is the collectives around them: {changed}. The optimized "
+                       f"HLO now has {found}.")
     what = upstream_issue.what_changed(o.diffs, gemm) if older else None  # issue 12: class-aware
     if what:
         return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits `{gemm}`, but compared "

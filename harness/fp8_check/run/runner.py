@@ -31,7 +31,8 @@ from fp8_check.compile.render import case_options  # noqa: F401  (re-exported fo
 from fp8_check.cases.cases import Case
 from fp8_check.compile.compile import Compilation, CompileRequest, CompileService, FailureKind
 from fp8_check.signature.filecheck import run_filecheck
-from fp8_check.targets import PROFILES, Profile, Target
+from fp8_check.targets import PROFILES, Profile, Target, platform_of
+from fp8_check.verdict import device_validity
 from fp8_check.verdict.verdict import NEUTRAL, Verdict, classify, classify_extra
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
@@ -163,6 +164,9 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.diffs = []
         return out
     out.diffs += layer_diffs
+    # a gemm the platform's library has no kernel for: compiles here, fails on the device (device_validity.py)
+    device_diffs = device_validity.diffs(sig, platform_of(out.target))
+    out.diffs += device_diffs
     if fc_problem:
         out.diffs.append(comparator.FieldDiff("filecheck", "patterns match", fc_problem))
     matches = not out.diffs
@@ -181,7 +185,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.verdict = classify(exp.signature, sig)
         if fc_problem:
             out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
-        for d in layer_diffs:
+        for d in layer_diffs + device_diffs:
             out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
     if source.fallback:
         out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
@@ -238,10 +242,14 @@ def fail_on_type(allowed: tuple[str, ...]):
     return parse
 
 
-def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Iterator[tuple[Case, Target, Profile]]:
-    """Every (case, target, profile) to run: a case runs on the targets and profiles it lists."""
+def plan(cases: list[Case], targets: list[Target], profiles: list[str],
+         skip: frozenset[tuple[str, str]] = frozenset()) -> Iterator[tuple[Case, Target, Profile]]:
+    """Every (case, target, profile) to run: a case runs on the targets and profiles it lists; `skip`: (target,
+    profile) pairs left out (`selection.unshipped_profiles`)."""
     for target in targets:
         for profile in profiles:
+            if (target.name, profile) in skip:
+                continue
             for case in cases:
                 if case.targets and target.name not in case.targets:
                     continue
@@ -273,10 +281,10 @@ def request_for(case: Case, target: Target, profile: Profile, numerics: "Numeric
 
 
 def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,
-          numerics: "NumericsCheck | None") -> list[Job]:
+          numerics: "NumericsCheck | None", skip: frozenset[tuple[str, str]] = frozenset()) -> list[Job]:
     """Every planned (case, target, profile) with why it does not compile (UNSUPPORTED) or its compile request."""
     jobs: list[Job] = []
-    for case, target, profile in plan(cases, targets, profiles):
+    for case, target, profile in plan(cases, targets, profiles, skip):
         reason = unsupported_reason(profile, mode, jax_version, target)
         if reason is None and case.requirements:  # its requirements do not install with this JAX
             reason = case.requirements.unsupported(jax_version)
@@ -309,6 +317,7 @@ def run(
     on_outcome: Callable[[Outcome], None] | None = None,
     numerics: "NumericsCheck | None" = None,
     canary: bool = False,
+    skip: frozenset[tuple[str, str]] = frozenset(),
 ) -> list[Outcome]:
     """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
     several at once) and outcomes are reported and returned in plan order.
@@ -318,7 +327,7 @@ def run(
     env = compiler.environment()
     jax_version = env["jax"]
     canary = canary and canary_applies(mode, jax_version)
-    jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics)
+    jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics, skip)
     requests = []
     for case, _t, _p, _r, request in jobs:
         if request is not None:  # a case with `price_at` is compiled a second time, at those shapes, right behind

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp8_check import platforms
+from fp8_check.core import about
 from fp8_check.versions import requirement_envs
 from fp8_check.cases import cases as case_mod
 from fp8_check.compile import pool
 from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
 from fp8_check.compile.pool import CompilerPool
 from fp8_check.targets import PROFILES, Profile, Target, load_target, resolve_mode
+from fp8_check.verdict import golden
 
 from fp8_check.core.errors import EXIT_ENV as EXIT_ENV, EXIT_FAIL as EXIT_FAIL, EXIT_OK as EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
 from fp8_check.targets import gpu_present
@@ -121,6 +123,18 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
     return compiler, env
 
 
+def environment_note(targets, env: dict) -> str:
+    """Why a deviceless run compiles in another JAX release than this environment's ('' when it does not): the
+    targets' platform has no plugin here, so the cached environment of its newest release with one compiles."""
+    platform = env_platform(targets)
+    if platform is None or platform.installed():
+        return ""
+    own = about.installed("jax")
+    return (f"{platform.vendor} targets compile in the cached environment of jax {env.get('jax')}, the newest release "
+            f"with a {platform.plugin_label} ({platform.install(str(env.get('jax')))}): this environment's jax {own} "
+            f"has no {platform.plugin_label}")
+
+
 def env_platform(targets) -> platforms.Platform | None:
     """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (envs.other_platform)."""
     try:
@@ -215,6 +229,23 @@ def from_args(args) -> Selection:
         mode=m,
         goldens=Path(getattr(args, "goldens", None) or "goldens"),
     )
+
+
+def unshipped_profiles(goldens_root: Path, targets: list[Target], profiles: list[str]) -> dict[tuple[str, str], str]:
+    """(target, profile) pairs a run with the default profiles leaves out, each with its one line: the goldens
+    have a profile folder for the target, but none for this profile (the library ships no triton goldens for
+    h200, say). A target with no goldens at all is never skipped: a new project starts with every row NEW."""
+    out: dict[tuple[str, str], str] = {}
+    root = Path(goldens_root)
+    for t in targets:
+        have = sorted(p for p in profiles if golden.golden_files_of(root, t.name, p))
+        if not have:
+            continue
+        for p in profiles:
+            if p not in have and PROFILES[p].deviceless:
+                out[(t.name, p)] = (f"{t.name}/{p} skipped: {root}/{t.name}/ has goldens for {', '.join(have)} only, "
+                                    f"none for {p} (--profile {p} runs it)")
+    return out
 
 
 def add_options(p, paths: bool = True) -> None:

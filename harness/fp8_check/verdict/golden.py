@@ -167,6 +167,12 @@ def golden_files(root: Path) -> list[Path]:
     return sorted(p for p in root.glob("*/*/*/*.yaml") if p.is_file()) if root.is_dir() else []
 
 
+def golden_files_of(root: Path, target: str, profile: str) -> list[Path]:
+    """The golden files of one target and profile (every mode)."""
+    base = Path(root) / target / profile
+    return sorted(p for p in base.glob("*/*.yaml") if p.is_file()) if base.is_dir() else []
+
+
 def stale(root: Path, case_ids: set[str]) -> list[Path]:
     """Golden files whose case no longer exists among `case_ids`."""
     return [p for p in golden_files(root) if p.stem not in case_ids]
@@ -252,8 +258,9 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     """Record `signature` (or, for a model, its `contract`) as expected for `jax_version`; returns the unified
     diff applied ('' if unchanged).
 
-    The expectation covering `jax_version` is replaced, keeping its version range;
-    when none covers it, a new one without a range is added.
+    The expectation covering `jax_version` is replaced, keeping its version range; when none covers it, a new one
+    is added: without a range in a new golden, for `==jax_version` only where other expectations exist (a release
+    between ranged ones: it claims no release it was not measured on, and none twice).
     """
     path = path_for(root, case, target, profile, mode)
     old = load(path)
@@ -263,7 +270,8 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     old_text = path.read_text() if path.exists() else ""
     current = golden.expected_for(jax_version)
     if current is None:
-        golden.expect.append(Expectation({} if contract is not None else signature, "", f"jax {jax_version}", contract))
+        spec = f"=={jax_version}" if golden.expect else ""
+        golden.expect.append(Expectation({} if contract is not None else signature, spec, f"jax {jax_version}", contract))
     else:
         current.signature = {} if contract is not None else signature
         current.contract = contract
