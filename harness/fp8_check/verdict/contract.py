@@ -32,6 +32,7 @@ Pure: a Signature and an Estimate in, diffs and notes out.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,6 +233,25 @@ def check(c: dict, sig: Signature, cost_us: float | None, options: Options = Opt
     return j
 
 
+_FP8_OP = re.compile(r"(?i)^[A-Za-z_]*fp8[A-Za-z_]*?(_\d+)?$")
+
+
+def fp8_op_stripped(layer: str) -> str:
+    """A layer path without its FP8 op's own component (`block1/down/Fp8DotGeneralOp_0` -> `block1/down`): the
+    layer a plain matmul has when the FP8 op was taken out of it."""
+    parts = layer.split("/")
+    return "/".join(p for p in parts if not _FP8_OP.match(p)) if len(parts) > 1 else layer
+
+
+def _same_layer(row_layer: str, row_pass: str, g: Gemm) -> bool:
+    """`g` runs at the stated row's layer once both have their FP8 op's component stripped."""
+    if not row_layer or not g.layer:
+        return False
+    stripped = fp8_op_stripped(row_layer)
+    return (stripped != row_layer or fp8_op_stripped(g.layer) != g.layer) and \
+        attribution.layer_matches(stripped, fp8_op_stripped(g.layer)) and attribution.pass_matches(row_pass, g.pass_)
+
+
 def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     extras: dict[tuple[str, str], dict] = {}
@@ -247,9 +267,13 @@ def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
     for g in sig.gemms:
         at = next((k for k in groups if _matches(k[0], k[1], g)), None)
         (found[at] if at else unstated).append(g)
+    for key in [k for k, v in found.items() if not v]:  # a layer that lost its FP8 op: paired by the layer itself
+        paired = [g for g in unstated if _same_layer(key[0], key[1], g)]
+        found[key] = paired
+        unstated = [g for g in unstated if g not in paired]
     for (layer, pass_), want in groups.items():
-        where = _where(layer, pass_)
         have = found[(layer, pass_)]
+        where = _where(layer if not have or all(_matches(layer, pass_, g) for g in have) else fp8_op_stripped(layer), pass_)
         if not have:
             j.notes.append(f"{where}: no matmul of its own (merged into another layer's gemm, or gone; "
                            "the FP8 FLOP share says whether FP8 work was lost)")
