@@ -31,7 +31,7 @@ FIX = {
     "OCP": ("use the OCP types: flax `fp8_ops.Fp8DotGeneralOp` (not `NANOOFp8DotGeneralOp`); "
             "qwix qtypes `float8_e4m3fn`/`float8_e5m2`; JAX `jnp.float8_e4m3fn`/`jnp.float8_e5m2`"),
 }
-_TYPE = re.compile(r"\b(f8e\d+m\d+(?:fnuz|fnu|fn)?)\b", re.IGNORECASE)
+_TYPE = re.compile(r"(f8e\d+m\d+(?:fnuz|fnu|fn)?)(?![a-z0-9])", re.IGNORECASE)  # `tensor<4xf8E4M3FN>`: no word boundary before it
 
 
 @dataclass(frozen=True)
