@@ -252,7 +252,10 @@ def _same_layer(row_layer: str, row_pass: str, g: Gemm) -> bool:
         attribution.layer_matches(stripped, fp8_op_stripped(g.layer)) and attribution.pass_matches(row_pass, g.pass_)
 
 
-def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
+def _pair(rows: list[dict], sig: Signature) -> tuple[dict, dict, dict, list[Gemm]]:
+    """The contract's matmul rows grouped by (layer, pass), each with the gemms found there: matched by the stated
+    layer, or else by the layer with its FP8 op's component stripped (a layer that lost its FP8 op); and the gemms
+    no row states. One pairing for the judge and the report."""
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     extras: dict[tuple[str, str], dict] = {}
     for row in rows:
@@ -271,6 +274,28 @@ def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
         paired = [g for g in unstated if _same_layer(key[0], key[1], g)]
         found[key] = paired
         unstated = [g for g in unstated if g not in paired]
+    return groups, extras, found, unstated
+
+
+def matmul_rows(c: dict, sig: Signature) -> list[tuple[str, str, str]]:
+    """(layer pass, expected, found) per stated layer x pass, then per unstated matmul, paired as the judge pairs
+    them: what the report shows for a contract golden."""
+    groups, _, found, unstated = _pair(c.get("matmuls") or [], sig)
+    out = []
+    for (layer, pass_), want in groups.items():
+        have = found[(layer, pass_)]
+        where = _where(layer if not have or all(_matches(layer, pass_, g) for g in have) else fp8_op_stripped(layer), pass_)
+        expected = "; ".join(f"{engine_text(e, o)} {o}" for e, o in want)
+        got = "; ".join(f"{engine_text(e, o)} {o}" for e, o in dict.fromkeys((engine(g), operands(g)) for g in have))
+        out.append((where, expected, got or "(no matmul of its own)"))
+    for g in unstated:
+        out.append((_where(g.layer or "", g.pass_ or attribution.FORWARD), "(not stated)",
+                    f"{engine_text(engine(g), operands(g))} {operands(g)}"))
+    return out
+
+
+def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
+    groups, extras, found, unstated = _pair(rows, sig)
     for (layer, pass_), want in groups.items():
         have = found[(layer, pass_)]
         where = _where(layer if not have or all(_matches(layer, pass_, g) for g in have) else fp8_op_stripped(layer), pass_)
