@@ -24,6 +24,7 @@ from fp8_check.targets import load_target
 from fp8_check.verdict import contract
 from fp8_check.verdict.fp8_answer import FIX, Fp8Answer, program_fp8_types, reason
 from tests.conftest import REPO
+from tests.test_report import Watched, browser  # noqa: F401  (the browser fixture: the real headless Chromium)
 
 EXAMPLE = REPO / "docs" / "examples" / "fp8first"
 
@@ -129,3 +130,35 @@ def test_no_fp8_on_a100_and_the_family_and_fix_on_mi300x(tmp_path, monkeypatch):
     across = lines[lines.index("FP8 across targets:"):]
     assert len([line for line in across if "no FP8:" in line]) == 2, across
     json.loads((work / "c.json").read_text())
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_report_of_a_passing_model_shows_its_layers_and_no_absent_wall(tmp_path, run_cli, monkeypatch, browser):
+    """The HTML report of the blessed model (PASS), opened in the real headless Chromium: the expected-vs-found
+    table is the contract's layer x pass rows (nothing `(absent)`), the grid cell carries the FP8 answer, and the
+    file is named after the results JSON."""
+    work = _example(tmp_path, monkeypatch)
+    code, out, err = run_cli("bless", "cases", "--goldens", "goldens", "--profile", "cublas", cwd=work)
+    assert code == 0, out + err
+    code, out, err = run_cli("run", "cases", "--goldens", "goldens", "--profile", "cublas", "--json", "model.json", cwd=work)
+    assert code == 0 and "PASS" in out and "FP8 17/20" in out, out + err
+    page = work / "model.html"
+    assert page.is_file() and not (work / "report.html").exists()
+    assert "(absent)" not in page.read_text() and "Open a new openxla/xla issue" not in out
+    w = Watched(browser, page.as_uri())
+    try:
+        cell = w.page.locator("#grid td.cell a").first
+        assert "FP8 17/20" in cell.inner_text()  # the cell carries the FP8 answer, not the kernel count
+        cell.click()
+        w.page.wait_for_selector("#sig-table")
+        heading = w.page.locator("#detail h2").bounding_box()
+        bar = w.page.locator("#filters").bounding_box()
+        assert heading is not None and bar is not None and heading["y"] >= bar["y"] + bar["height"] - 1  # not under the bar
+        table = w.page.locator("#sig-table").inner_text()
+        assert "(absent)" not in table
+        assert "Model/block1/down/Fp8DotGeneralOp_0 forward" in table and "cuBLASLt FP8 f8e4m3fn x f8e4m3fn" in table
+        assert "FP8 share of matmul FLOPs" in table
+        w.clean()
+    finally:
+        w.close()

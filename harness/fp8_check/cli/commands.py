@@ -29,11 +29,17 @@ from fp8_check.cost import cost
 from fp8_check.report import page  # page.write_report: a test replaces it to make the report fail
 
 
+def html_for(json_path: Path) -> Path:
+    """The HTML report of a results file: named after it (`amd.json` -> `amd.html`), so that runs writing different
+    results files do not overwrite each other's report; the default `results.json` keeps `report.html`."""
+    return json_path.parent / ("report.html" if json_path.name == "results.json" else json_path.with_suffix(".html").name)
+
+
 def register(sub) -> dict:
     p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
     selection.add_options(p)
     p.add_argument("--json", type=Path, default=Path("reports/results.json"), help="results JSON (default: reports/results.json)")
-    p.add_argument("--html", type=Path, help="HTML report (default: report.html next to the results JSON)")
+    p.add_argument("--html", type=Path, help="HTML report (default: next to the results JSON, named after it: results.json -> report.html, amd.json -> amd.html)")
     p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
     selection.add_timeout(p)
     pool.add_options(p)
@@ -105,7 +111,7 @@ def cmd_run(args) -> int:
 
         numerics_check = numerics_module
     outputs.check_file(args.json, "--json")  # fail before compiling, not after
-    outputs.check_file(args.html or args.json.parent / "report.html", "--html")
+    outputs.check_file(args.html or html_for(args.json), "--html")
     compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
@@ -134,7 +140,7 @@ def cmd_run(args) -> int:
          "target_versions": {t.name: target_check.environment_entry(t, env["jax"]) for t in sel.targets}},
         outcomes, target_specs={t.name: t.config_text for t in sel.targets})
     res.path = str(args.json)
-    html = args.html or args.json.parent / "report.html"
+    html = args.html or html_for(args.json)
 
     def write_html(path: Path) -> None:
         page.write_report([res], path)
