@@ -38,6 +38,8 @@ def test_fp8_types_are_read_from_stablehlo_and_hlo_spellings():
 def test_the_headline_is_fp8_gemms_over_matmuls_with_the_flop_share():
     assert Fp8Answer(21, 18, 0.889).headline == "FP8 18/21 (89 %)"
     assert Fp8Answer(15, 0, 0.0).headline == "FP8 0/15"
+    assert Fp8Answer(20, 17, 0.996).headline == "FP8 17/20 (99.6 %)"  # not a rounded 100 % with 3 wide matmuls
+    assert Fp8Answer(20, 1, 0.002).headline == "FP8 1/20 (0.2 %)"
     assert Fp8Answer(0, 0, None).headline == ""
 
 

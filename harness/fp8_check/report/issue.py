@@ -23,7 +23,7 @@ from fp8_check.report.terminal import gemm_summary
 from fp8_check.targets import platform_of as _platform
 from fp8_check.upstream import issue as upstream_issue
 from fp8_check.verdict.contract_judge import is_contract
-from fp8_check.signature.coverage import layers_text
+from fp8_check.signature.coverage import attributed, layers_text
 from fp8_check.verdict.fp8_answer import answer
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
@@ -159,7 +159,7 @@ def _same_failure(o) -> object:
 def issue_title(it: Item, model: Model) -> str:
     """One line, whatever the case's description or a results file holds (line breaks, tabs: one space); a result
     with matmuls ends with its FP8 answer (`, now FP8 14/20 (73 %)`)."""
-    fp8 = answer(it.outcome).headline
+    fp8 = answer(it.outcome).headline if attributed(it.outcome.signature) else ""  # a model's, not a pattern's
     return " ".join(_title(it, model).split()) + (f" (now {fp8})" if fp8 else "")
 
 

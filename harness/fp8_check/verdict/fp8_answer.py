@@ -48,8 +48,11 @@ class Fp8Answer:
         """`FP8 18/21 (89 %)`; `FP8 0/15` when none; '' without a matmul."""
         if not self.matmuls:
             return ""
-        share = f" ({100 * self.share:.0f} %)" if self.share is not None and self.fp8 else ""
-        return f"FP8 {self.fp8}/{self.matmuls}{share}"
+        if self.share is None or not self.fp8:
+            return f"FP8 {self.fp8}/{self.matmuls}"
+        pct = 100 * self.share
+        text = f"{pct:.1f}" if (round(pct) == 100 and self.share < 1) or round(pct) == 0 else f"{pct:.0f}"
+        return f"FP8 {self.fp8}/{self.matmuls} ({text} %)"  # 99.6 % stays 99.6, never a rounded 100
 
     @property
     def warns(self) -> bool:
