@@ -32,6 +32,7 @@ EXAMPLE = REPO / "docs" / "examples" / "fp8first"
 def test_fp8_types_are_read_from_stablehlo_and_hlo_spellings():
     text = "tensor<128x512xf8E4M3FN> tensor<2xf8E5M2FNUZ> f8e4m3fn[3]{0} %f8d258a6e27f tensor<4xf8E8M0FNU>"
     assert program_fp8_types(text) == ("f8e4m3fn", "f8e5m2fnuz")  # E8M0 is a scale type, a hash is no type
+    assert program_fp8_types("tensor<32xf4E2M1FN>") == ("f4e2m1fn",)
     assert program_fp8_types("tensor<4xbf16>", None) == ()
 
 
@@ -41,6 +42,13 @@ def test_the_headline_is_fp8_gemms_over_matmuls_with_the_flop_share():
     assert Fp8Answer(20, 17, 0.996).headline == "FP8 17/20 (99.6 %)"  # not a rounded 100 % with 3 wide matmuls
     assert Fp8Answer(20, 1, 0.002).headline == "FP8 1/20 (0.2 %)"
     assert Fp8Answer(0, 0, None).headline == ""
+
+
+def test_a_golden_without_fp8_makes_it_by_design_not_a_warning():
+    a = Fp8Answer(1, 0, 0.0, ("f4e2m1fn", "f8e4m3fn"), "XLA rewrote no matmul", by_design=True)
+    assert not a.warns and a.line() == ("no FP8 here, by design: the golden states no FP8 gemm for this target "
+                                        "(the program computes in f4e2m1fn, f8e4m3fn)")
+    assert Fp8Answer(1, 0, 0.0, ("f8e4m3fn",), "XLA rewrote no matmul").warns
 
 
 def _wide(layer: str) -> Gemm:

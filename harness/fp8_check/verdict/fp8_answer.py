@@ -13,6 +13,7 @@ Pure: an Outcome in, an `Fp8Answer` out.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ FIX = {
     "OCP": ("use the OCP types: flax `fp8_ops.Fp8DotGeneralOp` (not `NANOOFp8DotGeneralOp`); "
             "qwix qtypes `float8_e4m3fn`/`float8_e5m2`; JAX `jnp.float8_e4m3fn`/`jnp.float8_e5m2`"),
 }
-_TYPE = re.compile(r"(f8e\d+m\d+(?:fnuz|fnu|fn)?)(?![a-z0-9])", re.IGNORECASE)  # `tensor<4xf8E4M3FN>`: no word boundary before it
+_TYPE = re.compile(r"(f[48]e\d+m\d+(?:fnuz|fnu|fn)?)(?![a-z0-9])", re.IGNORECASE)  # `tensor<4xf8E4M3FN>`: no word boundary before it
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,10 @@ class Fp8Answer:
         """The result's own line about a missing FP8 answer ('' when FP8 runs or was never asked for)."""
         if not self.no_fp8:
             return ""
-        return ("no FP8 here, by design (the golden states no FP8 gemm): " if self.by_design else "no FP8: ") + self.no_fp8
+        if self.by_design:
+            return (f"no FP8 here, by design: the golden states no FP8 gemm for this target (the program computes in "
+                    f"{', '.join(self.program_fp8)})")
+        return "no FP8: " + self.no_fp8
 
     def to_dict(self) -> dict:
         return {"headline": self.headline, "matmuls": self.matmuls, "fp8": self.fp8,
@@ -71,9 +75,10 @@ class Fp8Answer:
 
 
 def program_fp8_types(*texts: str | None) -> tuple[str, ...]:
-    """The FP8 types a program's text computes with (StableHLO `f8E4M3FN`, HLO `f8e4m3fn`), in HLO spelling."""
+    """The FP8 (and FP4) types a program's text computes with (StableHLO `f8E4M3FN`, HLO `f8e4m3fn`), in HLO
+    spelling; E8M0 scales are no data type."""
     found = {m.lower() for t in texts if t for m in _TYPE.findall(t)}
-    return tuple(sorted(t for t in found if t in dtypes.FP8_TYPES))
+    return tuple(sorted(t for t in found if t in dtypes.FP8_TYPES | dtypes.FP4_TYPES))
 
 
 def _family(types: tuple[str, ...]) -> str:
@@ -117,6 +122,7 @@ def _golden_says_no_fp8(expected: dict | None) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=64)
 def _target(name: str) -> targets.Target | None:
     try:
         return targets.load_target(name)
