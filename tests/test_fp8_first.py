@@ -9,8 +9,11 @@ layer made plain as a user would (its `PLAIN` list), judged with no hand-written
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -22,6 +25,7 @@ from fp8_check.run import results
 from fp8_check.signature.signature import Gemm, Signature
 from fp8_check.targets import load_target
 from fp8_check.verdict import contract
+from fp8_check.verdict.layer_rules import check as check_rules, from_dicts
 from fp8_check.verdict.fp8_answer import FIX, Fp8Answer, program_fp8_types, reason
 from tests.conftest import REPO
 from tests.test_report import Watched, browser  # noqa: F401  (the browser fixture: the real headless Chromium)
@@ -84,6 +88,16 @@ def test_a_layer_that_lost_its_fp8_op_is_paired_with_its_plain_matmul():
     assert any("Model/block0/down forward: a matmul the contract does not state" in n for n in other.notes)
 
 
+def test_bless_writes_a_rule_per_layer_seen_in_fp8_covering_the_layer_without_its_fp8_op():
+    fp8 = Gemm(target="__cublas$lt$matmul$f8", operand_dtypes=["f8e4m3fn", "f8e4m3fn"], output="bf16",
+               layer="Model/block1/down/Fp8DotGeneralOp_0", pass_="forward")
+    sig = Signature(2, [], [fp8, _wide("Model/head")], [])
+    assert contract.fp8_layer_rules(sig) == [{"layer": "Model/block1/down/*", "fp8": True}]
+    plain = Signature(2, [], [_wide("Model/block1/down"), _wide("Model/head")], [])
+    [diff] = check_rules(from_dicts(contract.fp8_layer_rules(sig)), plain)  # the rule still sees the plain layer
+    assert "Model/block1/down" in str(diff.found)
+
+
 def _example(tmp_path, monkeypatch):
     work = tmp_path / "fp8first"
     shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns("__pycache__"))
@@ -96,9 +110,11 @@ def test_a_layer_made_plain_is_named_in_the_terminal_job_summary_and_issue_title
     work = _example(tmp_path, monkeypatch)
     code, out, err = run_cli("bless", "cases", "--goldens", "goldens", "--profile", "cublas", cwd=work)
     assert code == 0, out + err
+    assert "layer rules written for h100/cublas fp8first_train" in out and "  Model/block1/down/*: FP8" in out, out
+    assert "Model/head" not in out.split("layer rules written", 1)[1].split("\n---", 1)[0]  # plain by design: no rule
     model = work / "model.py"
     model.write_text(model.read_text().replace('PLAIN: tuple[str, ...] = ()', 'PLAIN: tuple[str, ...] = ("block1/down",)'))
-    monkeypatch.delitem(__import__("sys").modules, "model", raising=False)
+    monkeypatch.delitem(sys.modules, "model", raising=False)
     code, out, err = run_cli("run", "cases", "--goldens", "goldens", "--profile", "cublas", "--json", "r.json", cwd=work)
     assert code == 1, out + err
     [head] = [line for line in out.splitlines() if line.startswith("FAIL")]
@@ -120,14 +136,11 @@ def test_a_layer_made_plain_is_named_in_the_terminal_job_summary_and_issue_title
 @pytest.mark.slow
 def test_no_fp8_on_a100_and_the_family_and_fix_on_mi300x(tmp_path, monkeypatch):
     """`check --target h100,a100,mi300x` of the model: the FP8 answer per target, side by side, with the reason."""
-    import subprocess
-    import sys
-
     work = _example(tmp_path, monkeypatch)
     proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", "check", "model:train_step", "--args",
                            "model:train_args", "--target", "h100,a100,mi300x", "--json", "c.json"],
                           cwd=work, capture_output=True, text=True, timeout=1200,
-                          env={**__import__("os").environ, "PYTHONPATH": str(work)})
+                          env={**os.environ, "PYTHONPATH": str(work)})
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     lines = out.splitlines()

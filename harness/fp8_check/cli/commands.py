@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fp8_check.run import selection, target_check
 from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
-from fp8_check.verdict import contract_judge, golden
+from fp8_check.verdict import contract, contract_judge, golden
 from fp8_check.core import outputs
 from fp8_check.compile import pool, render
 from fp8_check.run import runner
@@ -215,8 +215,14 @@ def cmd_bless(args) -> int:
         try:
             is_contract, options = contract_judge.wants_contract(sel.goldens, out)  # a model: docs/contracts.md
             facts = contract_judge.facts_of(out, options) if is_contract else None
+            rules = contract.fp8_layer_rules(out.signature) if is_contract else None
             diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
-                                facts)
+                                facts, rules)
+            if rules and diff and "\n+layers:" in diff:
+                print(f"layer rules written for {where} (every layer seen in FP8 must stay FP8; edit them in the "
+                      f"golden's `layers:`):")
+                for r in rules:
+                    print(f"  {r['layer']}" + (f" @{r['pass']}" if "pass" in r else "") + ": FP8")
             hint = ranged.one_version_hint(out, Path("reports/matrix.json"))
             if hint and hint not in hints:
                 hints.append(hint)

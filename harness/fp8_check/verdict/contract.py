@@ -162,6 +162,29 @@ def facts(sig: Signature, cost_us: float | None, options: Options = Options()) -
     return out
 
 
+def fp8_layer_rules(sig: Signature) -> list[dict]:
+    """The layer rules `bless` writes next to a contract: every layer seen in FP8 must stay FP8 (all its passes,
+    or each pass that ran in FP8). The glob covers the layer with its FP8 op's component stripped
+    (`Model/block1/down/*` matches `Model/block1/down/Fp8DotGeneralOp_0` and a plain `Model/block1/down`)."""
+    passes: dict[str, dict[str, bool]] = {}
+    for g in sig.gemms:
+        if g.layer:
+            at = passes.setdefault(g.layer, {})
+            at[g.pass_ or attribution.FORWARD] = at.get(g.pass_ or attribution.FORWARD, True) and is_low(engine(g))
+    rules: list[dict] = []
+    for layer, by_pass in sorted(passes.items()):
+        stripped = fp8_op_stripped(layer)
+        glob = glob_escape(stripped) + "/*" if stripped != layer else glob_escape(layer)
+        fp8 = [p for p, low in by_pass.items() if low]
+        if fp8 and len(fp8) == len(by_pass):
+            rule = {"layer": glob, "fp8": True}
+            if rule not in rules:
+                rules.append(rule)
+        else:
+            rules += [r for r in ({"layer": glob, "pass": p, "fp8": True} for p in sorted(fp8)) if r not in rules]
+    return rules
+
+
 def fp8_facts(c: dict) -> dict:
     """What must be equal for two versions to share one contract: everything but the cost."""
     return {k: v for k, v in c.items() if k != "cost_us"}
