@@ -157,7 +157,8 @@ def test_no_fp8_on_a100_and_the_family_and_fix_on_mi300x(tmp_path, monkeypatch):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_the_report_of_a_passing_model_shows_its_layers_and_no_absent_wall(tmp_path, run_cli, monkeypatch, browser):
+def test_the_report_of_a_passing_model_shows_its_layers_and_no_absent_wall(tmp_path, run_cli, monkeypatch,
+                                                                           browser):  # noqa: F811 (the fixture)
     """The HTML report of the blessed model (PASS), opened in the real headless Chromium: the expected-vs-found
     table is the contract's layer x pass rows (nothing `(absent)`), the grid cell carries the FP8 answer, and the
     file is named after the results JSON."""
