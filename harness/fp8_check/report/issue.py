@@ -169,6 +169,9 @@ def _title(it: Item, model: Model) -> str:
     if _not_a_bug(it) and v is not None:
         return (f"[fp8-check] {it.case} on {it.target}/{it.profile}: the golden is out of date on jax {it.jax} "
                 f"({v.cls}: {v.summary(limit=1)}) — not an upstream bug")
+    if it.code is FAIL and v is not None and is_contract(it.outcome) and it.baseline is None:
+        lost = v.regressions[0].why if v.regressions else v.summary(limit=1)  # the model against its own golden
+        return f"[fp8-check] {it.case} on {it.target}/{it.profile} regressed against its golden on jax {it.jax}: {lost}"
     if it.code is FAIL and v is not None:
         lost = v.regressions[0].why if v.regressions else v.summary(limit=1)
         return f"[XLA:GPU] FP8 {pattern} regressed {_since_text(regressed_since(it, model))}: {lost}"
