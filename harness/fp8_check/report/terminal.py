@@ -52,7 +52,9 @@ def price_hint(out: Outcome) -> str:
     """What a lost-FP8 regression priced as a saving says instead of the saving."""
     assert out.verdict is not None and out.verdict.cost is not None
     return (f"cost: at the case shapes the wider gemm is estimated faster ({out.verdict.cost.short()}), which FP8 pays "
-            "back only at production sizes; give the case `price_at` (docs/cost.md) to price it there")
+            "back only at production sizes; give the case `price_at` to price it there (a python case: "
+            "`price_at: {args: module:factory}` returning production-size arguments; a pattern: `price_at: {m, n, k}`; "
+            "docs/cost.md)")
 
 
 def estimate_line(est) -> str:
