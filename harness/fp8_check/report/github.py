@@ -32,6 +32,7 @@ from fp8_check.run import results
 from fp8_check.report.issue import first_bad_items, issue_markdown
 from fp8_check.report.model import build_model
 from fp8_check.cases import cases
+from fp8_check.verdict.fp8_answer import answer
 
 SUMMARY_LIMIT = 900_000  # GitHub takes at most 1 MiB of summary per step
 
@@ -42,12 +43,17 @@ def issue_groups(m: Matrix) -> list[Group]:
 
 
 def one_line(f: Finding) -> str:
-    """The finding's one-line verdict: a FAIL's classified summary, else the first line of its reason."""
+    """The finding's one-line verdict, led by its FP8 answer: a FAIL's classified summary, else the first line of
+    its reason; a program that quantizes to FP8 and runs no FP8 gemm says so and why."""
     o = f.outcome
+    fp8 = answer(o)
+    head = f"{fp8.headline}: " if fp8.headline else ""
     if o.verdict is not None and o.verdict.lines:
-        return f"{o.verdict.cls}: {o.verdict.summary(limit=1)}"
+        return f"{head}{o.verdict.cls}: {o.verdict.summary(limit=1)}"
+    if fp8.line():
+        return f"{head}{fp8.line()}"[:400]
     lines = (o.reason or o.code.meaning or "").strip().splitlines()
-    return lines[0][:200] if lines else ""
+    return (head + lines[0][:200]) if lines else head.rstrip(": ")
 
 
 def _row(f: Finding) -> tuple:
@@ -90,7 +96,7 @@ def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
     rows = sorted(m.rows(), key=lambda r: (r not in news_rows,))  # rows with news first, else in run order
     out = ["### Grid", "", "<details" + (" open" if news_rows else "") + "><summary>case × JAX version "
-           f"({len(rows)} rows; ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
+           f"({len(rows)} rows; FP8 gemms/matmuls (FP8 share of matmul FLOPs); ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
            "previous version)</summary>", "",
            "| case | target/profile | " + " | ".join(_md(e.jax) for e in m.versions) + " |",
            "|---|---|" + "---|" * len(m.versions)]
@@ -103,7 +109,9 @@ def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
             elif o is None:
                 cells.append("")
             else:
-                cells.append(o.code.symbol + (str(o.signature.kernels) if o.signature else "")
+                fp8 = answer(o)
+                cells.append(o.code.symbol + (" " + fp8.headline if fp8.headline else "")
+                             + (" ⚠ no FP8" if fp8.warns else "")
                              + CHANGE_MARKS.get(changed.get(row + (e.jax,), ""), ""))
         out.append(f"| {_md(row[0])} | {_md(row[1])}/{_md(row[2])} | " + " | ".join(cells) + " |")
     return out + ["", "</details>", ""]

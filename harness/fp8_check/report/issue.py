@@ -25,7 +25,8 @@ from fp8_check.upstream import issue as upstream_issue
 from fp8_check.verdict.contract_judge import is_contract
 from fp8_check.verdict import device_validity
 from fp8_check.verdict.collective_rules import is_collective_path
-from fp8_check.signature.coverage import layers_text
+from fp8_check.signature.coverage import attributed, layers_text
+from fp8_check.verdict.fp8_answer import answer
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -158,8 +159,10 @@ def _same_failure(o) -> object:
 
 
 def issue_title(it: Item, model: Model) -> str:
-    """One line, whatever the case's description or a results file holds (line breaks, tabs: one space)."""
-    return " ".join(_title(it, model).split())
+    """One line, whatever the case's description or a results file holds (line breaks, tabs: one space); a result
+    with matmuls ends with its FP8 answer (`, now FP8 14/20 (73 %)`)."""
+    fp8 = answer(it.outcome).headline if attributed(it.outcome.signature) else ""  # a model's, not a pattern's
+    return " ".join(_title(it, model).split()) + (f" (now {fp8})" if fp8 else "")
 
 
 def _title(it: Item, model: Model) -> str:
@@ -168,6 +171,9 @@ def _title(it: Item, model: Model) -> str:
     if _not_a_bug(it) and v is not None:
         return (f"[fp8-check] {it.case} on {it.target}/{it.profile}: the golden is out of date on jax {it.jax} "
                 f"({v.cls}: {v.summary(limit=1)}) — not an upstream bug")
+    if it.code is FAIL and v is not None and is_contract(it.outcome) and it.baseline is None:
+        lost = v.regressions[0].why if v.regressions else v.summary(limit=1)  # the model against its own golden
+        return f"[fp8-check] {it.case} on {it.target}/{it.profile} regressed against its golden on jax {it.jax}: {lost}"
     if it.code is FAIL and v is not None:
         lost = v.regressions[0].why if v.regressions else v.summary(limit=1)
         return f"[XLA:GPU] FP8 {pattern} regressed {_since_text(regressed_since(it, model))}: {lost}"

@@ -32,6 +32,7 @@ Pure: a Signature and an Estimate in, diffs and notes out.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,6 +162,29 @@ def facts(sig: Signature, cost_us: float | None, options: Options = Options()) -
     return out
 
 
+def fp8_layer_rules(sig: Signature) -> list[dict]:
+    """The layer rules `bless` writes next to a contract: every layer seen in FP8 must stay FP8 (all its passes,
+    or each pass that ran in FP8). The glob covers the layer with its FP8 op's component stripped
+    (`Model/block1/down/*` matches `Model/block1/down/Fp8DotGeneralOp_0` and a plain `Model/block1/down`)."""
+    passes: dict[str, dict[str, bool]] = {}
+    for g in sig.gemms:
+        if g.layer:
+            at = passes.setdefault(g.layer, {})
+            at[g.pass_ or attribution.FORWARD] = at.get(g.pass_ or attribution.FORWARD, True) and is_low(engine(g))
+    rules: list[dict] = []
+    for layer, by_pass in sorted(passes.items()):
+        stripped = fp8_op_stripped(layer)
+        glob = glob_escape(stripped) + "/*" if stripped != layer else glob_escape(layer)
+        fp8 = [p for p, low in by_pass.items() if low]
+        if fp8 and len(fp8) == len(by_pass):
+            rule = {"layer": glob, "fp8": True}
+            if rule not in rules:
+                rules.append(rule)
+        else:
+            rules += [r for r in ({"layer": glob, "pass": p, "fp8": True} for p in sorted(fp8)) if r not in rules]
+    return rules
+
+
 def fp8_facts(c: dict) -> dict:
     """What must be equal for two versions to share one contract: everything but the cost."""
     return {k: v for k, v in c.items() if k != "cost_us"}
@@ -232,7 +256,29 @@ def check(c: dict, sig: Signature, cost_us: float | None, options: Options = Opt
     return j
 
 
-def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
+_FP8_OP = re.compile(r"(?i)^[A-Za-z_]*fp8[A-Za-z_]*?(_\d+)?$")
+
+
+def fp8_op_stripped(layer: str) -> str:
+    """A layer path without its FP8 op's own component (`block1/down/Fp8DotGeneralOp_0` -> `block1/down`): the
+    layer a plain matmul has when the FP8 op was taken out of it."""
+    parts = layer.split("/")
+    return "/".join(p for p in parts if not _FP8_OP.match(p)) if len(parts) > 1 else layer
+
+
+def _same_layer(row_layer: str, row_pass: str, g: Gemm) -> bool:
+    """`g` runs at the stated row's layer once both have their FP8 op's component stripped."""
+    if not row_layer or not g.layer:
+        return False
+    stripped = fp8_op_stripped(row_layer)
+    return (stripped != row_layer or fp8_op_stripped(g.layer) != g.layer) and \
+        attribution.layer_matches(stripped, fp8_op_stripped(g.layer)) and attribution.pass_matches(row_pass, g.pass_)
+
+
+def _pair(rows: list[dict], sig: Signature) -> tuple[dict, dict, dict, list[Gemm]]:
+    """The contract's matmul rows grouped by (layer, pass), each with the gemms found there: matched by the stated
+    layer, or else by the layer with its FP8 op's component stripped (a layer that lost its FP8 op); and the gemms
+    no row states. One pairing for the judge and the report."""
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     extras: dict[tuple[str, str], dict] = {}
     for row in rows:
@@ -247,9 +293,35 @@ def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
     for g in sig.gemms:
         at = next((k for k in groups if _matches(k[0], k[1], g)), None)
         (found[at] if at else unstated).append(g)
+    for key in [k for k, v in found.items() if not v]:  # a layer that lost its FP8 op: paired by the layer itself
+        paired = [g for g in unstated if _same_layer(key[0], key[1], g)]
+        found[key] = paired
+        unstated = [g for g in unstated if g not in paired]
+    return groups, extras, found, unstated
+
+
+def matmul_rows(c: dict, sig: Signature) -> list[tuple[str, str, str]]:
+    """(layer pass, expected, found) per stated layer x pass, then per unstated matmul, paired as the judge pairs
+    them: what the report shows for a contract golden."""
+    groups, _, found, unstated = _pair(c.get("matmuls") or [], sig)
+    out = []
     for (layer, pass_), want in groups.items():
-        where = _where(layer, pass_)
         have = found[(layer, pass_)]
+        where = _where(layer if not have or all(_matches(layer, pass_, g) for g in have) else fp8_op_stripped(layer), pass_)
+        expected = "; ".join(f"{engine_text(e, o)} {o}" for e, o in want)
+        got = "; ".join(f"{engine_text(e, o)} {o}" for e, o in dict.fromkeys((engine(g), operands(g)) for g in have))
+        out.append((where, expected, got or "(no matmul of its own)"))
+    for g in unstated:
+        out.append((_where(g.layer or "", g.pass_ or attribution.FORWARD), "(not stated)",
+                    f"{engine_text(engine(g), operands(g))} {operands(g)}"))
+    return out
+
+
+def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
+    groups, extras, found, unstated = _pair(rows, sig)
+    for (layer, pass_), want in groups.items():
+        have = found[(layer, pass_)]
+        where = _where(layer if not have or all(_matches(layer, pass_, g) for g in have) else fp8_op_stripped(layer), pass_)
         if not have:
             j.notes.append(f"{where}: no matmul of its own (merged into another layer's gemm, or gone; "
                            "the FP8 FLOP share says whether FP8 work was lost)")

@@ -254,13 +254,15 @@ def _umask() -> int:
 
 
 def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict,
-          contract: dict | None = None) -> str:
+          contract: dict | None = None, layers: list[dict] | None = None) -> str:
     """Record `signature` (or, for a model, its `contract`) as expected for `jax_version`; returns the unified
     diff applied ('' if unchanged).
 
     The expectation covering `jax_version` is replaced, keeping its version range; when none covers it, a new one
     is added: without a range in a new golden, for `==jax_version` only where other expectations exist (a release
-    between ranged ones: it claims no release it was not measured on, and none twice).
+    between ranged ones: it claims no release it was not measured on, and none twice). `layers`: the layer rules
+    a golden without rules gets (a model's: every layer seen in FP8 stays FP8); rules already there are the user's
+    and stay.
     """
     path = path_for(root, case, target, profile, mode)
     old = load(path)
@@ -276,6 +278,8 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
         current.signature = {} if contract is not None else signature
         current.contract = contract
         current.blessed_with = f"jax {jax_version}"
+    if layers and not golden.layers:
+        golden.layers = list(layers)
     new_text = golden.to_yaml()
     if _same_expectations(old_text, new_text):
         return ""
