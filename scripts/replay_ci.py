@@ -192,7 +192,7 @@ def substitute(value, ctx: dict):
     if not isinstance(value, str):
         return value
     whole = re.fullmatch(r"\s*\$\{\{(.*?)\}\}\s*", value, re.S)
-    if whole:
+    if whole and value.count("${{") == 1:
         return evaluate(whole.group(1), ctx)
     return re.sub(r"\$\{\{(.*?)\}\}", lambda m: _string(evaluate(m.group(1), ctx)), value, flags=re.S)
 
