@@ -103,7 +103,7 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
     for e in m.versions:
         if e.status in (Status.INSTALL_FAILED, Status.BROKEN):
             console.print(f"jax {e.jax}: {e.status}: {e.error}", style="red", markup=False, soft_wrap=True)
-    unrun = [n for n in not_run(m) if n.what == "UNSUPPORTED"]  # install-failed and broken: their whole error above
+    unrun = [n for n in not_run(m) if not n.version_failed]  # install-failed and broken: their whole error above
     if unrun:
         console.print(f"\nDid not run ({len(unrun)} reason{'s' if len(unrun) != 1 else ''}):", markup=False)
         for n in unrun:

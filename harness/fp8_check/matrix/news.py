@@ -126,10 +126,16 @@ class NotRun:
     cases: tuple[str, ...]  # () for whole versions
     rows: tuple[str, ...]  # target/profile
     versions: tuple[str, ...]
-    what: str  # UNSUPPORTED, install-failed, broken
+    what: str  # for people: UNSUPPORTED, install-failed, broken
     reason: str  # its first line
     hint: str = ""
     only_newest: bool = False
+    status: Status | None = None  # a whole version's status (install-failed, broken, unsupported); None for results
+
+    @property
+    def version_failed(self) -> bool:
+        """A version that could not be installed or is broken (an error, not a skip)."""
+        return self.status in (Status.INSTALL_FAILED, Status.BROKEN)
 
     def line(self, limit: int = 5) -> str:
         """One line for the terminal, the job summary and an annotation."""
@@ -159,12 +165,13 @@ def not_run(m: Matrix) -> list[NotRun]:
     """Every reason something did not run: versions that could not be installed or are broken, versions where
     deviceless compilation is impossible (one line), then the UNSUPPORTED results of versions that ran, grouped by
     reason (cases that ran on the newest version only first, then reasons that name a missing module)."""
-    out = [NotRun((), (), (e.jax,), str(e.status), _first_line(e.error, "no error text"))
+    out = [NotRun((), (), (e.jax,), str(e.status), _first_line(e.error, "no error text"), status=e.status)
            for e in m.versions if e.status in (Status.INSTALL_FAILED, Status.BROKEN)]
     whole = [e for e in m.versions if e.status is Status.UNSUPPORTED]
     if whole:
         first = next((o.reason for e in whole for o in e.outcomes if o.reason), "")
-        out.append(NotRun((), (), tuple(e.jax for e in whole), "UNSUPPORTED", _first_line(first, "nothing compiles")))
+        out.append(NotRun((), (), tuple(e.jax for e in whole), UNSUPPORTED.name, _first_line(first, "nothing compiles"),
+                          status=Status.UNSUPPORTED))
     newest_only = m.only_newest_rows()
     groups: dict[tuple[str, bool], dict[str, dict]] = {}
     for e in m.ran():
@@ -174,7 +181,7 @@ def not_run(m: Matrix) -> list[NotRun]:
             key = (_first_line(o.reason, "unsupported"), (o.case, o.target, o.profile) in newest_only)
             g = groups.setdefault(key, {"cases": {}, "rows": {}, "versions": {}})
             g["cases"][o.case] = g["rows"][f"{o.target}/{o.profile}"] = g["versions"][e.jax] = None
-    cases = [NotRun(tuple(g["cases"]), tuple(g["rows"]), tuple(g["versions"]), "UNSUPPORTED", reason,
+    cases = [NotRun(tuple(g["cases"]), tuple(g["rows"]), tuple(g["versions"]), UNSUPPORTED.name, reason,
                     missing_hint(reason), newest) for (reason, newest), g in groups.items()]
     cases.sort(key=lambda n: (not n.only_newest, not n.hint))
     return out + cases

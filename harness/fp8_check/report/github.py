@@ -18,6 +18,7 @@ is a plain function of the typed matrix, so it can sit beside the terminal and H
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -150,7 +151,7 @@ def not_run_annotations(unrun: list[NotRun], case_lines: dict[str, tuple[str, in
     out = []
     for n in unrun:
         if not n.cases:
-            if n.what != "UNSUPPORTED":
+            if n.version_failed:
                 title = f"fp8-check: jax {', '.join(n.versions)} {n.what}"
                 out.append(f"::error title={_escape_command(title, True)}::{_escape_command(n.line())}")
             continue
@@ -165,8 +166,9 @@ def not_run_annotations(unrun: list[NotRun], case_lines: dict[str, tuple[str, in
             props = ",".join(x for x in ((f"file={_escape_command(file, True)}" if file else ""),
                                          (f"line={line}" if file and line else "")) if x)
             title = f"fp8-check UNSUPPORTED: {case} on jax {', '.join(n.versions)}"
+            one = dataclasses.replace(n, cases=(case,))
             out.append(f"::warning {props + ',' if props else ''}title={_escape_command(title, True)}::"
-                       f"{_escape_command(NotRun((case,), n.rows, n.versions, n.what, n.reason, n.hint, n.only_newest).line())}")
+                       f"{_escape_command(one.line())}")
     return out[:limit]
 
 
