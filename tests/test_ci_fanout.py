@@ -318,3 +318,12 @@ def test_a_wheel_repacked_from_an_installed_fp8_check_installs(tmp_path):
     p = subprocess.run([tmp_path / "b" / "bin" / "fp8-check", "matrix", "--jax", "0.8.0", "--list-versions"],
                        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert p.returncode == 0 and p.stdout.strip() == "0.8.0", p.stdout + p.stderr
+
+
+def test_init_refuses_a_uses_that_names_its_own_caller(tmp_path, capsys):
+    args = SimpleNamespace(directory=tmp_path, uses="./.github/workflows/fp8-check.yml", requirement="fp8-check==0.1.0",
+                           force=False)
+    assert scaffold.cmd_init(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "names the caller init writes" in err
+    assert not (tmp_path / ".github").exists()

@@ -130,6 +130,9 @@ def files(uses: str, requirement: str, file_issues: bool = False, with_: tuple[s
     `reusable` the reusable workflow's text when the caller names the local copy."""
     if not _USES.fullmatch(uses) or ".." in uses:
         raise ValueError(f"--uses {uses!r} is not ./PATH.yml or OWNER/REPO/PATH.yml@REF")
+    if uses == "./.github/workflows/fp8-check.yml":
+        raise ValueError(f"--uses {uses!r} names the caller init writes; the reusable workflow goes elsewhere "
+                         f"(default {DEFAULT_USES})")
     planned = {
         "cases/fp8_example.yaml": CASES,
         "goldens/README.md": GOLDENS,
@@ -139,7 +142,8 @@ def files(uses: str, requirement: str, file_issues: bool = False, with_: tuple[s
             # file-issues: the called `issues` job takes the token this job grants (issues: write)
             issues_permission="      issues: write\n" if file_issues else "",
             with_line=(f"      # what the cases need (requires: and requirements:), in every per-version environment\n"
-                       f"      with: {_yaml_string(' '.join(with_))}\n") if with_ else "",
+                       # one word each: the workflow splits the input on whitespace (PEP 508 needs none)
+                       f"      with: {_yaml_string(' '.join(''.join(r.split()) for r in with_))}\n") if with_ else "",
             issues_line="      file-issues: true\n" if file_issues else ""),
     }
     if reusable is not None and uses.startswith("./"):
