@@ -163,7 +163,7 @@ def case_requirements(root: Path) -> tuple[str, ...]:
     dists = metadata.packages_distributions()
     out: dict[str, None] = {}
     for case in loaded:
-        for module in getattr(case.spec, "requires", ()) or ():
+        for module in case.required_modules():
             top = module.split(".")[0]
             for name in dists.get(top, [top])[:1]:
                 out.setdefault(name, None)
