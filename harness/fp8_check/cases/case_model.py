@@ -93,6 +93,10 @@ class Spec:
     def shape_text(self) -> str:
         return ""
 
+    def required_modules(self) -> tuple[str, ...]:
+        """The modules the case declares it needs (`requires:`; missing -> UNSUPPORTED)."""
+        return ()
+
 
 @dataclass(frozen=True)
 class MatmulSpec(Spec):
@@ -153,6 +157,10 @@ class Case:
         """The case `fp8-check calibrate` times (see `Spec.timed_at`), or None."""
         spec = self.spec.timed_at(shape)
         return None if spec is None else replace(self, spec=spec)
+
+    def required_modules(self) -> tuple[str, ...]:
+        """The modules the case declares it needs (`requires:`), for what `fp8-check init` writes into the CI."""
+        return self.spec.required_modules()
 
     def known_issue(self, jax_version: str, target: str, profile: str) -> KnownIssue | None:
         for issue in self.known_issues:
