@@ -31,7 +31,7 @@ from fp8_check.compile.render import case_options  # noqa: F401  (re-exported fo
 from fp8_check.cases.cases import Case
 from fp8_check.compile.compile import Compilation, CompileRequest, CompileService, FailureKind
 from fp8_check.signature.filecheck import run_filecheck
-from fp8_check.targets import PROFILES, Profile, Target
+from fp8_check.targets import PROFILES, Profile, Target, profile_applies
 from fp8_check.verdict.verdict import NEUTRAL, Verdict, classify, classify_extra
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
@@ -46,7 +46,7 @@ def deviceless_unsupported(jax_version: str, targets=()) -> str | None:
             "target config and then never emits FP8 gemms); run this version on a real GPU"
         )
     for target in targets:
-        reason = target.platform.unsupported_reason(jax_version)
+        reason = target.platform.unsupported_reason(jax_version, target.arch)
         if reason:
             return reason
     return None
@@ -239,9 +239,12 @@ def fail_on_type(allowed: tuple[str, ...]):
 
 
 def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Iterator[tuple[Case, Target, Profile]]:
-    """Every (case, target, profile) to run: a case runs on the targets and profiles it lists."""
+    """Every (case, target, profile) to run: a case runs on the targets and profiles it lists, under the profiles of
+    each target's platform."""
     for target in targets:
         for profile in profiles:
+            if not profile_applies(profile, target):
+                continue
             for case in cases:
                 if case.targets and target.name not in case.targets:
                     continue
