@@ -19,6 +19,7 @@ from __future__ import annotations
 from fp8_check.platforms.base import Engine, Platform, Profile
 from fp8_check.platforms.amd import AMD
 from fp8_check.platforms.nvidia import NVIDIA
+from fp8_check.platforms.tpu import TPU
 
 _REGISTRY: dict[str, Platform] = {}
 
@@ -36,13 +37,13 @@ def register(platform: Platform) -> Platform:
     return platform
 
 
-for _platform in (NVIDIA, AMD):
+for _platform in (NVIDIA, AMD, TPU):
     register(_platform)
 
 PLATFORMS: tuple[Platform, ...] = tuple(_REGISTRY.values())
 DEFAULT = NVIDIA  # the platform a command compiles for when it names no target (`h100`)
 
-__all__ = ["AMD", "DEFAULT", "Engine", "NVIDIA", "PLATFORMS", "Platform", "Profile", "UnknownSpec", "by_name",
+__all__ = ["AMD", "DEFAULT", "Engine", "NVIDIA", "PLATFORMS", "Platform", "Profile", "TPU", "UnknownSpec", "by_name",
            "engine_of", "of_spec", "of_target", "deviceless_environment", "literals", "matmul_ops", "plugin_versions",
            "prepare_deviceless", "profiles", "register", "target_specs"]
 
