@@ -130,6 +130,11 @@ TPU = _Tpu(
     runtime_header="libtpu",
     plugin_distributions=("libtpu", "libtpu-nightly"),
     plugin_modules=("libtpu",),
+    # Measured: without these libtpu 0.0.15 (JAX 0.6.1) compiles in under a second, then its process does not exit
+    # within 5 minutes (it asks the GCE metadata server, unreachable here); and libtpu takes a machine-wide lockfile
+    # (/tmp/libtpu_lockfile) that a second compile worker cannot get ("Internal error when accessing libtpu
+    # multi-process lockfile"). Compile-only, no chip is ever opened.
+    deviceless_env={"TPU_SKIP_MDS_QUERY": "1", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"},
     profiles=(PROFILE,),
     canary_profile=PROFILE.name,
     matmul_ops=("convolution",),
