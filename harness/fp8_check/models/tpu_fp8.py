@@ -3,7 +3,8 @@
 On a TPU, XLA has no FP8 rewriter that folds a dequantization into the matmul: whether FP8 reaches the matrix
 unit is decided by the program itself. `fp8_dot` hands the matmul its FP8 operands (XLA keeps them: an f8
 convolution); the `dequant_*` functions dequantize first (XLA keeps the converts and multiplies in front of a
-bf16 or f32 matmul). Scopes (`jax.named_scope`) name the layers, so the signature says which layer lost FP8.
+bf16 or f32 matmul). These are patterns, judged by their exact signature (no layer scopes); the FSDP one names
+its layer (`jax.named_scope`), so its golden is a contract and its collective says which layer it serves.
 """
 
 
@@ -20,26 +21,22 @@ def _dot(a, b, out=F32):
 
 def fp8_dot(a, b):
     """The matmul on the FP8 operands themselves, accumulated in f32."""
-    with jax.named_scope("fp8_dense"):
-        return _dot(a, b)
+    return _dot(a, b)
 
 
 def fp8_dot_scaled(a, b, a_scale, b_scale):
     """Direct quantization: the FP8 matmul, then both scales on its f32 result, returned as bf16."""
-    with jax.named_scope("fp8_dense"):
-        return (_dot(a, b) * (a_scale * b_scale)).astype(BF16)
+    return (_dot(a, b) * (a_scale * b_scale)).astype(BF16)
 
 
 def dequant_bf16_dot(a, b, a_scale, b_scale):
     """Dequantize to bf16 (`a.astype(bf16) * scale`), then the matmul: the pattern GPU rewriters fold."""
-    with jax.named_scope("dequant_dense"):
-        return (a.astype(BF16) * a_scale) @ (b.astype(BF16) * b_scale)
+    return (a.astype(BF16) * a_scale) @ (b.astype(BF16) * b_scale)
 
 
 def dequant_f32_dot(a, b, a_scale, b_scale):
     """Dequantize to f32, then the matmul in f32."""
-    with jax.named_scope("dequant_dense"):
-        return (a.astype(F32) * a_scale) @ (b.astype(F32) * b_scale)
+    return (a.astype(F32) * a_scale) @ (b.astype(F32) * b_scale)
 
 
 def fsdp_fp8_weights(x, w):

@@ -400,6 +400,7 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm
         },
         fused_ops=sorted((inside & PATTERN_OPS) - _DOT_OPS),
         converts=converts,
+        matmul_op=dot.opcode if dot.opcode in _PLATFORM_MATMULS else None,
         inputs=sorted(
             hlo.dtype_of(t) for _, t in _operand_types(module, module.entry, instr) if hlo.rank_of(t) > 0
         ) if instr.opcode == "fusion" else [],
