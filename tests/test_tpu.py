@@ -78,3 +78,17 @@ def test_a_release_without_the_chip_is_unsupported_with_the_reason():
     assert runner.unsupported_reason(PROFILES["tpu"], "deviceless", "0.8.0", v6e) is None
     assert "tpu7x exists from JAX 0.8.1" in runner.unsupported_reason(PROFILES["tpu"], "deviceless", "0.8.0", tpu7x)
     assert runner.supported([tpu7x, v6e], "0.7.2") == [v6e] and runner.supported([tpu7x, v6e], "0.8.1") == [tpu7x, v6e]
+
+
+def test_every_tpu_case_has_goldens_for_each_of_its_targets():
+    from fp8_check.cases import cases
+    from fp8_check.verdict import golden
+
+    from .conftest import REPO
+
+    library = [c for c in cases.load([REPO / "cases"]) if "tpu" in c.profiles]
+    assert {c.id for c in library} >= {"tpu_fp8_dot_e4m3", "tpu_fp8_dot_e5m2", "tpu_dequant_bf16", "tpu_fsdp_fp8_weights_k"}
+    for case in library:
+        assert case.targets and all(load_target(t).platform is platforms.TPU for t in case.targets), case.id
+        for target in case.targets:
+            assert golden.path_for(REPO / "goldens", case.id, target, "tpu", "deviceless").exists(), (case.id, target)

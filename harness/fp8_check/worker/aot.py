@@ -72,10 +72,8 @@ def device_count(topology):
 
 def compile_device(mode, target_config, platform, topology_arguments=None):
     """What to compile for: one device (a compile-only device built from `target_config` for JAX's
-    `platform`, or the local GPU), or, for a multi-device topology, a tuple of them.
-
-    `topology_arguments`: get_topology_desc's keyword arguments for the platform (a TPU names its topology,
-    `topology_name="v6e:1x1"`, instead of a target config); None: the GPU ones."""
+    `platform`, or the local GPU), or, for a multi-device topology, a tuple of them. `topology_arguments`:
+    get_topology_desc's keyword arguments where a platform differs (a TPU's `topology_name="v6e:1x1"`)."""
     import jax
 
     topology = topology_of(target_config)
