@@ -43,3 +43,29 @@ def fsdp_fp8_weights(x, w):
     """FSDP with FP8 weights: `w` sharded on its contracting dimension (K) is all-gathered for the matmul."""
     with jax.named_scope("fsdp_fp8_dense"):
         return _dot(x, w, BF16)
+
+
+# ---- qwix (the `qwix` requirement set): post-training quantization of a flax MLP to E4M3 weights and activations
+
+
+def _qwix_mlp():
+    import qwix
+    from flax import linen as nn
+
+    class Mlp(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(512, name="down")(jax.nn.relu(nn.Dense(1024, name="up")(x)))
+
+    rules = [qwix.QtRule(module_path=".*", weight_qtype=jnp.float8_e4m3fn, act_qtype=jnp.float8_e4m3fn)]
+    return qwix.quantize_model(Mlp(), qwix.PtqProvider(rules))
+
+
+def qwix_ptq_mlp(variables, x):
+    """A flax MLP (512 -> 1024 -> 512) quantized by qwix's PtqProvider (E4M3 weights and activations), forward."""
+    return _qwix_mlp().apply(variables, x)
+
+
+def args_qwix_ptq_mlp():
+    x = jax.ShapeDtypeStruct((256, 512), BF16)
+    return jax.eval_shape(_qwix_mlp().init, jax.random.key(0), x), x
