@@ -15,7 +15,8 @@ from pathlib import Path
 from fp8_check.platforms import NVIDIA
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
-NAMED = {"maxtext": Path(__file__).resolve().parent.parent / "models" / "maxtext-requirements.txt"}
+NAMED = {"maxtext": Path(__file__).resolve().parent.parent / "models" / "maxtext-requirements.txt",
+         "qwix": Path(__file__).resolve().parent.parent / "models" / "qwix-requirements.txt"}
 
 
 @dataclass(frozen=True)

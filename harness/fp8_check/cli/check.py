@@ -44,7 +44,7 @@ from fp8_check.verdict.layer_rules import LayerRuleError, parse as parse_layer
 from fp8_check.core.outputs import WriteError
 from fp8_check.report.terminal import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
 from fp8_check.verdict.fp8_answer import answer
-from fp8_check.targets import PROFILES, load_target, platform_of, resolve_mode
+from fp8_check.targets import PROFILES, load_target, platform_of, profile_applies, resolve_mode
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
 _INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
 _BOOL_EXPECT = ("damax", "fp8_output", "no_upcast_dot")
@@ -165,7 +165,12 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
     checker = api.Checker(mode, timeout=timeout)
     try:
         for t in targets:
-            for p in profiles:
+            target = load_target(t)
+            own = [p for p in profiles if profile_applies(p, target)] if profiles else [target.platform.canary_profile]
+            if not own:
+                raise CheckUsage(f"--profile: none of {', '.join(profiles)} is a profile of {target.platform.vendor} "
+                                 f"targets ({t}: {', '.join(x.name for x in target.platform.profiles)})")
+            for p in own:
                 res = Outcome(label, t, p, checker.mode, "", PASS)
                 try:
                     report = checker.signature(fn, *args, target=t, profile=p, name=label, **kwargs)
@@ -293,7 +298,8 @@ def register(subparsers) -> dict:
     p.add_argument("--args", dest="factory", metavar="MODULE:FACTORY",
                    help="a function returning the arguments (a tuple, or a dict of keyword arguments)")
     p.add_argument("--target", default="h100", help="target(s), comma-separated (default: h100)")
-    p.add_argument("--profile", default="cublas", help="profile(s), comma-separated: cublas, triton (default: cublas)")
+    p.add_argument("--profile", help="profile(s), comma-separated: cublas, triton on GPUs, tpu on TPUs (default: each "
+                                     "target's first: cublas, tpu); a profile of another platform's targets is skipped")
     p.add_argument("--mode", default="deviceless", choices=("auto", "deviceless", "device"), help="default: deviceless")
     p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                    help="expected fusion (repeat): kernels=N, gemms=N, fp8_gemms=N, epilogue=RELU, damax=true, "
@@ -355,7 +361,7 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
             load_target(t)
         except KeyError as exc:
             raise CheckUsage(f"--target: {exc.args[0]}") from None
-    profiles = _csv(args.profile)
+    profiles = _csv(args.profile or "")
     for p in profiles:
         if p not in PROFILES:
             raise CheckUsage(f"--profile: unknown profile '{p}'; allowed: {', '.join(PROFILES)}")

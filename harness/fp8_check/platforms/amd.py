@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fp8_check.platforms.base import Engine, GemmTypeTable, Platform, version_tuple
 from fp8_check.platforms.standins import STRICT_VARIABLE as standins_strict
-from fp8_check.platforms import standins
+from fp8_check.platforms import standins, xla_gpu
 
 # JAX releases with a ROCm 7 plugin on PyPI that compiles deviceless here (measured: 0.9.0's does not
 # install; none for 0.6.x, 0.7.0, 0.7.2, 0.8.x, 0.9.0.1, 0.12.0.1; 0.7.1's is left out, see LEFT_OUT).
@@ -83,7 +83,7 @@ class _Amd(Platform):
     def install(self, jax_version: str) -> str:
         return f"jax=={jax_version} {PLUGIN}=={jax_version}"
 
-    def unsupported_reason(self, jax_version: str) -> str:
+    def unsupported_reason(self, jax_version: str, arch: str = "") -> str:
         if jax_version in PLUGIN_RELEASES:
             return ""
         if jax_version in LEFT_OUT:
@@ -148,6 +148,8 @@ AMD = _Amd(
     ),
     install_hint=PLUGIN,
     fp8_gemm_types=HIPBLASLT_FP8,
+    profiles=xla_gpu.PROFILES,
+    canary_profile=xla_gpu.CANARY_PROFILE,
     default_release=PLUGIN_RELEASES[-1],
     extra_literals=("jax-rocm", "jax_rocm", "xla_rocm", ARCH_NAME, "hipblaslt", "hipBLASLt"),
 )

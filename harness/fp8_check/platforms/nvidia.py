@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from fp8_check.platforms.base import Engine, GemmTypeTable, Platform
+from fp8_check.platforms import xla_gpu
 
 DEVICELESS, DEVICE = "deviceless", "device"  # the wheel sets of fp8_check.versions.wheels
 # Extra wheels the slim (deviceless) set needs, by JAX versions (specifier). Every supported version needs
@@ -156,5 +157,7 @@ NVIDIA = _Nvidia(
     block_scaled_targets={"__cudnn$blockScaledDot": "cudnn"},
     install_hint="jax[cuda12]",
     fp8_gemm_types=CUBLASLT_FP8,
+    profiles=xla_gpu.PROFILES,
+    canary_profile=xla_gpu.CANARY_PROFILE,
     extra_literals=("jax[cuda12", "cuda12-local", "jax-cuda12", "jax-cuda13", DEVICE_MARKER, SMI, DEVICE_NODE, "nvidia-cuda-nvcc"),
 )

@@ -31,7 +31,7 @@ from fp8_check.compile.render import case_options  # noqa: F401  (re-exported fo
 from fp8_check.cases.cases import Case
 from fp8_check.compile.compile import Compilation, CompileRequest, CompileService, FailureKind
 from fp8_check.signature.filecheck import run_filecheck
-from fp8_check.targets import PROFILES, Profile, Target, platform_of
+from fp8_check.targets import PROFILES, Profile, Target, platform_of, profile_applies
 from fp8_check.verdict import device_validity
 from fp8_check.verdict.verdict import NEUTRAL, Verdict, classify, classify_extra
 
@@ -51,6 +51,12 @@ def deviceless_unsupported(jax_version: str, targets=()) -> str | None:
         if reason:
             return reason
     return None
+
+
+def supported(targets, jax_version: str) -> list:
+    """The targets whose architecture exists in `jax_version`'s compiler (tpu7x from 0.8.1): the others' cases are
+    UNSUPPORTED with the reason, and their canary is not compiled."""
+    return [t for t in targets if not t.platform.unsupported_reason(jax_version, t.arch)]
 
 
 def canary_applies(mode: str, jax_version: str) -> bool:
@@ -76,7 +82,9 @@ class CanaryGate:
 
     def _check(self, compiler: CompileService, target: Target) -> str | None:
         if self.mode != "device":
-            why = deviceless_unsupported(compiler.environment()["jax"], [target] if self.refuse_unsupported else [])
+            jax_version = compiler.environment()["jax"]
+            why = deviceless_unsupported(jax_version, [target] if self.refuse_unsupported else [])
+            why = why or target.platform.unsupported_reason(jax_version, target.arch)  # no such chip in this release
             if why:
                 return why if self.refuse_unsupported else None
         try:
@@ -245,10 +253,11 @@ def fail_on_type(allowed: tuple[str, ...]):
 def plan(cases: list[Case], targets: list[Target], profiles: list[str],
          skip: frozenset[tuple[str, str]] = frozenset()) -> Iterator[tuple[Case, Target, Profile]]:
     """Every (case, target, profile) to run: a case runs on the targets and profiles it lists; `skip`: (target,
-    profile) pairs left out (`selection.unshipped_profiles`)."""
+    profile) pairs left out (`selection.unshipped_profiles`). Only the profiles of each
+    target's platform run."""
     for target in targets:
         for profile in profiles:
-            if (target.name, profile) in skip:
+            if (target.name, profile) in skip or not profile_applies(profile, target):
                 continue
             for case in cases:
                 if case.targets and target.name not in case.targets:
@@ -265,6 +274,8 @@ def unsupported_reason(profile: Profile, mode: str, jax_version: str, target: Ta
     """Why nothing compiles for `profile` (and `target`) here (UNSUPPORTED without compiling), or None."""
     if mode == "deviceless":
         reason = deviceless_unsupported(jax_version, [target] if target is not None else [])
+        if reason is None and target is not None:  # the version compiles for the platform, not this architecture
+            reason = target.platform.unsupported_reason(jax_version, target.arch) or None
         if reason is None and not profile.deviceless:
             reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
         return reason
@@ -303,7 +314,8 @@ def prefetch(compiler, targets: list[Target], mode: str, planned: list[CompileRe
     """
     if not hasattr(compiler, "prefetch"):
         return
-    first = canary_mod.requests(targets, mode, compiler.environment()["jax"]) if canary else []
+    jax_version = compiler.environment()["jax"]
+    first = canary_mod.requests(supported(targets, jax_version), mode, jax_version) if canary else []
     compiler.prefetch(first + list(planned))
 
 
@@ -334,7 +346,7 @@ def run(
             requests += [request] + ([price_request(case, request)] if case.priced_elsewhere else [])
     prefetch(compiler, targets, mode, requests, canary=canary)
     gate = CanaryGate(mode)
-    for t in targets if canary else ():
+    for t in supported(targets, jax_version) if canary else ():
         if (problem := gate.problem(compiler, t)) is not None:
             raise CanaryError(problem)
     compiled = compiler.imap(requests) if requests else iter(())

@@ -23,7 +23,7 @@ from fp8_check.core.errors import EXIT_ENV as EXIT_ENV, EXIT_FAIL as EXIT_FAIL, 
 from fp8_check.targets import gpu_present
 from fp8_check.versions import envs
 from fp8_check.targets import TARGET_DIR
-from fp8_check.targets import MODES, target_names
+from fp8_check.targets import MODES, all_target_names
 DEFAULT_CASES = Path("cases")
 
 
@@ -253,7 +253,8 @@ def add_options(p, paths: bool = True) -> None:
     if paths:
         p.add_argument("paths", nargs="*", type=Path, help="case files or directories (default: cases/)")
     p.add_argument("-k", dest="filter", help="only cases whose id contains this text (alternatives separated by ',')")
-    p.add_argument("--target", default="h100", help=f"target(s), comma-separated: {', '.join(target_names())} (default: h100)")
-    p.add_argument("--profile", help="profile(s), comma-separated: cublas, triton, default (default: every profile the mode supports)")
+    p.add_argument("--target", default="h100", help=f"target(s), comma-separated: {', '.join(all_target_names())} (default: h100)")
+    p.add_argument("--profile", help=f"profile(s), comma-separated: {', '.join(PROFILES)} (default: every profile the mode supports; "
+                                       "a target compiles under its own platform's profiles only)")
     p.add_argument("--mode", default="auto", choices=MODES, help="deviceless: compile for the target spec without a GPU; device: on the local GPU; auto: device if a GPU is present (default)")
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")

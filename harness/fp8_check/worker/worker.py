@@ -302,7 +302,9 @@ def main():
 
 
 def _compile_device(mode, config):
-    return aot.compile_device(mode, config, platforms.of_spec(config).jax_platform)
+    platform = platforms.of_spec(config)
+    arguments = platform.topology_arguments(config, aot.topology_of(config), _jax_version()) if mode == "deviceless" else None
+    return aot.compile_device(mode, config, platform.jax_platform, arguments)
 
 
 def serve(mode, dump_dir, proto, devices, requests=None):
