@@ -130,3 +130,35 @@ def test_results_live_beside_the_targets_goldens(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(ar.format_results([]))
     assert find_results("h100", "0.12.0.1", tmp_path) == path
+
+
+@pytest.mark.slow
+def test_fidelity_compares_replayed_default_with_the_devices_default(tmp_path):
+    """The `default (replayed) vs device` column. No GPU here: the device's `default` is stood in for by what an
+    autotuner that picked cuBLASLt compiles, the deviceless `cublas` profile of the same target. Replaying a file
+    that holds that choice (built from the compile's own keys) agrees on the gemm engine; replaying none does not."""
+    from fp8_check.compile.compile import Compiler
+    from fp8_check.gpu import fidelity
+    from fp8_check.targets import PROFILES
+
+    case = next(c for c in selection.load_cases([], CASE) if c.id == CASE)
+    target = load_target("h100")
+    sigs: fidelity.Signatures = {}
+    with Compiler("deviceless") as compiler:
+        comp = compiler.compile(render.render(case), target, PROFILES["cublas"], optional_options=render.case_options(case))
+    sigs[(case.id, "device/default")] = fidelity.Compiled(signature.extract(comp.hlo))
+    no_file = fidelity.collect_replayed([case], target, None, sigs)
+    assert no_file[case.id].startswith("no autotune results")
+    before = fidelity.agreement(fidelity.build(sigs), sigs)
+    assert before == {"cases": 1, "gemm_engine": 0, "launches": 0}
+    with ReplayCompiler() as rc:
+        keys = [m.key for m in rc.compile(render.render(case), target, None, render.case_options(case)).coverage.missing]
+    path = _write(tmp_path, "cublas.txt", [ar.Entry(_gemm_key(keys), ar.Choice("cublaslt", {"algorithm": -1}))])
+    covered = fidelity.collect_replayed([case], target, path, sigs)
+    assert covered[case.id] == "autotune results covered 1 of 1 autotuned decisions"
+    cells = fidelity.build(sigs)
+    after = fidelity.agreement(cells, sigs)
+    assert after["cases"] == 1 and after["gemm_engine"] == 1
+    table = fidelity.markdown(cells, {"replayed_agreement": after, "autotune_coverage": covered})
+    assert "gemm engine agrees in 1 of 1 cases (100 %)" in table
+    assert "autotune replay, seed_relu_f32: autotune results covered 1 of 1" in table

@@ -42,6 +42,9 @@ REQUIRE_OPTION = "xla_gpu_require_complete_aot_autotune_results"
 LOG_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "autotuner_cache=2"}
 
 
+WRITTEN_BACKENDS = ("cublaslt", "triton")  # the choices format_results writes (the gemm engines)
+
+
 class AutotuneResultsError(ValueError):
     """A results file that is not XLA's AutotuneResults text format (one line: file and field)."""
 
