@@ -100,6 +100,10 @@ def test_the_session_compares_the_device_with_the_chosen_shipped_target(monkeypa
     assert fid[fid.index("--target") + 1] == num[num.index("--target") + 1] == "h200"
     # fidelity's deviceless `default` replays what this session's `autotune` step captured for that target
     assert fid[fid.index("--autotune-results") + 1] == str(tmp_path / "autotune" / "h200")
+    assert "--autotune-target" not in fid  # no captured spec yet; once `capture` wrote one, the replay compiles for it
+    (tmp_path / "h200-captured.txtpb").write_text("")
+    fid = session.command("fidelity", tmp_path, dry=False)
+    assert fid[fid.index("--autotune-target") + 1] == str(tmp_path / "h200-captured.txtpb")
     assert "h200-captured" in cap
     monkeypatch.delenv("FP8_CHECK_SESSION_TARGET")
     assert session.session_target(dry=True) == "h100"

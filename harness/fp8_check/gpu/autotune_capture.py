@@ -71,12 +71,12 @@ def capture(out: Path, cases_filter: str, target_name: str, dry: bool) -> dict:
                     if not comp.ok:
                         row["error"] = (comp.error or "")[:300]
                     elif path.is_file():
-                        got = ar.load_results(path).entries
-                        kept = [e for e in got if e.choice.backend in ar.WRITTEN_BACKENDS]
+                        dumped = ar.load_results(path).entries
+                        kept = [e for e in dumped if e.choice.backend in ar.WRITTEN_BACKENDS]
                         entries.update((e.key, e) for e in kept)
                         row["entries"] = len(kept)
-                        if len(kept) < len(got):  # cuDNN and other backends: not the gemm engines replay is for
-                            row["not_kept"] = len(got) - len(kept)
+                        if len(kept) < len(dumped):  # cuDNN and other backends: not the gemm engines replay is for
+                            row["not_kept"] = len(dumped) - len(kept)
                     else:
                         row["error"] = "XLA wrote no autotune results file"
                 except Exception as exc:  # one case never stops the others

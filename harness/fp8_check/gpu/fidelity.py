@@ -205,8 +205,8 @@ def collect_replayed(cases, target, results: Path | None, sigs: Signatures) -> d
             except AutotuneResultsError as exc:
                 raise selection.UsageError(f"--autotune-results: {exc}") from None
             coverage[case.id] = got.coverage.summary()
-            if not got.compilation.ok:
-                sigs[(case.id, REPLAYED)] = Compiled(error=got.compilation.error or "unknown error")
+            if not got.compilation.ok or got.compilation.hlo is None:
+                sigs[(case.id, REPLAYED)] = Compiled(error=got.compilation.error or "no optimized HLO")
                 continue
             try:
                 sigs[(case.id, REPLAYED)] = Compiled(signature.extract(got.compilation.hlo))
@@ -231,6 +231,9 @@ def register(subparsers) -> dict:
     p.add_argument("--autotune-results", type=Path, metavar="PATH",
                    help="the autotune results deviceless `default` replays: a file, or a folder of <jax>.txt files "
                         "(default: goldens/<target>/autotune/<jax>.txt when it exists)")
+    p.add_argument("--autotune-target", type=Path, metavar="SPEC",
+                   help="the target spec deviceless `default` compiles for (default: --target): a spec captured on this "
+                        "device describes it the way its autotune results are keyed (L2, bandwidth, cuDNN)")
     p.add_argument("--out", type=Path, default=Path("reports/fidelity.md"), help="Markdown table (default: reports/fidelity.md)")
     p.add_argument("--json", type=Path, default=Path("reports/fidelity.json"), help="JSON table (default: reports/fidelity.json)")
     return {"fidelity": cmd_fidelity}
@@ -268,8 +271,9 @@ def cmd_fidelity(args) -> int:
         with Compiler("deviceless") as deviceless:
             env = deviceless.environment()
             collect(deviceless, cases, target, PINNED, "deviceless", sigs)
+        replay_target = selection.targets(str(args.autotune_target), "--autotune-target")[0] if args.autotune_target else target
         replay_from = autotune_results_for(args.autotune_results, target.name, env.get("jax", ""))
-        coverage = collect_replayed(cases, target, replay_from, sigs)
+        coverage = collect_replayed(cases, replay_target, replay_from, sigs)
         with Compiler("device") as device:
             dev_env = device.environment()
             collect(device, cases, target, DEVICE_PROFILES, "device", sigs)
@@ -278,8 +282,8 @@ def cmd_fidelity(args) -> int:
                 "right": f"device: {dev.get('name')} (compute capability {dev.get('compute_capability')}, driver "
                          f"{dev.get('driver_version')}, CUDA runtime {dev.get('cuda_runtime')}, cuBLAS {dev.get('cublas')})",
                 "target": target.name, "device": dev, "jax": env.get("jax"), "created": created,
-                "autotune_results": str(replay_from) if replay_from else "none for this target and release: "
-                                                                         "XLA's deviceless defaults",
+                "autotune_results": (f"{replay_from}, replayed for target spec {replay_target.name}" if replay_from else
+                                     "none for this target and release: XLA's deviceless defaults"),
                 "autotune_coverage": coverage}
     cells = build(sigs)
     if meta.get("autotune_coverage") is not None:

@@ -104,8 +104,12 @@ def device_time(events: list[dict], pids: dict[int, str], tids: dict[tuple[int, 
         gpu = {p for p, name in pids.items() if name.startswith("/device:GPU")}
         # the kernels themselves are on the stream threads ("Stream #N(...)"); other threads of the device
         # process ("XLA Ops", "XLA Modules") repeat them as spans: counting those too would count twice
-        mine = [e for e in events if e["pid"] in gpu and tids.get((e["pid"], e.get("tid")), "").startswith("Stream")]
+        mine = [e for e in events if e["pid"] in gpu and tids.get((e["pid"], e.get("tid", -1)), "").startswith("Stream")]
         source = "device streams"
+        if not mine:  # say what the trace has instead, for the next session to fix
+            seen = sorted({tids.get((e["pid"], e.get("tid", -1)), "?") for e in events if e["pid"] in gpu})
+            raise RuntimeError(f"the trace has no GPU stream threads (GPU processes {sorted(pids[p] for p in gpu)}, "
+                               f"their threads {seen[:8]})")
     else:
         mine = [e for e in events if e.get("name") == CPU_EXECUTION]
         source = "host execution events (dry run)"

@@ -105,9 +105,13 @@ def command(step: str, out: Path, dry: bool) -> list[str]:
         return _cli("target", "check", target) if dry else \
             _cli("target", "capture", f"{target}-captured", "--dir", str(out), "--force")
     if step == "fidelity" and not dry:
+        # deviceless `default` replays the `autotune` step's results, compiled for the spec the `capture` step
+        # wrote when there is one: its description of the device (L2, bandwidth, cuDNN) is what the results key on
+        captured = out / f"{target}-captured.txtpb"
         return _cli("fidelity", "-k", FIDELITY, "--target", target, "--mode", "device",
-                    "--autotune-results", str(out / "autotune" / target), "--out", str(out / "fidelity.md"),
-                    "--json", str(out / "fidelity.json"))
+                    "--autotune-results", str(out / "autotune" / target),
+                    *(["--autotune-target", str(captured)] if captured.is_file() else []),
+                    "--out", str(out / "fidelity.md"), "--json", str(out / "fidelity.json"))
     if step == "numerics" and not dry:
         return _cli("run", "-k", SUBSET, "--target", target, "--mode", "device", "--numerics", "--profile", "cublas",
                     "--json", str(out / "numerics.json"), "--html", str(out / "numerics.html"))
