@@ -28,14 +28,15 @@ from fp8_check.targets import autotune_results as ar
 PRODUCTION = (4096, 4096, 4096)
 
 
-def _variants(case, dry: bool):
-    """(label, case) pairs to compile: the library shapes, and the production shapes where they differ."""
-    yield "library", case
-    if dry:
-        return
-    at = case.timed_at(None if case.priced_elsewhere else Shape(*PRODUCTION))
-    if at is not None and at is not case:
-        yield "production", at
+def _variants(cases):
+    """(label, case) pairs to compile: every case at its library shapes first (what fidelity replays), then at
+    its production shapes where they differ (what a model runs), so a step cut short has the first."""
+    for case in cases:
+        yield case.id, "library", case
+    for case in cases:
+        at = case.timed_at(None if case.priced_elsewhere else Shape(*PRODUCTION))
+        if at is not None and at is not case:
+            yield case.id, "production", at
 
 
 def capture(out: Path, cases_filter: str, target_name: str, dry: bool) -> dict:
@@ -60,33 +61,32 @@ def capture(out: Path, cases_filter: str, target_name: str, dry: bool) -> dict:
     dumps = Path(tempfile.mkdtemp(prefix="fp8-check-autotune-dumps-"))
     with Compiler("device") as device:
         jax_version = doc["jax"] = device.environment().get("jax")
-        for case in cases:
-            for label, variant in _variants(case, dry):
-                path = dumps / f"{case.id}-{label}.txt"
-                row: dict = {"case": case.id, "shapes": label}
-                try:
-                    comp = device.compile(render.render(variant), target, Profile("default", ar.capture_options(path),
-                                                                                  deviceless=False),
-                                          optional_options=render.case_options(variant))
-                    if not comp.ok:
-                        row["error"] = (comp.error or "")[:300]
-                    elif path.is_file():
-                        dumped = ar.load_results(path).entries
-                        kept = [e for e in dumped if e.choice.backend in ar.WRITTEN_BACKENDS]
-                        entries.update((e.key, e) for e in kept)
-                        row["entries"] = len(kept)
-                        if len(kept) < len(dumped):  # cuDNN and other backends: not the gemm engines replay is for
-                            row["not_kept"] = len(dumped) - len(kept)
-                    else:
-                        row["error"] = "XLA wrote no autotune results file"
-                except Exception as exc:  # one case never stops the others
-                    row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-                rows.append(row)
-                merged = out / ar.AUTOTUNE_DIR / target_name / f"{jax_version}.txt"
-                merged.parent.mkdir(parents=True, exist_ok=True)
-                merged.write_text(ar.format_results(sorted(entries.values(), key=lambda e: e.key)))
-                doc["results"], doc["entries"] = str(merged), len(entries)
-                _write(out, doc)
+        for case_id, label, variant in _variants(cases):
+            path = dumps / f"{case_id}-{label}.txt"
+            row: dict = {"case": case_id, "shapes": label}
+            try:
+                comp = device.compile(render.render(variant), target, Profile("default", ar.capture_options(path),
+                                                                              deviceless=False),
+                                      optional_options=render.case_options(variant))
+                if not comp.ok:
+                    row["error"] = (comp.error or "")[:300]
+                elif path.is_file():
+                    dumped = ar.load_results(path).entries
+                    kept = [e for e in dumped if e.choice.backend in ar.WRITTEN_BACKENDS]
+                    entries.update((e.key, e) for e in kept)
+                    row["entries"] = len(kept)
+                    if len(kept) < len(dumped):  # cuDNN and other backends: not the gemm engines replay is for
+                        row["not_kept"] = len(dumped) - len(kept)
+                else:
+                    row["error"] = "XLA wrote no autotune results file"
+            except Exception as exc:  # one case never stops the others
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            rows.append(row)
+            merged = out / ar.AUTOTUNE_DIR / target_name / f"{jax_version}.txt"
+            merged.parent.mkdir(parents=True, exist_ok=True)
+            merged.write_text(ar.format_results(sorted(entries.values(), key=lambda e: e.key)))
+            doc["results"], doc["entries"] = str(merged), len(entries)
+            _write(out, doc)
     return doc
 
 

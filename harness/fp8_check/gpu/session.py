@@ -9,12 +9,12 @@ runs), each writing its files as it goes, so a partial run still leaves results 
 |---|---|---|
 | `environment` | 20 s | `environment.json`: JAX, jaxlib, CUDA plugin, device, driver |
 | `capture` | 20 s | `h100-captured.txtpb`: the device's GpuTargetConfig (`target capture`) |
-| `autotune` | 60 s | `autotune/<target>/<jax>.txt`, `autotune.json`: the device's autotune results (`default`) |
+| `autotune` | 90 s | `autotune/<target>/<jax>.txt`, `autotune.json`: the device's autotune results (`default`) |
 | `kernels` | 90 s | `kernels.md`/`.json`: FP8/bf16 gemms 1k..16k timed by the profiler; the cost model re-fit |
-| `calibrate` | 50 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
-| `fidelity` | 110 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default` replayed, `cublas`, `triton`) |
-| `numerics` | 50 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
-| `gpu-tests` | 70 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
+| `calibrate` | 30 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
+| `fidelity` | 140 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default` replayed, `cublas`, `triton`) |
+| `numerics` | 30 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
+| `gpu-tests` | 50 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
 
 Total 470 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
 budget, its status (ok, failed, timed out) and its time; they are rewritten after each step.
@@ -67,12 +67,12 @@ STEPS = (
     Step("environment", 20, "JAX, jaxlib, CUDA plugin, the device and its driver"),
     Step("capture", 20, "the device's GpuTargetConfig (fp8-check target capture)"),
     # autotune replay (#49): the device's autotune results, then kernels timed by the profiler
-    Step("autotune", 60, "the device's autotune results for the library and decoder cases (library and production shapes)"),
+    Step("autotune", 90, "the device's autotune results for the library and decoder cases (library and production shapes)"),
     Step("kernels", 90, "device-timed kernels (profiler) of FP8 and bf16 gemms 1k..16k, and the cost model re-fit"),
-    Step("calibrate", 50, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
-    Step("fidelity", 110, "deviceless vs device signatures, profiles default (replaying the autotune step), cublas, triton"),
-    Step("numerics", 50, "executed outputs vs the float64 reference (run --numerics)"),
-    Step("gpu-tests", 70, "the GPU-only tests (pytest -m gpu)"),
+    Step("calibrate", 30, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
+    Step("fidelity", 140, "deviceless vs device signatures, profiles default (replaying the autotune step), cublas, triton"),
+    Step("numerics", 30, "executed outputs vs the float64 reference (run --numerics)"),
+    Step("gpu-tests", 50, "the GPU-only tests (pytest -m gpu)"),
 )
 
 
