@@ -32,7 +32,7 @@ def synthetic_calibration(noise: float = 0.08, seed: int = 49) -> list[Timed]:
             flops = 2.0 * m * n * k
             a_bytes = 1 if cls == "fp8" else 2
             compute = flops / HW.peak_for(cls) / curve.at(flops) * 1e6
-            memory = (m * k * a_bytes + k * n * a_bytes + m * n * 2) / HW.hbm * 1e6
+            memory = (m * k * a_bytes + k * n * a_bytes + m * n * (4 if cls == "fp8" else 2)) / HW.hbm * 1e6
             us = (max(compute, memory) + HW.launch_us) * math.exp(rng.uniform(-noise, noise))
             rows.append(Timed(m, n, k, cls, us))
     return rows

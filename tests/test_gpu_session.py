@@ -114,3 +114,22 @@ def test_the_kernel_calibration_covers_twenty_shapes_from_1k_to_16k():
     assert len(set(rows)) >= 20 and {"fp8", "bf16"} == set(kernel_timing.CLASSES)
     sizes = {d for shape in kernel_timing.SHAPES for d in shape}
     assert min(sizes) == 1024 and max(sizes) == 16384
+
+
+def test_the_timed_gemms_compile_to_one_gemm_kernel_each():
+    """What `kernels` times is one gemm, not a gemm plus transposes and converts: deviceless for h100, the FP8 function
+    is one cuBLASLt FP8 call (f8e4m3fn x f8e4m3fn) and the bf16 one a single cuBLASLt gemm."""
+    import jax
+    import jax.numpy as jnp
+
+    from fp8_check.api import fusion_signature
+
+    m, n, k = kernel_timing.SHAPES[5]
+    for cls, target, inputs in (("fp8", "__cublas$lt$matmul$f8", ["f8e4m3fn", "f8e4m3fn"]),
+                                ("bf16", "__cublas$lt$matmul", ["bf16", "bf16"])):
+        dtype = jnp.float8_e4m3fn if cls == "fp8" else jnp.bfloat16
+        args = [jax.ShapeDtypeStruct((m, k), dtype), jax.ShapeDtypeStruct((n, k), dtype)]
+        args += [jax.ShapeDtypeStruct((), jnp.float32)] * 2 if cls == "fp8" else []
+        report = fusion_signature(kernel_timing.gemm_function(cls), *args, target="h100", profile="cublas")
+        assert report.signature.launches == [f"gemm {target}"], (cls, report.signature.launches)
+        assert report.signature.gemms[0].operand_dtypes == inputs
