@@ -37,6 +37,7 @@ from fp8_check.signature.signature import Signature
 from fp8_check.targets import PROFILES
 from fp8_check.run import results
 from fp8_check.compile.compile import Compiler
+from fp8_check.report.markup import md_inline
 from fp8_check.compile.autotune_replay import ReplayCompiler, find_results
 from fp8_check.targets.autotune_results import AutotuneResultsError
 from fp8_check.targets import gpu_present
@@ -137,8 +138,8 @@ def markdown(cells: list[Cell], meta: dict) -> str:
         lines.append(f"- deviceless `default` (replayed) vs device `default`: gemm engine agrees in {agreed['gemm_engine']} "
                      f"of {n} cases ({100 * agreed['gemm_engine'] / n:.0f} %), launch list in {agreed['launches']} "
                      f"({100 * agreed['launches'] / n:.0f} %)")
-    for case, text in sorted((meta.get("autotune_coverage") or {}).items()):
-        lines.append(f"- autotune replay, {case}: {text}")
+    for case, text in sorted((meta.get("autotune_coverage") or {}).items()):  # HLO and paths from XLA's log: inert
+        lines.append(f"- autotune replay, {md_inline(case)}: {md_inline(text)}")
     counts = {s: sum(c.status == s for c in cells) for s in ("agree", "differ", "error", "missing")}
     lines += ["", "Summary: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n), ""]
     lines.append("| case | " + " | ".join(title for title, _, _ in cols) + " |")

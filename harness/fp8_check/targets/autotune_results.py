@@ -96,7 +96,7 @@ class ResultsFile:
 
 
 @dataclass(frozen=True)
-class Missing:
+class Uncovered:
     """One autotuned instruction the file did not cover, and why."""
 
     key: ReplayKey
@@ -114,7 +114,7 @@ class Coverage:
     results: str  # the file's path, or "" when there is none for this target and release
     decisions: int  # autotuned instructions of the program (hits + misses)
     covered: int
-    missing: tuple[Missing, ...] = ()
+    missing: tuple[Uncovered, ...] = ()
     loaded: bool = False  # XLA said it loaded the file
 
     @property
@@ -293,5 +293,5 @@ def coverage(log: str, results: ResultsFile | None) -> Coverage:
                                    f"TF_CPP_VMODULE={LOG_ENV['TF_CPP_VMODULE']}")
     hits = len(_HIT.findall(log))
     loaded = bool(_LOADED.search(log))
-    missing = tuple(Missing(k, why_missing(k, results)) for k in misses)
+    missing = tuple(Uncovered(k, why_missing(k, results)) for k in misses)
     return Coverage(results.path if results else "", hits + len(misses), hits, missing, loaded)
