@@ -248,17 +248,13 @@ class Worker:
 
     def stderr_size(self) -> int:
         """How many bytes the worker has written to stderr so far (a mark for `stderr_since`)."""
-        if self._stderr is None:
-            return 0
-        self._stderr.seek(0, os.SEEK_END)
-        return self._stderr.tell()
+        return self._stderr.seek(0, os.SEEK_END) if self._stderr is not None else 0
 
     def stderr_since(self, mark: int) -> str:
-        """What the worker wrote to stderr after `mark` (`stderr_size`); all of it when the worker was restarted."""
+        """What the worker wrote to stderr after `mark` (`stderr_size`); all of it after a restart."""
         if self._stderr is None:
             return ""
-        size = self.stderr_size()
-        self._stderr.seek(mark if mark <= size else 0)
+        self._stderr.seek(mark if mark <= self.stderr_size() else 0)
         return self._stderr.read().decode("utf-8", "replace")
 
     @property
