@@ -20,6 +20,10 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from fp8_check.cost.cost import hardware
+from fp8_check.cost.refit import Timed, refit
+from fp8_check.targets import load_target
+
 # (m, n, k): squares 1k..16k and the rectangles of LLM layers (a short k, a long n, ...); 12 shapes x 2 classes.
 # Ordered so that a step cut short has small and large shapes of both classes.
 SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -142,10 +146,6 @@ def time_gemm(cls: str, m: int, n: int, k: int, calls: int, backend: str) -> Ker
 def run(out: Path, dry: bool, target_name: str) -> list[dict]:
     """Every shape and class, written to `kernels.json` and `kernels.md` after each; one that fails is a row with
     its error and the next one runs."""
-    from fp8_check.cost.cost import hardware
-    from fp8_check.cost.refit import Timed, refit
-    from fp8_check.targets import load_target
-
     hw = hardware(load_target(target_name))
     backend = "cpu" if dry else "gpu"
     rows: list[dict] = []
