@@ -2,16 +2,16 @@
 
 A page asks for a generated block with a marker line `<!-- generated: NAME -->`:
 
-- `verdict-rules`: the rules table, from the rule tables of fp8_check.verdict.verdict (`FIELD_RULES`),
-  fp8_check.verdict.verdict_rules (`GEMM_RULES`, `BLOCK_RULES`) and fp8_check.verdict.collective_rules
-  (`COLLECTIVE_RULES`): each rule's `@explained` statement, each `Neutral` field's reason;
+- `verdict-rules`: the rules table, from the table that dispatches, fp8_check.verdict.verdict's `FIELD_RULES`
+  (a record's entry carries its own rules: `GEMM_RULES`, `BLOCK_RULES`, `COLLECTIVE_RULES`): each rule's
+  `@explained` statement, each `Neutral` field's reason;
 - `outcomes`: the outcome codes of fp8_check.verdict.outcome (`CODES`);
 - `cli`: every command's `--help`, from the argparse parser of fp8_check.cli.cli;
 - `benchmarks`: one line per benchmarks/bench_*.py (its docstring) and a link to its latest
   output, benchmarks/out/NAME.md, which `on_files` adds to the site as it is.
 
-An unknown marker, a rule without a statement or a new record of rules the table does not know
-raise, so `mkdocs build --strict` fails instead of publishing a stale page.
+An unknown marker or a rule without a statement
+raises, so `mkdocs build --strict` fails instead of publishing a stale page.
 tests/test_docs.py builds the site and runs the docs' examples.
 """
 
@@ -37,15 +37,9 @@ def _cell(text: Any) -> str:
 
 
 def verdict_rules_markdown() -> str:
-    from fp8_check.verdict import collective_rules, verdict, verdict_rules
+    from fp8_check.verdict import verdict, verdict_rules
     from fp8_check.verdict.verdict_rules import Neutral, explanation
 
-    # the rule that judges a whole record of each kind (appeared / gone), and how its path is written
-    records = {
-        "gemms": (verdict_rules.gemm_field, "gemms[i]"),
-        "block_scaled": (verdict_rules.block_field, "block_scaled"),
-        "collectives": (collective_rules.collective_field, "collectives[i]"),
-    }
     rows: list[tuple[str, str, str]] = []
     neutral: list[tuple[str, str]] = []
 
@@ -58,17 +52,14 @@ def verdict_rules_markdown() -> str:
             raise ValueError(f"docs/hooks.py: the verdict rule for `{path}` states nothing (@explained)")
         rows.append((path, stated.regression, stated.improvement))
 
-    for key, rule in verdict.FIELD_RULES.items():
-        if isinstance(rule, dict):
-            if key not in records:
-                raise ValueError(f"docs/hooks.py: FIELD_RULES[{key!r}] is a record of rules this page does not know")
-            whole, path = records[key]
-            add(path, whole)
-            for sub, field_rule in rule.items():
+    for key, rule in verdict.FIELD_RULES.items():  # the table that dispatches, as it dispatches
+        if isinstance(rule, verdict.Record):
+            path = rule.label or key
+            add(path, rule.whole)
+            for sub, field_rule in rule.rules.items():
                 add(f"{path}.{sub.rstrip('_')}", field_rule)
         else:
             add(key, rule)
-    add("numerics, filecheck", verdict.classify_extra)
     add("any field holding dtypes", verdict_rules._narrow_lost)
 
     out = ["| field | regression | improvement |", "|---|---|---|"]
