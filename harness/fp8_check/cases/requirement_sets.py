@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fp8_check.core.files import package_path
 from fp8_check.platforms import NVIDIA
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
-NAMED = {"maxtext": Path(__file__).resolve().parent.parent / "models" / "maxtext-requirements.txt"}
+NAMED = {"maxtext": package_path("models", "maxtext-requirements.txt")}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ difference, a missing golden, or a compile error, 2 bad input, 3 broken environm
 
 from __future__ import annotations
 
+from fp8_check.core.files import atomic_write
 from fp8_check.core.errors import BadInput
 
 import importlib
@@ -388,7 +389,7 @@ def _cmd_check(args) -> int:
             json_out.write(text)
             json_out.flush()
         else:
-            golden.atomic_write(Path(args.json), text)
+            atomic_write(Path(args.json), text)
             print(f"results: {args.json}")
     return EXIT_FAIL if any(r.code.is_failure for r, _ in results) else EXIT_OK
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fp8_check.core.files import atomic_write, remove_stale_temporaries
 from fp8_check.run import selection, target_check
 from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
 from fp8_check.verdict import contract_judge, golden
@@ -169,7 +170,7 @@ def _bless_from_matrix(args) -> int:
 
 
 def cmd_bless(args) -> int:
-    golden.remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
+    remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
     if getattr(args, "from_matrix", None):
         return _bless_from_matrix(args)
     sel = selection.from_args(args)
@@ -249,7 +250,7 @@ def cmd_show(args) -> int:
         [comp] = list(compiler.imap([runner.request_for(case, target, profile)]))
     script = render.repro(case, target, profile, env["jax"])
     if args.repro:
-        golden.atomic_write(args.repro, script)  # creates missing folders
+        atomic_write(args.repro, script)  # creates missing folders
     print(f"# ---- repro: {case.id} for {target.name}/{profile.name} ({mode}), jax {env['jax']}")
     print(script)
     if not comp.ok:

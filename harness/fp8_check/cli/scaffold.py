@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from fp8_check.core.about import install_requirement
-from fp8_check.verdict.golden import atomic_write
+from fp8_check.core.files import atomic_write
 
 DEFAULT_USES = "OWNER/fp8-check/.github/workflows/fp8-check.yml@main"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
+from fp8_check.core import files
 from fp8_check import platforms
 
 DISTRIBUTION = "fp8-check"
@@ -47,7 +48,6 @@ def install_requirement(extra: str = "flax") -> str:
     commit; '' when none is known (then the workflow asks for one)."""
     import json
     import subprocess
-    from pathlib import Path
 
     name = f"{DISTRIBUTION}[{extra}]" if extra else DISTRIBUTION
     try:
@@ -61,8 +61,8 @@ def install_requirement(extra: str = "flax") -> str:
         return f"{name} @ git+{url}@{vcs.get('commit_id') or vcs.get('requested_revision') or 'main'}"
     if url.startswith(("https://", "http://")) and url.endswith(".whl"):
         return f"{name} @ {url}"
-    checkout = Path(__file__).resolve().parents[3]
-    if (checkout / "pyproject.toml").is_file():
+    checkout = files.checkout()
+    if checkout is not None:
         def git(*a):
             try:
                 p = subprocess.run(["git", "-C", str(checkout), *a], capture_output=True, text=True, timeout=30,
