@@ -7,6 +7,8 @@ A page asks for a generated block with a marker line `<!-- generated: NAME -->`:
   `@explained` statement, each `Neutral` field's reason;
 - `outcomes`: the outcome codes of fp8_check.verdict.outcome (`CODES`);
 - `cli`: every command's `--help`, from the argparse parser of fp8_check.cli.cli;
+- `stages`: the stages of fp8_check/stages.py with the modules each folder holds (docs/pipeline.md);
+- `import-exceptions`: tests/test_imports.py's table of imports kept inside functions (docs/imports.md);
 - `benchmarks`: one line per benchmarks/bench_*.py (its docstring) and a link to its latest
   output, benchmarks/out/NAME.md, which `on_files` adds to the site as it is.
 
@@ -140,7 +142,47 @@ def benchmarks_markdown() -> str:
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------ the house: stages and import exceptions
+
+
+def stages_markdown() -> str:
+    """One row per stage of fp8_check/stages.py, bottom to top, with the modules its folder holds now."""
+    from fp8_check.stages import STAGES
+
+    package = REPO / "harness" / "fp8_check"
+    out = ["| stage | what it holds | modules |", "|---|---|---|"]
+    for name, purpose in STAGES:
+        folder = package / name
+        if folder.is_dir():
+            mods = sorted(str(m.relative_to(folder).with_suffix("")).replace("/__init__", "/")
+                          for m in folder.rglob("*.py") if m.name != "__init__.py" or m.parent != folder)
+            mods = mods or ["__init__"]
+            where = f"`{name}/`"
+        else:
+            mods, where = [], f"`{name}.py`"
+        out.append(f"| {where} | {_cell(purpose)} | {', '.join(f'`{m}`' for m in mods) or '—'} |")
+    return "\n".join(out)
+
+
+def import_exceptions_markdown() -> str:
+    """tests/test_imports.py's ALLOWED table: every fp8_check import kept inside a function, with its reason."""
+    tree = ast.parse((REPO / "tests" / "test_imports.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "ALLOWED":
+            allowed = ast.literal_eval(node.value)  # type: ignore[arg-type]
+            break
+    else:
+        raise ValueError("docs/hooks.py: tests/test_imports.py has no ALLOWED table")
+    out = ["| module | imports in a function | why |", "|---|---|---|"]
+    for (module, imported), why in allowed.items():
+        short = lambda name: name.removeprefix("fp8_check.")  # noqa: E731
+        out.append(f"| `{short(module)}` | {'everything' if imported == '*' else f'`{short(imported)}`'} | {_cell(why)} |")
+    return "\n".join(out)
+
+
 GENERATORS = {
+    "stages": stages_markdown,
+    "import-exceptions": import_exceptions_markdown,
     "verdict-rules": verdict_rules_markdown,
     "outcomes": outcomes_markdown,
     "cli": cli_markdown,

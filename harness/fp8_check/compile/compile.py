@@ -1,4 +1,4 @@
-"""Stage 3: compile rendered cases in a long-lived worker subprocess.
+"""Compile rendered cases in a long-lived worker subprocess.
 
 `Compiler` owns one `fp8_check.worker.worker` process per mode. A case that crashes XLA
 kills only the worker: the case gets the error (and the tail of the worker's
@@ -115,7 +115,7 @@ class Compilation:
     kind: FailureKind | None = None  # with `error`: what failed (default: a compile error, or unsupported)
 
     cached: bool = False  # answered from the compile cache (seconds: the original compile's)
-    shared_from: str | None = None  # answered from the identical compilation of this case (pipeline/sharing.py)
+    shared_from: str | None = None  # answered from the identical compilation of this case (harness/fp8_check/compile/sharing.py)
 
     @property
     def ok(self) -> bool:

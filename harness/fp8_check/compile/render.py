@@ -1,4 +1,4 @@
-"""Stage 2: render a `Case` into plain Python source for a JAX function (jinja2).
+"""Render a `Case` into plain Python source for a JAX function (jinja2).
 
 The rendered module defines `FN` (the function) and `ARGS` (its argument specs);
 the worker executes exactly this source. Each case kind renders itself

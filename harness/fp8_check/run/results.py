@@ -1,4 +1,4 @@
-"""Stage 7: the results file — the one place results JSON is written and read.
+"""The results file — the one place results JSON is written and read.
 
 A `Results` document holds the run's environment and its typed `Outcome`s. Schema
 `fp8-check/results/2` stores per result only the rendered case function; the target

@@ -1,4 +1,4 @@
-"""Stage 5: golden expectations — load, bless atomically (compared by harness/fp8_check/verdict/comparator.py).
+"""Golden expectations — load, bless atomically (compared by harness/fp8_check/verdict/comparator.py).
 
 A golden is one small YAML file per case x target x profile x mode:
 `goldens/<target>/<profile>/<mode>/<case>.yaml`. It holds one or more
