@@ -27,14 +27,13 @@ from fp8_check.matrix.matrix_document import Matrix, entry_from_results
 from fp8_check.matrix.news import closing_line
 from fp8_check.matrix import goldens as ranged
 from fp8_check.cost import cost
-from fp8_check.report import page  # page.write_report: a test replaces it to make the report fail
+from fp8_check.report import formats
 
 
 def register(sub) -> dict:
     p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
     selection.add_options(p)
-    p.add_argument("--json", type=Path, default=Path("reports/results.json"), help="results JSON (default: reports/results.json)")
-    p.add_argument("--html", type=Path, help="HTML report (default: report.html next to the results JSON)")
+    formats.add_options(p, {"--json": Path("reports/results.json"), "--html": "report.html next to the results JSON"})
     p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
     selection.add_timeout(p)
     pool.add_options(p)
@@ -105,8 +104,8 @@ def cmd_run(args) -> int:
         from fp8_check.gpu import numerics as numerics_module  # the GPU layer's reference, handed to the runner
 
         numerics_check = numerics_module
-    outputs.check_file(args.json, "--json")  # fail before compiling, not after
-    outputs.check_file(args.html or args.json.parent / "report.html", "--html")
+    written = formats.chosen(args, lambda f: args.json.parent / "report.html" if f is formats.HtmlReport else None)
+    formats.check_paths(written)  # fail before compiling, not after
     compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
@@ -135,16 +134,7 @@ def cmd_run(args) -> int:
          "target_versions": {t.name: target_check.environment_entry(t, env["jax"]) for t in sel.targets}},
         outcomes, target_specs={t.name: t.config_text for t in sel.targets})
     res.path = str(args.json)
-    html = args.html or args.json.parent / "report.html"
-
-    def write_html(path: Path) -> None:
-        page.write_report([res], path)
-
-    outputs.write_all([  # one failure policy: the results JSON must be written, the report only warns
-        outputs.Output("results JSON", args.json, lambda p: results_mod.write(p, res), primary=True,
-                       announce="results: {path}"),
-        outputs.Output("HTML report", html, write_html, announce="report: {path}"),
-    ])
+    formats.write(written, [res])  # one failure policy: the results JSON must be written, the report only warns
 
     print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
     fail_on = getattr(args, "fail_on", "any")
