@@ -10,7 +10,6 @@ refused, but for the exceptions below, each with its reason. Read with `ast`; no
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from .conftest import REPO
 
