@@ -110,7 +110,7 @@ RUFF_ISORT = '\n[tool.ruff.lint.isort]\nknown-first-party = ["fp8_check"]\ncombi
 
 SUFFIXES = {".py", ".j2", ".yml", ".yaml", ".toml", ".md", ".sh", ".cfg", ".ini", ".txt", ".json", ".html", ".in"}
 DATA_PREFIXES = ("tests/fixtures/", "benchmarks/out/", "reports/", "docs/gpu-session/")  # recorded data: code only
-SKIP = {"scripts/restructure.py", "tests/test_restructure.py", "docs/layout.md", "uv.lock"}
+SKIP = {"scripts/restructure.py", "tests/test_restructure.py", "uv.lock"}
 READERS = ("tests/", "docs/", "benchmarks/", "README.md", "mkdocs.yml")  # refer to modules without using them
 
 
