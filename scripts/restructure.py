@@ -587,6 +587,8 @@ def compute_faces() -> dict[str, Face]:
                 for n in names:
                     origins.setdefault((stage, n), set()).add(_defining(stage, ".".join(parts[2:]), n))
     for (stage, name), mods in origins.items():
+        if (base / stage / f"{name}.py").is_file() or (base / stage / name / "__init__.py").is_file():
+            mods = mods | {""}  # a name that is also a submodule: once that is imported, the package attribute is the module
         if len(mods) > 1:
             faces[stage].clashes[name] = mods
         else:

@@ -115,6 +115,16 @@ def test_a_face_loads_its_names_on_first_use(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
+def test_a_name_that_is_also_a_submodule_stays_a_module_import():
+    """`from fp8_check.signature import coverage` would give the module `coverage` once anyone imported it (the
+    import system sets the package attribute), not the function of that name: such a name is a clash."""
+    faces = restructure.compute_faces()
+    for stage, face in faces.items():
+        for name, module in face.names.items():
+            submodule = restructure.ROOT / restructure.BASE_REL / stage / f"{name}.py"
+            assert module == "" or not submodule.is_file(), (stage, name, module)
+
+
 def test_no_row_moves_a_module_onto_another_rows_old_path():
     assert not set(restructure.MOVES.values()) & set(restructure.MOVES)
     assert all(not restructure.stutters(new) for new in restructure.MOVES.values())
