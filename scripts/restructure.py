@@ -345,6 +345,7 @@ _TOKEN = re.compile(r"(?<![\w.])(?:" + PKG + r"|\{PACKAGE\}|\{IMPORT_NAME\}|\{PK
 _FROM = re.compile(r"^(?P<indent>[ \t]*)(?P<head>from\s+)(?P<mod>" + PKG + r"(?:\.\w+)*)(?P<mid>\s+import\s+)"
                    r"(?P<names>\((?:[^)#]|#[^\n]*)*\)|[^\n#;()]*[^\s#;()])(?P<tail>[ \t]*(?:#[^\n]*)?)$", re.M)
 _PATH = re.compile(r"(?<![\w/.-])((?:harness/)?" + PKG + r"/)((?:[\w.*-]+/)*[\w.*-]+)")
+_QUOTED_PATH = re.compile(r"([\"'`])((?:[a-z_]+/)+[a-z_]\w*\.py)\1")
 _PATH_EXPR = re.compile(r"([\"'])" + PKG + r"\1((?:\s*/\s*([\"'])[^\"'{}\n]+\3)+)")
 
 
@@ -471,7 +472,17 @@ class Rewriter:
             count += 1
             return " / ".join(f"{q}{s}{q}" for s in [PKG, *new.split("/")])
 
-        return _PATH_EXPR.sub(expr, text), count
+        text = _PATH_EXPR.sub(expr, text)
+
+        def quoted(m: re.Match) -> str:  # "gpu/block_numerics.py": a path relative to the package, quoted whole
+            nonlocal count
+            new = self.map_path(m.group(2))
+            if new is None:
+                return m.group(0)
+            count += 1
+            return f"{m.group(1)}{new}{m.group(1)}"
+
+        return _QUOTED_PATH.sub(quoted, text), count
 
     def rewrite(self, text: str, rel: str, report: Report) -> str:
         n = 0

@@ -38,6 +38,7 @@ def _rewriter() -> restructure.Rewriter:
     ("x = 'fp8_check.cost.cost.Estimate'\n", "x = 'fp8_check.cost.model.Estimate'\n"),
     ('m = f"{PACKAGE}.cost.cost"\n', 'm = f"{PACKAGE}.cost.model"\n'),
     ("see harness/fp8_check/verdict/verdict.py.\n", "see harness/fp8_check/verdict/classify.py.\n"),
+    ('OWNERS = ("cost/cost.py", `cost/cost.py`, "cost/cost.pyc")\n', 'OWNERS = ("cost/model.py", `cost/model.py`, "cost/cost.pyc")\n'),
     ("from fp8_check.verdict import (  # noqa: F401  (re-exported)\n    golden,\n)\n",
      "from fp8_check.verdict import (  # noqa: F401  (re-exported)\n    golden,\n)\n"),
     ("from fp8_check.verdict import golden\n", "from fp8_check.verdict import golden\n"),
