@@ -896,7 +896,7 @@ def apply(dry: bool) -> Report:
     if p.splits:  # what the command halves took along: their imports leave the library halves
         ruff("check", "--select", "F401", "--fix", "-q", *[f"{BASE_REL}/{cli}" for cli, _ in p.splits.values()],
              *[f"{BASE_REL}/{m}" for m in p.splits])
-    for module, (cli, names) in p.splits.items():  # `module.name` of a moved function: not rewritable by name
+    for cli, names in p.splits.values():  # `module.name` of a moved function: not rewritable by name
         moved = [n for n in names if n != "register" and not n.startswith("cmd_") and not n.startswith("_")]
         for rel in text_files():
             if rel.endswith(".py") and not rel.startswith(f"{BASE_REL}/{cli}"):
