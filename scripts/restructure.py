@@ -814,8 +814,13 @@ def write_tests(faces: dict[str, Face]) -> None:
     rows = []
     for stage, face in sorted(faces.items()):
         for name, mods in sorted(face.clashes.items()):
-            listed = ", ".join(sorted(m or "(the submodule)" for m in mods))
-            rows.append(f"    ({stage!r}, {name!r}): \"two modules of the stage define it ({listed}): imported from its module\",\n")
+            defining = sorted(m for m in mods if m)
+            if "" in mods:
+                why = (f"a function named like its module ({stage}.{name}.{name}): once the module is imported, "
+                       f"the package attribute `{name}` is the module, so the function comes from its module")
+            else:
+                why = f"two modules of the stage define it ({', '.join(defining)}): imported from its module"
+            rows.append(f"    ({stage!r}, {name!r}): {why!r},\n")
     text = template.replace("# CLASHES\n", "".join(rows))
     (ROOT / "tests" / "test_faces.py").write_text(text)
 
