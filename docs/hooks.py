@@ -2,16 +2,18 @@
 
 A page asks for a generated block with a marker line `<!-- generated: NAME -->`:
 
-- `verdict-rules`: the rules table, from the rule tables of fp8_check.verdict.verdict (`FIELD_RULES`),
-  fp8_check.verdict.verdict_rules (`GEMM_RULES`, `BLOCK_RULES`) and fp8_check.verdict.collective_rules
-  (`COLLECTIVE_RULES`): each rule's `@explained` statement, each `Neutral` field's reason;
+- `verdict-rules`: the rules table, from the table that dispatches, fp8_check.verdict.verdict's `FIELD_RULES`
+  (a record's entry carries its own rules: `GEMM_RULES`, `BLOCK_RULES`, `COLLECTIVE_RULES`): each rule's
+  `@explained` statement, each `Neutral` field's reason;
 - `outcomes`: the outcome codes of fp8_check.verdict.outcome (`CODES`);
 - `cli`: every command's `--help`, from the argparse parser of fp8_check.cli.cli;
+- `stages`: the stages of fp8_check/stages.py with the modules each folder holds (docs/pipeline.md);
+- `import-exceptions`: tests/test_imports.py's table of imports kept inside functions (docs/imports.md);
 - `benchmarks`: one line per benchmarks/bench_*.py (its docstring) and a link to its latest
   output, benchmarks/out/NAME.md, which `on_files` adds to the site as it is.
 
-An unknown marker, a rule without a statement or a new record of rules the table does not know
-raise, so `mkdocs build --strict` fails instead of publishing a stale page.
+An unknown marker or a rule without a statement
+raises, so `mkdocs build --strict` fails instead of publishing a stale page.
 tests/test_docs.py builds the site and runs the docs' examples.
 """
 
@@ -37,15 +39,9 @@ def _cell(text: Any) -> str:
 
 
 def verdict_rules_markdown() -> str:
-    from fp8_check.verdict import collective_rules, verdict, verdict_rules
+    from fp8_check.verdict import verdict, verdict_rules
     from fp8_check.verdict.verdict_rules import Neutral, explanation
 
-    # the rule that judges a whole record of each kind (appeared / gone), and how its path is written
-    records = {
-        "gemms": (verdict_rules.gemm_field, "gemms[i]"),
-        "block_scaled": (verdict_rules.block_field, "block_scaled"),
-        "collectives": (collective_rules.collective_field, "collectives[i]"),
-    }
     rows: list[tuple[str, str, str]] = []
     neutral: list[tuple[str, str]] = []
 
@@ -58,17 +54,14 @@ def verdict_rules_markdown() -> str:
             raise ValueError(f"docs/hooks.py: the verdict rule for `{path}` states nothing (@explained)")
         rows.append((path, stated.regression, stated.improvement))
 
-    for key, rule in verdict.FIELD_RULES.items():
-        if isinstance(rule, dict):
-            if key not in records:
-                raise ValueError(f"docs/hooks.py: FIELD_RULES[{key!r}] is a record of rules this page does not know")
-            whole, path = records[key]
-            add(path, whole)
-            for sub, field_rule in rule.items():
+    for key, rule in verdict.FIELD_RULES.items():  # the table that dispatches, as it dispatches
+        if isinstance(rule, verdict.Record):
+            path = rule.label or key
+            add(path, rule.whole)
+            for sub, field_rule in rule.rules.items():
                 add(f"{path}.{sub.rstrip('_')}", field_rule)
         else:
             add(key, rule)
-    add("numerics, filecheck", verdict.classify_extra)
     add("any field holding dtypes", verdict_rules._narrow_lost)
 
     out = ["| field | regression | improvement |", "|---|---|---|"]
@@ -149,7 +142,47 @@ def benchmarks_markdown() -> str:
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------ the house: stages and import exceptions
+
+
+def stages_markdown() -> str:
+    """One row per stage of fp8_check/stages.py, bottom to top, with the modules its folder holds now."""
+    from fp8_check.stages import STAGES
+
+    package = REPO / "harness" / "fp8_check"
+    out = ["| stage | what it holds | modules |", "|---|---|---|"]
+    for name, purpose in STAGES:
+        folder = package / name
+        if folder.is_dir():
+            mods = sorted(str(m.relative_to(folder).with_suffix("")).replace("/__init__", "/")
+                          for m in folder.rglob("*.py") if m.name != "__init__.py" or m.parent != folder)
+            mods = mods or ["__init__"]
+            where = f"`{name}/`"
+        else:
+            mods, where = [], f"`{name}.py`"
+        out.append(f"| {where} | {_cell(purpose)} | {', '.join(f'`{m}`' for m in mods) or '—'} |")
+    return "\n".join(out)
+
+
+def import_exceptions_markdown() -> str:
+    """tests/test_imports.py's ALLOWED table: every fp8_check import kept inside a function, with its reason."""
+    tree = ast.parse((REPO / "tests" / "test_imports.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "ALLOWED":
+            allowed = ast.literal_eval(node.value)  # type: ignore[arg-type]
+            break
+    else:
+        raise ValueError("docs/hooks.py: tests/test_imports.py has no ALLOWED table")
+    out = ["| module | imports in a function | why |", "|---|---|---|"]
+    for (module, imported), why in allowed.items():
+        short = lambda name: name.removeprefix("fp8_check.")  # noqa: E731
+        out.append(f"| `{short(module)}` | {'everything' if imported == '*' else f'`{short(imported)}`'} | {_cell(why)} |")
+    return "\n".join(out)
+
+
 GENERATORS = {
+    "stages": stages_markdown,
+    "import-exceptions": import_exceptions_markdown,
     "verdict-rules": verdict_rules_markdown,
     "outcomes": outcomes_markdown,
     "cli": cli_markdown,

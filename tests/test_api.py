@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import pytest
 import yaml
 
+from fp8_check.run import results as results_mod
 from fp8_check import api
 from fp8_check.verdict.outcome import FAIL
 from fp8_check.signature.signature import Signature
@@ -191,6 +192,10 @@ def test_check_cli_prints_signature_and_follows_run_exit_codes(run_cli, tmp_path
     assert "importing the model" in err and "making the args" in err and "tracing" in err, err
     doc = json.loads(out)
     assert doc["results"][0]["outcome"] == "PASS" and doc["results"][0]["signature"]["gemms"][0]["epilogue"] == "RELU"
+    # the standard results file, as `run` writes it: it loads as one, and the report renders it
+    checked = results_mod.from_json(doc)
+    assert doc["schema"] == results_mod.SCHEMA and [o.case for o in checked.outcomes] == ["sr"]
+    assert checked.outcomes[0].signature is not None and checked.environment["function"] == "usermodel_i16:scaled_relu"
     assert (tmp_path / "goldens" / "h100" / "cublas" / "deviceless" / "sr.yaml").is_file()
     code, out, err = run_cli("check", "usermodel_i16:scaled_relu", *ARG_FLAGS, "--golden", "sr", cwd=tmp_path)
     assert code == 0, out + err

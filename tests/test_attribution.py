@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fp8_check.core.files import atomic_write
 from fp8_check.verdict import verdict
 from fp8_check.signature import attribution, coverage
 from fp8_check.verdict import golden, layer_rules
@@ -184,7 +185,7 @@ def test_golden_layers_are_loaded_checked_and_kept_by_bless(tmp_path):
     path = golden.path_for(tmp_path, "c", "h100", "cublas", "deviceless")
     g = golden.load(path)
     g.layers = [{"layer": "Dense/*", "fp8": True}]
-    golden.atomic_write(path, g.to_yaml())
+    atomic_write(path, g.to_yaml())
     golden.bless(tmp_path, "c", "h100", "cublas", "deviceless", "0.12.0.1", sig.to_dict())  # re-bless keeps them
     assert golden.load(path).layers == [{"layer": "Dense/*", "fp8": True}]
     path.write_text(path.read_text() + "layers: 3\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fp8_check.core.files import atomic_write
 from fp8_check.verdict import comparator
 from fp8_check.verdict import golden
 from fp8_check.signature.signature import Gemm, Signature
@@ -102,7 +103,7 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
     gpath = golden.path_for(workspace / "goldens", "seed_scaled_clamp_f32", "h100", "triton", "deviceless")
     g = golden.load(gpath)
     newest = g.expected_for(NEW)
-    golden.atomic_write(gpath, golden.Golden(g.case, g.target, g.profile, g.mode,
+    atomic_write(gpath, golden.Golden(g.case, g.target, g.profile, g.mode,
                                              [golden.Expectation(newest.signature, "", newest.blessed_with)]).to_yaml())
     code, out, _ = run_cli(*args, cwd=workspace)
     assert code == 1 and "the golden (every version)" in out

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fp8_check.core.files import atomic_write
 from fp8_check.verdict import comparator
 from fp8_check.verdict import golden
 from fp8_check.signature import signature
@@ -79,7 +80,7 @@ def test_one_expectation_per_run_with_ranges_newest_open(matrix_file, tmp_path, 
 def test_expectations_outside_the_matrix_are_kept(matrix_file, tmp_path):
     root = tmp_path / "goldens"
     path = golden.path_for(root, "plain", "h100", "triton", "deviceless")
-    golden.atomic_write(path, golden.Golden("plain", "h100", "triton", "deviceless", [
+    atomic_write(path, golden.Golden("plain", "h100", "triton", "deviceless", [
         golden.Expectation({"kernels": 9}, "<0.6", "hand-written for device mode"),
         golden.Expectation({"kernels": 1}, "", "jax 0.12.0.1"),
     ]).to_yaml())
@@ -95,7 +96,7 @@ def test_a_matrix_over_the_newest_versions_only_keeps_the_older_ranges(tmp_path)
     root = tmp_path / "goldens"
     path = golden.path_for(root, "plain", "h100", "triton", "deviceless")
     old, renamed = recorded("0.8.0", "plain"), recorded("0.12.0.1", "plain")
-    golden.atomic_write(path, golden.Golden("plain", "h100", "triton", "deviceless", [
+    atomic_write(path, golden.Golden("plain", "h100", "triton", "deviceless", [
         golden.Expectation(renamed, ">=0.10.1", "jax 0.10.1..0.12.0.1"),
         golden.Expectation(old, ">=0.6.1,<0.10.1", "jax 0.6.1..0.10.0"),
     ]).to_yaml())
@@ -201,7 +202,7 @@ def test_matrix_blessed_from_itself_is_green_and_one_edit_turns_one_cell_red(wor
     old_exp = g.expected_for(OLD)
     assert old_exp is not g.expected_for(NEW) and "maximum" not in old_exp.signature["gemms"][0].get("fused_ops", [])
     old_exp.signature["gemms"][0]["fused_ops"] = sorted(old_exp.signature["gemms"][0]["fused_ops"] + ["maximum"])
-    golden.atomic_write(path, g.to_yaml())
+    atomic_write(path, g.to_yaml())
     code, stdout, _ = run_cli(*args, "--fail-on", "regression", cwd=workspace)
     doc = json.loads(out.read_text())
     bad = [(e["jax"], r["case"], r["profile"], r["verdict"]["class"])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fp8_check.core.files import atomic_write
 from fp8_check.verdict.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 from fp8_check.verdict import comparator
 from fp8_check.verdict import contract, contract_judge, golden
@@ -39,7 +40,7 @@ def bless_contract(root: Path, case: str, jax: str, options: dict | None = None)
         g = golden.load(path)
         assert g is not None
         g.contract_options = options
-        golden.atomic_write(path, g.to_yaml())
+        atomic_write(path, g.to_yaml())
     return facts
 
 

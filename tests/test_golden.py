@@ -7,6 +7,7 @@ import os
 import pytest
 import yaml
 
+from fp8_check.core.files import atomic_write
 from fp8_check.verdict import comparator
 from fp8_check.verdict import golden
 
@@ -92,7 +93,7 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
-        golden.atomic_write(path, "new golden\n")
+        atomic_write(path, "new golden\n")
     assert path.read_text() == "old golden\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.yaml"], "no temp file left behind"
 
@@ -110,7 +111,7 @@ def test_bless_interrupted_leaves_previous_golden(tmp_path, monkeypatch):
 
 def test_atomic_write_gives_normal_permissions(tmp_path):
     path = tmp_path / "g.yaml"
-    golden.atomic_write(path, "x\n")
+    atomic_write(path, "x\n")
     mask = os.umask(0)
     os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -35,6 +35,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fp8_check.versions.other_environments", "fp8_check.compile.compile"): "start-up of every api import: as api -> compile",
     ("fp8_check.versions.other_environments", "fp8_check.versions.envs"):
         "start-up of every api import: envs (releases, wheels, uv) serves only a target on another platform's plugin",
+    ("fp8_check.cli.check", "fp8_check.report.formats"):
+        "start-up of the checking child: the output registry (the results file, the HTML page and jinja2) loads in the "
+        "parent's parser and, in the child, only to write --json after the check",
+    ("fp8_check.cli.check", "fp8_check.run.results"): "start-up of the checking child: as check -> report.formats",
     ("fp8_check.cli.check", "fp8_check.api"):
         "side effect: importing api runs the CPU-only hook (a GPU probe, JAX_PLATFORMS=cpu without one); every CLI "
         "start imports check, and only `fp8-check check` (before the checked module imports JAX) wants the hook",

@@ -16,6 +16,7 @@ import jax
 import pytest
 import yaml
 
+from fp8_check.core.files import atomic_write
 from fp8_check.verdict.verdict import Verdict
 from fp8_check.verdict import outcome
 from fp8_check.verdict.outcome import Outcome
@@ -265,7 +266,7 @@ def test_matrix_across_versions_real(workspace, run_cli, cache_env):
     gpath0 = golden.path_for(workspace / "goldens", "seed_scaled_clamp_f32", "h100", "triton", "deviceless")
     g0 = golden.load(gpath0)
     newest = g0.expected_for(NEW)
-    golden.atomic_write(gpath0, golden.Golden(g0.case, g0.target, g0.profile, g0.mode,
+    atomic_write(gpath0, golden.Golden(g0.case, g0.target, g0.profile, g0.mode,
                                               [golden.Expectation(newest.signature, "", newest.blessed_with)]).to_yaml())
     code, stdout, err = run_cli("matrix", "--jax", f"0.5.3,{OLD},0.6.99,{NEW}", "-k", "plain_f32,scaled_clamp_f32",
                                 "--out", out, "--no-html", cwd=workspace)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from fp8_check.cli.check import result_json
+from fp8_check.run.results import outcome_to_json
 from fp8_check.verdict.outcome import FAIL, Outcome
 from fp8_check.verdict.comparator import FieldDiff
 from fp8_check.verdict.verdict import classify
@@ -56,10 +56,10 @@ def test_check_results_carry_the_verdict_class():
     before = {"kernels": 1, "launches": ["gemm __cublas$lt$matmul$f8"], "unfused": [],
               "gemms": [{"target": "__cublas$lt$matmul$f8", "operand_dtypes": ["f8e4m3fn", "f8e4m3fn"]}]}
     after = {**before, "gemms": [{"target": "__cublas$lt$matmul", "operand_dtypes": ["f32", "f32"]}]}
-    # check's results are the one result record (Outcome) with structured diffs; its JSON writes each as its FAIL line
+    # check's results are the one result record (Outcome) with structured diffs, in the standard results file
     res = Outcome("fn", "h100", "cublas", "deviceless", "0.9.0", FAIL, diffs=[FieldDiff("kernels", 1, 2)],
                   verdict=classify(before, after))
-    d = result_json(res, None)
+    d = outcome_to_json(res)
     assert d["outcome"] == "FAIL" and d["verdict"]["class"] == "regression"
-    assert d["diffs"] == ["kernels: expected 1, found 2"]
-    assert result_json(Outcome("fn", "h100", "cublas", "deviceless", "", FAIL), None)["verdict"] is None
+    assert d["diffs"] == [{"path": "kernels", "expected": 1, "found": 2}]
+    assert "verdict" not in outcome_to_json(Outcome("fn", "h100", "cublas", "deviceless", "", FAIL))

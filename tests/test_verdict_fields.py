@@ -230,3 +230,82 @@ def test_fp4_upcast_golden_fails_as_a_regression_through_the_cli(workspace, run_
     doc = json.loads((workspace / "r.json").read_text())
     r = {(x["case"], x["profile"]): x for x in doc["results"]}[("bs_sm_nvfp4", "cublas")]
     assert r["outcome"] == "FAIL" and r["verdict"]["class"] == "regression"
+
+
+# ------------------------------------------------------------------ the table dispatches
+
+
+def _paths_of(key: str, entry) -> dict[str, object]:
+    """Every path an entry of FIELD_RULES judges (one per rule it holds), built from the table itself."""
+    if not isinstance(entry, verdict.Record):
+        return {key: None}
+    whole = entry.label.replace("[i]", "[0]") if entry.label else key
+    return {whole: None, **{f"{whole}.{sub}": sub for sub in entry.rules}}
+
+
+def test_every_entry_of_the_table_is_reachable(monkeypatch):
+    """Each entry (and each rule a record holds) is what runs for its path: a spy in its place sees the call."""
+    from fp8_check.verdict.verdict_rules import Finding
+
+    for key, entry in list(verdict.FIELD_RULES.items()):
+        for path, sub in _paths_of(key, entry).items():
+            seen: list[str] = []
+
+            def spy(*args, _path=path, _seen=seen):
+                _seen.append(_path)
+                return [Finding(verdict.NEUTRAL, f"spy for {_path}")]
+
+            with monkeypatch.context() as m:
+                if sub is None and isinstance(entry, verdict.Record):
+                    m.setitem(verdict.FIELD_RULES, key, dataclasses.replace(entry, judge=spy))
+                elif sub is None:
+                    m.setitem(verdict.FIELD_RULES, key, spy)
+                else:
+                    m.setitem(entry.rules, sub, spy)  # type: ignore[union-attr]
+                lines = verdict.classify_field(path, "x", "y", {}, {})
+            assert seen == [path], (key, path, [x.why for x in lines])
+            assert [x.why for x in lines] == [f"spy for {path}"]
+
+
+def test_a_rule_added_to_the_table_runs_with_no_other_edit(monkeypatch):
+    """A new signature field's rule: one entry in FIELD_RULES, and classify judges with it."""
+    @verdict.explained("more bytes through the host", "fewer")
+    def host_bytes(before, after):
+        return [(verdict.REGRESSION if after > before else verdict.IMPROVEMENT, f"host bytes {before} -> {after}")]
+
+    before, after = {"kernels": 1, "host_bytes": 10}, {"kernels": 1, "host_bytes": 20}
+    assert [x.why for x in verdict.classify(before, after).lines] == ["host_bytes changed (no cost rule for this field)"]
+    monkeypatch.setitem(verdict.FIELD_RULES, "host_bytes", host_bytes)
+    v = verdict.classify(before, after)
+    assert (v.cls, [x.why for x in v.lines]) == (verdict.REGRESSION, ["host bytes 10 -> 20"])
+    assert verdict.classify(after, before).cls == verdict.IMPROVEMENT
+
+
+def test_a_record_field_rule_added_to_its_table_runs(monkeypatch):
+    monkeypatch.setitem(verdict.GEMM_RULES, "workspace", lambda before, after, gb, ga, sub: [(verdict.REGRESSION, "more workspace")])
+    v = verdict.classify(_sig(_gemm(workspace=0)), _sig(_gemm(workspace=1)))
+    assert [(x.path, x.cls, x.why) for x in v.lines] == [("gemms[0].workspace", verdict.REGRESSION, "more workspace")]
+
+
+def test_a_deciding_finding_decides_by_its_data_not_its_words(monkeypatch):
+    """A rule that decides the verdict says so (Finding.decides); the same words without it decide nothing."""
+    from fp8_check.verdict.verdict_rules import Finding
+
+    before = _sig(_gemm(output="f32", fused_ops=["a", "b"]))
+    after = _sig(_gemm(output="f8e4m3fn", fused_ops=["a"]))  # an improvement (FP8 output) and a regression (an op left)
+    assert verdict.classify(before, after).cls == verdict.MIXED
+    words = "cuBLASLt FP8 gemm -> x"
+    monkeypatch.setitem(verdict.GEMM_RULES, "fused_ops", lambda b, a, gb, ga, sub: [(verdict.REGRESSION, words)])
+    assert verdict.classify(before, after).cls == verdict.MIXED  # the wording alone decides nothing
+    monkeypatch.setitem(verdict.GEMM_RULES, "fused_ops",
+                        lambda b, a, gb, ga, sub: [Finding(verdict.REGRESSION, "an op left", decides=True)])
+    v = verdict.classify(before, after)
+    assert v.cls == verdict.REGRESSION and [x.decides for x in v.lines if x.path.endswith("fused_ops")] == [True]
+
+
+def test_the_lost_cublas_fp8_gemm_decides():
+    before = _sig(_gemm(output="f32"))
+    after = _sig(_gemm(target="__cublas$gemm", output="f8e4m3fn"))  # an FP8 output gained, the FP8 gemm lost
+    v = verdict.classify(before, after)
+    assert v.cls == verdict.REGRESSION
+    assert [(x.path, x.decides) for x in v.lines if x.decides] == [("gemms[0].target", True)]

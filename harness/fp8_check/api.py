@@ -109,7 +109,7 @@ class FusionReport:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
 
     def estimate(self):
-        """The program's roofline estimate on its target (pipeline.cost.Estimate: `total_us`, `fp8_us`, `kernels`)."""
+        """The program's roofline estimate on its target (fp8_check.cost.cost.Estimate: `total_us`, `fp8_us`, `kernels`)."""
         try:
             return cost.estimate(self.hlo, cost.hardware(as_target(self.target)))
         except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):

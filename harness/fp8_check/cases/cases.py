@@ -1,4 +1,4 @@
-"""Stage 1: load and validate YAML case files into `Case` objects.
+"""Load and validate YAML case files into `Case` objects.
 
 A case file is a mapping with an optional `defaults:` mapping (merged into every
 case) and a `cases:` list. Validation is strict: an unknown key, a bad value, a

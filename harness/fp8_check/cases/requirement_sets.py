@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fp8_check.core.files import package_path
 from fp8_check.platforms import NVIDIA
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
-NAMED = {"maxtext": Path(__file__).resolve().parent.parent / "models" / "maxtext-requirements.txt",
-         "qwix": Path(__file__).resolve().parent.parent / "models" / "qwix-requirements.txt"}
+NAMED = {"maxtext": package_path("models", "maxtext-requirements.txt"),
+         "qwix": package_path("models", "qwix-requirements.txt")}
 
 
 @dataclass(frozen=True)

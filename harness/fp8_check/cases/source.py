@@ -8,10 +8,10 @@ through `py_literal`, `py_text` or `py_comment`, so it can never become code.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import jinja2
 
+from fp8_check.core.files import package_path
 from fp8_check.cases.case_model import Case
 from fp8_check.cases.user_modules import Closure
 
@@ -50,7 +50,7 @@ def py_comment(text) -> str:
 
 
 _ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent.parent / "templates"),
+    loader=jinja2.FileSystemLoader(package_path("templates")),
     trim_blocks=True,
     lstrip_blocks=True,
     keep_trailing_newline=True,

@@ -22,9 +22,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from fp8_check.core import files
+
+CHECKOUT = files.checkout()  # None when installed
 _PACKAGE = __name__.split(".")[0]  # fp8-check's import name; in a checkout its folder is harness/
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_PACKAGE_DIR = files.package_path()
 _DYNAMIC = {"__import__", "exec", "eval", "import_module", "runpy", "exec_module"}
 MAX_FILES = 200  # a closure larger than this is not followed further (incomplete)
 
@@ -90,8 +92,8 @@ def defines(module: str, name: str) -> bool | None:
 def source_roots() -> list[Path]:
     """Where a case's project modules may come from: this checkout (when it is one) and the current directory."""
     roots = [Path.cwd().resolve()]
-    if (REPO_ROOT / "pyproject.toml").is_file():
-        roots.insert(0, REPO_ROOT)
+    if CHECKOUT is not None:
+        roots.insert(0, CHECKOUT)
     return list(dict.fromkeys(roots))
 
 
@@ -101,8 +103,8 @@ def find(module: str) -> tuple[Path, Path, bool] | None:
     if not all(p.isidentifier() for p in parts):
         return None
     bases = [(root, root.joinpath(*parts)) for root in source_roots()]
-    if parts[0] == _PACKAGE and (REPO_ROOT / "pyproject.toml").is_file():
-        bases.insert(0, (REPO_ROOT, _PACKAGE_DIR.joinpath(*parts[1:])))  # fp8-check's own modules (its flax layers)
+    if parts[0] == _PACKAGE and CHECKOUT is not None:
+        bases.insert(0, (CHECKOUT, _PACKAGE_DIR.joinpath(*parts[1:])))  # fp8-check's own modules (its flax layers)
     for root, base in bases:
         pkg = base.parents[len(parts) - 2] if len(parts) > 1 else base  # the top-level package's folder
         for path, package in ((base / "__init__.py", True), (base.with_suffix(".py"), False)):

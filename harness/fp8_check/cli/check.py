@@ -19,7 +19,6 @@ from __future__ import annotations
 from fp8_check.core.errors import BadInput
 
 import importlib
-import json
 import os
 import re
 import sys
@@ -60,13 +59,6 @@ class ArgSpec:
     name: str
     dtype: str
     shape: tuple[int, ...]
-
-
-def result_json(o: Outcome, report: "FusionReport | None") -> dict:
-    """One target x profile of the `--json` document (schema fp8-check/check/1: each diff as its FAIL line)."""
-    return {"target": o.target, "profile": o.profile, "outcome": o.code.name, "reason": o.reason,
-            "diffs": [str(d) for d in o.diffs], "verdict": o.verdict.to_dict() if o.verdict else None,
-            **(report.to_dict() if report is not None else {})}
 
 
 def parse_arg(text: str) -> ArgSpec:
@@ -185,7 +177,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                         on_result(res, None)
                     continue
                 res.jax, res.signature, res.compile_seconds = report.jax, report.signature, report.seconds
-                res.hlo, res.stablehlo = report.hlo, report.stablehlo
+                res.hlo, res.stablehlo, res.estimate = report.hlo, report.stablehlo, report.estimate()
                 res.diffs = api.fusion_diffs(report.signature, **expect)
                 for warning in report.warnings:
                     print(f"fp8-check check: warning: {label} on {t}/{p}: {warning}", file=sys.stderr)
@@ -311,7 +303,9 @@ def register(subparsers) -> dict:
     p.add_argument("--golden", metavar="NAME", help="also compare with the golden NAME under --goldens (the run layout)")
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
     p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
-    p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the results as JSON to FILE ('-' or no FILE: stdout only)")
+    from fp8_check.report import formats  # the parent's parser only: see tests/test_imports.py
+
+    formats.add_options(p, {}, formats=(formats.ResultsJson,), stdout=True)
 
     p.add_argument("-v", "--verbose", action="store_true", help="also every kernel launch and every gemm")
     add_timeout(p)
@@ -340,6 +334,9 @@ def cmd_check_here(args) -> int:
     except WriteError as exc:
         print(f"fp8-check check: {exc.strerror}", file=sys.stderr)
         return EXIT_ENV
+    except outputs.OutputError as exc:  # the results file could not be written (core/outputs.py's policy)
+        print(f"fp8-check check: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
@@ -417,16 +414,19 @@ def _cmd_check(args) -> int:
         raise CheckUsage(str(exc)) from None
     if len(results) > 1 and not quiet:
         print_across_targets([r for r, _ in results])
-    doc = {"schema": "fp8-check/check/1", "function": args.function, "mode": mode,
-           "results": [result_json(r, report) for r, report in results]}
-    if args.json:
-        text = json.dumps(doc, indent=1) + "\n"
+    if args.json:  # the standard results file (schema fp8-check/results/2), as `run` writes it
+        from fp8_check.report import formats  # after the check: see tests/test_imports.py
+        from fp8_check.run.results import Results
+
+        outcomes = [r for r, _ in results]
+        env = {"jax": next((r.jax for r in outcomes if r.jax), ""), "mode": mode, "targets": targets,
+               "profiles": profiles, "function": args.function,
+               "compiler_options": {p: PROFILES[p].compiler_options for p in profiles}}
+        res = Results(env, outcomes, target_specs={t: load_target(t).config_text for t in targets})
         if json_out is not None:
-            json_out.write(text)
-            json_out.flush()
+            formats.print_results(res, json_out)
         else:
-            golden.atomic_write(Path(args.json), text)
-            print(f"results: {args.json}")
+            formats.write([(formats.ResultsJson(), Path(args.json))], [res])
     return EXIT_FAIL if any(r.code.is_failure for r, _ in results) else EXIT_OK
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from fp8_check import platforms
+from fp8_check.core.files import atomic_write, remove_stale_temporaries
 from fp8_check.run import selection, target_check
 from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
 from fp8_check.verdict import contract, contract_judge, golden
@@ -27,7 +28,7 @@ from fp8_check.matrix.matrix_document import Matrix, entry_from_results
 from fp8_check.matrix.news import closing_line
 from fp8_check.matrix import goldens as ranged
 from fp8_check.cost import cost
-from fp8_check.report import page  # page.write_report: a test replaces it to make the report fail
+from fp8_check.report import formats
 
 
 def html_for(json_path: Path) -> Path:
@@ -39,8 +40,8 @@ def html_for(json_path: Path) -> Path:
 def register(sub) -> dict:
     p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
     selection.add_options(p)
-    p.add_argument("--json", type=Path, default=Path("reports/results.json"), help="results JSON (default: reports/results.json)")
-    p.add_argument("--html", type=Path, help="HTML report (default: next to the results JSON, named after it: results.json -> report.html, amd.json -> amd.html)")
+    formats.add_options(p, {"--json": Path("reports/results.json"),
+                            "--html": "next to the results JSON, named after it: results.json -> report.html, amd.json -> amd.html"})
     p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
     selection.add_timeout(p)
     pool.add_options(p)
@@ -116,8 +117,8 @@ def cmd_run(args) -> int:
         from fp8_check.gpu import numerics as numerics_module  # the GPU layer's reference, handed to the runner
 
         numerics_check = numerics_module
-    outputs.check_file(args.json, "--json")  # fail before compiling, not after
-    outputs.check_file(args.html or html_for(args.json), "--html")
+    written = formats.chosen(args, lambda f: html_for(args.json) if f is formats.HtmlReport else None)
+    formats.check_paths(written)  # fail before compiling, not after
     compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
@@ -149,16 +150,7 @@ def cmd_run(args) -> int:
          "target_versions": {t.name: target_check.environment_entry(t, env["jax"]) for t in sel.targets}},
         outcomes, target_specs={t.name: t.config_text for t in sel.targets})
     res.path = str(args.json)
-    html = args.html or html_for(args.json)
-
-    def write_html(path: Path) -> None:
-        page.write_report([res], path)
-
-    outputs.write_all([  # one failure policy: the results JSON must be written, the report only warns
-        outputs.Output("results JSON", args.json, lambda p: results_mod.write(p, res), primary=True,
-                       announce="results: {path}"),
-        outputs.Output("HTML report", html, write_html, announce="report: {path}"),
-    ])
+    formats.write(written, [res])  # one failure policy: the results JSON must be written, the report only warns
 
     print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
     fail_on = getattr(args, "fail_on", "any")
@@ -184,7 +176,7 @@ def _bless_from_matrix(args) -> int:
 
 
 def cmd_bless(args) -> int:
-    golden.remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
+    remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
     if getattr(args, "from_matrix", None):
         return _bless_from_matrix(args)
     sel = selection.from_args(args)
@@ -270,7 +262,7 @@ def cmd_show(args) -> int:
         [comp] = list(compiler.imap([runner.request_for(case, target, profile)]))
     script = render.repro(case, target, profile, env["jax"])
     if args.repro:
-        golden.atomic_write(args.repro, script)  # creates missing folders
+        atomic_write(args.repro, script)  # creates missing folders
     print(f"# ---- repro: {case.id} for {target.name}/{profile.name} ({mode}), jax {env['jax']}")
     print(script)
     if not comp.ok:

@@ -36,6 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
+from fp8_check.report import formats
 from fp8_check.run import selection
 from fp8_check.verdict import golden
 from fp8_check.core import names
@@ -56,7 +57,6 @@ from fp8_check.matrix.matrix_view import Progress, print_report
 from fp8_check.matrix.news import closing_line
 from fp8_check.versions.releases import SELECTIONS, VersionError, format_list, jax_index, newest_on_index, select_range, sort_versions
 from fp8_check.run.target_check import environment_entry
-from fp8_check.report.page import write_report
 from fp8_check.core import outputs
 
 
@@ -251,7 +251,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
 
 def write_html(result_files: list[str], path: Path) -> bool:
     """The HTML report of the per-version results files (one typed `Results` per JAX version)."""
-    write_report([results.load(Path(f)) for f in result_files], Path(path))
+    formats.HtmlReport().write([results.load(Path(f)) for f in result_files], Path(path))
     return True
 
 
@@ -272,7 +272,7 @@ def register(subparsers) -> dict:
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
-    p.add_argument("--html", type=Path, help="HTML report (default: --out with .html, if fp8_check.report.page exists)")
+    formats.add_options(p, {"--html": "--out with .html"}, formats=formats.of_many_runs())
     p.add_argument("--no-html", action="store_true")
     p.add_argument("--history", action="store_true",
                    help="also list the blessed history: signature changes between versions that the goldens expect "
@@ -352,8 +352,9 @@ def cmd_matrix(args) -> int:
     print(f"\nmatrix: {args.out}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
-        html = args.html or args.out.with_suffix(".html")
         if files:  # the same policy as run: the report only warns
-            outputs.write_all([outputs.Output("HTML report", html, lambda p: write_html(files, p), announce="report: {path}")])
+            chosen = formats.chosen(args, lambda f: args.out.with_suffix(".html") if f is formats.HtmlReport else None,
+                                    formats=formats.of_many_runs())
+            formats.write(chosen, lambda: [results.load(Path(f)) for f in files])
     print(closing_line(m))  # the last line: the one-line verdict
     return m.exit_code(args.fail_on)

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.compile.compile import DEFAULT_TIMEOUT, REPO_ROOT, Compilation, Compiler
+from fp8_check.compile.compile import CHECKOUT, DEFAULT_TIMEOUT, Compilation, Compiler
 from fp8_check.compile.render import Rendered
 from fp8_check.targets import Profile, Target
 from fp8_check.targets import autotune_results as ar
@@ -32,8 +32,9 @@ class Replayed:
 
 
 def find_results(target: str, jax_version: str, goldens_root: Path | None = None) -> Path | None:
-    """The committed results file for `target` and JAX `jax_version`, or None when there is none."""
-    path = ar.results_path(goldens_root or REPO_ROOT / "goldens", target, jax_version)
+    """The committed results file for `target` and JAX `jax_version`, or None when there is none (the checkout's
+    goldens/ by default; an installed fp8-check has no checkout: then ./goldens)."""
+    path = ar.results_path(goldens_root or (CHECKOUT or Path()) / "goldens", target, jax_version)
     return path if path.is_file() else None
 
 

@@ -44,6 +44,8 @@ removed down to 80 % of it.
 
 from __future__ import annotations
 
+from fp8_check.core.files import package_path
+
 import ast
 import functools
 import gzip
@@ -59,7 +61,7 @@ from pathlib import Path
 SCHEMA = "fp8-check/compile-cache/1"
 LAYOUT = "v1"
 DEFAULT_MAX_MB = 256
-_HERE = Path(__file__).resolve().parent.parent / "worker"  # the worker's sources
+_HERE = package_path("worker")  # the worker's sources
 # The code that turns a request into a compilation: changing it must miss.
 _COMPILING_CODE = ("aot.py", "worker.py")
 _DYNAMIC = {"__import__", "exec", "eval", "importlib", "import_module", "runpy"}

@@ -1,4 +1,4 @@
-"""Stage 3: compile rendered cases in a long-lived worker subprocess.
+"""Compile rendered cases in a long-lived worker subprocess.
 
 `Compiler` owns one `fp8_check.worker.worker` process per mode. A case that crashes XLA
 kills only the worker: the case gets the error (and the tail of the worker's
@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Protocol
 
+from fp8_check.core import files
 from fp8_check.compile.render import Rendered
 from fp8_check.targets import Profile, Target
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+CHECKOUT = files.checkout()  # None when installed
 
 
 PACKAGE = __name__.split(".")[0]  # the import name (`fp8_check`; the code lives in the folder harness/)
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = files.package_path().resolve()
 
 
 def harness_path() -> Path:
@@ -42,8 +43,8 @@ def harness_path() -> Path:
     A checkout whose folder carries the import name is used as it is.
     """
     global _HARNESS_LINK
-    if (REPO_ROOT / "pyproject.toml").is_file() and PACKAGE_DIR == (REPO_ROOT / "harness" / PACKAGE).resolve():
-        return REPO_ROOT / "harness"
+    if CHECKOUT is not None:  # harness/fp8_check: the folder carries the import name
+        return CHECKOUT / "harness"
     if _HARNESS_LINK is None or not (_HARNESS_LINK / PACKAGE).exists():
         import atexit
 
@@ -114,7 +115,7 @@ class Compilation:
     kind: FailureKind | None = None  # with `error`: what failed (default: a compile error, or unsupported)
 
     cached: bool = False  # answered from the compile cache (seconds: the original compile's)
-    shared_from: str | None = None  # answered from the identical compilation of this case (pipeline/sharing.py)
+    shared_from: str | None = None  # answered from the identical compilation of this case (harness/fp8_check/compile/sharing.py)
 
     @property
     def ok(self) -> bool:
@@ -221,7 +222,7 @@ class Worker:
         # it runs in, and `kind: python` callables from where user_modules.source_roots finds them (this
         # checkout, when it is one, and the directory the run started in: the user's project) or
         # PYTHONPATH, as pytest does.
-        checkout = [str(REPO_ROOT)] if (REPO_ROOT / "pyproject.toml").is_file() else []
+        checkout = [str(CHECKOUT)] if CHECKOUT is not None else []
         paths = [str(harness_path()), *checkout, self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")

@@ -60,7 +60,7 @@ def export_callable(fn: Callable, args: tuple, kwargs: dict, platform: str = pla
     """Trace and lower `fn(*args, **kwargs)` for JAX's `platform` here; the serialized `jax.export.Exported`.
 
     `devices`: the compile target's devices; while `fn` is traced, `jax.devices()` and the like answer with
-    them (`fp8_check.worker.aot.target_view`). The questions the traced code asked are appended to `asked`."""
+    them (`fp8_check.worker.device_view.target_view`). The questions the traced code asked are appended to `asked`."""
     _cpu_only_without_gpu()
     import jax
     from jax import export

@@ -66,7 +66,7 @@ def from_args(args, mode: str, python: str | None = None, jobs: int | None = Non
 
 class _Key:
     """A request's cache key, or why it is not cached; and the key it shares with identical compilations
-    of other cases (`pipeline/sharing.py`), if it may share one."""
+    of other cases (`harness/fp8_check/compile/sharing.py`), if it may share one."""
 
     def __init__(self, key: str | None, why_not: str | None, imports: dict, shared: str | None = None):
         self.key, self.why_not, self.imports, self.shared = key, why_not, imports, shared

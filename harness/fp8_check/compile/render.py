@@ -1,4 +1,4 @@
-"""Stage 2: render a `Case` into plain Python source for a JAX function (jinja2).
+"""Render a `Case` into plain Python source for a JAX function (jinja2).
 
 The rendered module defines `FN` (the function) and `ARGS` (its argument specs);
 the worker executes exactly this source. Each case kind renders itself
@@ -8,8 +8,8 @@ the worker executes exactly this source. Each case kind renders itself
 
 from __future__ import annotations
 
-from pathlib import Path
 
+from fp8_check.core.files import package_path
 from fp8_check.cases import kinds
 from fp8_check.cases.case_model import Case
 from fp8_check.cases.source import ENV as _ENV, Rendered as Rendered, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
@@ -37,7 +37,7 @@ def repro(case: Case, target: Target, profile: Profile, jax_version: str, render
     return repro_script(rendered.source, target, profile, jax_version, case_options(case), rendered.modules)
 
 
-_WORKER = Path(__file__).resolve().parent.parent / "worker"  # the sources a repro embeds
+_WORKER = package_path("worker")  # the sources a repro embeds
 
 
 def repro_script(case_source: str, target: Target, profile: Profile, jax_version: str,

@@ -30,7 +30,7 @@ class OutputError(BadInput, ValueError):
 class WriteError(BrokenEnvironmentError, OSError):
     """Writing an output failed after the checks passed (a full disk, a quota): a broken environment, exit 3.
 
-    One line naming the file; nothing half-written is left (`golden.atomic_write`)."""
+    One line naming the file; nothing half-written is left (`fp8_check.core.files.atomic_write`)."""
 
     def message_line(self) -> str:
         return f"fp8-check: {self.strerror}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.core.files import package_path
 from fp8_check.core import dtypes
 
 T, P, G = 1e12, 1e15, 1e9
@@ -64,7 +65,7 @@ class Part:
     rates: dict = field(default_factory=dict)  # rate name -> Rate (value, unit, source)
 
 
-RATES_DIR = Path(__file__).resolve().parent.parent / "targets" / "rates"
+RATES_DIR = package_path("targets", "rates")
 UNITS = {"PFLOP/s": 1e15, "TFLOP/s": 1e12, "GFLOP/s": 1e9, "TB/s": 1e12, "GB/s": 1e9}
 TENSOR_RATES = {"fp4_tensor": "fp4", "fp8_tensor": "fp8", "bf16_tensor": "bf16", "tf32_tensor": "tf32",
                 "fp64_tensor": "fp64"}

@@ -38,7 +38,7 @@ from fp8_check import platforms
 from fp8_check.run import selection, target_check_cli
 from fp8_check.core import names
 from fp8_check.compile.compile import Compiler, WorkerError
-from fp8_check.verdict.golden import atomic_write
+from fp8_check.core.files import atomic_write
 from fp8_check.platforms import amd
 from fp8_check.targets import TARGET_DIR, gpu_present, parse_target
 

@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.core.files import atomic_write
 from fp8_check.run import selection
 from fp8_check.verdict.outcome import UNSUPPORTED
 from fp8_check.verdict import comparator
-from fp8_check.verdict import golden
 from fp8_check.compile import render
 from fp8_check.compile.render import case_options
 from fp8_check.signature import signature
@@ -217,8 +217,8 @@ def collect_replayed(cases, target, results: Path | None, sigs: Signatures) -> d
 
 
 def write(cells: list[Cell], meta: dict, md_path: Path, json_path: Path) -> None:
-    golden.atomic_write(Path(md_path), markdown(cells, meta))
-    golden.atomic_write(Path(json_path), json.dumps(document(cells, meta), indent=1) + "\n")
+    atomic_write(Path(md_path), markdown(cells, meta))
+    atomic_write(Path(json_path), json.dumps(document(cells, meta), indent=1) + "\n")
 
 
 # ------------------------------------------------------------ CLI

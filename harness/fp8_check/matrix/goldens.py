@@ -23,7 +23,7 @@ checks the shipped library).
 Not blessed: rows with a known issue active on any of the versions (their goldens
 state the fused signature and are written by hand), and versions whose result has
 no signature (UNSUPPORTED, UNRESOLVED). Each golden is written atomically
-(`golden.atomic_write`) and the unified diff is printed.
+(`fp8_check.core.files.atomic_write`) and the unified diff is printed.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from fp8_check.core.files import atomic_write
 from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome
 from fp8_check.verdict import comparator, golden
 from fp8_check.core import names
@@ -222,7 +223,7 @@ def apply(plan: RowPlan, root: Path) -> str:
     new_text = new.to_yaml()
     if golden._same_expectations(old_text, new_text):
         return ""
-    golden.atomic_write(path, new_text)
+    atomic_write(path, new_text)
     return "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), f"a/{path}", f"b/{path}"))
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from fp8_check.core.files import atomic_write
 from fp8_check.core.errors import BadInput
 from fp8_check.verdict.outcome import CODES, UNSUPPORTED, Code, Outcome
 from fp8_check.cost import cost
 from fp8_check.verdict import comparator
-from fp8_check.verdict import golden
 from fp8_check.run import results
 from fp8_check.verdict.comparator import FieldDiff
 from fp8_check.verdict import contract_judge
@@ -280,7 +280,7 @@ def from_json(doc: dict, path: str | None = None) -> Matrix:
 
 def write(path: Path, m: Matrix) -> None:
     path = Path(path)
-    golden.atomic_write(path, json.dumps(to_json(m, path.parent), indent=1) + "\n")
+    atomic_write(path, json.dumps(to_json(m, path.parent), indent=1) + "\n")
 
 
 def _read(path: Path) -> dict:

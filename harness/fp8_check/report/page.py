@@ -28,8 +28,9 @@ from typing import Any, Sequence
 
 import jinja2
 
+from fp8_check.core.files import package_path
 from fp8_check.verdict.outcome import CODES, PASS
-from fp8_check.verdict.golden import atomic_write
+from fp8_check.core.files import atomic_write
 from fp8_check.run.results import Results
 from fp8_check.report import changes as changes_mod
 from fp8_check.signature.coverage import layers_text
@@ -50,7 +51,7 @@ LEVELS = (0, 1, 2, 3, 4)  # how much text is left out to stay under SIZE_BUDGET;
 MAX_TEXT = 256_000  # characters of one HLO/StableHLO/source kept in the page
 MAX_TEXT_TIGHT = 48_000
 JAX_REPO = "https://github.com/jax-ml/jax"
-_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+_TEMPLATES = package_path("templates")
 
 
 def _jinja() -> jinja2.Environment:

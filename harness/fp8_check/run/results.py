@@ -1,4 +1,4 @@
-"""Stage 7: the results file — the one place results JSON is written and read.
+"""The results file — the one place results JSON is written and read.
 
 A `Results` document holds the run's environment and its typed `Outcome`s. Schema
 `fp8-check/results/2` stores per result only the rendered case function; the target
@@ -20,7 +20,7 @@ from pathlib import Path
 from fp8_check.verdict.outcome import CODES, Outcome, code
 from fp8_check.cost.cost import Estimate
 from fp8_check.verdict.comparator import FieldDiff
-from fp8_check.verdict.golden import atomic_write
+from fp8_check.core.files import atomic_write
 from fp8_check.signature.signature import Signature
 from fp8_check.verdict.verdict import Verdict
 from fp8_check.verdict.outcome import NumericsResult

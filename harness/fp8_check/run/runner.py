@@ -1,4 +1,4 @@
-"""Stage 6, the one runner: plan -> canary -> compile -> signature -> judge -> an `Outcome` per case x target x profile.
+"""The one runner: plan -> canary -> compile -> signature -> judge -> an `Outcome` per case x target x profile.
 
 LLVM lit's shape: a test (a planned case x target x profile), a result code that knows whether
 it is a failure (harness/fp8_check/verdict/outcome.py: PASS, FAIL, XFAIL, XPASS, UNSUPPORTED, UNRESOLVED, plus

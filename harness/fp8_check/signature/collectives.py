@@ -1,6 +1,6 @@
 """Collectives in the optimized HLO of a sharded compile: what each one moves, how many bytes, for which layer.
 
-Part of stage 4 (signature): `extract(module)` lists every all-gather, reduce-scatter,
+Part of the signature stage: `extract(module)` lists every all-gather, reduce-scatter,
 all-reduce, all-to-all and collective-permute — synchronous, `*-start`/`*-done` pairs
 (counted once, at the start) and `async-start` wrappers around them — as a `Collective`:
 

@@ -1,4 +1,4 @@
-"""Stage 4: reduce optimized HLO to a normalized fusion `Signature`.
+"""Reduce optimized HLO to a normalized fusion `Signature`.
 
 The signature ignores names, instruction ids, metadata, fingerprints, workspace
 sizes, `selected_algorithm` and schedule order; it changes when the fusion

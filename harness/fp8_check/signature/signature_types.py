@@ -1,4 +1,4 @@
-"""The typed result of stage 4: `Signature` (kernels, gemms, unfused ops, block scaling, collectives).
+"""The typed result of the signature stage: `Signature` (kernels, gemms, unfused ops, block scaling, collectives).
 
 `signature.py` extracts it from optimized HLO; goldens, verdicts, costs and reports read it.
 The dicts of `to_dict` are what goldens store and diffs compare (JSON/YAML only at file boundaries).
@@ -70,7 +70,7 @@ class Signature:
     gemms: list[Gemm]
     unfused: list[str]  # pattern ops left in non-gemm kernels
     block_scaled: BlockScaling | None = None
-    collectives: list[Collective] = field(default_factory=list)  # sharded compiles only (pipeline/collectives.py)
+    collectives: list[Collective] = field(default_factory=list)  # sharded compiles only (harness/fp8_check/signature/collectives.py)
 
     def to_dict(self, annotations: bool = False) -> dict:
         """The comparable dict (goldens, diffs); `annotations=True` adds each gemm's source and FLOPs (results, JSON)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from fp8_check.core.files import package_path
 from fp8_check import platforms
 from fp8_check.core.errors import BrokenEnvironmentError
 from fp8_check.platforms import Platform, nvidia
@@ -25,7 +26,7 @@ from fp8_check.core import names, safe_yaml
 from fp8_check.worker.aot import strip_version_fields
 from fp8_check.worker.aot import device_count
 
-TARGET_DIR = Path(__file__).parent
+TARGET_DIR = package_path("targets")
 MODES = ("auto", "deviceless", "device")
 
 

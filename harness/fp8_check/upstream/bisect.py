@@ -21,7 +21,7 @@ verdict, not untestable).
 
 The versions searched are the released JAX versions strictly between --good and
 --bad, asked from the package index (fp8_check.versions). Each version runs in
-its cached environment (fp8_check.envs), one worker per version.
+its cached environment (fp8_check.versions.envs), one worker per version.
 
 Exit codes follow `git bisect run`, so the command is also a test command for
 other bisection tools:

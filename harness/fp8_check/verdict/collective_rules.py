@@ -10,7 +10,7 @@ generates its table from them.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from fp8_check.core import dtypes
 from fp8_check.verdict.comparator import MISSING
@@ -49,6 +49,8 @@ def _label(c: Any) -> str:
 
 @explained("a collective more", "a collective fewer")
 def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]]:
+    """`collectives` (the whole list), `collectives[i]` (one collective) or `collectives[i].KEY` changed:
+    a field's rule is its entry in COLLECTIVE_RULES (the table dispatches)."""
     m = _FIELD.match(path)
     key = m.group(2) if m else None
     if key is None:  # a whole collective (or the whole list) appeared or went
@@ -59,55 +61,65 @@ def collective_field(path: str, before: Any, after: Any) -> list[tuple[str, str]
         if len(a) < len(b):
             return [(IMPROVEMENT, f"fewer collectives: {', '.join(_label(c) for c in b[len(a):]) or len(b) - len(a)}")]
         return [(NEUTRAL, "collectives changed")]
-    if key == "dtype":
-        bb, ba = _bits(before), _bits(after)
-        # no "(bytes xN)" here: the width says nothing of the volume; the `bytes` rule reports the real bytes
-        if _narrow(before) and not _narrow(after) and (ba or 0) > 8:
-            return [(REGRESSION, f"FP8 collective now moves {after} instead of {before}")]
-        if _narrow(after) and not _narrow(before) and (bb or 0) > 8:
-            return [(IMPROVEMENT, f"collective moves FP8 again ({before} -> {after})")]
-        if bb and ba and ba != bb:
-            return [(REGRESSION, f"collective moves a wider type ({before} -> {after})") if ba > bb else
-                    (IMPROVEMENT, f"collective moves a narrower type ({before} -> {after})")]
-        return [(NEUTRAL, f"collective dtype {before} -> {after} (same width)")]
-    if key == "bytes":
-        if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after:
-            ratio = f", x{after / before:.3g}" if before > 0 else ""  # computed from the bytes, never assumed
-            if after > before:
-                return [(REGRESSION, f"collective moves more bytes per device ({before} -> {after}{ratio})")]
-            return [(IMPROVEMENT, f"collective moves fewer bytes per device ({before} -> {after}{ratio})")]
-        return [(NEUTRAL, "collective bytes not comparable")]
-    if key == "asynchronous":
-        if before is True and after is not True:
-            return [(REGRESSION, "collective no longer asynchronous (cannot overlap compute)")]
-        if after is True and before is not True:
-            return [(IMPROVEMENT, "collective now asynchronous (overlaps compute)")]
-        return [(NEUTRAL, "asynchronous unchanged")]
-    if key == "loop":
-        before, after = ("" if x is MISSING else x for x in (before, after))
-        if before and not after:
-            return [(REGRESSION, f"{before} loop gone: the collective no longer overlaps the gemm steps")]
-        if after and not before:
-            return [(IMPROVEMENT, f"collective now in a {after} loop (overlaps the gemm steps)")]
-        return [(NEUTRAL, f"loop {before} -> {after}")]
-    return [(NEUTRAL, NEUTRAL_WHY.get(key or "", f"collectives field {key} changed (no cost rule)"))]
+    rule = COLLECTIVE_RULES.get(key)
+    if rule is None:
+        return [(NEUTRAL, f"collectives field {key} changed (no cost rule)")]
+    if isinstance(rule, Neutral):
+        return [(NEUTRAL, rule.why(before, after))]
+    return rule(before, after)
 
 
-def _field_rule(regression: str, improvement: str) -> object:
-    """`collective_field` (it dispatches on the field) carrying one field's statement."""
-    def rule(path: str, before: Any, after: Any) -> list[tuple[str, str]]:
-        return collective_field(path, before, after)
-    return explained(regression, improvement)(rule)
+@explained("an FP8 collective now moves a wider type (what it costs: the bytes rule, from the real bytes); any wider type",
+           "FP8 again / narrower")
+def _dtype(before: Any, after: Any) -> list[tuple[str, str]]:
+    bb, ba = _bits(before), _bits(after)
+    # no "(bytes xN)" here: the width says nothing of the volume; the `bytes` rule reports the real bytes
+    if _narrow(before) and not _narrow(after) and (ba or 0) > 8:
+        return [(REGRESSION, f"FP8 collective now moves {after} instead of {before}")]
+    if _narrow(after) and not _narrow(before) and (bb or 0) > 8:
+        return [(IMPROVEMENT, f"collective moves FP8 again ({before} -> {after})")]
+    if bb and ba and ba != bb:
+        return [(REGRESSION, f"collective moves a wider type ({before} -> {after})") if ba > bb else
+                (IMPROVEMENT, f"collective moves a narrower type ({before} -> {after})")]
+    return [(NEUTRAL, f"collective dtype {before} -> {after} (same width)")]
 
 
-# Every field of fp8_check.signature.collectives.Collective: its rule (collective_field dispatches on the
-# field) or why it is neutral. tests/test_verdict_fields.py fails for a field with neither.
-COLLECTIVE_RULES: dict[str, object] = {
-    "dtype": _field_rule("an FP8 collective now moves a wider type (what it costs: the bytes rule, from the real "
-                         "bytes); any wider type",
-                         "FP8 again / narrower"),
-    "bytes": _field_rule("more bytes per device", "fewer"),
-    "asynchronous": _field_rule("async → sync (can no longer overlap compute)", "sync → async"),
-    "loop": _field_rule("a windowed-einsum (collective matmul) loop gone", "a loop appeared"),
+@explained("more bytes per device", "fewer")
+def _bytes(before: Any, after: Any) -> list[tuple[str, str]]:
+    if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after:
+        ratio = f", x{after / before:.3g}" if before > 0 else ""  # computed from the bytes, never assumed
+        if after > before:
+            return [(REGRESSION, f"collective moves more bytes per device ({before} -> {after}{ratio})")]
+        return [(IMPROVEMENT, f"collective moves fewer bytes per device ({before} -> {after}{ratio})")]
+    return [(NEUTRAL, "collective bytes not comparable")]
+
+
+@explained("async → sync (can no longer overlap compute)", "sync → async")
+def _asynchronous(before: Any, after: Any) -> list[tuple[str, str]]:
+    if before is True and after is not True:
+        return [(REGRESSION, "collective no longer asynchronous (cannot overlap compute)")]
+    if after is True and before is not True:
+        return [(IMPROVEMENT, "collective now asynchronous (overlaps compute)")]
+    return [(NEUTRAL, "asynchronous unchanged")]
+
+
+@explained("a windowed-einsum (collective matmul) loop gone", "a loop appeared")
+def _loop(before: Any, after: Any) -> list[tuple[str, str]]:
+    before, after = ("" if x is MISSING else x for x in (before, after))
+    if before and not after:
+        return [(REGRESSION, f"{before} loop gone: the collective no longer overlaps the gemm steps")]
+    if after and not before:
+        return [(IMPROVEMENT, f"collective now in a {after} loop (overlaps the gemm steps)")]
+    return [(NEUTRAL, f"loop {before} -> {after}")]
+
+
+# Every field of fp8_check.signature.collectives.Collective: its rule (before, after) -> [(class, why)], or
+# why it is neutral. collective_field dispatches through this table; tests/test_verdict_fields.py fails for a
+# field with neither and proves every entry reachable.
+COLLECTIVE_RULES: dict[str, "Callable[[Any, Any], list[tuple[str, str]]] | Neutral"] = {
+    "dtype": _dtype,
+    "bytes": _bytes,
+    "asynchronous": _asynchronous,
+    "loop": _loop,
     **{key: Neutral(why) for key, why in NEUTRAL_WHY.items()},
 }

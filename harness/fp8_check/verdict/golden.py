@@ -1,4 +1,4 @@
-"""Stage 5: golden expectations — load, bless atomically (compared by harness/fp8_check/verdict/comparator.py).
+"""Golden expectations — load, bless atomically (compared by harness/fp8_check/verdict/comparator.py).
 
 A golden is one small YAML file per case x target x profile x mode:
 `goldens/<target>/<profile>/<mode>/<case>.yaml`. It holds one or more
@@ -20,8 +20,6 @@ from __future__ import annotations
 from fp8_check.core.errors import BadInput
 
 import difflib
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +27,7 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from fp8_check.core import names, safe_yaml
-from fp8_check.core.outputs import WriteError
+from fp8_check.core.files import atomic_write
 from fp8_check.verdict import contract as contract_mod
 
 
@@ -176,81 +174,6 @@ def golden_files_of(root: Path, target: str, profile: str) -> list[Path]:
 def stale(root: Path, case_ids: set[str]) -> list[Path]:
     """Golden files whose case no longer exists among `case_ids`."""
     return [p for p in golden_files(root) if p.stem not in case_ids]
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never half of either."""
-    path = Path(path)
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; keep the usual permissions
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:  # also a kill (SIGTERM/Ctrl-C) mid-write: no hidden .tmp file stays behind
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
-            raise WriteError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
-        raise
-    _remove_leftovers(path)
-
-
-def _remove_leftovers(path: Path) -> None:
-    """Temporary files of earlier writes of `path` whose process is gone (killed with SIGKILL mid-write)."""
-    import glob
-
-    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-
-
-def remove_stale_temporaries(root: Path) -> int:
-    """At the start of a bless: every hidden temporary golden under `root` whose writer is gone (SIGKILLed
-    mid-write: `_remove_leftovers` only sweeps beside a golden written again). Returns how many went."""
-    import re
-
-    gone = 0
-    try:
-        found = list(Path(root).rglob(".*.tmp")) if root and Path(root).is_dir() else []
-    except OSError:  # an unreadable folder: the bless itself will say so
-        return 0
-    for tmp in found:
-        m = re.fullmatch(r"\..+\.(\d+)\.[^.]+\.tmp", tmp.name)
-        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
-            try:
-                tmp.unlink()
-                gone += 1
-            except OSError:
-                pass
-    return gone
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process
-        return True
-    return True
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict,

@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from fp8_check.verdict.collective_rules import COLLECTIVE_RULES, collective_field, is_collective_path
-from fp8_check.verdict import comparator, device_validity
+from fp8_check.verdict.collective_rules import COLLECTIVE_RULES, collective_field
+from fp8_check.verdict import comparator
 from fp8_check.signature import identity
 from fp8_check.verdict.comparator import MISSING
 from fp8_check.cost.cost import CostDelta
 from fp8_check.verdict.layer_rules import classify as classify_layer
 from fp8_check.signature.signature import Signature
+from fp8_check import platforms
 from fp8_check.verdict.verdict_rules import (BLOCK_RULES, CLASSES, GEMM_RULES, IMPROVEMENT, LINE_CLASSES,  # noqa: F401
-                                   MIXED, NEUTRAL as NEUTRAL, REGRESSION, Neutral, _SIGNATURE_KEYS, _family, _narrow_lost,
-                                   block_field, explained, gemm_field)
+                                   MIXED, NEUTRAL as NEUTRAL, REGRESSION, Finding, Findings, Neutral,
+                                   _SIGNATURE_KEYS, _family, _narrow_lost, block_field, explained, gemm_field)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Line:
     after: Any
     cls: str
     why: str
+    decides: bool = field(default=False, compare=False)  # its rule said: this line decides the verdict (Finding)
 
     def to_dict(self) -> dict:
         return {"path": self.path, "before": _plain(self.before), "after": _plain(self.after), "class": self.cls,
@@ -155,10 +157,10 @@ def classify(before: Signature | dict | None, after: Signature | dict | None) ->
     a_by_label = _by_label(b, a)  # `gemms[i]` in a path is the golden's i-th gemm and its counterpart
     for d in comparator.compare(b, a, symmetric=symmetric):
         lines += classify_field(d.path, d.expected, d.found, b, a_by_label)
-    # An FP8 gemm that became a wider one (the other FP8 family on AMD, a lost fusion on NVIDIA) decides:
-    # whatever else XLA dropped meanwhile, the FP8 matmul is gone.
-    lost_fp8 = any(x.cls == REGRESSION and x.path.endswith(".target") and "FP8 gemm ->" in x.why for x in lines)
-    return Verdict(REGRESSION if lost_fp8 else overall(x.cls for x in lines), tuple(lines))
+    # A line whose rule says it decides (the FP8 gemm became a wider one): whatever else XLA changed
+    # meanwhile, the FP8 matmul is gone.
+    decided = [x.cls for x in lines if x.decides]
+    return Verdict(overall(decided) if decided else overall(x.cls for x in lines), tuple(lines))
 
 
 def _by_label(b: dict, a: dict) -> dict:
@@ -172,16 +174,10 @@ def _by_label(b: dict, a: dict) -> dict:
     return {**a, "gemms": [found.get(i, {}) for i in range(size)]}
 
 
-@explained('always: wrong numbers (`numerics`), a violated FileCheck pattern (`filecheck`), an FP8 gemm the '
-           "platform's library has no kernel for (`gemms[i].device`: compiles deviceless, fails on the device)", '—')
 def classify_extra(verdict: Verdict, path: str, before: Any, after: Any) -> Verdict:
-    """`verdict` plus a line for a non-signature failure (`numerics`, `filecheck`, `gemms[i].device`)."""
+    """`verdict` plus a line for a failure outside the signature (`numerics`, `filecheck`, `layers[…]`, `gemms[i].device`)."""
     lines = verdict.lines + tuple(classify_field(path, before, after, {}, {}))
     return Verdict(overall(x.cls for x in lines), lines, verdict.cost)
-
-
-_GEMM_FIELD = re.compile(r"^gemms\[(\d+)\](?:\.(\w+)(?:\.(\w+))?)?$")
-_BLOCK_FIELD = re.compile(r"^block_scaled(?:\.(\w+))?$")
 
 
 def classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict) -> list[Line]:
@@ -195,34 +191,29 @@ def classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict)
     return lines
 
 
-def _classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict) -> list[Line]:
-    def line(cls: str, why: str) -> Line:
-        return Line(path, before, after, cls, why)
+_HEAD = re.compile(r"[A-Za-z_]\w*")
 
-    if path in ("numerics", "filecheck"):
-        return [line(REGRESSION, "wrong numbers" if path == "numerics" else "FileCheck patterns no longer match")]
-    if path.startswith("layers["):
-        return [line(*classify_layer(path, before, after))]
-    if device_validity.is_device_field(path):  # the library has no kernel for it (device_validity.py)
-        return [line(REGRESSION, device_validity.reason(before))]
-    if path == "kernels":
-        return _kernels(before, after, line)
-    if path == "launches":
-        return [line(c, w) for c, w in _launches(_list(before), _list(after))]
-    if path == "unfused":
-        return [line(c, w) for c, w in _unfused(_list(before), _list(after))]
-    if is_collective_path(path):
-        return [line(c, w) for c, w in collective_field(path, before, after)]
-    m = _GEMM_FIELD.match(path)
-    if m:
-        i, key, sub = int(m.group(1)), m.group(2), m.group(3)
-        gemm_b = _gemm_at(b_sig, i, before if key is None else None)
-        gemm_a = _gemm_at(a_sig, i, after if key is None else None)
-        return [line(c, w) for c, w in gemm_field(key, sub, before, after, gemm_b, gemm_a)]
-    m = _BLOCK_FIELD.match(path)
-    if m:
-        return [line(c, w) for c, w in block_field(m.group(1), before, after)]
-    return [line(NEUTRAL, f"{path} changed (no cost rule for this field)")]
+
+def _classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict) -> list[Line]:
+    """The table dispatches: the entry of FIELD_RULES named by the path's first word judges the field."""
+    head = _HEAD.match(path)
+    entry = FIELD_RULES.get(head.group(0)) if head else None
+    found: Findings | None = None
+    if isinstance(entry, Record):
+        m = entry.paths.fullmatch(path)
+        if m:
+            found = entry.judge(m, before, after, b_sig, a_sig)
+    elif entry is not None and head is not None and head.group(0) == path:
+        found = entry(before, after)
+    if found is None:
+        found = [(NEUTRAL, f"{path} changed (no cost rule for this field)")]
+    return [_line(path, before, after, f) for f in found]
+
+
+def _line(path: str, before: Any, after: Any, found: "tuple[str, str] | Finding") -> Line:
+    if isinstance(found, Finding):
+        return Line(path, before, after, found.cls, found.why, found.decides)
+    return Line(path, before, after, found[0], found[1])
 
 
 def _list(value: Any) -> list:
@@ -239,14 +230,14 @@ def _gemm_at(sig: dict, i: int, whole: Any) -> dict:
 
 
 @explained('more kernels launched', 'fewer')
-def _kernels(before: Any, after: Any, line) -> list[Line]:
+def _kernels(before: Any, after: Any) -> list[tuple[str, str]]:
     if isinstance(before, int) and isinstance(after, int):
         if after > before:
             n = after - before
-            return [line(REGRESSION, f"{n} more kernel launch{'es' if n > 1 else ''} ({before} -> {after})")]
+            return [(REGRESSION, f"{n} more kernel launch{'es' if n > 1 else ''} ({before} -> {after})")]
         n = before - after
-        return [line(IMPROVEMENT, f"{n} fewer kernel launch{'es' if n > 1 else ''} ({before} -> {after})")]
-    return [line(NEUTRAL, "kernel count not comparable")]
+        return [(IMPROVEMENT, f"{n} fewer kernel launch{'es' if n > 1 else ''} ({before} -> {after})")]
+    return [(NEUTRAL, "kernel count not comparable")]
 
 
 # ---- launches
@@ -273,8 +264,9 @@ class _Launch:
 
 
 @explained('a new non-gemm kernel; pattern ops moved into a separate kernel (a kernel renamed with the same ops is neutral)', 'a separate kernel gone; ops left it')
-def _launches(before: list, after: list) -> list[tuple[str, str]]:
+def _launches(before: Any, after: Any) -> list[tuple[str, str]]:
     """Launch lines added and removed, paired where a kernel only changed its name or its ops."""
+    before, after = _list(before), _list(after)
     removed, added = _multiset_minus(before, after), _multiset_minus(after, before)
     rem = [_Launch.parse(x) for x in removed]
     add = [_Launch.parse(x) for x in added]
@@ -319,7 +311,8 @@ def _launches(before: list, after: list) -> list[tuple[str, str]]:
 
 
 def _gemm_presence(target: str, gained: bool) -> str:
-    if "$f8" in target:
+    engine = platforms.engine_of(target)
+    if engine is not None and engine.fp8:  # the platforms say which gemm library calls are FP8 gemms
         return IMPROVEMENT if gained else REGRESSION
     return NEUTRAL  # the gemms[] lines say what this costs
 
@@ -336,20 +329,70 @@ def _multiset_minus(xs: list, ys: list) -> list:
 
 
 @explained('a pattern op now outside the gemms', 'an op no longer outside')
-def _unfused(before: list, after: list) -> list[tuple[str, str]]:
+def _unfused(before: Any, after: Any) -> list[tuple[str, str]]:
+    before, after = _list(before), _list(after)
     out = [(REGRESSION, f"{op} now outside the gemms") for op in after if op not in before]
     out += [(IMPROVEMENT, f"{op} no longer outside the gemms") for op in before if op not in after]
     return out or [(NEUTRAL, "same ops")]
 
 
-# Every field of fp8_check.signature.signature.Signature: its rule, or the rules of its record's fields
-# (`gemms`, `block_scaled`: GEMM_RULES / BLOCK_RULES, each field a rule or `Neutral(reason)`).
-# tests/test_verdict_fields.py fails for a field with neither.
-FIELD_RULES: dict[str, object] = {
+# ------------------------------------------------------------------ the table that dispatches
+
+
+@dataclass(frozen=True)
+class Record:
+    """A field that holds records (`gemms[i]`, `block_scaled`, `collectives[i]`) or keyed findings (`layers[…]`).
+
+    `paths` matches every path the entry judges (its groups go to `judge`); `whole` is the rule for a
+    whole record appearing or going, `rules` one per field of the record (docs/verdicts.md lists both)."""
+
+    paths: re.Pattern
+    judge: Callable[[re.Match, Any, Any, dict, dict], Findings]
+    whole: object
+    rules: Mapping[str, object] = field(default_factory=dict)
+    label: str = ""  # how docs/verdicts.md writes a record's path: `gemms[i]`
+
+
+def _judge_gemm(m: re.Match, before: Any, after: Any, b_sig: dict, a_sig: dict) -> Findings:
+    i, key, sub = int(m.group(1)), m.group(2), m.group(3)
+    gemm_b = _gemm_at(b_sig, i, before if key is None else None)
+    gemm_a = _gemm_at(a_sig, i, after if key is None else None)
+    return gemm_field(key, sub, before, after, gemm_b, gemm_a)
+
+
+@explained('always: wrong numbers', '—')
+def _numerics(before: Any, after: Any) -> list[tuple[str, str]]:
+    return [(REGRESSION, "wrong numbers")]
+
+
+@explained('always: a FileCheck pattern no longer matches', '—')
+def _filecheck(before: Any, after: Any) -> list[tuple[str, str]]:
+    return [(REGRESSION, "FileCheck patterns no longer match")]
+
+
+@explained('a layer that should run in FP8/FP4 fell back to a wider type',
+           'a layer that should stay wide runs in FP8/FP4 (a rule matching no matmul is neutral)')
+def _layers(m: re.Match, before: Any, after: Any, b_sig: dict, a_sig: dict) -> Findings:
+    return [classify_layer(m.string, before, after)]
+
+
+# The table that dispatches: a path's first word names its entry (`gemms[0].output` -> "gemms"). Every field
+# of fp8_check.signature.signature.Signature has one: a rule (before, after) -> findings for a plain field, a
+# `Record` for one holding records (each of its fields a rule or `Neutral(reason)`); tests/test_verdict_fields.py
+# fails for a field with neither, and proves every entry reachable. Adding an entry is the whole edit.
+FIELD_RULES: dict[str, "Callable[[Any, Any], Findings] | Record"] = {
     "kernels": _kernels,
     "launches": _launches,
     "unfused": _unfused,
-    "gemms": GEMM_RULES,
-    "block_scaled": BLOCK_RULES,
-    "collectives": COLLECTIVE_RULES,
+    "gemms": Record(re.compile(r"gemms\[(\d+)\](?:\.(\w+)(?:\.(\w+))?)?"), _judge_gemm, gemm_field, GEMM_RULES, "gemms[i]"),
+    "block_scaled": Record(re.compile(r"block_scaled(?:\.(\w+))?"),
+                           lambda m, before, after, b_sig, a_sig: block_field(m.group(1), before, after),
+                           block_field, BLOCK_RULES, "block_scaled"),
+    "collectives": Record(re.compile(r"collectives(?:\[(\d+)\])?(?:\.(\w+))?"),
+                          lambda m, before, after, b_sig, a_sig: collective_field(m.string, before, after),
+                          collective_field, COLLECTIVE_RULES, "collectives[i]"),
+    # outside the signature: what classify_extra judges
+    "numerics": _numerics,
+    "filecheck": _filecheck,
+    "layers": Record(re.compile(r"layers\[.*"), _layers, _layers, label="layers[PATTERN@PASS]"),
 }

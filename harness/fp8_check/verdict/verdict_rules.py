@@ -11,11 +11,12 @@ narrow? did it get wider?) are answered by harness/fp8_check/core/dtypes.py. Pur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 from fp8_check.core import dtypes
 from fp8_check import platforms
 from fp8_check.verdict.comparator import MISSING
+from fp8_check.verdict import device_validity
 
 REGRESSION, IMPROVEMENT, NEUTRAL, MIXED = "regression", "improvement", "neutral", "mixed"
 LINE_CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL)
@@ -26,6 +27,17 @@ _SCALE_ROLES = ("a_scale", "b_scale", "c_scale", "d_scale")
 _EPILOGUE_PARTS = ("BIAS", "RELU", "GELU", "AUX")
 
 
+
+
+class Finding(NamedTuple):
+    """What a rule found in one field: its class, why, and whether it decides the whole verdict.
+
+    `decides`: this line alone makes the change a regression, whatever else improved (the FP8 gemm
+    itself is gone). A rule states it here, in data; nothing reads a rule's wording to find out."""
+
+    cls: str
+    why: str
+    decides: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,8 +146,10 @@ class Neutral:
         return f"{self.label} {before} -> {after}" if self.label else self.reason
 
 
+# What a rule returns: (class, why) pairs, or a `Finding` where it states more (that it decides the verdict).
+Findings = Sequence["tuple[str, str] | Finding"]
 # A rule: (before, after, gemm or block before, gemm or block after, sub-key) -> [(class, why)].
-Rule = Callable[[Any, Any, dict, dict, "str | None"], list[tuple[str, str]]]
+Rule = Callable[[Any, Any, dict, dict, "str | None"], Findings]
 
 
 def _gemm_name(gb: dict, ga: dict) -> str:
@@ -144,12 +158,12 @@ def _gemm_name(gb: dict, ga: dict) -> str:
 
 @explained('the cuBLASLt FP8 gemm → another gemm; a gemm emitter → a plain fusion',
            'the reverse; a rename within one family is neutral')
-def _rule_target(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+def _rule_target(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> Findings:
     fb, fa = _family(before), _family(after)
     if fb == fa:
         return [(NEUTRAL, f"renamed {before} -> {after}, same structure")]
     if fb == "cublas-fp8":
-        return [(REGRESSION, f"cuBLASLt FP8 gemm -> {after}")]
+        return [Finding(REGRESSION, f"cuBLASLt FP8 gemm -> {after}", decides=True)]  # the FP8 matmul is gone
     if fa == "cublas-fp8":
         return [(IMPROVEMENT, f"{before} -> cuBLASLt FP8 gemm")]
     if fa == "plain":
@@ -238,7 +252,14 @@ def _rule_inputs(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -
     return [(NEUTRAL, f"gemm fusion inputs {', '.join(b) or '-'} -> {', '.join(a) or '-'}")]
 
 
-# Every field of fp8_check.signature.signature.Gemm: its rule, or why it is neutral.
+@explained("always: an FP8 gemm the platform's library has no kernel for (compiles deviceless, fails on the "
+           "device; verdict/device_validity.py)", "—")
+def _rule_device(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
+    return [(REGRESSION, device_validity.reason(before))]
+
+
+# Every field of fp8_check.signature.signature.Gemm: its rule, or why it is neutral; `device` is no field of a
+# gemm but the device-validity rule's difference (`gemms[i].device`, judged by classify_extra).
 GEMM_RULES: dict[str, "Rule | Neutral"] = {
     "target": _rule_target,
     "operand_dtypes": _rule_operand_dtypes,
@@ -250,6 +271,7 @@ GEMM_RULES: dict[str, "Rule | Neutral"] = {
     "beta": _rule_beta,
     "fused_ops": _rule_fused_ops,
     "inputs": _rule_inputs,
+    "device": _rule_device,
     "dims": Neutral("dot dimension numbers changed (layout)"),
     # attribution (harness/fp8_check/signature/attribution.py): where the gemm comes from, judged by a golden's layer rules
     "layer": Neutral("the layer the gemm belongs to (metadata; layer rules judge it)", label="layer"),
@@ -266,7 +288,7 @@ GEMM_RULES: dict[str, "Rule | Neutral"] = {
 
 @explained('an FP8 gemm lost (a wider gemm lost or gained is neutral)',
            'an FP8 gemm gained')
-def gemm_field(key: str | None, sub: str | None, before: Any, after: Any, gb: dict, ga: dict) -> list[tuple[str, str]]:
+def gemm_field(key: str | None, sub: str | None, before: Any, after: Any, gb: dict, ga: dict) -> Findings:
     name = _gemm_name(gb, ga)
     if key is None:  # a whole gemm appeared or disappeared
         if before is MISSING:
@@ -333,7 +355,7 @@ BLOCK_RULES: dict[str, "Rule | Neutral"] = {
 
 @explained('the block-scaled matmul gone (no FP4 or E8M0 value left)',
            'a block-scaled matmul appeared')
-def block_field(key: str | None, before: Any, after: Any) -> list[tuple[str, str]]:
+def block_field(key: str | None, before: Any, after: Any) -> Findings:
     """`block_scaled` (key None: the whole record) or `block_scaled.KEY` changed."""
     if key is None:
         b = before if isinstance(before, dict) else {}
@@ -344,7 +366,7 @@ def block_field(key: str | None, before: Any, after: Any) -> list[tuple[str, str
         if after is MISSING or not a:
             narrow = any(_is_fp8(d) for d in _list(b.get("data_dtypes")))
             return [(REGRESSION if narrow else NEUTRAL, "the block-scaled matmul is gone (no FP4 or E8M0 value left)")]
-        out: list[tuple[str, str]] = []
+        out: list[tuple[str, str] | Finding] = []
         for k in list(b) + [k for k in a if k not in b]:
             if b.get(k, MISSING) != a.get(k, MISSING):
                 out += block_field(k, b.get(k, MISSING), a.get(k, MISSING))

@@ -1,7 +1,7 @@
 """Cases that name `requirements:` compile in a cached environment that has them, for the run's own JAX version.
 
 `fp8-check run` (and `bless`, `show`) compile in fp8-check's own environment. A case that needs more (MaxText:
-`requirements: maxtext`, about 25 packages and 1.7 GB) names a requirement set (pipeline/requirement_sets.py);
+`requirements: maxtext`, about 25 packages and 1.7 GB) names a requirement set (harness/fp8_check/cases/requirement_sets.py);
 the run then builds on first use, or reuses, the per-version environment `envs.Manager` keeps for that set and
 this environment's JAX version (the same cache and layout as `matrix --with-requirements`, never the main
 `.venv`; uv runs under FP8_CHECK_UV_TIMEOUT), and compiles those cases there, on a pool of their own behind the

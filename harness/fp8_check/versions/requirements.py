@@ -1,5 +1,5 @@
 """Extra requirements of the per-version environments: `--with REQ`, `--with-requirements FILE`, the cases'
-`requirements:` (pipeline/requirement_sets.py), and whether this process's own environment already satisfies them."""
+`requirements:` (harness/fp8_check/cases/requirement_sets.py), and whether this process's own environment already satisfies them."""
 
 from __future__ import annotations
 

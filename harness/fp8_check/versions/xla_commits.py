@@ -31,12 +31,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from fp8_check.core.files import package_path
 from fp8_check.versions.releases import parse_version
 from fp8_check.versions.envs import Manager
 from fp8_check.versions.envs import own_jax
 from fp8_check.versions.releases import VersionError, select_range
 
-TABLE = Path(__file__).with_name("xla_commits.json")
+TABLE = package_path("versions", "xla_commits.json")
 JAX_REPO = "https://github.com/jax-ml/jax"
 XLA_REPO = "https://github.com/openxla/xla"
 RAW = "https://raw.githubusercontent.com/jax-ml/jax/{commit}/{path}"
