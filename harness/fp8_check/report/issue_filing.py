@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.core import timeouts
 from fp8_check.report.markup import plain
 from fp8_check.matrix.news import Finding
 
@@ -86,17 +86,14 @@ def marker_of(body: str) -> str | None:
 
 
 def _timeout() -> float:
-    try:
-        return max(1.0, float(os.environ.get("FP8_CHECK_GH_TIMEOUT") or 120))
-    except ValueError:
-        return 120.0
+    return timeouts.from_env("FP8_CHECK_GH_TIMEOUT", 120.0)  # a bad value: one line, exit 2
 
 
 def _gh(argv: list[str]) -> str:
     limit = _timeout()
     what = " ".join(argv[1:3])
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL)
+        p = timeouts.run(argv, limit)
     except subprocess.TimeoutExpired:
         raise FilingError(f"gh {what} did not finish within {limit:g} s (FP8_CHECK_GH_TIMEOUT)") from None
     except OSError as exc:

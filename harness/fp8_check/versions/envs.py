@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.core import timeouts
 from fp8_check.platforms import NVIDIA, Platform, nvidia
 from fp8_check.versions.requirements import _satisfied, check_requirement
 from fp8_check.versions.releases import cache_dir, parse_version
@@ -180,6 +181,7 @@ class Manager:
         self.python = python or base_python()
         self.reuse_self = reuse_self
         self._tag: str | None = None
+        _uv_timeout()  # a bad FP8_CHECK_UV_TIMEOUT is one line before anything is built, not after the first wait
 
     @property
     def tag(self) -> str:
@@ -284,8 +286,7 @@ class Manager:
                 log(f"$ {' '.join(cmd)}")
             limit = _uv_timeout()
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=_uv_env(), cwd=str(self.root),
-                                      stdin=subprocess.DEVNULL, timeout=limit)
+                proc = timeouts.run(cmd, limit, env=_uv_env(), cwd=str(self.root))
             except subprocess.TimeoutExpired:
                 raise InstallError(version, f"uv did not finish within {limit:g} s (FP8_CHECK_UV_TIMEOUT)") from None
             except OSError as exc:  # uv vanished, or an argument list over the system's limit (E2BIG)
@@ -388,10 +389,7 @@ def _last_lines(text: str, n: int = 6) -> str:
 
 
 def _uv_timeout() -> float:
-    try:
-        return max(1.0, float(os.environ.get("FP8_CHECK_UV_TIMEOUT") or 3600))
-    except ValueError:
-        return 3600.0
+    return timeouts.from_env("FP8_CHECK_UV_TIMEOUT", 3600.0)
 
 
 def disk_bytes(path: Path) -> int:
