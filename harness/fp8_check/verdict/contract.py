@@ -32,6 +32,7 @@ Pure: a Signature and an Estimate in, diffs and notes out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,14 @@ class Options:
         return {"cost_tolerance": f"{self.cost_tolerance:g}%", "kernels": self.kernels}
 
 
+MAX_TOLERANCE = 1000.0  # % : a contract whose cost may move tenfold states no cost
+
+
+def _number(value: Any) -> bool:
+    """A YAML number (a bool is not one), finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def options_from(d: Any, where: str = "contract_options") -> Options:
     if d in (None, {}):
         return Options()
@@ -69,40 +78,63 @@ def options_from(d: Any, where: str = "contract_options") -> Options:
     unknown = sorted(set(d) - set(OPTION_KEYS))
     if unknown:
         raise ContractError(f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(OPTION_KEYS)}")
-    tol = d.get("cost_tolerance", DEFAULT_COST_TOLERANCE)
+    given = d.get("cost_tolerance", DEFAULT_COST_TOLERANCE)
     try:
-        tol = float(str(tol).strip().rstrip("%").strip())
+        tol = float(str(given).strip().rstrip("%").strip()) if isinstance(given, (str, int, float)) \
+            and not isinstance(given, bool) else math.nan
     except ValueError:
-        raise ContractError(f"{where}.cost_tolerance: expected a percentage such as 10%, got {tol!r}") from None
-    if tol < 0:
-        raise ContractError(f"{where}.cost_tolerance: expected a percentage >= 0, got {tol:g}")
+        tol = math.nan
+    if not (math.isfinite(tol) and 0 <= tol <= MAX_TOLERANCE):
+        raise ContractError(f"{where}.cost_tolerance: expected a percentage from 0 to {MAX_TOLERANCE:g} such as 10%, "
+                            f"got {str(given)[:40]!r}")
     if not isinstance(d.get("kernels", False), bool):
         raise ContractError(f"{where}.kernels: expected true or false")
     return Options(tol, bool(d.get("kernels", False)))
 
 
+# The contract's schema: per key, what its value must be (checked by `validate`, one line naming the field).
+MATMUL_KEYS = {"layer": str, "pass": str, "engine": str, "operands": str, "amax": bool, "epilogue": str}
+COLLECTIVE_KEYS = {"layer": str, "op": str, "dtype": str}
+
+
+def _rows(rows: Any, where: str, schema: dict, required: tuple[str, ...]) -> None:
+    if rows is None:
+        return
+    if not isinstance(rows, list):
+        raise ContractError(f"{where}: expected a list of {{{', '.join(schema)}}}")
+    for i, row in enumerate(rows):
+        at = f"{where}[{i}]"
+        if not isinstance(row, dict) or any(k not in row for k in required):
+            raise ContractError(f"{at}: expected {{{', '.join(schema)}}} with {', '.join(required)}")
+        for key, value in row.items():
+            if key not in schema:
+                raise ContractError(f"{at}.{key}: unknown key; allowed: {', '.join(schema)}")
+            want = schema[key]
+            if not isinstance(value, want) or (want is str and isinstance(value, bool)):
+                raise ContractError(f"{at}.{key}: expected {'true or false' if want is bool else 'a string'}, "
+                                    f"got {str(value)[:40]!r}")
+        if "pass" in row and row["pass"] not in (*attribution.PASSES, "*"):
+            raise ContractError(f"{at}.pass: expected one of {', '.join(attribution.PASSES)} or *, got {row['pass'][:40]!r}")
+
+
 def validate(c: Any, where: str) -> dict:
-    """A contract read from a golden: its shape checked (ContractError naming the field)."""
+    """A contract read from a golden: its schema checked (ContractError naming the field and value): rows of
+    strings (`amax` a boolean, `pass` a pass name), `fp8_flops` a percentage 0..100, `cost_us` a finite number
+    above 0 (0 or less would turn cost judging off), `kernels` a count."""
     if not isinstance(c, dict):
         raise ContractError(f"{where}: expected a mapping with keys {', '.join(CONTRACT_KEYS)}")
     unknown = sorted(set(c) - set(CONTRACT_KEYS))
     if unknown:
         raise ContractError(f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(CONTRACT_KEYS)}")
-    for i, row in enumerate(c.get("matmuls") or []):
-        if not isinstance(row, dict) or not isinstance(row.get("layer"), str) or not isinstance(row.get("engine"), str):
-            raise ContractError(f"{where}.matmuls[{i}]: expected {{layer, pass, engine, operands[, amax, epilogue]}}")
-        unknown = sorted(set(row) - {"layer", "pass", "engine", "operands", "amax", "epilogue"})
-        if unknown:
-            raise ContractError(f"{where}.matmuls[{i}].{unknown[0]}: unknown key; allowed: layer, pass, engine, "
-                                "operands, amax, epilogue")
-    for i, row in enumerate(c.get("collectives") or []):
-        if not isinstance(row, dict) or not isinstance(row.get("op"), str) or not isinstance(row.get("dtype"), str):
-            raise ContractError(f"{where}.collectives[{i}]: expected {{layer, op, dtype}}")
-    for key in ("fp8_flops", "cost_us"):
-        if c.get(key) is not None and not isinstance(c[key], (int, float)):
-            raise ContractError(f"{where}.{key}: expected a number")
-    if c.get("kernels") is not None and not isinstance(c["kernels"], int):
-        raise ContractError(f"{where}.kernels: expected an integer")
+    _rows(c.get("matmuls"), f"{where}.matmuls", MATMUL_KEYS, ("layer", "engine"))
+    _rows(c.get("collectives"), f"{where}.collectives", COLLECTIVE_KEYS, ("op", "dtype"))
+    share, cost_us, kernels = c.get("fp8_flops"), c.get("cost_us"), c.get("kernels")
+    if share is not None and not (_number(share) and 0 <= share <= 100):
+        raise ContractError(f"{where}.fp8_flops: expected a percentage from 0 to 100, got {str(share)[:40]!r}")
+    if cost_us is not None and not (_number(cost_us) and cost_us > 0):
+        raise ContractError(f"{where}.cost_us: expected an estimated cost in µs above 0, got {str(cost_us)[:40]!r}")
+    if kernels is not None and not (isinstance(kernels, int) and not isinstance(kernels, bool) and kernels >= 0):
+        raise ContractError(f"{where}.kernels: expected a count (an integer >= 0), got {str(kernels)[:40]!r}")
     return c
 
 
@@ -360,7 +392,8 @@ def _check_cost(want: Any, have: float | None, options: Options, j: Judgement) -
     j.cost_before, j.cost_after = float(want), float(have)
     pct = (have - want) / want * 100
     text = f"estimated cost {want:.1f} -> {have:.1f} µs ({pct:+.1f} %)"
-    if abs(pct) < options.cost_tolerance:
+    # bless writes cost_us rounded to 0.1 µs: the same cost at that precision never moved (a 0 % tolerance passes)
+    if round(have, 1) == round(float(want), 1) or abs(pct) < options.cost_tolerance:
         if round(pct, 1):
             j.notes.append(f"{text}, within the contract's {options.cost_tolerance:g} % tolerance")
         return
