@@ -86,6 +86,10 @@ class Platform:
         """Whether an environment finished with `record` (finish_environment's) is still complete."""
         return True
 
+    def damaged(self, site_packages) -> list[str]:
+        """What finish_environment made in `site_packages` that is no longer whole ([] when nothing is)."""
+        return []
+
     # ---- compiling
     def installed(self) -> bool:
         """This interpreter can import the platform's plugin (without importing it)."""
