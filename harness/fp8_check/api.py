@@ -195,7 +195,7 @@ class Checker:
             if devices != t.devices:
                 raise ValueError(f"target: the inputs are sharded over a mesh of {devices} devices "
                                  f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
-                                 f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
+                                 f"{t.devices} GPU(s)" + (f" (use a multi-device target such as h100x{devices})" if devices > 1 else ""))
         asked: list[str] = []  # what the traced code asked JAX about the device, answered with the target's devices
         own = (lambda: target_devices(t, t.versions_dict())) if self.mode == "deviceless" else None
         data = export_callable(fn, args, kwargs, platform=t.platform.jax_platform, devices=own, asked=asked)
