@@ -75,3 +75,35 @@ def test_a_timed_out_check_is_killed_with_what_the_checked_code_started(tmp_path
         os.kill(pid, 9)
         raise AssertionError("the checked code's child outlived the timed-out check")
 
+
+
+SHARDED = """\
+cases:
+  - id: s_out
+    kind: python
+    callable: fp8_check.models.sharded:tp_row
+    targets: [h100x8]
+    profiles: [cublas]
+    mesh: {tp: 8}
+    args:
+      - {name: x, shape: [64, 256], dtype: bfloat16, sharding: [null, tp]}
+      - {name: w, shape: [256, 128], dtype: bfloat16, sharding: [tp]}
+      - {name: x_scale, shape: [], dtype: float32}
+      - {name: w_scale, shape: [], dtype: float32}
+    out_shardings: %s
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("specs, reason", [
+    ("[[], []]", "out_shardings: 2 partition specs for 1 outputs; give one (for every output) or one per output"),
+    ("[[tp, null, null]]", "out_shardings[0]: 3 entries for output 0 of rank 2 (shape (64, 128))"),
+])
+def test_out_shardings_that_do_not_fit_the_outputs_name_the_field(tmp_path, run_cli, specs, reason):
+    path = write_cases(tmp_path / "c.yaml", SHARDED % specs)
+    run_cli("run", path, "--target", "h100x8", "--mode", "deviceless", "--json", tmp_path / "r.json",
+            "--goldens", tmp_path / "g", cwd=tmp_path)
+    import json
+
+    [row] = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert row["outcome"] == "UNRESOLVED" and reason in row["reason"], row["reason"]

@@ -130,6 +130,7 @@ def mesh_context(concrete):
 
 try:  # the target's view of the device while user code is traced (a repro carries device_view's source before this)
     from fp8_check.worker.device_view import target_view as target_view
+    from fp8_check.worker.out_specs import check_out_specs as check_out_specs
 except ImportError:
     pass
 
@@ -165,6 +166,8 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
     _clear(dump_dir)
     start = time.perf_counter()
     with context, target_view(device):
+        if mesh and out_specs is not None:
+            check_out_specs(jax.eval_shape(fn, *specs), out_specs)
         lowered = jax.jit(fn, **jit_options).lower(*specs)
     return _finish(lowered, compiler_options, dump_dir, start)
 
