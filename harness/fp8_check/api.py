@@ -38,6 +38,7 @@ from fp8_check.versions.other_environments import OtherEnvironments
 from fp8_check.verdict.outcome import NEW, UNRESOLVED, Outcome
 from fp8_check.signature.signature import Signature, extract
 from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, resolve_mode
+from fp8_check.worker.device_view import BACKEND_QUESTIONS
 from fp8_check.verdict.verdict import Verdict
 from fp8_check.cost import cost
 from fp8_check.verdict import layer_rules
@@ -199,8 +200,6 @@ class Checker:
         asked: list[str] = []  # what the traced code asked JAX about the device, answered with the target's devices
         own = (lambda: target_devices(t, t.versions_dict())) if self.mode == "deviceless" else None
         data = export_callable(fn, args, kwargs, platform=t.platform.jax_platform, devices=own, asked=asked)
-        from fp8_check.worker.device_view import BACKEND_QUESTIONS
-
         target_answered = own is not None and own() is not None
         local = [] if own is None else [q for q in asked if not target_answered or q in BACKEND_QUESTIONS]
         local = list(dict.fromkeys([*self.asked_outside, *local]))
