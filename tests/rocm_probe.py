@@ -30,7 +30,7 @@ def calls():
 
 
 spec = (Path(platforms.__file__).parent.parent / "targets" / "mi300x.txtpb").read_text()
-config = aot.target_config_for(spec, {"cuda_runtime": [7, 0, 0]}, jax.__version__)
+config = aot.target_config_for(spec, {"runtime": [7, 0, 0]}, jax.__version__)
 device = aot.compile_device("deviceless", config, platforms.AMD.jax_platform)
 loaded = calls()
 

@@ -232,3 +232,36 @@ def test_large_constants_are_found():
     assert baked_in("", shlo) == ["1 large array(s) are constants baked into the program (f32[128,64])"]
     assert "random numbers" in baked_in("", "%1 = call @_threefry_split(%0)")[0]
     assert baked_in(text.replace("128,64", "2,2"), "") == []
+
+
+def test_fp8_checks_own_frames_are_never_a_source_line():
+    """Issue 44: `fusion_signature(jnp.matmul, a, b)` traced inside fp8-check's export; its frame was the gemm's
+    source (`fp8_check/compile/export.py:85`). The package's own frames are left out (found from where the
+    package lives, so a moved or installed package is still recognised); the caller's line remains."""
+    import inspect
+
+    import jax.numpy as jnp
+
+    from fp8_check import api
+
+    a = jnp.ones((64, 128), jnp.float8_e4m3fn)
+    b = jnp.ones((128, 256), jnp.float8_e4m3fn)
+    line = inspect.currentframe().f_lineno + 1
+    report = api.fusion_signature(jnp.matmul, a, b)
+    package = Path(attribution.__file__).parents[1]
+    assert report.signature.gemms
+    for g in report.signature.gemms:
+        assert g.source is None or not attribution.own_frame(g.source.rsplit(":", 1)[0]), g.source
+        assert g.source is None or str(package) not in g.source and "fp8_check/" not in g.source, g.source
+    # a JAX that records the stack (every supported one with a stack-frame table) names this very line
+    if any(g.source for g in report.signature.gemms):
+        assert {g.source for g in report.signature.gemms} == {f"{__file__}:{line}"}
+
+
+def test_own_frames_are_the_package_but_not_its_model_code():
+    package = Path(attribution.__file__).parents[1]
+    assert attribution.own_frame(str(package / "compile" / "export.py"))
+    assert attribution.own_frame(str(package / "api.py"))
+    assert not attribution.own_frame(str(package / "models" / "decoder.py"))  # the program under test
+    assert not attribution.own_frame("/home/me/harness/api.py")  # someone else's harness/ is theirs
+    assert not attribution.own_frame("/usr/lib/python3/site-packages/jax/_src/numpy/lax_numpy.py")

@@ -35,6 +35,8 @@ def test_bisect_finds_the_first_compiling_version(tmp_path, run_cli):
     args = ("bisect", "new_model", "cases", "--good", "0.10.0", "--bad", "0.11.0")
     code, out, err = run_cli(*args, cwd=tmp_path)  # the default criterion: the older side is untestable
     assert code == 125 and "the good version 0.10.0 is untestable: does not compile" in out, (code, out, err)
+    # the exit 125 points to the criterion that can decide it
+    assert "fp8-check bisect new_model --good 0.10.0 --bad 0.11.0 --criterion compiles" in out
     code, out, err = run_cli(*args, "--criterion", "compiles", cwd=tmp_path)
     assert code == 1, (code, out, err)
     assert "jax 0.10.0    good  reference: does not compile: NotImplementedError" in out

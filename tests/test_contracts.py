@@ -257,19 +257,34 @@ def _compiled(case: str, jax: str, known_issue: dict | None = None) -> Outcome:
 
 
 def test_bless_from_a_matrix_writes_one_contract_over_the_range(tmp_path, run_cli):
+    # 0.12.0 lies between the two recorded releases: given 0.11.2's program (a stand-in measurement for the
+    # grouping only) the three are one run, one contract from 0.11.2 on
+    middle = _compiled("decoder_qdq_train", "0.11.2")
+    middle.jax = "0.12.0"
+    m = _matrix(tmp_path, run_cli, [_compiled("decoder_qdq_train", "0.11.2"), middle,
+                                    _compiled("decoder_qdq_train", "0.12.0.1")])
+    code, out, _ = run_cli("bless", "--from-matrix", m, "--goldens", tmp_path / "g", cwd=tmp_path)
+    assert code == 0, out
+    g = golden.load(golden.path_for(tmp_path / "g", "decoder_qdq_train", "h100", "cublas", "deviceless"))
+    assert g is not None and len(g.expect) == 1 and g.expect[0].jax == ">=0.11.2" and g.expect[0].contract is not None
+    assert "0.11.2..0.12.0.1" in g.expect[0].blessed_with
+
+
+def test_bless_from_a_matrix_never_reaches_a_contract_over_an_unmeasured_release(tmp_path, run_cli):
+    """0.12.0 was not measured: the two measured releases get a contract each (same facts), 0.12.0 none (NEW)."""
     m = _matrix(tmp_path, run_cli, [_compiled("decoder_qdq_train", v) for v in ("0.11.2", "0.12.0.1")])
     code, out, _ = run_cli("bless", "--from-matrix", m, "--goldens", tmp_path / "g", cwd=tmp_path)
     assert code == 0, out
     g = golden.load(golden.path_for(tmp_path / "g", "decoder_qdq_train", "h100", "cublas", "deviceless"))
-    assert g is not None and len(g.expect) == 1 and g.expect[0].jax == "" and g.expect[0].contract is not None
-    assert "0.11.2..0.12.0.1" in g.expect[0].blessed_with
+    assert [e.jax for e in g.expect] == [">=0.12.0.1", ">=0.11.2,<0.12.0"] and g.expected_for("0.12.0") is None
 
 
 def test_bless_from_a_matrix_splits_the_range_only_where_an_fp8_fact_changed(tmp_path, run_cli):
     m = _matrix(tmp_path, run_cli, [_compiled("decoder_e5m2_fwd", v) for v in ("0.11.0", "0.11.1")])
     run_cli("bless", "--from-matrix", m, "--goldens", tmp_path / "g", cwd=tmp_path)
     g = golden.load(golden.path_for(tmp_path / "g", "decoder_e5m2_fwd", "h100", "cublas", "deviceless"))
-    assert g is not None and [e.jax for e in g.expect] == [">=0.11.1", ">=0.11.0,<0.11.1"]
+    # 0.11.1 is not the newest known release: its range ends before the next one (0.11.2, not measured)
+    assert g is not None and [e.jax for e in g.expect] == [">=0.11.1,<0.11.2", ">=0.11.0,<0.11.1"]
 
 
 def test_bless_from_a_matrix_leaves_known_issue_versions_out_of_the_contract(tmp_path, run_cli):
@@ -278,7 +293,8 @@ def test_bless_from_a_matrix_leaves_known_issue_versions_out_of_the_contract(tmp
     code, out, _ = run_cli("bless", "--from-matrix", m, "--goldens", tmp_path / "g", cwd=tmp_path)
     assert "not blessed from jax 0.11.0" in out
     g = golden.load(golden.path_for(tmp_path / "g", "decoder_e5m2_fwd", "h100", "cublas", "deviceless"))
-    assert g is not None and len(g.expect) == 1 and g.expect[0].jax == ""
+    # one contract from 0.11.0 (the known issue's version: the contract states it) to 0.11.1 (0.11.2 not measured)
+    assert g is not None and len(g.expect) == 1 and g.expect[0].jax == ">=0.11.0,<0.11.2"
     assert judge(tmp_path / "g", "decoder_e5m2_fwd", "0.11.0").code is FAIL  # the contract states the fused facts
 
 

@@ -250,7 +250,7 @@ def test_a_fail_classed_regression_shows_its_cost_on_the_terminal_and_in_the_res
     assert c["before_us"] == pytest.approx(baseline, abs=0.01)
     assert r["estimate"]["us"] == pytest.approx(c["after_us"], abs=0.01) and r["estimate"]["shape"] == f"m={m}, n={n}, k={k}"
     # the HTML report (sortable est. column) and the issue body carry it too
-    page = (workspace / "report.html").read_text()
+    page = (workspace / "r.html").read_text()
     assert f'data-cost="{round(delta, 3)}">+{delta:.1f}<' in page and 'id="sort-cost"' in page
     code, md, _ = run_cli("report", workspace / "r.json", "--markdown", "seed_relu_f32", cwd=workspace)
     assert code == 0 and f"Cost: estimated at most +{delta:.1f} µs (+{pct:.1f} %) per call on H100 SXM at m={m}, n={n}, k={k}" in md

@@ -75,7 +75,7 @@ def test_an_fp8_gemm_falling_back_to_bf16_at_production_shapes_costs_1_6_to_2_4_
 
 
 def test_every_engine_has_a_rate_and_a_source_in_every_target_table():
-    for name in all_target_names():
+    for name in cost_rates.priced_target_names():
         rows = cost_rates.rate_table(name)
         keys = [r[0] for r in rows]
         assert {"fp8_tensor", "bf16_tensor", "tf32_tensor", "fp32_cuda", "hbm", "launch"} <= set(keys), name
@@ -87,8 +87,15 @@ def test_every_engine_has_a_rate_and_a_source_in_every_target_table():
 
 def test_the_docs_hold_the_current_tables():
     text = (REPO / "docs" / "cost_model.md").read_text()
-    for name in all_target_names():
+    for name in cost_rates.priced_target_names():
         assert cost_rates.rate_markdown(name) in text, f"docs/cost_model.md: regenerate the table of {name}"
+
+
+def test_a_tpu_target_is_not_priced_and_says_so():
+    # the platform states why; the cost model refuses rather than price a TPU program with a GPU's table
+    assert set(all_target_names()) - set(cost_rates.priced_target_names()) >= {"v5e", "v6e", "tpu7x", "tpu7x-2x2x1"}
+    with pytest.raises(ValueError, match="v6e: not priced: "):
+        cost.hardware("v6e")
 
 
 def test_a_new_part_is_one_data_file(tmp_path: Path):

@@ -11,13 +11,14 @@ import time
 
 import pytest
 
-from fp8_check.gpu import session
+from fp8_check.gpu import kernel_timing, session
 
 from .conftest import REPO
 
 
 def test_the_steps_and_their_budgets_fit_eight_minutes():
-    assert [s.name for s in session.STEPS] == ["environment", "capture", "calibrate", "fidelity", "numerics", "gpu-tests"]
+    assert [s.name for s in session.STEPS] == ["environment", "capture", "autotune", "kernels", "calibrate", "fidelity",
+                                               "numerics", "gpu-tests"]
     assert all(s.budget_s > 0 for s in session.STEPS)
     assert sum(s.budget_s for s in session.STEPS) <= session.TOTAL_S == 480
     out = subprocess.run(["bash", str(REPO / "scripts" / "gpu_session.sh"), "--list"], capture_output=True, text=True,
@@ -71,6 +72,14 @@ def test_the_dry_run_executes_every_step_deviceless_and_writes_the_files(tmp_pat
         assert "error" not in r, r
         assert r["estimated_us"] > 0 and r["measured_us"] > 0 and r["unfused_us"] > 0 and r["fusion_speedup"] > 0
     assert "Dry run on a CPU" in (out / "calibration.md").read_text()
+    # autotune replay: the keys a capture must hold (deviceless lookups), and profiler-timed gemms with a re-fit
+    autotune = json.loads((out / "autotune.json").read_text())
+    assert autotune["dry_run"] is True and autotune["rows"] and all("error" not in r for r in autotune["rows"])
+    assert all(r["decisions"] >= 1 and len(r["keys"]) == r["decisions"] for r in autotune["rows"])
+    kernels = json.loads((out / "kernels.json").read_text())
+    assert kernels["dry_run"] is True and len(kernels["rows"]) == 2 * len(kernel_timing.DRY_SHAPES)
+    assert all("error" not in r and r["us_per_call"] > 0 for r in kernels["rows"]) and "refit" in kernels
+    assert "Dry run on a CPU" in (out / "kernels.md").read_text()
 
 
 @pytest.mark.slow
@@ -90,6 +99,12 @@ def test_the_session_compares_the_device_with_the_chosen_shipped_target(monkeypa
     num = session.command("numerics", tmp_path, dry=False)
     cap = session.command("capture", tmp_path, dry=False)
     assert fid[fid.index("--target") + 1] == num[num.index("--target") + 1] == "h200"
+    # fidelity's deviceless `default` replays what this session's `autotune` step captured for that target
+    assert fid[fid.index("--autotune-results") + 1] == str(tmp_path / "autotune" / "h200")
+    assert "--autotune-target" not in fid  # no captured spec yet; once `capture` wrote one, the replay compiles for it
+    (tmp_path / "h200-captured.txtpb").write_text("")
+    fid = session.command("fidelity", tmp_path, dry=False)
+    assert fid[fid.index("--autotune-target") + 1] == str(tmp_path / "h200-captured.txtpb")
     assert "h200-captured" in cap
     monkeypatch.delenv("FP8_CHECK_SESSION_TARGET")
     assert session.session_target(dry=True) == "h100"
@@ -171,3 +186,29 @@ def test_an_unusable_out_is_one_line(tmp_path, capsys, out):
     assert session.main(["--dry-run", "--out", out]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out" in err and "Traceback" not in err, err
+
+
+def test_the_kernel_calibration_covers_twenty_shapes_from_1k_to_16k():
+    rows = [(m, n, k, cls) for m, n, k in kernel_timing.SHAPES for cls in kernel_timing.CLASSES]
+    assert len(set(rows)) >= 20 and {"fp8", "bf16"} == set(kernel_timing.CLASSES)
+    sizes = {d for shape in kernel_timing.SHAPES for d in shape}
+    assert min(sizes) == 1024 and max(sizes) == 16384
+
+
+def test_the_timed_gemms_compile_to_one_gemm_kernel_each():
+    """What `kernels` times is one gemm, not a gemm plus transposes and converts: deviceless for h100, the FP8 function
+    is one cuBLASLt FP8 call (f8e4m3fn x f8e4m3fn) and the bf16 one a single cuBLASLt gemm."""
+    import jax
+    import jax.numpy as jnp
+
+    from fp8_check.api import fusion_signature
+
+    m, n, k = kernel_timing.SHAPES[5]
+    for cls, target, inputs in (("fp8", "__cublas$lt$matmul$f8", ["f8e4m3fn", "f8e4m3fn"]),
+                                ("bf16", "__cublas$lt$matmul", ["bf16", "bf16"])):
+        dtype = jnp.float8_e4m3fn if cls == "fp8" else jnp.bfloat16
+        args = [jax.ShapeDtypeStruct((m, k), dtype), jax.ShapeDtypeStruct((n, k), dtype)]
+        args += [jax.ShapeDtypeStruct((), jnp.float32)] * 2 if cls == "fp8" else []
+        report = fusion_signature(kernel_timing.gemm_function(cls), *args, target="h100", profile="cublas")
+        assert report.signature.launches == [f"gemm {target}"], (cls, report.signature.launches)
+        assert report.signature.gemms[0].operand_dtypes == inputs

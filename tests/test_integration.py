@@ -159,7 +159,7 @@ def test_canary_detects_a_target_without_runtime_version(workspace, run_cli):
     assert "FAIL" not in out
     # And should one reach the worker without it, the FP8 canary still stops the run.
     h100 = load_target("h100")
-    no_runtime = dataclasses.replace(h100, versions=dataclasses.replace(h100.versions, cuda_runtime=None))
+    no_runtime = dataclasses.replace(h100, versions=dataclasses.replace(h100.versions, runtime=None))
     with Compiler("deviceless") as compiler:
         with pytest.raises(runner.CanaryError) as e:
             runner.check_canary(compiler, no_runtime)

@@ -151,7 +151,7 @@ class _ActionsAPI:
         self.server.server_close()
 
 
-def _reusable_step(name: str, job: str = "fp8-check") -> dict:
+def _reusable_step(name: str, job: str = "resolve") -> dict:
     reusable = yaml.safe_load((REPO / ".github" / "workflows" / "fp8-check.yml").read_text())
     [step] = [s for s in reusable["jobs"][job]["steps"] if s.get("name") == name]
     return step
@@ -188,13 +188,15 @@ def test_the_requirement_init_writes_installs(tmp_path):
     p = _run([find_uv(), "pip", "install", "--python", first / "bin" / "python", "-c", constraints,
               f"fp8-check[flax] @ git+file://{repo}@{commit}"], tmp_path, env)
     assert p.returncode == 0, p.stdout + p.stderr
-    # 2. … and scaffolds a project: the CI's requirement is that URL at that commit, never the unpublished PyPI name
+    # 2. … and scaffolds a project: the CI installs the wheel init re-packs from that installation and commits
     project = tmp_path / "project"
     p = _run([first / "bin" / "fp8-check", "init", project], tmp_path, env)
     assert p.returncode == 0, p.stdout + p.stderr
     workflow = yaml.safe_load((project / ".github" / "workflows" / "fp8-check.yml").read_text())
     caller = workflow["jobs"]["fp8-check"]
-    assert caller["with"]["requirement"] == f"fp8-check[flax] @ git+file://{repo}@{commit}"
+    assert caller["uses"] == "./.github/workflows/fp8-check-reusable.yml"
+    assert caller["with"]["requirement"].startswith(".github/fp8-check/fp8_check-0.1.0-")
+    assert (project / caller["with"]["requirement"]).is_file()
     assert caller["permissions"] == {"contents": "read", "actions": "read"}
     # 3. the reusable workflow's DEFAULT requirement (input left empty): the repository and commit it was called
     #    at, from the calling run's `referenced_workflows` (a stand-in Actions API) — the same URL init wrote
@@ -204,17 +206,17 @@ def test_the_requirement_init_writes_installs(tmp_path):
     try:
         p, requirement = _resolve(tmp_path, api, server)
         assert p.returncode == 0, p.stdout + p.stderr
-        assert requirement == caller["with"]["requirement"], (requirement, p.stdout)
+        assert requirement == f"fp8-check[flax] @ git+file://{repo}@{commit}", (requirement, p.stdout)
         assert api.seen == [("/repos/caller/project/actions/runs/42", "Bearer good-token")]
     finally:
         api.close()
     # 4. the install step, run as a script with that requirement, installs an importable fp8_check
-    step = _reusable_step("Install fp8-check")
-    assert step["env"]["REQUIREMENT"] == "${{ steps.requirement.outputs.requirement }}"
+    step = _reusable_step("Install fp8-check", job="matrix")
+    assert step["env"]["REQUIREMENT"] == "${{ needs.resolve.outputs.requirement }}"
     runner_temp, github_path = tmp_path / "runner-temp", tmp_path / "github-path"
     runner_temp.mkdir()
     step_env = dict(env, REQUIREMENT=requirement, RUNNER_TEMP=str(runner_temp), GITHUB_PATH=str(github_path),
-                    UV_CONSTRAINT=str(constraints))
+                    UV_CONSTRAINT=str(constraints), GITHUB_WORKSPACE=str(tmp_path))
     p = _run(["bash", "-eo", "pipefail", "-c", step["run"]], tmp_path, step_env)
     assert p.returncode == 0, p.stdout + p.stderr
     bin_dir = Path(github_path.read_text().strip())
@@ -225,7 +227,7 @@ def test_the_requirement_init_writes_installs(tmp_path):
     # the optional issues job: its step installs fp8-check without JAX and files a body through `gh`
     #  (a stand-in on PATH that records its arguments); it installs what the first job resolved
     issues_step = _reusable_step("Open or update issues", job="issues")
-    assert issues_step["env"]["REQUIREMENT"] == "${{ needs.fp8-check.outputs.requirement }}"
+    assert issues_step["env"]["REQUIREMENT"] == "${{ needs.resolve.outputs.requirement }}"
     work = tmp_path / "issues-job"
     (work / "reports" / "issues").mkdir(parents=True)
     (work / "reports" / "issues" / "c--h100--cublas.md").write_text(

@@ -9,7 +9,7 @@ import pytest
 
 from fp8_check import platforms
 from fp8_check.platforms import AMD, NVIDIA
-from fp8_check.targets import load_target
+from fp8_check.targets import PROFILES, canonical_target, load_target, parse_target, profile_applies
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 SEAM = HARNESS / "fp8_check" / "platforms"
@@ -113,3 +113,101 @@ def test_the_wrong_fp8_family_silently_upcast_is_a_regression():
     assert any(line.cls == verdict.IMPROVEMENT for line in v.lines)  # the dropped transpose no longer makes it "mixed"
     back = verdict.classify(upcast, fp8)  # regaining FP8 does not decide alone (the transpose came back)
     assert back.cls == verdict.MIXED and any(x.cls == verdict.IMPROVEMENT and "-> cuBLASLt FP8 gemm" in x.why for x in back.lines)
+
+
+# ---- the registry: a platform is one module or folder under platforms/, registered once
+
+PLATFORM_HOMES = {"nvidia": [SEAM / "nvidia.py"], "amd": [SEAM / "amd.py", SEAM / "standins.py"],
+                  "tpu": sorted((SEAM / "tpu").rglob("*.py"))}
+SHARED_HOMES = [SEAM / "__init__.py", SEAM / "base.py", SEAM / "xla_gpu.py"]
+
+
+def _code_strings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    docs = _docstring_ids(tree)
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_every_platform_is_registered_once_with_its_own_home():
+    assert [p.name for p in platforms.PLATFORMS] == ["nvidia", "amd", "tpu"]
+    assert set(PLATFORM_HOMES) == {p.name for p in platforms.PLATFORMS}
+    homes = {path for paths in PLATFORM_HOMES.values() for path in paths} | set(SHARED_HOMES)
+    assert set(SEAM.rglob("*.py")) == homes  # no platform code lives anywhere else in the seam
+    with pytest.raises(ValueError, match="registered already"):
+        platforms.register(platforms.TPU)
+
+
+def test_no_platform_literal_lives_in_another_platform():
+    # a literal owned by one platform alone (ROCm's XLA shares the cuBLAS custom-call names) appears in no other
+    # platform's home, nor in the shared modules: adding the TPU touched the registry and platforms/tpu/ only
+    owners: dict[str, set[str]] = {}
+    for p in platforms.PLATFORMS:
+        for literal in p.literals():
+            owners.setdefault(literal, set()).add(p.name)
+    found = []
+    for name, paths in PLATFORM_HOMES.items():
+        for path in paths:
+            for text in _code_strings(path):
+                found += [f"{path.name}: {lit!r} ({', '.join(sorted(o))})" for lit, o in owners.items()
+                          if name not in o and (lit == text if lit in ("tpu", "cuda", "rocm") else lit in text)]
+    for path in SHARED_HOMES:
+        for text in _code_strings(path):
+            found += [f"{path.name}: {lit!r}" for lit, o in owners.items() if len(o) == 1 and
+                      (lit == text if lit in ("tpu", "cuda", "rocm") else lit in text)]
+    assert found == []
+
+
+def test_the_tpu_platform_imports_no_other_platform():
+    for path in PLATFORM_HOMES["tpu"]:
+        tree = ast.parse(path.read_text())
+        modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {m for m in modules if m.startswith("fp8_check.") and not m.startswith(
+            ("fp8_check.platforms.tpu", "fp8_check.platforms.base"))}, path
+
+
+def test_an_unknown_spec_is_refused_never_taken_for_nvidia():
+    with pytest.raises(platforms.UnknownSpec, match="names no platform"):
+        platforms.of_spec('gpu_device_info { threads_per_warp: 32 }\nplatform_name: "SOMETHING"\n')
+    with pytest.raises(ValueError, match="target 'odd': the spec names no platform"):
+        parse_target("odd", "gpu_device_info { threads_per_warp: 32 }\n")
+
+
+def test_profiles_belong_to_their_platforms():
+    h100, v6e = load_target("h100"), load_target("v6e")
+    assert [p for p in PROFILES if profile_applies(p, h100)] == ["cublas", "triton", "default"]
+    assert [p for p in PROFILES if profile_applies(p, v6e)] == ["tpu"]
+    assert load_target("mi300x").platform.canary_profile == "cublas" and v6e.platform.canary_profile == "tpu"
+
+
+@pytest.mark.parametrize("name, arch, devices, topology_name", [
+    ("v5e", "v5e", 1, "v5e:1x1"), ("v5p", "v5p", 1, "v5p:1x1x1"), ("v6e", "v6e", 1, "v6e:1x1"),
+    ("tpu7x", "tpu7x", 1, "tpu7x:1x1x1"), ("v5e-2x2", "v5e", 4, "v5e:2x2"), ("v6e-2x2", "v6e", 4, "v6e:2x2"),
+    ("tpu7x-2x2x1", "tpu7x", 8, "tpu7x:2x2x1"),  # tpu7x: one JAX device per TensorCore, two per chip
+])
+def test_tpu_targets(name, arch, devices, topology_name):
+    t = load_target(name)
+    assert t.platform is platforms.TPU and t.arch == arch and t.devices == devices
+    assert t.versions is not None and t.versions.runtime == () and t.versions.dnn == ()
+    arguments = platforms.TPU.topology_arguments(t.config_text, t.topology, "0.11.2")
+    assert arguments["topology_name"] == topology_name
+    # libtpu before 0.12.0 assumes 2x2x1 chips per host: a single chip says so; from 0.12.0 it need not
+    assert arguments.get("chips_per_host_bounds") == ([1, 1, 1] if devices == 1 else None)
+    assert "chips_per_host_bounds" not in platforms.TPU.topology_arguments(t.config_text, t.topology, "0.12.0")
+
+
+@pytest.mark.parametrize("name", ["v7e", "v6e-0x2", "v6e-2x2x1", "v5p-2x2", "tpu7x-2x2", "v6e-1x1", "v6e-02x2"])
+def test_malformed_tpu_targets_are_unknown(name):
+    assert canonical_target(name) is None
+    with pytest.raises(KeyError, match="unknown target"):
+        load_target(name)
+
+
+def test_tpu_releases_and_generations():
+    assert platforms.TPU.requirements("0.6.1", "deviceless") == ["jax[tpu]==0.6.1", "flatbuffers"]
+    assert platforms.TPU.requirements("0.5.3", "deviceless") is None
+    assert "no libtpu pin of jax[tpu]==0.5.3" in platforms.TPU.unsupported_reason("0.5.3")
+    assert platforms.TPU.unsupported_reason("0.8.0", "v6e") == ""
+    assert platforms.TPU.unsupported_reason("0.8.0", "tpu7x") == ("JAX 0.8.0's libtpu 0.0.24 has no tpu7x topology: tpu7x "
+                                                                  "exists from JAX 0.8.1 (libtpu 0.0.30)")
+    assert platforms.TPU.unsupported_reason("0.8.1", "tpu7x") == ""
+    assert load_target("tpu7x").native_fp8 == ("float8_e4m3fn", "float8_e5m2") and load_target("v6e").native_fp8 == ()

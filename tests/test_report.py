@@ -374,7 +374,7 @@ def test_run_writes_the_html_report_next_to_the_json(workspace, run_cli):
     code, out, _ = run_cli("run", "--mode", "deviceless", "-k", "seed_plain_f32", "--profile", "cublas",
                            "--json", workspace / "out" / "r.json", cwd=workspace)
     assert code == 0, out
-    page = (workspace / "out" / "report.html").read_text()
+    page = (workspace / "out" / "r.html").read_text()
     assert "seed_plain_f32" in page and data_island(page)["results"][0]["outcome"] == "PASS"
     code, out, _ = run_cli("run", "--mode", "deviceless", "-k", "seed_plain_f32", "--profile", "cublas",
                            "--json", workspace / "r.json", "--html", workspace / "custom.html", cwd=workspace)

@@ -47,25 +47,38 @@ def test_inputs_are_declared_and_the_caller_passes_only_declared_ones():
     assert set(job["with"]) <= declared
 
 
-def test_the_matrix_step_uses_flags_the_cli_accepts_and_uploads_the_report():
-    doc = _load(REUSABLE.read_text())
-    job = doc["jobs"]["fp8-check"]
-    [step] = [s for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
-    env = step["env"]
+def _argv(step: dict, doc: dict, extra: dict) -> list[str]:
+    """The step's `fp8-check matrix` command line with the default inputs (and `extra` env values)."""
     defaults = {k: v.get("default", "") for k, v in doc["on"]["workflow_call"]["inputs"].items()}
-    values = {name: defaults[re.search(r"inputs\.([\w-]+)", expr).group(1)] for name, expr in env.items()}
-    # Expand the step's bash argument list the way it runs with the default inputs.
+    values = {name: extra.get(name) or defaults.get((re.search(r"inputs\.([\w-]+)", expr) or [None, ""])[1], "")
+              for name, expr in step["env"].items()}
     flags = re.search(r"args=\((.*?)\)\n", step["run"], re.S).group(1).split()
     argv = ["matrix", values["CASES"]]
     for word in flags:
-        argv.append(re.sub(r'"\$(\w+)"', lambda m: values[m.group(1)], word))
-    argv += ["--jax-range", values["JAX_RANGE"], "--select", values["SELECT"]]
-    args = cli.build_parser()[0].parse_args(argv)
-    assert args.command == "matrix" and args.mode == "deviceless" and args.jax_range == "0.6.1.."
-    assert str(args.html) == "reports/matrix.html" and args.fail_on == "newest"
+        argv.append(re.sub(r'"?\$(\w+)"?', lambda m: values[m.group(1)], word).replace('"', ""))
+    return argv
+
+
+def test_the_per_version_job_uses_flags_the_cli_accepts_and_the_merge_applies_fail_on():
+    doc = _load(REUSABLE.read_text())
+    job = doc["jobs"]["matrix"]
+    assert job["needs"] == "resolve" and job["strategy"]["matrix"]["jax"] == "${{ fromJSON(needs.resolve.outputs.versions) }}"
+    assert job["strategy"]["fail-fast"] is False
+    [step] = [s for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
+    args = cli.build_parser()[0].parse_args(_argv(step, doc, {"JAX": "0.8.0"}))
+    assert args.command == "matrix" and args.mode == "deviceless" and args.jax == "0.8.0"
+    assert args.fail_on == "never" and args.no_html and str(args.out) == "reports/matrix-0.8.0.json"
     upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
-    assert upload and upload[0]["if"] == "always()" and upload[0]["with"]["path"].endswith("reports/")
+    assert upload and upload[0]["if"] == "always()" and "matrix.jax" in upload[0]["with"]["name"]
     assert job["env"]["FP8_CHECK_JAX_INDEX"] == "${{ inputs.jax-index }}"
+    merge = doc["jobs"]["merge"]
+    assert merge["needs"] == ["resolve", "matrix"] and "always()" in merge["if"]
+    [step] = [s for s in merge["steps"] if "--merge" in s.get("run", "")]
+    argv = step["run"].split("fp8-check", 1)[1].replace("\\\n", " ").replace('"$FAIL_ON"', "newest").replace("'", "").split()
+    args = cli.build_parser()[0].parse_args(argv)
+    assert args.merge == ["reports/jobs/*/matrix-*.json"] and args.fail_on == "newest" and str(args.html) == "reports/matrix.html"
+    download = [s for s in merge["steps"] if s.get("uses", "").startswith("actions/download-artifact")]
+    assert download[0]["with"]["pattern"] == "${{ inputs.artifact-name }}-jax-*"
 
 
 def test_nightly_workflow_can_run_the_newest_jax_nightly_from_a_configured_index():

@@ -120,3 +120,20 @@ def test_check_reports_the_native_fp8_gemm_and_warns_on_the_other_family(run_cli
     assert "on mi350x/cublas: float8_e4m3fnuz is not native on mi350x (gfx950 runs float8_e4m3fn, float8_e5m2" in err
     assert len(reports["mi300x"]["warnings"]) == 1 and "float8_e4m3fn is not native" in reports["mi300x"]["warnings"][0]
     assert reports["mi300x"]["jax"] == ROCM_JAX  # compiled in the ROCm environment, not the main one
+
+
+def test_the_seed_cases_on_amd_with_the_default_profiles_are_green_and_say_which_jax(run_cli, tmp_path):
+    """Issue 44: `run cases/seed.yaml --target mi300x,mi350x` with the default profiles exits 0, and the header names
+    the ROCm plugin and the release that compiled (not this environment's), and why."""
+    from .conftest import REPO
+
+    code, out, err = run_cli("run", REPO / "cases" / "seed.yaml", "--target", "mi300x,mi350x",
+                             "--json", tmp_path / "r.json", "--html", tmp_path / "r.html", cwd=REPO)
+    assert code == 0, out + err
+    header = out.splitlines()[0]
+    assert f"jax {ROCM_JAX} (jaxlib {ROCM_JAX}, ROCm plugin {ROCM_JAX}" in header and "CUDA plugin" not in header
+    if not AMD.installed():  # this environment has no ROCm plugin: the header says so and names the release used
+        assert f"the newest release with a ROCm plugin (jax=={ROCM_JAX} jax-rocm7-plugin=={ROCM_JAX})" in header
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert results and {r["outcome"] for r in results} <= {"PASS", "XFAIL"}
+    assert {r["target"] for r in results} == {"mi300x", "mi350x"}

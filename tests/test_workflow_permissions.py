@@ -44,7 +44,8 @@ def test_actionlint_refuses_a_caller_that_does_not_grant_what_a_called_job_asks(
     cmd = _actionlint()
     assert cmd is not None
     assert _init(tmp_path) == 0
-    text = REUSABLE.read_text().replace("    needs: fp8-check\n", "    needs: fp8-check\n    permissions:\n      issues: write\n", 1)
+    assert "    needs: [resolve, merge]\n" in REUSABLE.read_text()  # the issues job's line the edit below follows
+    text = REUSABLE.read_text().replace("    needs: [resolve, merge]\n", "    needs: [resolve, merge]\n    permissions:\n      issues: write\n", 1)
     (tmp_path / ".github" / "workflows" / "fp8-check-reusable.yml").write_text(text)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=60)
     p = subprocess.run(cmd + ["-no-color", "-oneline"], cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -37,7 +37,7 @@ from fp8_check import platforms
 from fp8_check.versions.other_environments import OtherEnvironments
 from fp8_check.verdict.outcome import NEW, UNRESOLVED, Outcome
 from fp8_check.signature.signature import Signature, extract
-from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, resolve_mode
+from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, profile_applies, resolve_mode
 from fp8_check.worker.device_view import BACKEND_QUESTIONS
 from fp8_check.verdict.verdict import Verdict
 from fp8_check.cost import cost
@@ -176,7 +176,7 @@ class Checker:
         except WorkerError as exc:
             raise EnvironmentProblem(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
 
-    def signature(self, fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile = "cublas",
+    def signature(self, fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile | None = None,
                   name: str | None = None, **kwargs: Any) -> FusionReport:
         """Compile `fn(*args, **kwargs)` for `target` under `profile`; its `FusionReport`.
 
@@ -185,7 +185,10 @@ class Checker:
         XLA's error when the function does not compile.
         """
         t = as_target(target)
-        p = as_profile(profile)
+        p = as_profile(t.platform.canary_profile if profile is None else profile)  # None: the platform's first
+        if not profile_applies(p, t):
+            theirs = ", ".join(x.name for x in t.platform.profiles)
+            raise ValueError(f"profile: '{p.name}' is no profile of {t.platform.vendor} targets ({t.name}: {theirs})")
         if self.mode == "deviceless" and not p.deviceless:
             raise ValueError(f"profile '{p.name}' autotunes and needs a real GPU; use 'cublas' or 'triton' deviceless")
         sharding = sharding_of(args, kwargs)
@@ -247,12 +250,12 @@ def _close_shared() -> None:
     _SHARED.clear()
 
 
-def fusion_signature(fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile = "cublas",
+def fusion_signature(fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile | None = None,
                      mode: str = "deviceless", name: str | None = None, **kwargs: Any) -> FusionReport:
     """The fusion signature of `fn(*args, **kwargs)` compiled for `target` (default h100, no GPU needed).
 
-    `profile`: `cublas` (XLA's FP8 GEMM rewriter, default) or `triton`; `default` needs a GPU
-    (`mode="device"`). Keyword arguments other than these are passed to `fn`.
+    `profile`: on GPUs `cublas` (XLA's FP8 GEMM rewriter, default) or `triton`; `default` needs a GPU
+    (`mode="device"`); on TPUs `tpu` (None: the target platform's first profile). Keyword arguments other than these are passed to `fn`.
     """
     return _shared(mode).signature(fn, *args, target=target, profile=profile, name=name, **kwargs)
 
@@ -326,7 +329,7 @@ def mismatch_message(report: FusionReport, diffs: list[FieldDiff], headline: str
 
 
 def assert_fusion(fn: Callable | FusionReport, *args: Any, target: str | Target = "h100",
-                  profile: str | Profile = "cublas", mode: str = "deviceless", name: str | None = None,
+                  profile: str | Profile | None = None, mode: str = "deviceless", name: str | None = None,
                   kernels: int | None = None, gemms: int | None = None, fp8_gemms: int | None = None,
                   epilogue: str | None = None, damax: bool | None = None, fp8_output: bool | None = None,
                   no_upcast_dot: bool | None = None, signature: dict | None = None, layers: list | None = None,

@@ -9,6 +9,7 @@ Every problem is one `CaseError` line naming file, line, case and field.
 
 from __future__ import annotations
 
+from fp8_check import platforms
 from fp8_check.core.errors import BadInput
 from fp8_check.cases.requirement_sets import RequirementSet
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
-PROFILES = ("cublas", "triton", "default")
+PROFILES = tuple(platforms.profiles())  # every platform's profile names (a case may list any of them)
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # used with fullmatch: no trailing newline
 
 
@@ -93,6 +94,10 @@ class Spec:
     def shape_text(self) -> str:
         return ""
 
+    def required_modules(self) -> tuple[str, ...]:
+        """The modules the case declares it needs (`requires:`; missing -> UNSUPPORTED)."""
+        return ()
+
 
 @dataclass(frozen=True)
 class MatmulSpec(Spec):
@@ -123,7 +128,8 @@ class Case:
     line: int
     spec: Spec
     description: str = ""
-    profiles: tuple[str, ...] = ("cublas", "triton", "default")
+    # the default platform's profiles unless the case lists others (a TPU case lists `tpu`)
+    profiles: tuple[str, ...] = tuple(p.name for p in platforms.DEFAULT.profiles)
     targets: tuple[str, ...] = ()  # empty: every target
     known_issues: tuple[KnownIssue, ...] = ()
     filecheck: dict[str, str] = field(default_factory=dict)  # profile -> FileCheck pattern
@@ -153,6 +159,10 @@ class Case:
         """The case `fp8-check calibrate` times (see `Spec.timed_at`), or None."""
         spec = self.spec.timed_at(shape)
         return None if spec is None else replace(self, spec=spec)
+
+    def required_modules(self) -> tuple[str, ...]:
+        """The modules the case declares it needs (`requires:`), for what `fp8-check init` writes into the CI."""
+        return self.spec.required_modules()
 
     def known_issue(self, jax_version: str, target: str, profile: str) -> KnownIssue | None:
         for issue in self.known_issues:

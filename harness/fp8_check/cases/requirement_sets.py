@@ -18,7 +18,8 @@ from fp8_check.core.safe_yaml import ReadError, read_text
 from fp8_check.platforms import PLATFORMS
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
-NAMED = {"maxtext": Path(__file__).resolve().parent.parent / "models" / "maxtext-requirements.txt"}
+NAMED = {"maxtext": Path(__file__).resolve().parent.parent / "models" / "maxtext-requirements.txt",
+         "qwix": Path(__file__).resolve().parent.parent / "models" / "qwix-requirements.txt"}
 
 MAX_BYTES = 64 * 1024  # a requirements file lists packages: a few KiB; more is not a requirements file
 EXCERPT = 60  # characters of an offending requirement an error may quote (escaped, one line)

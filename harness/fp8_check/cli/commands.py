@@ -10,9 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.run import selection, target_check
 from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
-from fp8_check.verdict import contract_judge, golden
+from fp8_check.verdict import contract, contract_judge, golden
 from fp8_check.core import outputs
 from fp8_check.compile import pool, render
 from fp8_check.run import runner
@@ -29,11 +30,17 @@ from fp8_check.cost import cost
 from fp8_check.report import page  # page.write_report: a test replaces it to make the report fail
 
 
+def html_for(json_path: Path) -> Path:
+    """The HTML report of a results file: named after it (`amd.json` -> `amd.html`), so that runs writing different
+    results files do not overwrite each other's report; the default `results.json` keeps `report.html`."""
+    return json_path.parent / ("report.html" if json_path.name == "results.json" else json_path.with_suffix(".html").name)
+
+
 def register(sub) -> dict:
     p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
     selection.add_options(p)
     p.add_argument("--json", type=Path, default=Path("reports/results.json"), help="results JSON (default: reports/results.json)")
-    p.add_argument("--html", type=Path, help="HTML report (default: report.html next to the results JSON)")
+    p.add_argument("--html", type=Path, help="HTML report (default: next to the results JSON, named after it: results.json -> report.html, amd.json -> amd.html)")
     p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
     selection.add_timeout(p)
     pool.add_options(p)
@@ -73,7 +80,12 @@ def _say(line: str) -> None:
 
 
 def _header(env: dict, sel: selection.Selection) -> str:
-    return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, CUDA plugin {env.get('cuda_plugin')}), "
+    """The run's first line: the JAX that compiles and its plugin for the targets' platform; when that is another
+    environment than this one (a ROCm plugin for AMD targets), which release and why."""
+    platform = (selection.env_platform(sel.targets) if sel.mode == "deviceless" else None) or platforms.DEFAULT
+    note = selection.environment_note(sel.targets, env) if sel.mode == "deviceless" else ""
+    return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, {platform.plugin_label} "
+            f"{env.get(platform.report_key + '_plugin')}{'; ' + note if note else ''}), "
             f"mode {sel.mode}, targets {', '.join(t.name for t in sel.targets)}, profiles {', '.join(sel.profiles)}, "
             f"{len(sel.cases)} cases")
 
@@ -109,7 +121,7 @@ def cmd_run(args) -> int:
 
         numerics_check = numerics_module
     outputs.check_file(args.json, "--json")  # fail before compiling, not after
-    outputs.check_file(args.html or args.json.parent / "report.html", "--html")
+    outputs.check_file(args.html or html_for(args.json), "--html")
     compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
@@ -127,9 +139,12 @@ def cmd_run(args) -> int:
         for t in sel.targets:
             for note in t.notes:
                 print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
+        skip = selection.unshipped_profiles(sel.goldens, sel.targets, sel.profiles) if not args.profile else {}
+        for line in skip.values():
+            print(f"fp8-check: {line}", flush=True)
         outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
                               on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
-                              numerics=numerics_check, canary=True)
+                              numerics=numerics_check, canary=True, skip=frozenset(skip))
     terminal.print_summary(outcomes)
     print(f"{compiler.cache_summary()}; {compiler.jobs} worker(s)")
     res = results_mod.Results(
@@ -138,7 +153,7 @@ def cmd_run(args) -> int:
          "target_versions": {t.name: target_check.environment_entry(t, env["jax"]) for t in sel.targets}},
         outcomes, target_specs={t.name: t.config_text for t in sel.targets})
     res.path = str(args.json)
-    html = args.html or args.json.parent / "report.html"
+    html = args.html or html_for(args.json)
 
     def write_html(path: Path) -> None:
         page.write_report([res], path)
@@ -213,8 +228,14 @@ def cmd_bless(args) -> int:
         try:
             is_contract, options = contract_judge.wants_contract(sel.goldens, out)  # a model: docs/contracts.md
             facts = contract_judge.facts_of(out, options) if is_contract else None
+            rules = contract.fp8_layer_rules(out.signature) if is_contract else None
             diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
-                                facts)
+                                facts, rules)
+            if rules and diff and "\n+layers:" in diff:
+                print(f"layer rules written for {where} (every layer seen in FP8 must stay FP8; edit them in the "
+                      f"golden's `layers:`):")
+                for r in rules:
+                    print(f"  {r['layer']}" + (f" @{r['pass']}" if "pass" in r else "") + ": FP8")
             hint = ranged.one_version_hint(out, Path("reports/matrix.json"))
             if hint and hint not in hints:
                 hints.append(hint)

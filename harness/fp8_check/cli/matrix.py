@@ -100,20 +100,20 @@ def _abort_running() -> None:
         pool.abort()
 
 
-def planned(cases, targets, profiles) -> int:
-    return sum(1 for _ in runner.plan(cases, targets, profiles))
+def planned(cases, targets, profiles, skip: frozenset = frozenset()) -> int:
+    return sum(1 for _ in runner.plan(cases, targets, profiles, skip))
 
 
 def run_version(version: str, env_future: Future | None, cases, targets, profiles, mode: str, goldens_root: Path,
                 out_dir: Path, progress: Progress, workers: int = 1, cache: CompileCache | None = None,
-                shared: dict | None = None) -> VersionEntry:
+                shared: dict | None = None, skip: frozenset = frozenset()) -> VersionEntry:
     """Run the library on one version; returns the version's entry of the matrix.
 
     `shared` (versions with the same XLA, `shared_xla`): {"record": True} keeps this version's
     compilations in shared["recorder"]; {"replay": Recorder, "of": V} judges V's compilations
     for this version instead of compiling."""
     entry = VersionEntry(version)
-    total = planned(cases, targets, profiles)
+    total = planned(cases, targets, profiles, skip)
     reason = runner.deviceless_unsupported(version, targets) if mode == "deviceless" else None
     start = time.perf_counter()
     progress.version_started(version)
@@ -143,7 +143,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
         try:  # the canary is checked (and compiled alongside the cases) before any outcome
             outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
                                   on_outcome=lambda o: progress.case_done(version, o),
-                                  canary=not reason and not (shared and shared.get("replay")))
+                                  canary=not reason and not (shared and shared.get("replay")), skip=skip)
         except (WorkerError, runner.CanaryError) as exc:
             entry.status, entry.error = Status.BROKEN, str(exc).strip()
             progress.cases_skipped(version, total)
@@ -175,7 +175,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
 
 def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: str, goldens_root: Path, out_dir: Path,
                manager: Manager | None = None, jobs: int = 1, progress: Progress | None = None,
-               workers: int = 1, cache: CompileCache | None = None) -> Matrix:
+               workers: int = 1, cache: CompileCache | None = None, skip: frozenset = frozenset()) -> Matrix:
     """Every version's entry, oldest first, in a matrix.
 
     Environments are built one at a time in a background thread, ahead of the
@@ -190,7 +190,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     versions = sort_versions(versions)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    per_version = planned(cases, targets, profiles)
+    per_version = planned(cases, targets, profiles, skip)
     needs_env = [v for v in versions if not (mode == "deviceless" and runner.deviceless_unsupported(v, targets))]
     # not with --with: the extra packages are resolved per version, so the environments differ beyond XLA
     twins = shared_xla.twins(needs_env) if mode == "deviceless" and not manager.extras else {}
@@ -221,7 +221,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
             else:  # the version compiled for it could not run: build and compile this one
                 futures[v] = builder.submit(build, v)
         return run_version(v, futures.get(v), cases, targets, profiles, mode, goldens_root, out_dir, progress,
-                           workers, cache, share)
+                           workers, cache, share, skip)
 
     runners = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run")
     interrupted = False
@@ -336,8 +336,11 @@ def cmd_matrix(args) -> int:
                 raise ValueError("--jobs and -j/--workers must be at least 1")
             workers = max(1, (args.workers or pool_mod.default_jobs()) // args.jobs)
             cache = None if args.no_cache else CompileCache()
+            skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
+            for line in skip.values():
+                print(f"fp8-check matrix: {line}", flush=True)
             m = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,
-                           Progress(), workers=workers, cache=cache)
+                           Progress(), workers=workers, cache=cache, skip=frozenset(skip))
     except (VersionError, MatrixError, ValueError) as exc:
         if isinstance(exc, (CaseError, golden.GoldenError)):
             raise

@@ -207,8 +207,15 @@ class _Session:
                 self._env_error = f"--fp8-jobs: must be at least 1, got {jobs}"
                 return None, self._env_error
             options = SimpleNamespace(workers=jobs, no_cache=self.config.getoption("fp8_no_cache"))
+            # the collected cases that name `requirements:` compile in their set's environment, as `run` does
+            # (requirement_envs.py builds it on first use)
+            cases = list({id(i.case): i.case for i in (item.session.items if item is not None else [])
+                          if isinstance(i, CaseItem) and i.case.requirements}.values())
+            if item is not None and isinstance(item, CaseItem) and item.case.requirements and item.case not in cases:
+                cases.append(item.case)
             try:
-                self._compiler, _ = selection.start_compiler(self.mode, args=options, for_targets=self.targets())
+                self._compiler, _ = selection.start_compiler(self.mode, args=options, for_targets=self.targets(),
+                                                             cases=cases)
             except (selection.BrokenEnvironment, selection.UsageError) as exc:
                 self._env_error = f"broken environment: {exc}"
                 return None, self._env_error

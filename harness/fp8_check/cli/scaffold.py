@@ -1,23 +1,34 @@
-"""`fp8-check init [DIR]`: scaffold fp8-check in another project.
+"""`fp8-check init [DIR]`: scaffold fp8-check in another project, with a CI that runs on its first push.
 
 Writes (never overwriting an existing file unless --force):
 
-    cases/fp8_example.yaml              a pattern case, and a commented `kind: python` case for your own function
-    goldens/README.md                   where `fp8-check bless` records the expected signatures
-    tests/test_fp8_fusion.py            a pytest test using the `fp8` fixture of fp8-check's pytest plugin
-    .github/workflows/fp8-check.yml     CI: calls fp8-check's reusable workflow (matrix + HTML report artifact)
+    cases/fp8_example.yaml                      a pattern case, and a commented `kind: python` case for your own function
+    goldens/README.md                           where `fp8-check bless` records the expected signatures
+    tests/test_fp8_fusion.py                    a pytest test using the `fp8` fixture of fp8-check's pytest plugin
+    .github/workflows/fp8-check.yml             CI: calls the reusable workflow below, with what the cases need
+    .github/workflows/fp8-check-reusable.yml    fp8-check's reusable workflow (a copy): one job per JAX version, merged
+    .github/fp8-check/fp8_check-V-py3-none-any.whl   this fp8-check, which the CI installs (not with --requirement)
+
+Nothing to edit: the caller names the local copy (`uses: ./…`) and the committed wheel; the modules the project's
+cases `requires:` and the packages of their `requirements:` go into the workflow's `with:` (every per-version
+environment). docs/ci.md says why a committed wheel.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
-from fp8_check.core.about import install_requirement
+from fp8_check.cases import cases as case_mod
+from fp8_check.cli import own_wheel
 from fp8_check.verdict.golden import atomic_write
 
-DEFAULT_USES = "OWNER/fp8-check/.github/workflows/fp8-check.yml@main"
+REUSABLE = ".github/workflows/fp8-check-reusable.yml"
+DEFAULT_USES = "./" + REUSABLE
+WHEEL_DIR = ".github/fp8-check"
 
 CASES = """\
 # fp8-check cases: each is compiled for the target GPU (no GPU needed) and its fusion
@@ -84,8 +95,10 @@ def test_scaled_relu_golden(fp8):
 '''
 
 WORKFLOW = """\
-# FP8 fusion regression checks (fp8-check): the cases in cases/ across JAX versions, deviceless.
-# The HTML report is uploaded as the artifact `fp8-check-report`.
+# FP8 fusion regression checks (fp8-check): the cases in cases/ across JAX versions, deviceless, one job per
+# version (fp8-check-reusable.yml), merged into one job summary; the HTML report is the artifact `fp8-check-report`.
+# Written by `fp8-check init`: `with:` lists what the cases need (their `requires:` and `requirements:`); add to it
+# when they need more.
 name: fp8-check
 
 on:
@@ -97,8 +110,7 @@ on:
 jobs:
   fp8-check:
     uses: {uses}
-    # actions: read lets the reusable workflow read this run's `referenced_workflows`, which names the
-    # fp8-check commit it was called at: what it installs when `requirement` is not set.
+    # actions: read lets the reusable workflow read this run's `referenced_workflows` when `requirement` is empty.
     permissions:
       contents: read
       actions: read
@@ -106,16 +118,22 @@ jobs:
 {requirement_line}      jax-range: "0.6.1.."
       select: minor
       targets: h100
-{issues_line}"""
+{with_line}{issues_line}"""
 
 # What --uses may name: a local workflow (./…) or OWNER/REPO/PATH@REF, in characters that need no YAML quoting.
 _USES = re.compile(r"\./[A-Za-z0-9_./-]+\.ya?ml|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+\.ya?ml@[A-Za-z0-9_./-]+")
 
 
-def files(uses: str, requirement: str, file_issues: bool = False) -> dict[str, str]:
+def files(uses: str, requirement: str, file_issues: bool = False, with_: tuple[str, ...] = (),
+          reusable: str | None = None) -> dict[str, str]:
+    """The text files `init` writes (the wheel aside): `with_` the requirements of every per-version environment,
+    `reusable` the reusable workflow's text when the caller names the local copy."""
     if not _USES.fullmatch(uses) or ".." in uses:
         raise ValueError(f"--uses {uses!r} is not ./PATH.yml or OWNER/REPO/PATH.yml@REF")
-    return {
+    if uses == "./.github/workflows/fp8-check.yml":
+        raise ValueError(f"--uses {uses!r} names the caller init writes; the reusable workflow goes elsewhere "
+                         f"(default {DEFAULT_USES})")
+    planned = {
         "cases/fp8_example.yaml": CASES,
         "goldens/README.md": GOLDENS,
         "tests/test_fp8_fusion.py": TEST,
@@ -123,8 +141,36 @@ def files(uses: str, requirement: str, file_issues: bool = False) -> dict[str, s
             uses=uses, requirement_line=f"      requirement: {_yaml_string(requirement)}\n" if requirement else "",
             # file-issues: the called `issues` job takes the token this job grants (issues: write)
             issues_permission="      issues: write\n" if file_issues else "",
+            with_line=(f"      # what the cases need (requires: and requirements:), in every per-version environment\n"
+                       # one word each: the workflow splits the input on whitespace (PEP 508 needs none)
+                       f"      with: {_yaml_string(' '.join(''.join(r.split()) for r in with_))}\n") if with_ else "",
             issues_line="      file-issues: true\n" if file_issues else ""),
     }
+    if reusable is not None and uses.startswith("./"):
+        planned[uses[2:]] = reusable
+    return planned
+
+
+def case_requirements(root: Path) -> tuple[str, ...]:
+    """What the project's cases need in every per-version environment: the distributions of the modules their
+    `requires:` names (as installed here, else the module's own name) and the packages of their `requirements:`.
+    A case file that does not load is bad input (CaseError: one line naming file, case and field)."""
+    from importlib import metadata
+
+    if not (root / "cases").is_dir() or not any(case_mod.discover([root / "cases"])):
+        return ()
+    loaded = case_mod.load([root / "cases"])
+    dists = metadata.packages_distributions()
+    out: dict[str, None] = {}
+    for case in loaded:
+        for module in case.required_modules():
+            top = module.split(".")[0]
+            for name in dists.get(top, [top])[:1]:
+                out.setdefault(name, None)
+        if case.requirements:
+            for req in case.requirements.requirements:
+                out.setdefault(req, None)
+    return tuple(out)
 
 
 def _yaml_string(text: str) -> str:
@@ -137,10 +183,11 @@ def register(subparsers) -> dict:
     p = subparsers.add_parser("init", help="scaffold cases/, goldens/, a pytest example and a CI workflow in a project")
     p.add_argument("directory", nargs="?", type=Path, default=Path("."), help="project directory (default: .)")
     p.add_argument("--uses", default=DEFAULT_USES,
-                   help=f"the reusable workflow the CI calls (default: {DEFAULT_USES}; replace OWNER)")
+                   help=f"the reusable workflow the CI calls (default: {DEFAULT_USES}, the copy init writes; "
+                        "OWNER/REPO/PATH.yml@REF calls another repository's instead)")
     p.add_argument("--requirement", default=None,
-                   help="what the CI installs fp8-check from: a requirement, git URL or wheel URL (default: the git URL "
-                        "and commit, or the wheel URL, this fp8-check was installed from; fp8-check is not on PyPI)")
+                   help="what the CI installs fp8-check from, instead of the wheel of this fp8-check that init commits "
+                        "under .github/fp8-check/: a pinned requirement (a git URL at a commit, a wheel's URL)")
     p.add_argument("--file-issues", action="store_true",
                    help="the CI opens one issue per upstream change (grants the called workflow issues: write)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
@@ -154,38 +201,61 @@ def cmd_init(args) -> int:
         return 2
     wrote: list[str] = []
     kept: list[str] = []
-    if args.requirement is None:
-        args.requirement = install_requirement()
-        if not args.requirement:
-            print("fp8-check init: note: no git URL or wheel URL is known for this fp8-check; the workflow installs "
-                  "fp8-check from the repository and commit it calls (set `requirement` to pin another)")
     try:
-        planned = files(args.uses, args.requirement, getattr(args, "file_issues", False))
-    except ValueError as exc:
+        needs = case_requirements(root)
+    except case_mod.CaseError as exc:  # one line naming file, case and field
         print(f"fp8-check init: error: {exc}", file=sys.stderr)
         return 2
-    for rel, text in planned.items():
-        path = root / rel
-        if path.exists() and not args.force:
-            kept.append(rel)
-            continue
+    with tempfile.TemporaryDirectory(prefix="fp8-check-init-") as tmp:
+        wheel: Path | None = None
+        requirement = args.requirement
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, text)
-        except OSError as exc:  # a read-only directory, `cases` is a file, a full disk: one line, nothing half-written
-            print(f"fp8-check init: error: cannot write {path}: {exc.strerror or exc}"
-                  + (f" ({path.parent} exists and is not a directory)" if _blocked(path) else "")
-                  + (f"; already wrote {', '.join(str(root / r) for r in wrote)}" if wrote else ""), file=sys.stderr)
+            reusable = own_wheel.reusable_workflow() if args.uses.startswith("./") else None
+            if requirement is None:  # the CI installs this very fp8-check, from a wheel committed beside the workflow
+                wheel = own_wheel.build(Path(tmp))
+                requirement = f"{WHEEL_DIR}/{wheel.name}"
+            planned = files(args.uses, requirement, getattr(args, "file_issues", False), needs, reusable)
+        except (ValueError, own_wheel.WheelError) as exc:
+            print(f"fp8-check init: error: {exc}", file=sys.stderr)
             return 2
-        wrote.append(rel)
+        binary = {f"{WHEEL_DIR}/{wheel.name}": wheel} if wheel is not None else {}
+        for rel in [*planned, *binary]:
+            path = root / rel
+            if path.exists() and not args.force:
+                kept.append(rel)
+                continue
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if rel in binary:
+                    _copy_whole(binary[rel], path)
+                else:
+                    atomic_write(path, planned[rel])
+            except OSError as exc:  # a read-only directory, `cases` is a file, a full disk: one line, nothing half-written
+                print(f"fp8-check init: error: cannot write {path}: {exc.strerror or exc}"
+                      + (f" ({path.parent} exists and is not a directory)" if _blocked(path) else "")
+                      + (f"; already wrote {', '.join(str(root / r) for r in wrote)}" if wrote else ""), file=sys.stderr)
+                return 2
+            wrote.append(rel)
     for rel in wrote:
         print(f"wrote {root / rel}")
     for rel in kept:
         print(f"kept  {root / rel} (exists; --force overwrites)")
-    print("next: fp8-check bless   (record the goldens), then fp8-check run")
-    if args.uses == DEFAULT_USES:
-        print(f"      edit .github/workflows/fp8-check.yml: replace OWNER in '{DEFAULT_USES}'")
+    if needs:
+        print(f"the CI installs what the cases need in every JAX version's environment: {' '.join(needs)}")
+    print("next: fp8-check bless                           record the goldens of cases/ (then fp8-check run checks them)")
+    print("      pytest tests/test_fp8_fusion.py --fp8-bless   record the goldens of the pytest test's fp8.check_golden")
+    print("      git add .github cases goldens tests; git commit; git push   the CI runs on the push, nothing to edit")
     return 0
+
+
+def _copy_whole(source: Path, path: Path) -> None:
+    """Copy a binary file so that readers see the old file or the new one (a temporary file renamed)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(source.read_bytes())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _blocked(path: Path) -> bool:

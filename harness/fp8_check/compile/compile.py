@@ -210,6 +210,7 @@ class Worker:
         self._stderr: IO[bytes] | None = None
         self.dump_dir: str | None = None  # XLA's dumps, made here and removed here once the process is gone
         self.case_dir = os.getcwd()  # python cases' modules resolve from here (and PYTHONPATH)
+        self.extra_env: dict[str, str] = {}  # set over the inherited environment (autotune replay: XLA's lookup log)
 
     def start(self) -> None:
         self._forget()
@@ -224,6 +225,7 @@ class Worker:
         paths = [str(harness_path()), *checkout, self.case_dir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        env.update(self.extra_env)
         if self.mode == "device":  # workers (and `-j N`) share the GPU: none takes JAX's default 75 % of its memory
             env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         self.proc = _Spawner.popen(
@@ -242,6 +244,17 @@ class Worker:
         self._stderr.seek(0, os.SEEK_END)
         size = self._stderr.tell()
         self._stderr.seek(max(0, size - limit))
+        return self._stderr.read().decode("utf-8", "replace")
+
+    def stderr_size(self) -> int:
+        """How many bytes the worker has written to stderr so far (a mark for `stderr_since`)."""
+        return self._stderr.seek(0, os.SEEK_END) if self._stderr is not None else 0
+
+    def stderr_since(self, mark: int) -> str:
+        """What the worker wrote to stderr after `mark` (`stderr_size`); all of it after a restart."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(mark if mark <= self.stderr_size() else 0)
         return self._stderr.read().decode("utf-8", "replace")
 
     @property

@@ -39,38 +39,3 @@ def version_line() -> str:
             seen.add(label)
     jax = ", ".join(parts) if parts else "jax not installed"
     return f"fp8-check {version()} ({jax}; Python {platform.python_version()})"
-
-
-def install_requirement(extra: str = "flax") -> str:
-    """What installs *this* fp8-check elsewhere today (for `fp8-check init`'s CI): the git URL and commit it was
-    installed from (PEP 610 `direct_url.json`), a wheel's URL, or this checkout's `origin` remote at its HEAD
-    commit; '' when none is known (then the workflow asks for one)."""
-    import json
-    import subprocess
-    from pathlib import Path
-
-    name = f"{DISTRIBUTION}[{extra}]" if extra else DISTRIBUTION
-    try:
-        text = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        text = None
-    info = json.loads(text) if text else {}
-    url = info.get("url", "")
-    vcs = info.get("vcs_info") or {}
-    if vcs.get("vcs") == "git" and url:
-        return f"{name} @ git+{url}@{vcs.get('commit_id') or vcs.get('requested_revision') or 'main'}"
-    if url.startswith(("https://", "http://")) and url.endswith(".whl"):
-        return f"{name} @ {url}"
-    checkout = Path(__file__).resolve().parents[3]
-    if (checkout / "pyproject.toml").is_file():
-        def git(*a):
-            try:
-                p = subprocess.run(["git", "-C", str(checkout), *a], capture_output=True, text=True, timeout=30,
-                                   stdin=subprocess.DEVNULL)
-            except (OSError, subprocess.SubprocessError):  # no git, or a git that hangs
-                return ""
-            return p.stdout.strip() if p.returncode == 0 else ""
-        remote, commit = git("remote", "get-url", "origin"), git("rev-parse", "HEAD")
-        if remote and commit and not remote.startswith(("/", "file:")):
-            return f"{name} @ git+{remote}@{commit}"
-    return ""

@@ -77,6 +77,8 @@ def hardware(target) -> Hardware:
     """The `Hardware` of a `targets.Target` (or a shipped target's name)."""
     if isinstance(target, str):
         target = load_target(target)
+    if target.platform.unpriced:  # a program the model cannot price stays unpriced, and says why
+        raise ValueError(f"{target.name}: not priced: {target.platform.unpriced}")
     text = target.config_text
     m = re.search(r'device_description_str\s*:\s*"([^"]*)"', text)
     cc = target.compute_capability if target.platform is platforms.DEFAULT else (0, 0)  # AMD tables state [0, 0]

@@ -56,8 +56,13 @@ def rate_markdown(target) -> str:
     return "\n".join(lines) + "\n"
 
 
+def priced_target_names() -> tuple[str, ...]:
+    """The shipped targets the cost model prices (a platform may not be: fp8_check.platforms, `unpriced`)."""
+    return tuple(n for n in all_target_names() if not load_target(n).platform.unpriced)
+
+
 def main() -> None:
-    print("\n".join(rate_markdown(name) for name in all_target_names()), end="")
+    print("\n".join(rate_markdown(name) for name in priced_target_names()), end="")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ and the pinned profiles), and the fusion signatures are compared:
                                                  come from the target spec alone)
   autotuned  deviceless P  vs  device default   (what the pinned profile misses
                                                  of what autotuning picks)
+  replayed   deviceless default  vs  device default   (deviceless `default` replaying the
+                                                 device's autotune results: fp8_check.compile.autotune_replay)
 
 The table goes to a Markdown file and a JSON file. Without a GPU the command
 can still build the table from two results files of `fp8-check run`
@@ -35,6 +37,9 @@ from fp8_check.signature.signature import Signature
 from fp8_check.targets import PROFILES
 from fp8_check.run import results
 from fp8_check.compile.compile import Compiler
+from fp8_check.report.markup import md_inline
+from fp8_check.compile.autotune_replay import ReplayCompiler, find_results
+from fp8_check.targets.autotune_results import AutotuneResultsError
 from fp8_check.targets import gpu_present
 
 SCHEMA = "fp8-check/fidelity/2"
@@ -81,11 +86,26 @@ class Compiled:
 Signatures = dict[tuple[str, str], Compiled]
 
 
+REPLAYED = "deviceless/default"  # deviceless `default` with the device's autotune results replayed
+
+
 def comparisons() -> list[tuple[str, str, str]]:
     """(column title, left side, right side) of the table, in order."""
     cols = [(f"{p}: deviceless vs device", f"deviceless/{p}", f"device/{p}") for p in PINNED]
     cols += [(f"{p} (deviceless) vs default (device)", f"deviceless/{p}", "device/default") for p in PINNED]
+    cols += [("default: deviceless (autotune replayed) vs device", REPLAYED, "device/default")]
     return cols
+
+
+def agreement(cells: list[Cell], sigs: Signatures, left: str = REPLAYED, right: str = "device/default") -> dict:
+    """Over the cases compiled on both sides of one column: how many agree on the gemm engines (the gemms'
+    targets, in order) and on the launch list."""
+    both = [(sigs[(c.case, left)].signature, sigs[(c.case, right)].signature) for c in cells
+            if c.left == left and c.right == right and c.status in ("agree", "differ")]
+    pairs = [(a, b) for a, b in both if a is not None and b is not None]
+    engine = sum([g.target for g in a.gemms] == [g.target for g in b.gemms] for a, b in pairs)
+    launches = sum(a.launches == b.launches for a, b in pairs)
+    return {"cases": len(pairs), "gemm_engine": engine, "launches": launches}
 
 
 def compare_one(case: str, left: str, right: str, sigs: Signatures) -> Cell:
@@ -109,9 +129,17 @@ def markdown(cells: list[Cell], meta: dict) -> str:
     by = {(c.case, c.left, c.right): c for c in cells}
     cases = sorted({c.case for c in cells})
     lines = ["# Deviceless fidelity", ""]
-    for key in ("left", "right", "target", "device", "jax", "created", "note"):
+    for key in ("left", "right", "target", "device", "jax", "created", "note", "autotune_results"):
         if meta.get(key):
             lines.append(f"- {key}: {meta[key]}")
+    agreed = meta.get("replayed_agreement") or {}
+    if agreed.get("cases"):
+        n = agreed["cases"]
+        lines.append(f"- deviceless `default` (replayed) vs device `default`: gemm engine agrees in {agreed['gemm_engine']} "
+                     f"of {n} cases ({100 * agreed['gemm_engine'] / n:.0f} %), launch list in {agreed['launches']} "
+                     f"({100 * agreed['launches'] / n:.0f} %)")
+    for case, text in sorted((meta.get("autotune_coverage") or {}).items()):  # HLO and paths from XLA's log: inert
+        lines.append(f"- autotune replay, {md_inline(case)}: {md_inline(text)}")
     counts = {s: sum(c.status == s for c in cells) for s in ("agree", "differ", "error", "missing")}
     lines += ["", "Summary: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n), ""]
     lines.append("| case | " + " | ".join(title for title, _, _ in cols) + " |")
@@ -157,6 +185,37 @@ def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> N
                 sigs[key] = Compiled(error=f"could not parse the optimized HLO: {type(exc).__name__}: {exc}")
 
 
+def autotune_results_for(given: Path | None, target: str, jax_version: str) -> Path | None:
+    """The results file deviceless `default` replays: `given` (a file, or a folder holding <jax>.txt), else the
+    committed one for `target` and this JAX (None: XLA's deviceless defaults, said in the table)."""
+    if given is None:
+        return find_results(target, jax_version)
+    path = given / f"{jax_version}.txt" if given.is_dir() else given
+    if not path.is_file():
+        raise selection.UsageError(f"--autotune-results: {path}: no such file")
+    return path
+
+
+def collect_replayed(cases, target, results: Path | None, sigs: Signatures) -> dict[str, str]:
+    """Deviceless `default` of every case, replaying `results`; what the file covered, by case."""
+    coverage: dict[str, str] = {}
+    with ReplayCompiler() as rc:
+        for case in cases:
+            try:
+                got = rc.compile(render.render(case), target, results, optional_options=case_options(case))
+            except AutotuneResultsError as exc:
+                raise selection.UsageError(f"--autotune-results: {exc}") from None
+            coverage[case.id] = got.coverage.summary()
+            if not got.compilation.ok or got.compilation.hlo is None:
+                sigs[(case.id, REPLAYED)] = Compiled(error=got.compilation.error or "no optimized HLO")
+                continue
+            try:
+                sigs[(case.id, REPLAYED)] = Compiled(signature.extract(got.compilation.hlo))
+            except Exception as exc:
+                sigs[(case.id, REPLAYED)] = Compiled(error=f"could not parse the optimized HLO: {type(exc).__name__}: {exc}")
+    return coverage
+
+
 def write(cells: list[Cell], meta: dict, md_path: Path, json_path: Path) -> None:
     golden.atomic_write(Path(md_path), markdown(cells, meta))
     golden.atomic_write(Path(json_path), json.dumps(document(cells, meta), indent=1) + "\n")
@@ -170,6 +229,12 @@ def register(subparsers) -> dict:
     selection.add_options(p)
     p.add_argument("--from", dest="from_results", nargs=2, type=Path, metavar=("DEVICELESS_JSON", "DEVICE_JSON"),
                    help="build the table from two `fp8-check run` results files instead of compiling (no GPU needed)")
+    p.add_argument("--autotune-results", type=Path, metavar="PATH",
+                   help="the autotune results deviceless `default` replays: a file, or a folder of <jax>.txt files "
+                        "(default: goldens/<target>/autotune/<jax>.txt when it exists)")
+    p.add_argument("--autotune-target", type=Path, metavar="SPEC",
+                   help="the target spec deviceless `default` compiles for (default: --target): a spec captured on this "
+                        "device describes it the way its autotune results are keyed (L2, bandwidth, cuDNN)")
     p.add_argument("--out", type=Path, default=Path("reports/fidelity.md"), help="Markdown table (default: reports/fidelity.md)")
     p.add_argument("--json", type=Path, default=Path("reports/fidelity.json"), help="JSON table (default: reports/fidelity.json)")
     return {"fidelity": cmd_fidelity}
@@ -207,6 +272,9 @@ def cmd_fidelity(args) -> int:
         with Compiler("deviceless") as deviceless:
             env = deviceless.environment()
             collect(deviceless, cases, target, PINNED, "deviceless", sigs)
+        replay_target = selection.targets(str(args.autotune_target), "--autotune-target")[0] if args.autotune_target else target
+        replay_from = autotune_results_for(args.autotune_results, target.name, env.get("jax", ""))
+        coverage = collect_replayed(cases, replay_target, replay_from, sigs)
         with Compiler("device") as device:
             dev_env = device.environment()
             collect(device, cases, target, DEVICE_PROFILES, "device", sigs)
@@ -214,8 +282,13 @@ def cmd_fidelity(args) -> int:
         meta = {"left": f"deviceless for target spec {target.name} ({target.description})",
                 "right": f"device: {dev.get('name')} (compute capability {dev.get('compute_capability')}, driver "
                          f"{dev.get('driver_version')}, CUDA runtime {dev.get('cuda_runtime')}, cuBLAS {dev.get('cublas')})",
-                "target": target.name, "device": dev, "jax": env.get("jax"), "created": created}
+                "target": target.name, "device": dev, "jax": env.get("jax"), "created": created,
+                "autotune_results": (f"{replay_from}, replayed for target spec {replay_target.name}" if replay_from else
+                                     "none for this target and release: XLA's deviceless defaults"),
+                "autotune_coverage": coverage}
     cells = build(sigs)
+    if meta.get("autotune_coverage") is not None:
+        meta["replayed_agreement"] = agreement(cells, sigs)
     if not cells:
         raise selection.UsageError("nothing to compare: no case has signatures on both sides")
     write(cells, meta, args.out, args.json)

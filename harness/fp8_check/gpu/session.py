@@ -9,12 +9,14 @@ runs), each writing its files as it goes, so a partial run still leaves results 
 |---|---|---|
 | `environment` | 20 s | `environment.json`: JAX, jaxlib, CUDA plugin, device, driver |
 | `capture` | 20 s | `h100-captured.txtpb`: the device's GpuTargetConfig (`target capture`) |
-| `calibrate` | 120 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
-| `fidelity` | 130 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default`, `cublas`, `triton`) |
-| `numerics` | 70 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
-| `gpu-tests` | 100 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
+| `autotune` | 90 s | `autotune/<target>/<jax>.txt`, `autotune.json`: the device's autotune results (`default`) |
+| `kernels` | 90 s | `kernels.md`/`.json`: FP8/bf16 gemms 1k..16k timed by the profiler; the cost model re-fit |
+| `calibrate` | 30 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
+| `fidelity` | 140 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default` replayed, `cublas`, `triton`) |
+| `numerics` | 30 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
+| `gpu-tests` | 50 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
 
-Total 460 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
+Total 470 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
 budget, its status (ok, failed, timed out, not measured on the device) and its time; they are rewritten after
 each step.
 
@@ -28,7 +30,8 @@ last line) and never touches `--out`; a dry run must name an `--out` other than 
 `--dry-run` executes every step deviceless on a CPU machine (CI runs it: tests/test_gpu_session.py):
 the GPU-only tests skip with their reason, `capture` checks the shipped spec instead, `fidelity` builds
 its table from a deviceless results file against itself, `numerics` executes the subset on JAX's CPU
-backend against the same reference, and `calibrate` times the CPU backend. Its numbers are the
+backend against the same reference, `calibrate` times the CPU backend, `autotune` compiles deviceless and
+records the keys XLA looked up, and `kernels` times small gemms on the CPU backend from the profiler's trace. Its numbers are the
 machinery's, never a GPU's (every file says `dry run`).
 """
 
@@ -53,6 +56,8 @@ SUBSET = "seed_,epi_relu,epi_bias_bf16,scale_out_divide_e4m3,dequant_f16_plain"
 # Fidelity also over the gradient dtypes, an LLM-sized layout and a flax decoder block (which profile predicts
 # the autotuned `default` for which case family; 14 cases took 23 s of its 130 s on an H200)
 FIDELITY = SUBSET + ",dtype_,layout_llm,decoder_direct_fwd"
+# The autotune capture: the fidelity cases and the flax decoder blocks (forward and train step)
+AUTOTUNE = FIDELITY + ",decoder_direct_,decoder_qdq_fwd"
 CALIBRATE = "seed_plain_f32,seed_relu_bf16,epi_gelu_tanh,epi_bias_bf16,scale_out_divide_e4m3,layout_llm_8192"
 PRODUCTION = (4096, 4096, 4096)  # where a calibrated case without price_at is timed (m, n, k)
 GPU_TEST_FILES = ("tests/test_capture.py", "tests/test_fidelity.py", "tests/test_numerics.py", "tests/test_cost.py")
@@ -72,10 +77,13 @@ class Step:
 STEPS = (
     Step("environment", 20, "JAX, jaxlib, CUDA plugin, the device and its driver"),
     Step("capture", 20, "the device's GpuTargetConfig (fp8-check target capture)"),
-    Step("calibrate", 120, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
-    Step("fidelity", 130, "deviceless vs device signatures, profiles default, cublas, triton"),
-    Step("numerics", 70, "executed outputs vs the float64 reference (run --numerics)"),
-    Step("gpu-tests", 100, "the GPU-only tests (pytest -m gpu)"),
+    # autotune replay (#49): the device's autotune results, then kernels timed by the profiler
+    Step("autotune", 90, "the device's autotune results for the library and decoder cases (library and production shapes)"),
+    Step("kernels", 90, "device-timed kernels (profiler) of FP8 and bf16 gemms 1k..16k, and the cost model re-fit"),
+    Step("calibrate", 30, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
+    Step("fidelity", 140, "deviceless vs device signatures, profiles default (replaying the autotune step), cublas, triton"),
+    Step("numerics", 30, "executed outputs vs the float64 reference (run --numerics)"),
+    Step("gpu-tests", 50, "the GPU-only tests (pytest -m gpu)"),
 )
 
 
@@ -108,7 +116,12 @@ def command(step: str, out: Path, dry: bool) -> list[str]:
         return _cli("target", "check", target) if dry else \
             _cli("target", "capture", f"{target}-captured", "--dir", str(out), "--force")
     if step == "fidelity" and not dry:
+        # deviceless `default` replays the `autotune` step's results, compiled for the spec the `capture` step
+        # wrote when there is one: its description of the device (L2, bandwidth, cuDNN) is what the results key on
+        captured = out / f"{target}-captured.txtpb"
         return _cli("fidelity", "-k", FIDELITY, "--target", target, "--mode", "device",
+                    "--autotune-results", str(out / "autotune" / target),
+                    *(["--autotune-target", str(captured)] if captured.is_file() else []),
                     "--out", str(out / "fidelity.md"), "--json", str(out / "fidelity.json"))
     if step == "numerics" and not dry:
         return _cli("run", "-k", SUBSET, "--target", target, "--mode", "device", "--numerics", "--profile", "cublas",
@@ -223,6 +236,22 @@ def _write_calibration(out: Path, rows: list[dict], backend: str, dry: bool) -> 
                                         f"jax.disable_jit.\n\n{head}{body}")
 
 
+# ------------------------------------------------------------------ autotune replay (#49): capture and kernel times
+
+
+def step_autotune_replay(step: str, out: Path, dry: bool) -> None:
+    """`autotune`: the device's autotune results (fp8_check.gpu.autotune_capture); `kernels`: gemm kernels timed by
+    the profiler and the cost model re-fit from them (fp8_check.gpu.kernel_timing)."""
+    if step == "autotune":
+        from fp8_check.gpu import autotune_capture
+
+        autotune_capture.capture(out, SUBSET + ",decoder_direct_fwd" if dry else AUTOTUNE, session_target(dry), dry)
+    else:
+        from fp8_check.gpu import kernel_timing
+
+        kernel_timing.run(out, dry, session_target(dry))
+
+
 # ------------------------------------------------------------------ the session
 
 
@@ -299,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
             step_numerics_dry(args.out)
         elif args.step == "calibrate":
             step_calibrate(args.out, args.dry_run)
+        elif args.step in ("autotune", "kernels"):
+            step_autotune_replay(args.step, args.out, args.dry_run)
         return 0
     if args.dry_run and args.out is None:
         print(f"gpu-session: a dry run never writes the committed {DEFAULT_OUT.name}; give --out", file=sys.stderr)

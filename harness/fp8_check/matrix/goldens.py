@@ -1,19 +1,24 @@
 """`fp8-check bless --from-matrix MATRIX.json…`: version-ranged goldens from a matrix run.
 
 For every case x target x profile (x mode) in the matrix, the versions that
-compiled are grouped into runs of consecutive versions with an identical
-signature; each run becomes one expectation with its JAX range:
+compiled are grouped into runs of consecutive releases with an identical
+signature; each run becomes one expectation with its JAX range. A range never
+reaches over a release the matrix did not measure: the releases the library
+knows (`known_releases`: the shipped release table `versions/xla_commits.json`
+plus every version the matrices name) are walked in order, and a run ends at
+its last measured release whenever the next known release was not measured for
+the row (or gave no signature):
 
-    oldest run   jax: ">=FIRST,<NEXT_RUN_FIRST"
-    middle runs  jax: ">=FIRST,<NEXT_RUN_FIRST"
-    newest run   jax: ">=FIRST"            (open-ended: a new release is judged by it)
+    each run     jax: ">=FIRST,<NEXT_KNOWN"  (NEXT_KNOWN: the known release after the run's last)
+    newest run   jax: ">=FIRST"              only when its last is the newest known release
+                                             (a release after it is judged by it: the nightly's purpose)
 
-so a release the matrix did not run falls under the run of the newest tested
-version before it. A row with one run gets one expectation without a range.
-Existing expectations of the golden are kept after the new ones when they cover
-none of the matrix's versions for that row (e.g. hand-written ones for older JAX)
-or reach below its oldest tested version with an explicit lower bound (a matrix
-over the newest releases only); then the oldest new run gets a lower bound too.
+so a known release the matrix skipped is covered by no expectation and is NEW
+there, never a false FAIL against a neighbour's signature. Existing expectations
+of the golden are kept after the new ones for the known releases none of the new
+ones cover, clipped so that no two expectations cover one release
+(`bless` keeps the goldens free of gaps and overlaps; tests/test_library_goldens.py
+checks the shipped library).
 
 Not blessed: rows with a known issue active on any of the versions (their goldens
 state the fused signature and are written by hand), and versions whose result has
@@ -35,6 +40,9 @@ from fp8_check.verdict import comparator, golden
 from fp8_check.core import names
 from fp8_check.matrix.matrix_document import MatrixError, Status, load_matrix
 from fp8_check.verdict import contract, contract_judge
+from fp8_check.targets import platform_of
+from fp8_check.versions import xla_commits
+from fp8_check.versions.releases import sort_versions
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
 
@@ -49,6 +57,7 @@ class Run:
     versions: list[str]
     signature: dict
     contract: dict | None = None
+    since: str = ""  # the range's lower bound when it reaches back over versions not blessed from (a known issue's)
 
 
 @dataclass
@@ -59,25 +68,44 @@ class RowPlan:
     no_signature: list[str] = field(default_factory=list)  # versions without a signature (not blessed)
     known_issue: list[str] = field(default_factory=list)  # a contract's versions under an active known issue
     contract_options: dict | None = None  # a contract row (kept from its golden)
+    known: list[str] = field(default_factory=list)  # the known releases, oldest first (`known_releases`)
 
-    def expectations(self, bounded: bool = False) -> list[golden.Expectation]:
-        """One expectation per run, newest first; `bounded`: give a single run a lower bound too (older
-        expectations are kept after it)."""
+    def expectations(self) -> list[golden.Expectation]:
+        """One expectation per run, newest first: `>=FIRST,<NEXT_KNOWN`, the newest known release's run open."""
         out = []
-        for i, run in enumerate(self.runs):
-            first = run.versions[0]
-            nxt = self.runs[i + 1].versions[0] if i + 1 < len(self.runs) else None
-            if len(self.runs) == 1 and not bounded:
-                spec = ""
-            elif nxt is None:
-                spec = f">={first}"
-            else:
-                spec = f">={first},<{nxt}"
+        for run in self.runs:
+            first, nxt = run.since or run.versions[0], next_release(self.known, run.versions[-1])
+            spec = f">={first}" if nxt is None else f">={first},<{nxt}"
             tested = run.versions[0] if len(run.versions) == 1 else f"{run.versions[0]}..{run.versions[-1]}"
             out.append(golden.Expectation(run.signature, spec, f"jax {tested} (fp8-check matrix, "
                                                                 f"{len(run.versions)} version{'s' if len(run.versions) > 1 else ''})",
                                           run.contract))
         return list(reversed(out))
+
+    def measured(self) -> list[str]:
+        return [v for run in self.runs for v in run.versions]
+
+
+def known_releases(paths: list[Path] | None = None, extra: list[str] | None = None) -> list[str]:
+    """The JAX releases the library knows, oldest first: the shipped release table (`versions/xla_commits.json`,
+    updated when a release comes out), every version the matrices `paths` name (whatever its status) and `extra`."""
+    found = set(xla_commits.load())
+    for path in paths or []:
+        found.update(entry.jax for entry in load_matrix(Path(path)).versions)
+    found.update(extra or [])
+    return sort_versions(found)
+
+
+def next_release(known: list[str], version: str) -> str | None:
+    """The known release after `version` (None: `version` is the newest)."""
+    v = Version(version)
+    return next((k for k in known if Version(k) > v), None)
+
+
+def _gap(known: list[str], before: str, after: str) -> bool:
+    """A known release lies strictly between `before` and `after`: a run may not reach over it."""
+    lo, hi = Version(before), Version(after)
+    return any(lo < Version(k) < hi for k in known)
 
 
 def load_rows(paths: list[Path]) -> dict[Row, list[tuple[str, Outcome]]]:
@@ -114,16 +142,22 @@ def one_version_hint(out: Outcome, matrix: Path) -> str | None:
             f"--target {out.target} --profile {out.profile}")
 
 
-def plan_row(row: Row, results: list[tuple[str, Outcome]], root: Path | None = None) -> RowPlan:
-    """Runs of consecutive versions with one signature; for a model's contract (`contract_row`), runs with the
-    same FP8 facts (the estimated cost may differ: the run's newest version states it), versions under an active
-    known issue left out (the contract states what they should be)."""
+def plan_row(row: Row, results: list[tuple[str, Outcome]], root: Path | None = None,
+             known: list[str] | None = None) -> RowPlan:
+    """Runs of consecutive known releases with one signature (a run ends where the next known release has no
+    signature for the row, measured or not); for a model's contract (`contract_row`), runs with the same FP8 facts
+    (the estimated cost may differ: the run's newest version states it), versions under an active known issue
+    left out (the contract states what they should be). `known`: the known releases (default: the row's own)."""
+    known = sort_versions(set(known or []) | {v for v, _o in results})
     if root is not None:
         is_contract, options = _contract_row(root, row, results)
         if is_contract:
-            return _plan_contract(row, results, options)
-    plan = RowPlan(row)
-    issue = next(((v, o.known_issue) for v, o in results if o.known_issue), None)
+            return _plan_contract(row, results, options, known)
+    # a known issue that expects a compile failure there (XFAIL, no signature): the golden is never read on that
+    # version, so the runs reach over it; a known issue about the signature makes the golden hand-written
+    known = [k for k in known if k not in {v for v, o in results if o.known_issue and o.signature is None}]
+    plan = RowPlan(row, known=known)
+    issue = next(((v, o.known_issue) for v, o in results if o.known_issue and o.signature is not None), None)
     if issue:
         v, ki = issue
         plan.skipped = (f"known issue {ki.get('url') or ki.get('summary')!r} is active on jax {v}: its golden states the "
@@ -134,7 +168,8 @@ def plan_row(row: Row, results: list[tuple[str, Outcome]], root: Path | None = N
         if o.code in (UNSUPPORTED, UNRESOLVED) or not sig:
             plan.no_signature.append(v)
             continue
-        if plan.runs and not comparator.compare(plan.runs[-1].signature, sig, symmetric=True):
+        if plan.runs and not _gap(known, plan.runs[-1].versions[-1], v) \
+                and not comparator.compare(plan.runs[-1].signature, sig, symmetric=True):
             plan.runs[-1].versions.append(v)
         else:
             plan.runs.append(Run([v], sig))
@@ -150,8 +185,10 @@ def _contract_row(root: Path, row: Row, results: list[tuple[str, Outcome]]) -> t
     return contract_judge.wants_contract(root, with_sig[-1])
 
 
-def _plan_contract(row: Row, results: list[tuple[str, Outcome]], options: dict | None) -> RowPlan:
-    plan = RowPlan(row, contract_options=options or {})
+def _plan_contract(row: Row, results: list[tuple[str, Outcome]], options: dict | None, known: list[str]) -> RowPlan:
+    # a version under an active known issue was measured: the contract reaches over it (it states what it should be)
+    known = [k for k in known if k not in {v for v, o in results if o.known_issue and o.signature is not None}]
+    plan = RowPlan(row, contract_options=options or {}, known=known)
     for v, o in results:
         if o.code in (UNSUPPORTED, UNRESOLVED) or o.signature is None:
             plan.no_signature.append(v)
@@ -160,12 +197,12 @@ def _plan_contract(row: Row, results: list[tuple[str, Outcome]], options: dict |
             plan.known_issue.append(v)
             continue
         facts = contract_judge.facts_of(o, options)
-        if plan.runs and plan.runs[-1].contract is not None \
+        if plan.runs and plan.runs[-1].contract is not None and not _gap(known, plan.runs[-1].versions[-1], v) \
                 and contract.fp8_facts(plan.runs[-1].contract) == contract.fp8_facts(facts):
             plan.runs[-1].versions.append(v)
             plan.runs[-1].contract = facts  # the newest version's cost
-        else:
-            plan.runs.append(Run([v], {}, facts))
+        else:  # the oldest run reaches back over the known issue's versions before it (later ones: the run before)
+            plan.runs.append(Run([v], {}, facts, since="" if plan.runs or not plan.known_issue else plan.known_issue[0]))
     if not plan.runs:
         plan.skipped = "no version compiled it" if not plan.known_issue else \
             f"every version that compiled it has an active known issue ({', '.join(plan.known_issue)})"
@@ -178,9 +215,9 @@ def apply(plan: RowPlan, root: Path) -> str:
     path = golden.path_for(root, case, target, profile, mode)
     old = golden.load(path)
     old_text = path.read_text() if path.exists() else ""
-    tested = [v for run in plan.runs for v in run.versions]
-    kept = [e for e in (old.expect if old else []) if _still_needed(e, tested)]
-    new = golden.Golden(case, target, profile, mode, plan.expectations(bounded=bool(kept)) + kept,
+    tested = plan.measured()
+    kept = [k for e in (old.expect if old else []) if (k := _kept(e, tested)) is not None]
+    new = golden.Golden(case, target, profile, mode, plan.expectations() + kept,
                         list(old.layers) if old else [], plan.contract_options)
     new_text = new.to_yaml()
     if golden._same_expectations(old_text, new_text):
@@ -189,20 +226,24 @@ def apply(plan: RowPlan, root: Path) -> str:
     return "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), f"a/{path}", f"b/{path}"))
 
 
-def _still_needed(e: golden.Expectation, tested: list[str]) -> bool:
-    """Keep an old expectation that covers none of the tested versions, or that reaches below the oldest tested
-    one with an explicit lower bound (a matrix over the newest versions only: older versions fall through to it).
-    The new expectations come first, so they win for every tested version."""
+def _kept(e: golden.Expectation, tested: list[str]) -> golden.Expectation | None:
+    """An old expectation that still says something the matrix did not measure: one that covers none of the tested
+    versions (unchanged), or one that reaches below the oldest tested one with an explicit lower bound (a matrix
+    over the newest versions only: clipped to `<OLDEST_TESTED`, so that no release is covered twice). None: the
+    matrix superseded it (a release it covered that the matrix skipped is NEW until measured)."""
     if not any(e.covers(v) for v in tested):
-        return True
+        return e
     lows = [Version(s.version) for s in SpecifierSet(e.jax) if s.operator in (">=", ">", "==", "~=")] if e.jax else []
-    return bool(lows) and max(lows) < Version(tested[0])
+    if not lows or max(lows) >= Version(tested[0]):
+        return None
+    return golden.Expectation(e.signature, f"{e.jax},<{tested[0]}", e.blessed_with, e.contract)
 
 
 def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = None, targets: list[str] | None = None,
                       profiles: list[str] | None = None, out=print) -> tuple[int, int]:
     """Bless every selected row of the matrices; returns (goldens changed, rows skipped)."""
     rows = load_rows(paths)
+    known = known_releases(paths)
     wanted = [w.strip() for w in case_filter.split(",")] if case_filter else None
     changed = skipped = 0
     for row in sorted(rows):
@@ -211,7 +252,8 @@ def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = N
             continue
         if (targets and target not in targets) or (profiles and profile not in profiles):
             continue
-        plan = plan_row(row, rows[row], root)
+        platform = platform_of(target)  # a release its platform has no plugin for bounds no range
+        plan = plan_row(row, rows[row], root, [v for v in known if not platform.unsupported_reason(v)])
         name = f"{target}/{profile} {case}"
         if plan.skipped:
             if "no version compiled" not in plan.skipped or plan.no_signature:
@@ -231,3 +273,45 @@ def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = N
         else:
             out(f"unchanged {name}: {ranges}")
     return changed, skipped
+
+
+# ---- what the library claims: every supported release of each target, once -----------------------------------
+
+def claimed_releases(target: str) -> list[str]:
+    """The releases a golden of `target` must describe: the shipped release table's releases (oldest first) for
+    which the target's platform has a plugin (every one for NVIDIA; AMD: the ROCm plugin's releases)."""
+    platform = platform_of(target)
+    return [v for v in sort_versions(xla_commits.load()) if not platform.unsupported_reason(v)]
+
+
+def coverage_problems(root: Path) -> list[str]:
+    """One line per golden under `root` whose expectations do not describe its target's claimed releases as one
+    unbroken stretch ending at the newest release: a release covered twice (an overlap), a release between two
+    covered ones covered by none (a gap: NEW there for no reason), or the newest release uncovered. The oldest
+    covered release may be later than the target's oldest (a case needs a newer JAX); nothing is compiled."""
+    problems = []
+    for path in golden.golden_files(root):
+        try:
+            g = golden.load(path)
+        except golden.GoldenError as exc:
+            problems.append(str(exc))
+            continue
+        if g is None:
+            continue
+        claimed = claimed_releases(g.target)
+        counts = [sum(e.covers(v) for e in g.expect) for v in claimed]
+        covered = [v for v, n in zip(claimed, counts) if n]
+        twice = [v for v, n in zip(claimed, counts) if n > 1]
+        if twice:
+            problems.append(f"{path}: jax {', '.join(twice)} covered by more than one expectation")
+        if not covered:
+            problems.append(f"{path}: covers none of {g.target}'s releases {claimed[0]}..{claimed[-1]}")
+            continue
+        first = claimed.index(covered[0])
+        gaps = [v for v, n in zip(claimed[first:], counts[first:]) if not n]
+        if gaps:
+            problems.append(f"{path}: jax {', '.join(gaps)} covered by no expectation, between covered releases "
+                            f"{covered[0]}..{claimed[-1]} (NEW there)" if claimed[-1] in covered else
+                            f"{path}: jax {', '.join(gaps)} covered by no expectation (the newest, {claimed[-1]}, "
+                            "included)")
+    return problems

@@ -136,6 +136,20 @@ class Matrix:
     def ran(self) -> list[VersionEntry]:
         return [e for e in self.versions if e.status is Status.RAN]
 
+    def only_newest_rows(self) -> set[Row]:
+        """The rows UNSUPPORTED on every version that ran but the newest, where they ran (of two versions or more):
+        checked on one release only. A warning; under `--fail-on newest` a failure (`exit_code`)."""
+        ran = self.ran()
+        if len(ran) < 2:
+            return set()
+        out = set()
+        for o in ran[-1].outcomes:
+            row = (o.case, o.target, o.profile)
+            if o.code is not UNSUPPORTED and all((p := e.outcome(row)) is not None and p.code is UNSUPPORTED
+                                                 for e in ran[:-1]):
+                out.add(row)
+        return out
+
     def newest_ran(self) -> VersionEntry | None:
         ran = self.ran()
         return ran[-1] if ran else None
@@ -194,7 +208,7 @@ class Matrix:
         if fail_on == "newest":
             if self.newest_ran() is None:
                 return EXIT_ENV
-            if self.regressions():
+            if self.regressions() or self.only_newest_rows():  # a case checked on the newest release only fails too
                 return EXIT_FAIL
             # the newest version asked for could not be installed (or is broken): a broken release must not pass
             return EXIT_ENV if self.versions and self.versions[-1].status.not_run else EXIT_OK

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from fp8_check.verdict.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS
 from fp8_check.versions.envs import Env
 from fp8_check.matrix.matrix_document import Matrix, Status, VersionEntry
-from fp8_check.matrix.news import split_changes
+from fp8_check.matrix.news import not_run, split_changes
 from fp8_check.verdict.contract_judge import is_contract
 
 # The signature changed since the previous version: marker and background by the change's class.
@@ -103,6 +103,12 @@ def print_report(m: Matrix, stream: TextIO | None = None, max_diffs: int = 3, so
     for e in m.versions:
         if e.status in (Status.INSTALL_FAILED, Status.BROKEN):
             console.print(f"jax {e.jax}: {e.status}: {e.error}", style="red", markup=False, soft_wrap=True)
+    unrun = [n for n in not_run(m) if not n.version_failed]  # install-failed and broken: their whole error above
+    if unrun:
+        console.print(f"\nDid not run ({len(unrun)} reason{'s' if len(unrun) != 1 else ''}):", markup=False)
+        for n in unrun:
+            console.print(f"  {n.line()}", style="yellow" if n.only_newest or n.hint else None, markup=False,
+                          soft_wrap=True)
     news, blessed = split_changes(m)
     if news:
         _print_changes(console, f"Signature changes whose result differs from the golden ({len(news)}, regressions first; "

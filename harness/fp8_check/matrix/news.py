@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fp8_check.verdict.outcome import CODES, FAIL, Outcome
+from fp8_check.verdict.outcome import CODES, FAIL, UNSUPPORTED, Outcome
+from fp8_check.worker.worker import missing_module
 from fp8_check.run.runner import is_regression
-from fp8_check.matrix.matrix_document import Change, Matrix
+from fp8_check.matrix.matrix_document import Change, Matrix, Status
 
 NO_REGRESSIONS = "no regressions against goldens"
 # The order news is told in: what got worse first.
@@ -113,6 +114,77 @@ def closing_line(m: Matrix) -> str:
             else f"{NO_REGRESSIONS}, but {len(rows)} row{'s' if len(rows) != 1 else ''} to review")
     return (f"verdict: {head} (case/target/profile rows: {told}; {len(found)} of {total} results on {versions} "
             "differ from the goldens)")
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """Why something did not run: cases UNSUPPORTED for one reason (on one or more versions, targets and profiles),
+    or JAX versions that could not be installed, are broken, or cannot compile deviceless. `hint` says what to add
+    when a required module is missing; `only_newest` marks cases UNSUPPORTED on every version that ran but the
+    newest (a warning; under `--fail-on newest` a failure: they were checked on one release only)."""
+
+    cases: tuple[str, ...]  # () for whole versions
+    rows: tuple[str, ...]  # target/profile
+    versions: tuple[str, ...]
+    what: str  # for people: UNSUPPORTED, install-failed, broken
+    reason: str  # its first line
+    hint: str = ""
+    only_newest: bool = False
+    status: Status | None = None  # a whole version's status (install-failed, broken, unsupported); None for results
+
+    @property
+    def version_failed(self) -> bool:
+        """A version that could not be installed or is broken (an error, not a skip)."""
+        return self.status in (Status.INSTALL_FAILED, Status.BROKEN)
+
+    def line(self, limit: int = 5) -> str:
+        """One line for the terminal, the job summary and an annotation."""
+        on = f"jax {', '.join(self.versions)}"
+        if self.cases:
+            shown = ", ".join(self.cases[:limit]) + (f", … ({len(self.cases)} cases)" if len(self.cases) > limit else "")
+            head = f"{self.what} {shown} ({', '.join(self.rows)}) on {on}"
+        else:
+            head = f"{self.what} {on}"
+        return (f"{head}: {self.reason}" + (f"; {self.hint}" if self.hint else "")
+                + ("; it ran on the newest version only (a failure under --fail-on newest)" if self.only_newest else ""))
+
+
+def missing_hint(reason: str) -> str:
+    """What to add when an UNSUPPORTED reason names a missing module ('' otherwise)."""
+    name = missing_module(reason)
+    return (f"no {name} in this environment: add `with: {name}` (the workflow's input; `fp8-check matrix --with {name}`)"
+            if name else "")
+
+
+def _first_line(text: str, default: str) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0][:300] if lines else default
+
+
+def not_run(m: Matrix) -> list[NotRun]:
+    """Every reason something did not run: versions that could not be installed or are broken, versions where
+    deviceless compilation is impossible (one line), then the UNSUPPORTED results of versions that ran, grouped by
+    reason (cases that ran on the newest version only first, then reasons that name a missing module)."""
+    out = [NotRun((), (), (e.jax,), str(e.status), _first_line(e.error, "no error text"), status=e.status)
+           for e in m.versions if e.status in (Status.INSTALL_FAILED, Status.BROKEN)]
+    whole = [e for e in m.versions if e.status is Status.UNSUPPORTED]
+    if whole:
+        first = next((o.reason for e in whole for o in e.outcomes if o.reason), "")
+        out.append(NotRun((), (), tuple(e.jax for e in whole), UNSUPPORTED.name, _first_line(first, "nothing compiles"),
+                          status=Status.UNSUPPORTED))
+    newest_only = m.only_newest_rows()
+    groups: dict[tuple[str, bool], dict[str, dict]] = {}
+    for e in m.ran():
+        for o in e.outcomes:
+            if o.code is not UNSUPPORTED:
+                continue
+            key = (_first_line(o.reason, "unsupported"), (o.case, o.target, o.profile) in newest_only)
+            g = groups.setdefault(key, {"cases": {}, "rows": {}, "versions": {}})
+            g["cases"][o.case] = g["rows"][f"{o.target}/{o.profile}"] = g["versions"][e.jax] = None
+    cases = [NotRun(tuple(g["cases"]), tuple(g["rows"]), tuple(g["versions"]), UNSUPPORTED.name, reason,
+                    missing_hint(reason), newest) for (reason, newest), g in groups.items()]
+    cases.sort(key=lambda n: (not n.only_newest, not n.hint))
+    return out + cases
 
 
 def order_of(m: Matrix, jax: str) -> int:

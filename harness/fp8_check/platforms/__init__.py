@@ -1,10 +1,14 @@
-"""Platforms: everything that differs between GPU vendors, in one module each (`nvidia`, `amd`).
+"""Platforms: everything that differs between accelerator families, one module or folder each (`nvidia`, `amd`,
+`tpu/`), registered here as JAX registers its backends (`register`, in the order they are asked).
 
-A `Platform` owns its JAX platform name, its plugin and wheel names per JAX version, how a target
-spec names the architecture, the environment a deviceless compile needs, the gemm custom-calls its
-XLA emits (family, engine label, FP8-ness), which FP8 types an architecture runs natively, and the
-canary it must pass. The rest of fp8-check asks a platform (`of_spec`, `of_target`, `by_name`) and
-names none itself: tests/test_platforms.py fails on a platform literal anywhere else in harness/.
+A `Platform` owns its JAX platform name, its plugin and wheel names per JAX version, the targets it names
+(GPU specs are shipped *.txtpb files; TPU generations and topologies are its own data) and how a spec names the
+architecture, how to make compile-only devices for a target, the environment a deviceless compile needs, its
+profiles and the one its canary compiles under, its matmul forms (gemm custom-calls with family, engine label and
+FP8-ness; fused TPU convolutions), which FP8 types an architecture runs natively, and its cost-model rates. The
+rest of fp8-check asks a platform (`of_spec`, `of_target`, `by_name`, `profiles`) and names none itself:
+tests/test_platforms.py fails on a platform literal anywhere else in harness/. A spec no platform claims is
+refused (`UnknownSpec`), never taken for NVIDIA's.
 
 This package is imported by the compile worker inside per-version JAX environments: standard
 library only.
@@ -12,15 +16,36 @@ library only.
 
 from __future__ import annotations
 
-from fp8_check.platforms.base import Engine, Platform
+from fp8_check.platforms.base import Engine, Platform, Profile
 from fp8_check.platforms.amd import AMD
 from fp8_check.platforms.nvidia import NVIDIA
+from fp8_check.platforms.tpu import TPU
 
-PLATFORMS: tuple[Platform, ...] = (NVIDIA, AMD)
-DEFAULT = NVIDIA
+_REGISTRY: dict[str, Platform] = {}
 
-__all__ = ["AMD", "DEFAULT", "Engine", "NVIDIA", "PLATFORMS", "Platform", "by_name", "engine_of", "of_spec",
-           "of_target", "deviceless_environment", "literals", "plugin_versions", "prepare_deviceless"]
+
+class UnknownSpec(ValueError):
+    """A target spec no registered platform claims."""
+
+
+def register(platform: Platform) -> Platform:
+    """Add `platform` to the registry (its name, JAX platform name and profile names must be new)."""
+    for other in _REGISTRY.values():
+        if platform.name in (other.name, other.jax_platform) or platform.jax_platform in (other.name, other.jax_platform):
+            raise ValueError(f"platform {platform.name!r} is registered already")
+    _REGISTRY[platform.name] = platform
+    return platform
+
+
+for _platform in (NVIDIA, AMD, TPU):
+    register(_platform)
+
+PLATFORMS: tuple[Platform, ...] = tuple(_REGISTRY.values())
+DEFAULT = NVIDIA  # the platform a command compiles for when it names no target (`h100`)
+
+__all__ = ["AMD", "DEFAULT", "Engine", "NVIDIA", "PLATFORMS", "Platform", "Profile", "TPU", "UnknownSpec", "by_name",
+           "engine_of", "of_spec", "of_target", "deviceless_environment", "literals", "matmul_ops", "plugin_versions",
+           "prepare_deviceless", "profiles", "register", "target_specs"]
 
 
 def by_name(name: str) -> Platform:
@@ -31,16 +56,38 @@ def by_name(name: str) -> Platform:
 
 
 def of_spec(config_text: str) -> Platform:
-    """The platform a GpuTargetConfig text is for: the one whose architecture block it holds (NVIDIA if none)."""
+    """The platform a target spec is for: the one that claims it (a GpuTargetConfig's architecture block, a TPU
+    topology line); UnknownSpec when none does."""
     for p in PLATFORMS:
         if p.claims_spec(config_text or ""):
             return p
-    return DEFAULT
+    known = "; ".join(f"{p.name}: {p.arch_field}" for p in PLATFORMS)
+    raise UnknownSpec(f"the spec names no platform fp8-check knows (it needs one of {known})")
 
 
 def of_target(target) -> Platform:
     """The platform of a `targets.Target` (by its spec text)."""
     return of_spec(getattr(target, "config_text", "") or "")
+
+
+def profiles() -> dict[str, Profile]:
+    """Every platform's profiles by name (a profile shared by platforms once)."""
+    out: dict[str, Profile] = {}
+    for p in PLATFORMS:
+        for profile in p.profiles:
+            if out.setdefault(profile.name, profile) is not profile:
+                raise ValueError(f"two platforms define a profile named {profile.name!r}")
+    return out
+
+
+def target_specs() -> dict[str, tuple[Platform, str]]:
+    """name -> (platform, spec text) of every target a platform names itself (besides the shipped GPU specs)."""
+    return {name: (p, text) for p in PLATFORMS for name, text in p.target_specs().items()}
+
+
+def matmul_ops() -> frozenset[str]:
+    """HLO opcodes that are a platform's matmul inside a fusion (besides `dot`)."""
+    return frozenset(op for p in PLATFORMS for op in p.matmul_ops)
 
 
 def deviceless_environment() -> dict[str, str]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fp8_check.platforms.base import Engine, Platform, version_tuple
+from fp8_check.platforms.base import Engine, GemmTypeTable, Platform, version_tuple
 from fp8_check.platforms.standins import STRICT_VARIABLE as standins_strict
-from fp8_check.platforms import standins
+from fp8_check.platforms import standins, xla_gpu
 
 # JAX releases with a ROCm 7 plugin on PyPI that compiles deviceless here (measured: 0.9.0's does not
 # install; none for 0.6.x, 0.7.0, 0.7.2, 0.8.x, 0.9.0.1, 0.12.0.1; 0.7.1's is left out, see LEFT_OUT).
@@ -36,6 +36,29 @@ ARCH_NAME = "gcn_arch_name"
 FNUZ = ("float8_e4m3fnuz", "float8_e5m2fnuz")
 OCP = ("float8_e4m3fn", "float8_e5m2")
 NATIVE_FP8 = {"gfx940": FNUZ, "gfx941": FNUZ, "gfx942": FNUZ, "gfx950": OCP, "gfx1200": OCP, "gfx1201": OCP}
+
+
+def _rows(pairs, cd) -> tuple[tuple[str, str, str, str], ...]:
+    return tuple((a, b, c, d) for a, b in pairs for c, d in cd)
+
+
+_E4, _E5, _E4Z, _E5Z = "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz"
+_WIDE = [("f16", "f16"), ("f32", "f32"), ("bf16", "bf16")]
+# hipBLASLt's FP8 table as XLA's stream_executor/rocm/hip_blas_lt.cc dispatches it (any other combination:
+# "Unexpected dtype"; it cites hipBLASLt's API reference for the full table): the fnuz types (gfx942) since
+# ROCm 6.0/6.2, the OCP ones (gfx950) since ROCm 6.3. hipBLASLt states no bias types there. As on cuBLASLt,
+# E4M3 x E4M3 has no E5M2 output, E5M2 x E5M2 no row; fnuz E4M3 x E5M2 writes only E5M2 (or a wide type).
+HIPBLASLT_FP8 = GemmTypeTable(
+    library="hipBLASLt",
+    call_prefix="__cublas$lt$matmul$f8",
+    combinations=_rows([(_E4Z, _E4Z)], _WIDE + [(_E4Z, _E4Z)])
+    + _rows([(_E4Z, _E5Z), (_E5Z, _E4Z)], _WIDE + [(_E5Z, _E5Z)])
+    + _rows([(_E4, _E4)], [("bf16", "bf16"), ("bf16", _E4), ("f16", _E4), ("f16", "f16"), ("f32", "f32"), (_E4, _E4)])
+    + _rows([(_E4, _E5), (_E5, _E4)], [("bf16", "bf16"), ("bf16", _E4), ("bf16", _E5), ("f16", _E4), ("f16", _E5),
+                                       ("f16", "f16"), ("f32", "f32")]),
+    source="XLA's stream_executor/rocm/hip_blas_lt.cc FP8 type combinations (after hipBLASLt's API reference and "
+           "data type support pages)",
+)
 
 
 class _Amd(Platform):
@@ -60,7 +83,7 @@ class _Amd(Platform):
     def install(self, jax_version: str) -> str:
         return f"jax=={jax_version} {PLUGIN}=={jax_version}"
 
-    def unsupported_reason(self, jax_version: str) -> str:
+    def unsupported_reason(self, jax_version: str, arch: str = "") -> str:
         if jax_version in PLUGIN_RELEASES:
             return ""
         if jax_version in LEFT_OUT:
@@ -127,6 +150,9 @@ AMD = _Amd(
         Engine("__cublas", "cublas", "hipBLASLt"),
     ),
     install_hint=PLUGIN,
+    fp8_gemm_types=HIPBLASLT_FP8,
+    profiles=xla_gpu.PROFILES,
+    canary_profile=xla_gpu.CANARY_PROFILE,
     default_release=PLUGIN_RELEASES[-1],
     extra_literals=("jax-rocm", "jax_rocm", "xla_rocm", ARCH_NAME, "hipblaslt", "hipBLASLt"),
 )

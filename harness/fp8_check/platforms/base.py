@@ -1,4 +1,4 @@
-"""What a platform is: the facts fp8-check needs about one GPU vendor's JAX plugin and XLA backend.
+"""What a platform is: the facts fp8-check needs about one accelerator family's JAX plugin and XLA backend.
 
 Standard library only (the compile worker imports it inside per-version JAX environments).
 """
@@ -20,6 +20,43 @@ class Engine:
     fp8_label: str = ""  # its name when its operands are narrow (`cuDNN block-scaled`); '' = not FP8-capable
 
 
+@dataclass(frozen=True)
+class GemmTypeTable:
+    """The FP8 type combinations a gemm library has kernels for: what a deviceless compile cannot see.
+
+    A compile for a target without its GPU never asks the library, so XLA may emit an FP8 library call with a
+    combination the library rejects on the device (E4M3 x E4M3 -> E5M2 on cuBLASLt: "Unexpected operand types").
+    Types are HLO element types (`f8e4m3fn`, `bf16`); `combinations` are (a, b, c, d) rows, `bias` the
+    (c, bias) pairs the library accepts. Plain data: the verdict's device-validity rule reads it.
+    """
+
+    library: str  # how people name it: `cuBLASLt`, `hipBLASLt`
+    call_prefix: str  # the custom-call target of the FP8 gemms it runs
+    combinations: tuple[tuple[str, str, str, str], ...]  # (a, b, c, d)
+    bias: tuple[tuple[str, str], ...] = ()  # (c, bias); () when the source states none
+    source: str = ""  # where the table comes from (docs/device_validity.md quotes it)
+
+    def outputs(self, a: str, b: str) -> tuple[str, ...]:
+        """The output (d) types the library has a kernel for with operands `a` x `b`; () when none."""
+        return tuple(dict.fromkeys(d for ra, rb, _c, d in self.combinations if (ra, rb) == (a, b)))
+
+    def biases(self, a: str, b: str, d: str) -> tuple[str, ...]:
+        """The bias types accepted with `a` x `b` -> `d` (through the c types of those rows); () when unknown."""
+        cs = {c for ra, rb, c, rd in self.combinations if (ra, rb, rd) == (a, b, d)}
+        return tuple(dict.fromkeys(bias for c, bias in self.bias if c in cs))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A set of XLA options a case is compiled under, owned by one platform (`cublas`, `triton` on GPUs; `tpu`)."""
+
+    name: str
+    compiler_options: dict[str, object] = field(default_factory=dict)
+    deviceless: bool = True
+    description: str = ""
+    platforms: tuple[str, ...] = ()  # the platforms (by name) that compile under it; () = every one
+
+
 def version_tuple(text: str) -> tuple[int, int, int]:
     parts = []
     for piece in str(text).split("."):
@@ -30,8 +67,8 @@ def version_tuple(text: str) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Platform:
-    name: str  # fp8-check's name for it: `nvidia`, `amd`
-    vendor: str  # how people write it: `NVIDIA`, `AMD`
+    name: str  # fp8-check's name for it: `nvidia`, `amd`, `tpu`
+    vendor: str  # how people write it: `NVIDIA`, `AMD`, `Google TPU`
     jax_platform: str  # JAX's platform name (topologies, jax.export)
     spec_platform_name: str  # a GpuTargetConfig's `platform_name`
     arch_field: str  # gpu_device_info's architecture message
@@ -52,6 +89,22 @@ class Platform:
     # The JAX release `run`/`check`/the API compile with when the main environment lacks this platform's
     # plugin (None: the main environment always has it).
     default_release: str | None = None
+    # The FP8 type table of the library behind its FP8 gemm call (None: not stated).
+    fp8_gemm_types: GemmTypeTable | None = None
+    # The profiles cases compile under on this platform (names unique across platforms), and the one the FP8
+    # canary compiles under.
+    profiles: tuple[Profile, ...] = ()
+    canary_profile: str = ""
+    # HLO opcodes that are this platform's matmuls when they sit in a fusion (TPU: `convolution`); a `dot` is
+    # one on every platform.
+    matmul_ops: tuple[str, ...] = ()
+    fused_matmul_label: str = ""  # coverage's name for such a matmul (`TPU matmul`): `TPU matmul FP8`, `... bf16`
+    # Its environments hold its own plugin alone (True), or join it to the default platform's (the ROCm plugin
+    # joins the CUDA one).
+    alone: bool = False
+    # Why the cost model does not price this platform's programs ('' = it does, from the rate tables of
+    # harness/fp8_check/targets/rates/).
+    unpriced: str = ""
 
     def install(self, jax_version: str) -> str:
         """`pip install` arguments that give JAX `jax_version` with this platform's plugin."""
@@ -75,7 +128,8 @@ class Platform:
         plugin for that version (`unsupported_reason` says why)."""
         raise NotImplementedError
 
-    def unsupported_reason(self, jax_version: str) -> str:
+    def unsupported_reason(self, jax_version: str, arch: str = "") -> str:
+        """Why nothing compiles for this platform (for architecture `arch`, when given) on `jax_version`; '' if it does."""
         return ""
 
     def finish_environment(self, site_packages) -> dict:
@@ -89,8 +143,25 @@ class Platform:
     def damaged(self, site_packages) -> list[str]:
         """What finish_environment made in `site_packages` that is no longer whole ([] when nothing is)."""
         return []
+    # ---- targets it ships without a spec file (TPU generations and topologies)
+    def target_specs(self) -> dict[str, str]:
+        """name -> spec text of the targets this platform names itself (GPU targets are shipped *.txtpb files)."""
+        return {}
+
+    def spec_for(self, name: str) -> str | None:
+        """The spec text of a target name this platform accepts beyond `target_specs` (a TPU topology); None."""
+        return self.target_specs().get(name)
+
+    def parse_versions(self, text: str, where: str):
+        """The runtime and library versions a spec of this platform states: ((runtime), (dnn), source, notes), or
+        None when the generic GPU rules (fp8_check.targets.parse_versions) apply."""
+        return None
 
     # ---- compiling
+    def topology_arguments(self, target_config: str, topology: str, jax_version: str) -> dict:
+        """Keyword arguments of `jax.experimental.topologies.get_topology_desc` that make this target's
+        compile-only devices with `jax_version` (besides `platform`)."""
+        return {"target_config": target_config, "topology": topology}
     def installed(self) -> bool:
         """This interpreter can import the platform's plugin (without importing it)."""
         import importlib.util
@@ -118,7 +189,8 @@ class Platform:
         return None
 
     def low_precision_labels(self) -> tuple[str, ...]:
-        return tuple(x for e in self.engines for x in ((e.label,) if e.fp8 else (e.fp8_label,) if e.fp8_label else ()))
+        fused = (f"{self.fused_matmul_label} FP8",) if self.fused_matmul_label else ()
+        return tuple(x for e in self.engines for x in ((e.label,) if e.fp8 else (e.fp8_label,) if e.fp8_label else ())) + fused
 
     def literals(self) -> tuple[str, ...]:
         out = [self.jax_platform, *self.plugin_distributions, *self.pjrt_distributions, *self.plugin_modules,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from fp8_check.platforms.base import Engine, Platform
+from fp8_check.platforms.base import Engine, GemmTypeTable, Platform
+from fp8_check.platforms import xla_gpu
 
 DEVICELESS, DEVICE = "deviceless", "device"  # the wheel sets of fp8_check.versions.wheels
 # Extra wheels the slim (deviceless) set needs, by JAX versions (specifier). Every supported version needs
@@ -17,6 +18,29 @@ SLIM_EXTRAS: dict[str, tuple[str, ...]] = {">=0.6.1": ("nvidia-cuda-nvcc-cu12",)
 DEVICE_MARKER = "nvidia-cublas-cu12"
 SMI = "nvidia-smi"
 DEVICE_NODE = "/dev/nvidia0"  # present when the NVIDIA driver sees a GPU
+
+
+def _rows(pairs, cd) -> tuple[tuple[str, str, str, str], ...]:
+    return tuple((a, b, c, d) for a, b in pairs for c, d in cd)
+
+
+_E4M3, _E5M2 = "f8e4m3fn", "f8e5m2"
+# cuBLASLt's FP8 table: NVIDIA's cuBLAS documentation, cublasLtMatmul(), the FP8 type combinations
+# (A/B/C/D/bias type, compute CUBLAS_COMPUTE_32F, scale CUDA_R_32F); the same rows XLA's
+# stream_executor/cuda/cuda_blas_lt.cc dispatches ("FP8 compatible type combinations (see cuBLASLt
+# documentation)"; any other combination: "Unexpected dtype"). E5M2 x E5M2 has no row; E4M3 x E4M3 has no E5M2
+# output. docs/device_validity.md shows it.
+CUBLASLT_FP8 = GemmTypeTable(
+    library="cuBLASLt",
+    call_prefix="__cublas$lt$matmul$f8",
+    combinations=_rows([(_E4M3, _E4M3)], [("bf16", "bf16"), ("bf16", _E4M3), ("f16", _E4M3), ("f16", "f16"),
+                                          ("f32", "f32")])
+    + _rows([(_E4M3, _E5M2), (_E5M2, _E4M3)], [("bf16", "bf16"), ("bf16", _E4M3), ("bf16", _E5M2), ("f16", _E4M3),
+                                               ("f16", _E5M2), ("f16", "f16"), ("f32", "f32")]),
+    bias=(("bf16", "bf16"), ("f16", "f16"), ("f32", "bf16")),
+    source="NVIDIA cuBLAS documentation, cublasLtMatmul(): FP8 data type combinations (Atype, Btype, Ctype, Dtype, "
+           "bias type); as dispatched by XLA's stream_executor/cuda/cuda_blas_lt.cc",
+)
 
 
 class _Nvidia(Platform):
@@ -132,5 +156,8 @@ NVIDIA = _Nvidia(
     ),
     block_scaled_targets={"__cudnn$blockScaledDot": "cudnn"},
     install_hint="jax[cuda12]",
+    fp8_gemm_types=CUBLASLT_FP8,
+    profiles=xla_gpu.PROFILES,
+    canary_profile=xla_gpu.CANARY_PROFILE,
     extra_literals=("jax[cuda12", "cuda12-local", "jax-cuda12", "jax-cuda13", DEVICE_MARKER, SMI, DEVICE_NODE, "nvidia-cuda-nvcc"),
 )

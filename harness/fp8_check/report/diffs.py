@@ -11,6 +11,8 @@ import yaml
 from fp8_check.verdict.outcome import FAIL, PASS, XFAIL
 from fp8_check.verdict.comparator import FieldDiff
 from fp8_check.signature.signature import Signature
+from fp8_check.signature.coverage import coverage
+from fp8_check.verdict import contract, contract_judge
 from fp8_check.report.hlo_text import normalize_hlo
 from fp8_check.report.model import Item, vkey
 
@@ -57,8 +59,35 @@ def _flatten(value: Any, path: str = "", out: dict | None = None) -> dict:
     return out
 
 
+def contract_rows(c: dict, found: Signature | None, diffs: list[FieldDiff]) -> list[list]:
+    """[layer x pass, expected, found, differs] of a contract golden: per layer x pass as the judge pairs them, then
+    its stated FP8 FLOP share, cost and kernels (never the raw signature's fields against a contract)."""
+    if found is None:
+        return []
+    changed = {d.path for d in diffs}
+    rows: list[list] = [[where, want, have, where in changed or f"{where} amax" in changed or f"{where} epilogue" in changed]
+                        for where, want, have in contract.matmul_rows(c, found)]
+    share = coverage(found).flop_fraction
+    if c.get("fp8_flops") is not None:
+        rows.append(["FP8 share of matmul FLOPs", f"{c['fp8_flops']:g} %",
+                     "?" if share is None else f"{round(100 * share, 1):g} %", "fp8_flops" in changed])
+    by_path = {d.path: d for d in diffs}
+    if c.get("cost_us") is not None:
+        d = by_path.get("cost_us")
+        rows.append(["estimated cost (µs)", f"{c['cost_us']:g}", show(d.found) if d else "within the tolerance", d is not None])
+    if c.get("kernels") is not None:
+        rows.append(["kernels", str(c["kernels"]), str(found.kernels), found.kernels != c["kernels"]])
+    for d in diffs:  # collectives and anything else the judge reported
+        if not any(r[0] == d.path for r in rows) and d.path not in ("cost_us", "fp8_flops", "kernels") \
+                and not d.path.endswith((" amax", " epilogue")):
+            rows.append([d.path, show_expected(d), show_found(d), True])
+    return rows
+
+
 def signature_rows(expected: dict | None, found: Signature | None, diffs: list[FieldDiff]) -> list[list]:
-    """[field, expected, found, differs] for the side-by-side table."""
+    """[field, expected, found, differs] for the side-by-side table (a contract golden: `contract_rows`)."""
+    if isinstance(expected, dict) and isinstance(expected.get(contract_judge.KEY), dict):
+        return contract_rows(expected[contract_judge.KEY], found, diffs)
     found_d = sig_dict(found)
     e, f = _flatten(expected or {}), _flatten(found_d or {})
     diff_paths = {d.path for d in diffs}

@@ -18,6 +18,7 @@ is a plain function of the typed matrix, so it can sit beside the terminal and H
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -26,12 +27,13 @@ from fp8_check.verdict.outcome import NEW, XPASS
 from fp8_check.report.issue_filing import MARKER, FilingError, Group, file_issues, groups
 from fp8_check.report.markup import code_span, md_inline, no_commands
 from fp8_check.matrix.matrix_document import Matrix, load_matrix
-from fp8_check.matrix.news import Finding, closing_line, findings, first_bad
+from fp8_check.matrix.news import Finding, NotRun, closing_line, findings, first_bad, not_run
 from fp8_check.matrix.matrix_view import CHANGE_MARKS
 from fp8_check.run import results
 from fp8_check.report.issue import first_bad_items, issue_markdown
 from fp8_check.report.model import build_model
 from fp8_check.cases import cases
+from fp8_check.verdict.fp8_answer import answer
 
 SUMMARY_LIMIT = 900_000  # GitHub takes at most 1 MiB of summary per step
 
@@ -42,12 +44,17 @@ def issue_groups(m: Matrix) -> list[Group]:
 
 
 def one_line(f: Finding) -> str:
-    """The finding's one-line verdict: a FAIL's classified summary, else the first line of its reason."""
+    """The finding's one-line verdict, led by its FP8 answer: a FAIL's classified summary, else the first line of
+    its reason; a program that quantizes to FP8 and runs no FP8 gemm says so and why."""
     o = f.outcome
+    fp8 = answer(o)
+    head = f"{fp8.headline}: " if fp8.headline else ""
     if o.verdict is not None and o.verdict.lines:
-        return f"{o.verdict.cls}: {o.verdict.summary(limit=1)}"
+        return f"{head}{o.verdict.cls}: {o.verdict.summary(limit=1)}"
+    if fp8.line():
+        return f"{head}{fp8.line()}"[:400]
     lines = (o.reason or o.code.meaning or "").strip().splitlines()
-    return lines[0][:200] if lines else ""
+    return (head + lines[0][:200]) if lines else head.rstrip(": ")
 
 
 def _row(f: Finding) -> tuple:
@@ -79,6 +86,15 @@ def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
             lines.append(f"| {_md(o.case)} | {_md(o.target)}/{_md(o.profile)} | {_md(f.jax)} | {o.code.name} | "
                          f"{_md(one_line(f))} | {where} |")
         lines.append("")
+    unrun = not_run(m)
+    if unrun:
+        lines += ["### Did not run", "", "| what | cases | target/profile | jax | why | what to do |", "|---|---|---|---|---|---|"]
+        for n in unrun:
+            todo = "; ".join(x for x in (n.hint, "ran on the newest version only: a failure under `fail-on: newest`"
+                                         if n.only_newest else "") if x)
+            lines.append(f"| {_md(n.what)} | {_md(', '.join(n.cases[:20]) + (' …' if len(n.cases) > 20 else ''))} | "
+                         f"{_md(', '.join(n.rows))} | {_md(', '.join(n.versions))} | {_md(n.reason)} | {_md(todo)} |")
+        lines.append("")
     lines += grid_markdown(m, {(f.outcome.case, f.outcome.target, f.outcome.profile) for f in findings(m)})
     text = "\n".join(lines) + "\n"
     if len(text.encode()) > SUMMARY_LIMIT:
@@ -90,7 +106,7 @@ def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
     rows = sorted(m.rows(), key=lambda r: (r not in news_rows,))  # rows with news first, else in run order
     out = ["### Grid", "", "<details" + (" open" if news_rows else "") + "><summary>case × JAX version "
-           f"({len(rows)} rows; ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
+           f"({len(rows)} rows; FP8 gemms/matmuls (FP8 share of matmul FLOPs); ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
            "previous version)</summary>", "",
            "| case | target/profile | " + " | ".join(_md(e.jax) for e in m.versions) + " |",
            "|---|---|" + "---|" * len(m.versions)]
@@ -103,7 +119,9 @@ def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
             elif o is None:
                 cells.append("")
             else:
-                cells.append(o.code.symbol + (str(o.signature.kernels) if o.signature else "")
+                fp8 = answer(o)
+                cells.append(o.code.symbol + (" " + fp8.headline if fp8.headline else "")
+                             + (" ⚠ no FP8" if fp8.warns else "")
                              + CHANGE_MARKS.get(changed.get(row + (e.jax,), ""), ""))
         out.append(f"| {_md(row[0])} | {_md(row[1])}/{_md(row[2])} | " + " | ".join(cells) + " |")
     return out + ["", "</details>", ""]
@@ -129,6 +147,37 @@ def error_annotations(m: Matrix, case_lines: dict[str, tuple[str, int]], root: P
         title = f"fp8-check {o.code.name}: {o.case} on {o.target}/{o.profile} since jax {f.jax}"
         out.append(f"::error {props},title={_escape_command(title, True)}::{_escape_command(one_line(f))}")
     return out
+
+
+def not_run_annotations(unrun: list[NotRun], case_lines: dict[str, tuple[str, int]], root: Path | None = None,
+                        limit: int = 50) -> list[str]:
+    """One workflow command per reason something did not run: an `::error` for a version that could not be installed
+    or is broken, a `::warning` at each case's `- id:` line for an UNSUPPORTED case whose reason names a missing
+    module or that ran on the newest version only (other UNSUPPORTED reasons, e.g. a profile that needs a GPU, stay
+    in the summary)."""
+    root = (root or Path.cwd()).resolve()
+    out = []
+    for n in unrun:
+        if not n.cases:
+            if n.version_failed:
+                title = f"fp8-check: jax {', '.join(n.versions)} {n.what}"
+                out.append(f"::error title={_escape_command(title, True)}::{_escape_command(n.line())}")
+            continue
+        if not (n.hint or n.only_newest):
+            continue
+        for case in n.cases:
+            file, line = case_lines.get(case, ("", 0))
+            try:
+                file = str(Path(file).resolve().relative_to(root)) if file else ""
+            except ValueError:
+                pass
+            props = ",".join(x for x in ((f"file={_escape_command(file, True)}" if file else ""),
+                                         (f"line={line}" if file and line else "")) if x)
+            title = f"fp8-check UNSUPPORTED: {case} on jax {', '.join(n.versions)}"
+            one = dataclasses.replace(n, cases=(case,))
+            out.append(f"::warning {props + ',' if props else ''}title={_escape_command(title, True)}::"
+                       f"{_escape_command(one.line())}")
+    return out[:limit]
 
 
 def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
@@ -199,7 +248,8 @@ def cmd_ci(args) -> int:
                 return 2
         else:
             sys.stdout.write(no_commands(text))
-        for line in error_annotations(m, case_lines([Path(p) for p in args.cases])):
+        lines_of = case_lines([Path(p) for p in args.cases])
+        for line in error_annotations(m, lines_of) + not_run_annotations(not_run(m), lines_of):
             print(line)  # fp8-check's own workflow commands, their data escaped
         print(no_commands(closing_line(m)))
         return 0

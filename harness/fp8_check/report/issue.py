@@ -23,7 +23,10 @@ from fp8_check.report.terminal import gemm_summary
 from fp8_check.targets import platform_of as _platform
 from fp8_check.upstream import issue as upstream_issue
 from fp8_check.verdict.contract_judge import is_contract
-from fp8_check.signature.coverage import layers_text
+from fp8_check.verdict import device_validity
+from fp8_check.verdict.collective_rules import is_collective_path
+from fp8_check.signature.coverage import attributed, layers_text
+from fp8_check.verdict.fp8_answer import answer
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -156,8 +159,10 @@ def _same_failure(o) -> object:
 
 
 def issue_title(it: Item, model: Model) -> str:
-    """One line, whatever the case's description or a results file holds (line breaks, tabs: one space)."""
-    return " ".join(_title(it, model).split())
+    """One line, whatever the case's description or a results file holds (line breaks, tabs: one space); a result
+    with matmuls ends with its FP8 answer (`, now FP8 14/20 (73 %)`)."""
+    fp8 = answer(it.outcome).headline if attributed(it.outcome.signature) else ""  # a model's, not a pattern's
+    return " ".join(_title(it, model).split()) + (f" (now {fp8})" if fp8 else "")
 
 
 def _title(it: Item, model: Model) -> str:
@@ -166,6 +171,9 @@ def _title(it: Item, model: Model) -> str:
     if _not_a_bug(it) and v is not None:
         return (f"[fp8-check] {it.case} on {it.target}/{it.profile}: the golden is out of date on jax {it.jax} "
                 f"({v.cls}: {v.summary(limit=1)}) — not an upstream bug")
+    if it.code is FAIL and v is not None and is_contract(it.outcome) and it.baseline is None:
+        lost = v.regressions[0].why if v.regressions else v.summary(limit=1)  # the model against its own golden
+        return f"[fp8-check] {it.case} on {it.target}/{it.profile} regressed against its golden on jax {it.jax}: {lost}"
     if it.code is FAIL and v is not None:
         lost = v.regressions[0].why if v.regressions else v.summary(limit=1)
         return f"[XLA:GPU] FP8 {pattern} regressed {_since_text(regressed_since(it, model))}: {lost}"
@@ -223,6 +231,15 @@ def summary(it: Item, model: Model) -> str:
         if o.verdict.cost is not None:  # harness/fp8_check/cost/cost.py: a roofline estimate, not a measurement
             lead += f"Cost: {o.verdict.cost.text()} (roofline estimate from the compiled HLO, not a measurement" \
                 + (f"; {o.verdict.cost.note}" if o.verdict.cost.note else "") + "). "
+    if o.diffs and all(device_validity.is_device_field(d.path) for d in o.diffs):
+        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA rewrites it into `{gemm}` with a "
+                       f"type combination the gemm library has no kernel for: {changed}. It compiles without the GPU "
+                       "and fails on the device. XLA should not rewrite what the library cannot run (keep the "
+                       "requantization outside the library call, or emit a combination the library's FP8 table has).")
+    if o.diffs and all(is_collective_path(d.path) for d in o.diffs):
+        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, the gemms are what the golden "
+                       f"expects (`{gemm}`); what changed is the collectives around them: {changed}. The optimized "
+                       f"HLO now has {found}.")
     what = upstream_issue.what_changed(o.diffs, gemm) if older else None  # issue 12: class-aware
     if what:
         return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits `{gemm}`, but compared "

@@ -34,8 +34,10 @@ from fp8_check.run.results import Results
 from fp8_check.report import changes as changes_mod
 from fp8_check.signature.coverage import layers_text
 from fp8_check.report.diffs import hlo_diff, show, signature_rows
+from fp8_check.verdict.fp8_answer import answer
 from fp8_check.report.hlo_text import normalize_hlo
-from fp8_check.report.issue import first_bad_items, issue_markdown, markdown_for
+from fp8_check.report.issue import first_bad_items, issue_markdown, issue_title, markdown_for
+from fp8_check.verdict.contract_judge import is_contract
 from fp8_check.report.model import Item, Model, ReportError, build_model, load
 from fp8_check.matrix.matrix_document import Matrix, entry_from_results
 from fp8_check.matrix.news import NO_REGRESSIONS, closing_line
@@ -117,10 +119,16 @@ def _precompute(model: Model) -> dict[Any, Any]:  # result index -> its texts, a
             diff, note = "", ("Matches the golden signature." if o.expected is not None else "No golden for this result.")
         out[it.idx] = {
             "diff": diff, "diff_note": note,
-            "markdown": issue_markdown(it, model) if it.code.file_upstream else None,
+            "markdown": issue_markdown(it, model) if it.code.file_upstream and _upstream_change(it) else None,
             "sig_rows": signature_rows(o.expected, o.signature, o.diffs),
         }
     return out
+
+
+def _upstream_change(it: Item) -> bool:
+    """Whether an upstream filing is offered: a model's contract result only for a change between JAX versions (a
+    FAIL on one version is a change in the model's own code as likely as in XLA); a library pattern always."""
+    return not is_contract(it.outcome) or it.baseline is not None
 
 
 def _texts(it: Item) -> dict[str, str | None]:
@@ -179,7 +187,7 @@ def _payload(model: Model, pre: dict[Any, Any], level: int) -> tuple[dict, list[
             "baseline": {"i": it.baseline.idx, "jax": it.baseline.jax, "outcome": it.baseline.code.name} if it.baseline else None,
             "diff": strings.add(diff) if diff else None, "diff_note": strings.one(p["diff_note"]),
             "layers": strings.add(layers_text(o.signature)) if layers_text(o.signature) else None,
-            "markdown": strings.add(md), "title": md.splitlines()[0][2:] if md else None,
+            "markdown": strings.add(md), "title": issue_title(it, model) if md else None,  # plain text: the page escapes it once
             # the change against the previous version with a signature, and a FAIL's verdict against the golden:
             # lines are [path, before, after, class, why], texts as string indices
             "change": {"from": ch.change_from, "class": ch.cls, "lines": _lines(strings, ch.lines),
@@ -246,7 +254,8 @@ def _grid(model: Model, row_changes: dict | None = None) -> list[dict]:
                                   "change_title": (f"{ch.cls} since jax {ch.change_from}, "
                                                    + ("as the golden expects" if expects else "differs from the golden"))
                                   if ch and ch.cls else "",
-                                  "verdict": v.cls if v is not None else ""})
+                                  "verdict": v.cls if v is not None else "",
+                                  "fp8": answer(c.outcome).headline, "no_fp8": answer(c.outcome).line()})
             changed = any(c and c["change"] for c in out_cells)
             regressed = any(c and (c["change"] in ("regression", "mixed") or c["verdict"] in ("regression", "mixed"))
                             for c in out_cells)

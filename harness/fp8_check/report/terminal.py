@@ -10,6 +10,7 @@ from fp8_check.verdict.outcome import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outc
 from fp8_check.signature.signature import Signature
 from fp8_check.signature.coverage import attributed, coverage, layer_table
 from fp8_check.signature.collectives import summary as collectives_summary
+from fp8_check.verdict.fp8_answer import answer
 
 
 def gemm_summary(sig: Signature | None) -> str:
@@ -34,6 +35,28 @@ def gemm_summary(sig: Signature | None) -> str:
     return f"{sig.kernels} kernel{'s' if sig.kernels != 1 else ''}; " + ("; ".join(parts) if parts else "no gemm")
 
 
+def kernels_text(sig: Signature | None) -> str:
+    """`178 kernels` (a model's gemms are in its coverage line and layer table; all of them with -v)."""
+    return "" if sig is None else f"{sig.kernels} kernel{'s' if sig.kernels != 1 else ''}"
+
+
+def saving_from_loss(out: Outcome) -> bool:
+    """A regression that lost FP8 and is priced as a saving (at small case shapes a bf16 gemm can be estimated
+    faster than an FP8 one plus its quantization): never headlined as a gain."""
+    v = out.verdict
+    return (v is not None and v.is_regression and v.cost is not None and v.cost.shown_us < 0
+            and any("FP8" in x.why or "fp8" in x.path for x in v.regressions))
+
+
+def price_hint(out: Outcome) -> str:
+    """What a lost-FP8 regression priced as a saving says instead of the saving."""
+    assert out.verdict is not None and out.verdict.cost is not None
+    return (f"cost: at the case shapes the wider gemm is estimated faster ({out.verdict.cost.short()}), which FP8 pays "
+            "back only at production sizes; give the case `price_at` to price it there (a python case: "
+            "`price_at: {args: module:factory}` returning production-size arguments; a pattern: `price_at: {m, n, k}`; "
+            "docs/cost.md)")
+
+
 def estimate_line(est) -> str:
     """`1234.5 µs per call on H100 SXM at x=[8, 2048, 1024]; FP8 gemms 61.0 % of it` (a model's step time)."""
     share = f"; FP8 gemms {est.fp8_us / est.total_us * 100:.1f} % of it" if est.total_us > 0 else ""
@@ -49,15 +72,24 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
     name = out.code.paint(_tty(stream))
     pad = " " * max(0, 11 - len(out.code.name))
     line = f"{name}{pad} {out.target}/{out.profile:<7} {out.case}"
-    detail = gemm_summary(out.signature)
+    fp8 = answer(out)
+    if fp8.headline:
+        line += f"  {fp8.headline}"
+    model = attributed(out.signature)
+    detail = gemm_summary(out.signature) if not model or verbose else kernels_text(out.signature)
     if detail:
         line += f"  ({detail})"
     if out.compile_seconds:
         line += f" {out.compile_seconds:.2f}s" + (" (cached)" if out.cached else "")
     if out.code is FAIL and out.verdict is not None:
-        line += f"  [{out.verdict.cls}]" + (f"  estimated {out.verdict.cost.short()}" if out.verdict.cost is not None else "")
+        line += f"  [{out.verdict.cls}]" + (f"  estimated {out.verdict.cost.short()}"
+                                            if out.verdict.cost is not None and not saving_from_loss(out) else "")
     print(line, file=stream)
-    if out.code in (FAIL, XFAIL) and out.verdict is not None and out.verdict.cost is not None:
+    if fp8.line():
+        print(f"      {'warning: ' if fp8.warns else ''}{fp8.line()}", file=stream)
+    if saving_from_loss(out):
+        print(f"      {price_hint(out)}", file=stream)
+    if out.code in (FAIL, XFAIL) and out.verdict is not None and out.verdict.cost is not None and not saving_from_loss(out):
         known = "known issue's " if out.code is XFAIL else ""
         print(f"      {known}cost: {out.verdict.cost.text()} ({out.verdict.cost.detail()})", file=stream)
     if out.estimate is not None and out.estimate.shape:  # priced at production shapes (`price_at`)
@@ -73,6 +105,8 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
             if not out.verdict.is_regression:
                 print(f"      {out.verdict.cls}: not a regression; update the golden: fp8-check bless -k {out.case} "
                       f"--target {out.target} --profile {out.profile}", file=stream)
+    if out.code is FAIL and "; tolerated: " in out.reason:  # a contract's notes (rows left unpaired...): never dropped
+        print(f"      also, tolerated: {out.reason.split('; tolerated: ', 1)[1]}", file=stream)
     if out.code is PASS and out.reason.startswith("within the contract"):  # a model's tolerated change, once
         print(f"      {out.reason}", file=stream)
     if out.code is not FAIL and out.code is not PASS and out.reason:

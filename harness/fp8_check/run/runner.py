@@ -31,7 +31,8 @@ from fp8_check.compile.render import case_options  # noqa: F401  (re-exported fo
 from fp8_check.cases.cases import Case
 from fp8_check.compile.compile import Compilation, CompileRequest, CompileService, FailureKind
 from fp8_check.signature.filecheck import run_filecheck
-from fp8_check.targets import PROFILES, Profile, Target
+from fp8_check.targets import PROFILES, Profile, Target, platform_of, profile_applies
+from fp8_check.verdict import device_validity
 from fp8_check.verdict.verdict import NEUTRAL, Verdict, classify, classify_extra
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
@@ -50,6 +51,12 @@ def deviceless_unsupported(jax_version: str, targets=()) -> str | None:
         if reason:
             return reason
     return None
+
+
+def supported(targets, jax_version: str) -> list:
+    """The targets whose architecture exists in `jax_version`'s compiler (tpu7x from 0.8.1): the others' cases are
+    UNSUPPORTED with the reason, and their canary is not compiled."""
+    return [t for t in targets if not t.platform.unsupported_reason(jax_version, t.arch)]
 
 
 def canary_applies(mode: str, jax_version: str) -> bool:
@@ -75,7 +82,9 @@ class CanaryGate:
 
     def _check(self, compiler: CompileService, target: Target) -> str | None:
         if self.mode != "device":
-            why = deviceless_unsupported(compiler.environment()["jax"], [target] if self.refuse_unsupported else [])
+            jax_version = compiler.environment()["jax"]
+            why = deviceless_unsupported(jax_version, [target] if self.refuse_unsupported else [])
+            why = why or target.platform.unsupported_reason(jax_version, target.arch)  # no such chip in this release
             if why:
                 return why if self.refuse_unsupported else None
         try:
@@ -163,6 +172,9 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.diffs = []
         return out
     out.diffs += layer_diffs
+    # a gemm the platform's library has no kernel for: compiles here, fails on the device (device_validity.py)
+    device_diffs = device_validity.diffs(sig, platform_of(out.target))
+    out.diffs += device_diffs
     if fc_problem:
         out.diffs.append(comparator.FieldDiff("filecheck", "patterns match", fc_problem))
     matches = not out.diffs
@@ -181,7 +193,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.verdict = classify(exp.signature, sig)
         if fc_problem:
             out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
-        for d in layer_diffs:
+        for d in layer_diffs + device_diffs:
             out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
     if source.fallback:
         out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
@@ -238,10 +250,15 @@ def fail_on_type(allowed: tuple[str, ...]):
     return parse
 
 
-def plan(cases: list[Case], targets: list[Target], profiles: list[str]) -> Iterator[tuple[Case, Target, Profile]]:
-    """Every (case, target, profile) to run: a case runs on the targets and profiles it lists."""
+def plan(cases: list[Case], targets: list[Target], profiles: list[str],
+         skip: frozenset[tuple[str, str]] = frozenset()) -> Iterator[tuple[Case, Target, Profile]]:
+    """Every (case, target, profile) to run: a case runs on the targets and profiles it lists; `skip`: (target,
+    profile) pairs left out (`selection.unshipped_profiles`). Only the profiles of each
+    target's platform run."""
     for target in targets:
         for profile in profiles:
+            if (target.name, profile) in skip or not profile_applies(profile, target):
+                continue
             for case in cases:
                 if case.targets and target.name not in case.targets:
                     continue
@@ -257,6 +274,8 @@ def unsupported_reason(profile: Profile, mode: str, jax_version: str, target: Ta
     """Why nothing compiles for `profile` (and `target`) here (UNSUPPORTED without compiling), or None."""
     if mode == "deviceless":
         reason = deviceless_unsupported(jax_version, [target] if target is not None else [])
+        if reason is None and target is not None:  # the version compiles for the platform, not this architecture
+            reason = target.platform.unsupported_reason(jax_version, target.arch) or None
         if reason is None and not profile.deviceless:
             reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
         return reason
@@ -273,10 +292,10 @@ def request_for(case: Case, target: Target, profile: Profile, numerics: "Numeric
 
 
 def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,
-          numerics: "NumericsCheck | None") -> list[Job]:
+          numerics: "NumericsCheck | None", skip: frozenset[tuple[str, str]] = frozenset()) -> list[Job]:
     """Every planned (case, target, profile) with why it does not compile (UNSUPPORTED) or its compile request."""
     jobs: list[Job] = []
-    for case, target, profile in plan(cases, targets, profiles):
+    for case, target, profile in plan(cases, targets, profiles, skip):
         reason = unsupported_reason(profile, mode, jax_version, target)
         if reason is None and case.requirements:  # its requirements do not install with this JAX
             reason = case.requirements.unsupported(jax_version)
@@ -295,7 +314,8 @@ def prefetch(compiler, targets: list[Target], mode: str, planned: list[CompileRe
     """
     if not hasattr(compiler, "prefetch"):
         return
-    first = canary_mod.requests(targets, mode, compiler.environment()["jax"]) if canary else []
+    jax_version = compiler.environment()["jax"]
+    first = canary_mod.requests(supported(targets, jax_version), mode, jax_version) if canary else []
     compiler.prefetch(first + list(planned))
 
 
@@ -309,6 +329,7 @@ def run(
     on_outcome: Callable[[Outcome], None] | None = None,
     numerics: "NumericsCheck | None" = None,
     canary: bool = False,
+    skip: frozenset[tuple[str, str]] = frozenset(),
 ) -> list[Outcome]:
     """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
     several at once) and outcomes are reported and returned in plan order.
@@ -318,14 +339,14 @@ def run(
     env = compiler.environment()
     jax_version = env["jax"]
     canary = canary and canary_applies(mode, jax_version)
-    jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics)
+    jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics, skip)
     requests = []
     for case, _t, _p, _r, request in jobs:
         if request is not None:  # a case with `price_at` is compiled a second time, at those shapes, right behind
             requests += [request] + ([price_request(case, request)] if case.priced_elsewhere else [])
     prefetch(compiler, targets, mode, requests, canary=canary)
     gate = CanaryGate(mode)
-    for t in targets if canary else ():
+    for t in supported(targets, jax_version) if canary else ():
         if (problem := gate.problem(compiler, t)) is not None:
             raise CanaryError(problem)
     compiled = compiler.imap(requests) if requests else iter(())

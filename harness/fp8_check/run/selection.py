@@ -11,18 +11,20 @@ from pathlib import Path
 
 from fp8_check import platforms
 from fp8_check.core import timeouts
+from fp8_check.core import about
 from fp8_check.versions import requirement_envs
 from fp8_check.cases import cases as case_mod
 from fp8_check.compile import pool
 from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
 from fp8_check.compile.pool import CompilerPool
 from fp8_check.targets import PROFILES, Profile, Target, load_target, resolve_mode
+from fp8_check.verdict import golden
 
 from fp8_check.core.errors import EXIT_ENV as EXIT_ENV, EXIT_FAIL as EXIT_FAIL, EXIT_OK as EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
 from fp8_check.targets import gpu_present
 from fp8_check.versions import envs
 from fp8_check.targets import TARGET_DIR
-from fp8_check.targets import MODES, target_names
+from fp8_check.targets import MODES, all_target_names
 DEFAULT_CASES = Path("cases")
 
 
@@ -122,6 +124,18 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
     return compiler, env
 
 
+def environment_note(targets, env: dict) -> str:
+    """Why a deviceless run compiles in another JAX release than this environment's ('' when it does not): the
+    targets' platform has no plugin here, so the cached environment of its newest release with one compiles."""
+    platform = env_platform(targets)
+    if platform is None or platform.installed():
+        return ""
+    own = about.installed("jax")
+    return (f"{platform.vendor} targets compile in the cached environment of jax {env.get('jax')}, the newest release "
+            f"with a {platform.plugin_label} ({platform.install(str(env.get('jax')))}): this environment's jax {own} "
+            f"has no {platform.plugin_label}")
+
+
 def env_platform(targets) -> platforms.Platform | None:
     """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (envs.other_platform)."""
     try:
@@ -206,12 +220,30 @@ def from_args(args) -> Selection:
     )
 
 
+def unshipped_profiles(goldens_root: Path, targets: list[Target], profiles: list[str]) -> dict[tuple[str, str], str]:
+    """(target, profile) pairs a run with the default profiles leaves out, each with its one line: the goldens
+    have a profile folder for the target, but none for this profile (the library ships no triton goldens for
+    h200, say). A target with no goldens at all is never skipped: a new project starts with every row NEW."""
+    out: dict[tuple[str, str], str] = {}
+    root = Path(goldens_root)
+    for t in targets:
+        have = sorted(p for p in profiles if golden.golden_files_of(root, t.name, p))
+        if not have:
+            continue
+        for p in profiles:
+            if p not in have and PROFILES[p].deviceless:
+                out[(t.name, p)] = (f"{t.name}/{p} skipped: {root}/{t.name}/ has goldens for {', '.join(have)} only, "
+                                    f"none for {p} (--profile {p} runs it)")
+    return out
+
+
 def add_options(p, paths: bool = True) -> None:
     """The standard selection options on an argparse parser."""
     if paths:
         p.add_argument("paths", nargs="*", type=Path, help="case files or directories (default: cases/)")
     p.add_argument("-k", dest="filter", help="only cases whose id contains this text (alternatives separated by ',')")
-    p.add_argument("--target", default="h100", help=f"target(s), comma-separated: {', '.join(target_names())} (default: h100)")
-    p.add_argument("--profile", help="profile(s), comma-separated: cublas, triton, default (default: every profile the mode supports)")
+    p.add_argument("--target", default="h100", help=f"target(s), comma-separated: {', '.join(all_target_names())} (default: h100)")
+    p.add_argument("--profile", help=f"profile(s), comma-separated: {', '.join(PROFILES)} (default: every profile the mode supports; "
+                                       "a target compiles under its own platform's profiles only)")
     p.add_argument("--mode", default="auto", choices=MODES, help="deviceless: compile for the target spec without a GPU; device: on the local GPU; auto: device if a GPU is present (default)")
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")

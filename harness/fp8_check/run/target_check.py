@@ -33,8 +33,8 @@ def environment_entry(target: Target, jax_version: str) -> dict:
     v = target.versions
     return {
         "compute_capability": ".".join(map(str, target.compute_capability)),
-        "cuda_runtime": ".".join(map(str, v.cuda_runtime)) if v else None,
-        "cudnn": ".".join(map(str, v.cudnn)) if v else None,
+        "cuda_runtime": ".".join(map(str, v.runtime)) if v else None,
+        "cudnn": ".".join(map(str, v.dnn)) if v else None,
         "cudnn_field": dnn_field_read(jax_version),
         "cudnn_block_scaled_expected": expects_cudnn(target, jax_version),
         "notes": list(target.notes),

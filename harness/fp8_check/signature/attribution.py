@@ -28,8 +28,10 @@ reading of the name stack.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT = "forward", "backward", "backward-input", "backward-weight"
 PASSES = (FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)
@@ -41,9 +43,20 @@ _DROP = re.compile(r"^(jit|pjit|xla_computation|core_call|closed_call|named_call
 # Transformations that wrap a layer's name: `jvp(MLP)` -> MLP.
 _UNWRAP = re.compile(r"^(jvp|transpose|vmap|remat|checkpoint|pmap|xmap|custom_jvp|custom_vjp|named|batching|"
                      r"linearize|partial_eval)\((.*)\)$")
-# Library code that is never "the user's line".
+# Library code that is never "the user's line" (fp8-check's own frames: `own_frame`).
 _LIBRARY = re.compile(r"(site-packages|dist-packages)/(jax|jaxlib|flax|optax|qwix|chex|orbax|equinox)/|"
-                      r"/harness/(pipeline/|api\.py|export\.py|check\.py)|^<frozen |^<string>$")
+                      r"^<frozen |^<string>$")
+# fp8-check's own package, where this file lives (as imported, and with links resolved): its frames (export,
+# the API, check, the compile worker) are never a source line. Its `models` folder is the exception: the model
+# code the library's cases compile is the program under test, and its lines are that program's sources.
+_PACKAGE = Path(__file__).parents[1]
+_OWN_ROOTS = tuple(dict.fromkeys(str(p) + os.sep for p in (_PACKAGE, _PACKAGE.resolve())))
+_PROGRAM_ROOTS = tuple(dict.fromkeys(str(p / "models") + os.sep for p in (_PACKAGE, _PACKAGE.resolve())))
+
+
+def own_frame(path: str) -> bool:
+    """`path` (as JAX recorded it) is a file of fp8-check itself, not of the program it compiles."""
+    return path.startswith(_OWN_ROOTS) and not path.startswith(_PROGRAM_ROOTS)
 _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
 
 
@@ -188,7 +201,10 @@ def attribute(metadata_raw: str | None, table: StackTable | None = None) -> Attr
 
 
 def _source(md: dict[str, str], table: StackTable | None) -> str | None:
-    if md.get("source_file"):
+    """The program's line that made the op: the first frame that is neither library code nor fp8-check's own (else
+    the first that is not fp8-check's own: a library's line, for a library function compiled as it is); None when
+    JAX recorded only fp8-check's frames (`fusion_signature(jnp.matmul, a, b)` on a JAX that records one file)."""
+    if md.get("source_file") and not own_frame(md["source_file"]):
         line = md.get("source_line")
         return short_path(md["source_file"]) + (f":{line}" if line else "")
     if table is None or not md.get("stack_frame_id"):
@@ -197,6 +213,7 @@ def _source(md: dict[str, str], table: StackTable | None) -> str | None:
         frames = table.chain(int(md["stack_frame_id"]))
     except ValueError:
         return None
+    frames = [f for f in frames if not own_frame(f[0])]
     if not frames:
         return None
     user = [f for f in frames if not _LIBRARY.search(f[0])]

@@ -5,7 +5,8 @@ all-reduce, all-to-all and collective-permute — synchronous, `*-start`/`*-done
 (counted once, at the start) and `async-start` wrappers around them — as a `Collective`:
 
 - `op`: the collective, without `-start`;
-- `dtype`, `shape`: the array it produces on one device (for a reduce-scatter, its shard);
+- `dtype`, `shape`: the array it produces on one device (for a reduce-scatter, its shard); a variadic one (FP8
+  data gathered with its scales) names each of its arrays in order, joined by `+`;
 - `bytes`: the larger of what it reads and what it writes on one device (an FP8 all-gather
   of the same weight moves half the bytes of a bf16 one);
 - `groups`: the replica groups, summarised as `GROUPSxDEVICES` (`1x8`: one group of all 8
@@ -213,10 +214,9 @@ def extract(module: hlo.Module) -> list[Collective]:
                 results = results[len(operand_types):] or results
             read = sum(array_bytes(t) for t in operand_types)
             wrote = sum(array_bytes(t) for t in results)
-            main = results[-1] if results else "?"
             in_loop = comp.name in loop_bodies or (caller is not None and _in(module, caller, loop_bodies))
             out.append(Collective(
-                op=op, dtype=dtype_text(results), shape=_shape_text(main), bytes=max(read, wrote),
+                op=op, dtype=dtype_text(results), shape=shape_text(results), bytes=max(read, wrote),
                 groups=groups_of(instr),
                 asynchronous=(start or caller is not None) and not (_is_sync(instr) or _is_sync(caller)),
                 layer=group_of(_op_name(instr) or (_op_name(caller) if caller is not None else "")),
@@ -230,6 +230,12 @@ def dtype_text(results: list[str]) -> str:
     """The element types a collective moves, per operand of a variadic one in order, each named once:
     `f8e4m3fn+f8e8m0fnu` for FP8 data gathered with its E8M0 scales (never only the last operand's)."""
     return "+".join(dict.fromkeys(hlo.dtype_of(r) for r in results)) or "?"
+
+
+def shape_text(results: list[str]) -> str:
+    """The arrays a collective produces, each operand of a variadic one in order: `f8e4m3fn[1024,1024]+f8e8m0fnu[1024,32]`
+    for FP8 data gathered with its E8M0 scales (never only the last operand's, which hid the data's shape)."""
+    return "+".join(_shape_text(r) for r in results) or "?"
 
 
 def _operand_types(module: hlo.Module, comp: hlo.Computation, instr: hlo.Instruction) -> list[tuple[str, str]]:

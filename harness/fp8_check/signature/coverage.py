@@ -31,6 +31,9 @@ def engine(g: Gemm, platform: Platform = platforms.DEFAULT) -> str:
         return "Triton FP8" if g.fp8 else f"Triton {kind}"
     if library is not None:
         return f"{library.label} {kind}"
+    fused = next((p for p in platforms.PLATFORMS if g.matmul_op and g.matmul_op in p.matmul_ops), None)
+    if fused is not None:  # a platform whose matmuls are fusions, no library call (TPU): named on any platform
+        return f"{fused.fused_matmul_label} FP8" if g.fp8 else f"{fused.fused_matmul_label} {kind}"
     return f"{t} {kind} (no gemm emitter)"
 
 

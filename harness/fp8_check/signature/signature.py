@@ -43,7 +43,9 @@ PATTERN_OPS = {
     "convert", "multiply", "divide", "clamp", "maximum", "minimum", "abs", "reduce",
     "add", "tanh", "erf", "exponential", "transpose", "copy", "dot", "scaled-dot",
 }
-_DOT_OPS = {"dot", "scaled-dot"}
+# A platform's own matmul forms join them (a TPU matmul is a `convolution` in an output fusion).
+_DOT_OPS = {"dot", "scaled-dot"} | platforms.matmul_ops()
+_PLATFORM_MATMULS = platforms.matmul_ops()
 BLOCK_SCALED_TARGETS = {**{t: form for p in platforms.PLATFORMS for t, form in p.block_scaled_targets.items()},
                         "__op$block_scaled_dot": "unrewritten"}
 
@@ -383,20 +385,46 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm
     scales = dict(zip(("a_scale", "b_scale"), dot_types[2:4])) if dot.opcode == "scaled-dot" else {}
     results = instr.result_types
     inside = {i.opcode for i, _ in _inner_instructions(module, instr)} if instr.opcode == "fusion" else set()
+    converts = _converts(module, instr) if dot.opcode in _PLATFORM_MATMULS else []
     return Gemm(
         target=target or _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}",
         operand_dtypes=operand_dtypes,
         operands=dict(zip(("a", "b"), operand_dtypes), **scales) if scales else {},
         output=hlo.dtype_of(results[0]),
         amax=any(hlo.rank_of(t) == 0 for t in results[1:]),
-        dims={
+        dims=_convolution_dims(dot) if dot.opcode in _PLATFORM_MATMULS else {
             "lhs_contracting": _dims_attr(dot, "lhs_contracting_dims"),
             "rhs_contracting": _dims_attr(dot, "rhs_contracting_dims"),
             "lhs_batch": _dims_attr(dot, "lhs_batch_dims"),
             "rhs_batch": _dims_attr(dot, "rhs_batch_dims"),
         },
         fused_ops=sorted((inside & PATTERN_OPS) - _DOT_OPS),
+        converts=converts,
+        matmul_op=dot.opcode if dot.opcode in _PLATFORM_MATMULS else None,
         inputs=sorted(
             hlo.dtype_of(t) for _, t in _operand_types(module, module.entry, instr) if hlo.rank_of(t) > 0
         ) if instr.opcode == "fusion" else [],
     )
+
+
+def _convolution_dims(conv: hlo.Instruction) -> dict[str, list[int]]:
+    """A matmul written as a convolution without spatial dimensions (`dim_labels=bf_io->bf`): its contracting
+    dimensions are the input feature ones (`f` of the lhs, `i` of the rhs); {} for a real convolution."""
+    labels = (conv.attr("dim_labels") or "").split("->")[0].split("_")
+    if len(labels) != 2 or any(c.isdigit() for c in "".join(labels)) or "f" not in labels[0] or "i" not in labels[1]:
+        return {}
+    return {"lhs_contracting": [labels[0].index("f")], "rhs_contracting": [labels[1].index("i")],
+            "lhs_batch": [], "rhs_batch": []}
+
+
+def _converts(module: hlo.Module, instr: hlo.Instruction) -> list[str]:
+    """The type conversions inside a platform matmul's fusion, `from->to` (`f8e4m3fn->bf16`), each once, sorted: where the dequantization sits and what type it computes in."""
+    if instr.opcode != "fusion":
+        return []
+    found: list[str] = []
+    for inner, comp in _inner_instructions(module, instr):
+        if inner.opcode == "convert" and inner.operands:
+            step = f"{hlo.dtype_of(_operand_types(module, comp, inner)[0][1])}->{hlo.dtype_of(inner.type)}"
+            if step not in found:
+                found.append(step)
+    return sorted(found)

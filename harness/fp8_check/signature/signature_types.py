@@ -33,6 +33,10 @@ class Gemm:
     dims: dict[str, list[int]] = field(default_factory=dict)
     fused_ops: list[str] = field(default_factory=list)  # pattern ops inside a gemm fusion
     inputs: list[str] = field(default_factory=list)  # dtypes of a gemm fusion's array inputs (what it loads)
+    # A platform matmul's (TPU) type conversions inside its fusion, `from->to`: where a dequantization sits and
+    # what type its multiply runs in (empty elsewhere).
+    converts: list[str] = field(default_factory=list)
+    matmul_op: str | None = None  # a platform matmul's opcode (`convolution` on TPU); None for gemm calls and dots
     # Where it comes from (attribution.py); layer and pass compared where a golden states them.
     layer: str | None = None  # layer path from the HLO metadata, e.g. "Decoder/mlp/Dense_0"
     pass_: str | None = None  # forward | backward | backward-input | backward-weight ("pass" in dicts)

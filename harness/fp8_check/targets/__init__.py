@@ -1,6 +1,7 @@
-"""What a case is compiled for: a `Target` (GPU spec), a `Profile` (XLA options) and a mode.
+"""What a case is compiled for: a `Target` (a GPU spec or a TPU topology), a `Profile` (XLA options) and a mode.
 
-Targets are GpuTargetConfig text protos shipped in `harness/fp8_check/targets/*.txtpb`.
+GPU targets are GpuTargetConfig text protos shipped in `harness/fp8_check/targets/*.txtpb`; other platforms name
+their own targets (fp8_check.platforms: TPU generations and topologies). Profiles belong to platforms too.
 Modes: `deviceless` compiles for the target on any machine (no GPU needed);
 `device` compiles on the local GPU; `auto` picks `device` when a GPU is present.
 """
@@ -11,14 +12,15 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from fp8_check import platforms
 from fp8_check.core.errors import BrokenEnvironmentError
 from fp8_check.platforms import Platform, nvidia
-from fp8_check.worker.aot import TOPOLOGY_LINE
+from fp8_check.platforms.base import Profile as Profile
+from fp8_check.worker.aot import TOPOLOGY_LINE, topology_of
 from fp8_check.core import names, safe_yaml
 from fp8_check.worker.aot import strip_version_fields
 from fp8_check.worker.aot import device_count
@@ -39,15 +41,18 @@ class TargetSpecError(BrokenEnvironmentError):
 
 @dataclass(frozen=True)
 class TargetVersions:
-    """The versions a target is compiled for, stated once; the worker writes them where its XLA reads them."""
+    """The versions a target is compiled for, stated once; the worker writes them where its XLA reads them.
 
-    cuda_runtime: tuple[int, ...]
-    cudnn: tuple[int, ...]
+    `runtime`: the platform's runtime (CUDA, ROCm); `dnn`: its deep-learning library (cuDNN); () where the
+    platform states none (a TPU: libtpu is the JAX release's pin)."""
+
+    runtime: tuple[int, ...]
+    dnn: tuple[int, ...]
     source: str = ""  # where the versions come from (shipped specs), or which spec fields they were read from
 
     def to_dict(self) -> dict:
-        return {"cuda_runtime": list(self.cuda_runtime) if self.cuda_runtime else None,
-                "cudnn": list(self.cudnn) if self.cudnn else None}
+        return {"runtime": list(self.runtime) if self.runtime else None,
+                "dnn": list(self.dnn) if self.dnn else None}
 
     @staticmethod
     def text(v: tuple[int, ...] | None) -> str:
@@ -91,7 +96,7 @@ class Target:
 
     @property
     def has_runtime_version(self) -> bool:
-        return self.versions is not None and bool(self.versions.cuda_runtime)
+        return self.versions is not None and bool(self.versions.runtime)
 
     def versions_dict(self) -> dict:
         d = self.versions.to_dict() if self.versions else {}
@@ -100,37 +105,27 @@ class Target:
         return d
 
 
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    compiler_options: dict[str, object] = field(default_factory=dict)
-    deviceless: bool = True
-    description: str = ""
+# Every platform's profiles by name (fp8_check.platforms: `cublas`, `triton`, `default` on GPUs; `tpu`).
+PROFILES: dict[str, Profile] = platforms.profiles()
 
 
-PROFILES: dict[str, Profile] = {
-    "cublas": Profile(
-        "cublas",
-        {"xla_gpu_enable_triton_gemm": False},
-        description="Triton gemm off: exercises XLA's FP8 GEMM rewriter (cuBLASLt FP8 custom-calls)",
-    ),
-    "triton": Profile(
-        "triton",
-        {"xla_gpu_autotune_level": 0},
-        description="autotuning off: Triton gemm fusions with their default tiling",
-    ),
-    "default": Profile(
-        "default",
-        {},
-        deviceless=False,
-        description="XLA's defaults, autotuning on: needs a real GPU",
-    ),
-}
+def profile_applies(profile: Profile | str, target: "Target") -> bool:
+    """Whether a case compiles for `target` under `profile` (a profile belongs to its platforms)."""
+    p = PROFILES.get(profile) if isinstance(profile, str) else profile
+    return p is not None and (not p.platforms or target.platform.name in p.platforms)
 
 
 def target_names() -> tuple[str, ...]:
     """The shipped GPU specs (one GPU each)."""
     return tuple(sorted(p.stem for p in TARGET_DIR.glob("*.txtpb")))
+
+
+gpu_spec_names = target_names
+
+
+def platform_target_names() -> tuple[str, ...]:
+    """The targets platforms name themselves (TPU generations `v6e` and topologies `tpu7x-2x2x1`)."""
+    return tuple(platforms.target_specs())
 
 
 # Multi-device targets: a shipped GPU spec and a topology. `<gpu>x<N>` is one host with N GPUs,
@@ -146,7 +141,7 @@ def _split_multi(name: str) -> tuple[str, str, str | None] | None:
     m = _MULTI.fullmatch(name)
     if m and (TARGET_DIR / f"{m.group(1)}.txtpb").is_file():
         return m.group(1), m.group(2), m.group(3)
-    for spec in sorted(target_names(), key=len, reverse=True):
+    for spec in sorted(gpu_spec_names(), key=len, reverse=True):
         prefix = spec if spec.endswith("x") else spec + "x"
         counts = _COUNTS.fullmatch(name[len(prefix):]) if name.startswith(prefix) else None
         if counts:
@@ -155,8 +150,9 @@ def _split_multi(name: str) -> tuple[str, str, str | None] | None:
 
 
 def all_target_names() -> tuple[str, ...]:
-    """What `--target` and a case's `targets:` accept by name: the GPU specs and the multi-device targets."""
-    return target_names() + MULTI_DEVICE_TARGETS
+    """What `--target` and a case's `targets:` accept by name: the GPU specs and the multi-device targets, and the
+    targets platforms name (`v6e`, `tpu7x-2x2x1`)."""
+    return target_names() + MULTI_DEVICE_TARGETS + platform_target_names()
 
 
 def canonical_target(name: object) -> str | None:
@@ -165,7 +161,7 @@ def canonical_target(name: object) -> str | None:
     in `x` takes the count directly: `mi300x8`); None when it is neither."""
     if not isinstance(name, str):
         return None
-    if name in target_names():
+    if name in target_names() or any(p.spec_for(name) is not None for p in platforms.PLATFORMS):
         return name
     m = _split_multi(name)
     if m is None:
@@ -182,7 +178,7 @@ def _multi_device(name: str) -> Target | None:
     from dataclasses import replace
 
     canonical = canonical_target(name)
-    m = _split_multi(canonical) if canonical is not None and canonical not in target_names() else None
+    m = _split_multi(canonical) if canonical is not None and canonical not in gpu_spec_names() else None
     if canonical is None or m is None:
         return None
     name = canonical
@@ -205,6 +201,10 @@ def load_target(name: str) -> Target:
     the goldens' folder). A user's spec named like a shipped target (`./h100.txtpb`) but differing
     from it is refused: it would be judged against, and blessed into, that target's goldens.
     """
+    for platform in platforms.PLATFORMS:
+        named = None if name.endswith(".txtpb") else platform.spec_for(name)
+        if named is not None:
+            return parse_target(name, named, where=f"{platform.vendor} target '{name}'")
     multi = None if name.endswith(".txtpb") else _multi_device(name)
     if multi is not None:
         return multi
@@ -212,9 +212,11 @@ def load_target(name: str) -> Target:
     path = Path(name) if name.endswith(".txtpb") else shipped
     if name.endswith(".txtpb"):
         name = path.stem
-    elif name not in target_names():
-        raise KeyError(f"unknown target '{name}'; allowed: {', '.join(target_names())}, a multi-device target "
-                       f"GPUxN or GPUxHOSTSxN ({', '.join(MULTI_DEVICE_TARGETS)}), or a path to a *.txtpb spec")
+    elif name not in gpu_spec_names():
+        raise KeyError(f"unknown target '{name}'; allowed: {', '.join(target_names() + platform_target_names())}, a multi-device target "
+                       f"GPUxN or GPUxHOSTSxN ({', '.join(MULTI_DEVICE_TARGETS)}), a multi-chip TPU "
+                       f"GENERATION-TOPOLOGY (e.g. {', '.join(n for n in platforms.target_specs() if '-' in n)}), "
+                       "or a path to a *.txtpb spec")
     if not path.is_file():
         raise KeyError(f"{path}: no such target spec file")
     try:
@@ -248,7 +250,8 @@ def _block_version(text: str, name: str) -> tuple[int, ...] | None:
 
 
 def parse_versions(text: str, where: str, platform: Platform = platforms.DEFAULT) -> tuple[TargetVersions, tuple[str, ...]]:
-    """The CUDA runtime and cuDNN versions a spec states, and notes on what fp8-check rewrites.
+    """The runtime and DNN library versions a spec states (CUDA and cuDNN, ROCm; a platform with its own rule
+    says), and notes on what fp8-check rewrites.
 
     Refuses (TargetSpecError) a spec without a CUDA runtime or cuDNN version, or one
     whose two cuDNN fields disagree: XLA would compile it without complaint and
@@ -260,6 +263,10 @@ def parse_versions(text: str, where: str, platform: Platform = platforms.DEFAULT
     m = re.search(r'^\s*dnn_version\s*:\s*"(\d+)\.(\d+)(?:\.(\d+))?"', text, re.M)
     device_dnn = tuple(int(x or 0) for x in m.groups()) if m else None
     notes: list[str] = []
+    own = platform.parse_versions(text, where)
+    if own is not None:
+        runtime, dnn, source, own_notes = own
+        return TargetVersions(runtime, dnn, source), own_notes
     if platform.runtime_header != "cuda_runtime":
         runtime = header.get(platform.runtime_header, (None, ""))[0] or runtime_block
         if runtime is None:
@@ -292,16 +299,16 @@ def parse_versions(text: str, where: str, platform: Platform = platforms.DEFAULT
 def _with_version_header(text: str, versions: TargetVersions) -> str:
     """`text` stating its versions in the header form, so that it parses back to the same Target."""
     have = {m.group(1) for m in _HEADER_VERSION.finditer(text)}
-    runtime_key = "rocm_runtime" if "rocm_runtime" in have or not versions.cudnn else "cuda_runtime"
+    runtime_key = "rocm_runtime" if "rocm_runtime" in have or not versions.dnn else "cuda_runtime"
     lines = [f"# {key}: {TargetVersions.text(value)}  source: {versions.source}"
-             for key, value in ((runtime_key, versions.cuda_runtime), ("cudnn", versions.cudnn))
+             for key, value in ((runtime_key, versions.runtime), ("cudnn", versions.dnn))
              if key not in have and value]
     return "\n".join(lines + [text]) if lines else text
 
 
 def parse_target(name: str, text: str, where: str | None = None) -> Target:
-    platform = platforms.of_spec(text)
     try:
+        platform = platforms.of_spec(text)
         arch, compute_capability = platform.arch_of_spec(text)
     except ValueError as exc:
         raise ValueError(f"target '{name}': {exc}") from None
@@ -309,9 +316,11 @@ def parse_target(name: str, text: str, where: str | None = None) -> Target:
     desc = first.split(":", 1)[1].strip() if first.startswith("# fp8-check target spec:") else name
 
     versions, notes = parse_versions(text, where or f"target '{name}'", platform)
+    own = platform.parse_versions(text, where or name) is not None
     return Target(
         name=name,
-        config_text=_with_version_header(strip_version_fields(text), versions),
+        config_text=text if own else _with_version_header(strip_version_fields(text), versions),
+        topology=topology_of(text),
         compute_capability=compute_capability,
         arch=arch,
         description=desc,
@@ -358,7 +367,7 @@ def as_profile(profile: "str | Profile") -> Profile:
 
 def platform_of(name: str) -> Platform:
     """The platform of the target named `name` (a shipped or multi-device target, or a spec path);
-    the default platform when no such spec can be read."""
+    the default platform when no such spec can be read (the command then says what is wrong with the name)."""
     try:
         return load_target(name).platform
     except KeyError:

@@ -350,6 +350,10 @@ def _cmd_bisect(args) -> int:
     res = search(tester, args.good, args.bad, log=lambda s: print(s, flush=True))
     if res.verdict is not Verdict.BAD or res.first_bad is None or res.last_good is None:
         print(f"fp8-check bisect: {res.message}")
+        if res.verdict is Verdict.SKIP and args.criterion != "compiles" and _NO_COMPILE in res.message:
+            print("fp8-check bisect: an end that does not compile is untestable for this criterion; to find where the "
+                  f"case started (or stopped) compiling: fp8-check bisect {case.id} --good {args.good} --bad {args.bad} "
+                  "--criterion compiles")
         return res.verdict.exit_code
     if args.criterion == "compiles":
         now = "compiles" if tester.compiles_on(res.first_bad)[0] else "no longer compiles"

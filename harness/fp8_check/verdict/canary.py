@@ -86,7 +86,7 @@ def cudnn_threshold(jax_version: str) -> tuple[int, ...]:
 
 def expects_cudnn(target: Target, jax_version: str) -> bool:
     return (target.compute_capability >= (10, 0) and target.versions is not None
-            and target.versions.cudnn >= cudnn_threshold(jax_version))
+            and target.versions.dnn >= cudnn_threshold(jax_version))
 
 
 @dataclass
@@ -103,7 +103,7 @@ def check_cudnn(compiler, target: Target, jax_version: str) -> CanaryResult:
                if target.compute_capability < (10, 0) else
                f"cuDNN {_v(target)} is below XLA's block-scaled threshold {'.'.join(map(str, cudnn_threshold(jax_version)))}")
         return CanaryResult(False, False, f"no cuDNN block-scaled path expected: {why}")
-    comp = compiler.compile(render.render(PROBE), target, PROFILES["cublas"])
+    comp = compiler.compile(render.render(PROBE), target, PROFILES[target.platform.canary_profile])
     if not comp.ok:
         first = (comp.error or "").strip().splitlines()[0] if comp.error else ""
         if comp.unsupported:  # this JAX has no jax.nn.scaled_matmul
@@ -122,7 +122,7 @@ def check_cudnn(compiler, target: Target, jax_version: str) -> CanaryResult:
 
 
 def _v(target: Target) -> str:
-    return ".".join(map(str, target.versions.cudnn)) if target.versions else "none"
+    return ".".join(map(str, target.versions.dnn)) if target.versions else "none"
 
 
 def check_canary(compiler: CompileService, target: Target, cudnn: bool = True) -> signature.Signature | None:
@@ -132,7 +132,7 @@ def check_canary(compiler: CompileService, target: Target, cudnn: bool = True) -
     (`harness/fp8_check/run/target_check.py`): a CanaryError naming the field and the JAX version if not.
     """
     canary = canary_for(target)
-    comp = compiler.compile(render.render(canary), target, PROFILES["cublas"])
+    comp = compiler.compile(render.render(canary), target, PROFILES[target.platform.canary_profile])
     if not comp.ok:
         raise CanaryError(f"canary '{canary.id}' did not compile for {target.name}: {comp.error.splitlines()[0] if comp.error else ''}")
     sig = signature.extract(comp.hlo or "")
@@ -156,7 +156,7 @@ def requests(targets: list[Target], mode: str, jax_version: str) -> list[Compile
     """The canaries' compilations for `targets` (queued before the cases by runner.prefetch)."""
     out: list[CompileRequest] = []
     for t in targets:
-        out.append(CompileRequest(render.render(canary_for(t)), t, PROFILES["cublas"]))
+        out.append(CompileRequest(render.render(canary_for(t)), t, PROFILES[t.platform.canary_profile]))
         if mode == "deviceless" and expects_cudnn(t, jax_version):
-            out.append(CompileRequest(render.render(PROBE), t, PROFILES["cublas"]))
+            out.append(CompileRequest(render.render(PROBE), t, PROFILES[t.platform.canary_profile]))
     return out

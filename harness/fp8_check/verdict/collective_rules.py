@@ -103,7 +103,8 @@ def _field_rule(regression: str, improvement: str) -> object:
 # Every field of fp8_check.signature.collectives.Collective: its rule (collective_field dispatches on the
 # field) or why it is neutral. tests/test_verdict_fields.py fails for a field with neither.
 COLLECTIVE_RULES: dict[str, object] = {
-    "dtype": _field_rule("an FP8 collective now moves a wider type (the bytes x2 for bf16); any wider type",
+    "dtype": _field_rule("an FP8 collective now moves a wider type (what it costs: the bytes rule, from the real "
+                         "bytes); any wider type",
                          "FP8 again / narrower"),
     "bytes": _field_rule("more bytes per device", "fewer"),
     "asynchronous": _field_rule("async → sync (can no longer overlap compute)", "sync → async"),

@@ -32,7 +32,7 @@ Pure: a Signature and an Estimate in, diffs and notes out.
 
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,102 +40,15 @@ from fp8_check.core import dtypes
 from fp8_check.signature import attribution
 from fp8_check.signature.coverage import coverage, engine
 from fp8_check.signature.signature import Gemm, Signature
+from fp8_check.verdict.contract_schema import (CONTRACT_KEYS as CONTRACT_KEYS, DEFAULT_COST_TOLERANCE as DEFAULT_COST_TOLERANCE,
+                                               OPTION_KEYS as OPTION_KEYS, ContractError as ContractError, Options as Options,
+                                               options_from as options_from, validate as validate)
 
 REGRESSION, IMPROVEMENT, NEUTRAL = "regression", "improvement", "neutral"
-DEFAULT_COST_TOLERANCE = 30.0  # % of the contract's estimated cost (docs/contracts.md says why)
+
 FLOP_SHARE_SLACK = 0.1  # percentage points: rounding of the stated share
-OPTION_KEYS = ("cost_tolerance", "kernels")
-CONTRACT_KEYS = ("matmuls", "collectives", "fp8_flops", "cost_us", "kernels")
+DEFAULT_OPTIONS = Options()
 _LOW_ENGINES = ("cuBLASLt FP8", "Triton FP8", "cuDNN block-scaled")
-
-
-class ContractError(ValueError):
-    """A malformed contract or option: the message names the field."""
-
-
-@dataclass(frozen=True)
-class Options:
-    cost_tolerance: float = DEFAULT_COST_TOLERANCE  # %
-    kernels: bool = False  # state and judge the kernel count (off for models: elementwise work moves freely)
-
-    def to_dict(self) -> dict:
-        return {"cost_tolerance": f"{self.cost_tolerance:g}%", "kernels": self.kernels}
-
-
-MAX_TOLERANCE = 1000.0  # % : a contract whose cost may move tenfold states no cost
-
-
-def _number(value: Any) -> bool:
-    """A YAML number (a bool is not one), finite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def options_from(d: Any, where: str = "contract_options") -> Options:
-    if d in (None, {}):
-        return Options()
-    if not isinstance(d, dict):
-        raise ContractError(f"{where}: expected a mapping with keys {', '.join(OPTION_KEYS)}")
-    unknown = sorted(set(d) - set(OPTION_KEYS))
-    if unknown:
-        raise ContractError(f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(OPTION_KEYS)}")
-    given = d.get("cost_tolerance", DEFAULT_COST_TOLERANCE)
-    try:
-        tol = float(str(given).strip().rstrip("%").strip()) if isinstance(given, (str, int, float)) \
-            and not isinstance(given, bool) else math.nan
-    except ValueError:
-        tol = math.nan
-    if not (math.isfinite(tol) and 0 <= tol <= MAX_TOLERANCE):
-        raise ContractError(f"{where}.cost_tolerance: expected a percentage from 0 to {MAX_TOLERANCE:g} such as 10%, "
-                            f"got {str(given)[:40]!r}")
-    if not isinstance(d.get("kernels", False), bool):
-        raise ContractError(f"{where}.kernels: expected true or false")
-    return Options(tol, bool(d.get("kernels", False)))
-
-
-# The contract's schema: per key, what its value must be (checked by `validate`, one line naming the field).
-MATMUL_KEYS = {"layer": str, "pass": str, "engine": str, "operands": str, "amax": bool, "epilogue": str}
-COLLECTIVE_KEYS = {"layer": str, "op": str, "dtype": str}
-
-
-def _rows(rows: Any, where: str, schema: dict, required: tuple[str, ...]) -> None:
-    if rows is None:
-        return
-    if not isinstance(rows, list):
-        raise ContractError(f"{where}: expected a list of {{{', '.join(schema)}}}")
-    for i, row in enumerate(rows):
-        at = f"{where}[{i}]"
-        if not isinstance(row, dict) or any(k not in row for k in required):
-            raise ContractError(f"{at}: expected {{{', '.join(schema)}}} with {', '.join(required)}")
-        for key, value in row.items():
-            if key not in schema:
-                raise ContractError(f"{at}.{key}: unknown key; allowed: {', '.join(schema)}")
-            want = schema[key]
-            if not isinstance(value, want) or (want is str and isinstance(value, bool)):
-                raise ContractError(f"{at}.{key}: expected {'true or false' if want is bool else 'a string'}, "
-                                    f"got {str(value)[:40]!r}")
-        if "pass" in row and row["pass"] not in (*attribution.PASSES, "*"):
-            raise ContractError(f"{at}.pass: expected one of {', '.join(attribution.PASSES)} or *, got {row['pass'][:40]!r}")
-
-
-def validate(c: Any, where: str) -> dict:
-    """A contract read from a golden: its schema checked (ContractError naming the field and value): rows of
-    strings (`amax` a boolean, `pass` a pass name), `fp8_flops` a percentage 0..100, `cost_us` a finite number
-    above 0 (0 or less would turn cost judging off), `kernels` a count."""
-    if not isinstance(c, dict):
-        raise ContractError(f"{where}: expected a mapping with keys {', '.join(CONTRACT_KEYS)}")
-    unknown = sorted(set(c) - set(CONTRACT_KEYS))
-    if unknown:
-        raise ContractError(f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(CONTRACT_KEYS)}")
-    _rows(c.get("matmuls"), f"{where}.matmuls", MATMUL_KEYS, ("layer", "engine"))
-    _rows(c.get("collectives"), f"{where}.collectives", COLLECTIVE_KEYS, ("op", "dtype"))
-    share, cost_us, kernels = c.get("fp8_flops"), c.get("cost_us"), c.get("kernels")
-    if share is not None and not (_number(share) and 0 <= share <= 100):
-        raise ContractError(f"{where}.fp8_flops: expected a percentage from 0 to 100, got {str(share)[:40]!r}")
-    if cost_us is not None and not (_number(cost_us) and cost_us > 0):
-        raise ContractError(f"{where}.cost_us: expected an estimated cost in µs above 0, got {str(cost_us)[:40]!r}")
-    if kernels is not None and not (isinstance(kernels, int) and not isinstance(kernels, bool) and kernels >= 0):
-        raise ContractError(f"{where}.kernels: expected a count (an integer >= 0), got {str(kernels)[:40]!r}")
-    return c
 
 
 # ------------------------------------------------------------------ facts of a signature
@@ -166,7 +79,7 @@ def engine_text(eng: str, ops: str) -> str:
     return eng
 
 
-def facts(sig: Signature, cost_us: float | None, options: Options = Options()) -> dict:
+def facts(sig: Signature, cost_us: float | None, options: Options = DEFAULT_OPTIONS) -> dict:
     """The contract a signature satisfies exactly (what `bless` writes)."""
     rows: dict[tuple, dict] = {}
     for g in sig.gemms:
@@ -191,6 +104,29 @@ def facts(sig: Signature, cost_us: float | None, options: Options = Options()) -
     if options.kernels:
         out["kernels"] = sig.kernels
     return out
+
+
+def fp8_layer_rules(sig: Signature) -> list[dict]:
+    """The layer rules `bless` writes next to a contract: every layer seen in FP8 must stay FP8 (all its passes,
+    or each pass that ran in FP8). The glob covers the layer with its FP8 op's component stripped
+    (`Model/block1/down/*` matches `Model/block1/down/Fp8DotGeneralOp_0` and a plain `Model/block1/down`)."""
+    passes: dict[str, dict[str, bool]] = {}
+    for g in sig.gemms:
+        if g.layer:
+            at = passes.setdefault(g.layer, {})
+            at[g.pass_ or attribution.FORWARD] = at.get(g.pass_ or attribution.FORWARD, True) and is_low(engine(g))
+    rules: list[dict] = []
+    for layer, by_pass in sorted(passes.items()):
+        stripped = fp8_op_stripped(layer)
+        glob = glob_escape(stripped) + "/*" if stripped != layer else glob_escape(layer)
+        fp8 = [p for p, low in by_pass.items() if low]
+        if fp8 and len(fp8) == len(by_pass):
+            rule = {"layer": glob, "fp8": True}
+            if rule not in rules:
+                rules.append(rule)
+        else:
+            rules += [r for r in ({"layer": glob, "pass": p, "fp8": True} for p in sorted(fp8)) if r not in rules]
+    return rules
 
 
 def fp8_facts(c: dict) -> dict:
@@ -248,7 +184,7 @@ def lost_fp8(c: dict, sig: Signature) -> tuple[int, ...]:
     return tuple(i for i, g in enumerate(sig.gemms) if not is_low(engine(g)) and any(_matches(lay, pas, g) for lay, pas in rows))
 
 
-def check(c: dict, sig: Signature, cost_us: float | None, options: Options = Options()) -> Judgement:
+def check(c: dict, sig: Signature, cost_us: float | None, options: Options = DEFAULT_OPTIONS) -> Judgement:
     """Judge `sig` (and its estimated cost) against the contract `c`."""
     j = Judgement()
     _check_matmuls(c.get("matmuls") or [], sig, j)
@@ -264,7 +200,29 @@ def check(c: dict, sig: Signature, cost_us: float | None, options: Options = Opt
     return j
 
 
-def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
+_FP8_OP = re.compile(r"(?i)^[A-Za-z_]*fp8[A-Za-z_]*?(_\d+)?$")
+
+
+def fp8_op_stripped(layer: str) -> str:
+    """A layer path without its FP8 op's own component (`block1/down/Fp8DotGeneralOp_0` -> `block1/down`): the
+    layer a plain matmul has when the FP8 op was taken out of it."""
+    parts = layer.split("/")
+    return "/".join(p for p in parts if not _FP8_OP.match(p)) if len(parts) > 1 else layer
+
+
+def _same_layer(row_layer: str, row_pass: str, g: Gemm) -> bool:
+    """`g` runs at the stated row's layer once both have their FP8 op's component stripped."""
+    if not row_layer or not g.layer:
+        return False
+    stripped = fp8_op_stripped(row_layer)
+    return (stripped != row_layer or fp8_op_stripped(g.layer) != g.layer) and \
+        attribution.layer_matches(stripped, fp8_op_stripped(g.layer)) and attribution.pass_matches(row_pass, g.pass_)
+
+
+def _pair(rows: list[dict], sig: Signature) -> tuple[dict, dict, dict, list[Gemm]]:
+    """The contract's matmul rows grouped by (layer, pass), each with the gemms found there: matched by the stated
+    layer, or else by the layer with its FP8 op's component stripped (a layer that lost its FP8 op); and the gemms
+    no row states. One pairing for the judge and the report."""
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     extras: dict[tuple[str, str], dict] = {}
     for row in rows:
@@ -279,9 +237,35 @@ def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
     for g in sig.gemms:
         at = next((k for k in groups if _matches(k[0], k[1], g)), None)
         (found[at] if at else unstated).append(g)
+    for key in [k for k, v in found.items() if not v]:  # a layer that lost its FP8 op: paired by the layer itself
+        paired = [g for g in unstated if _same_layer(key[0], key[1], g)]
+        found[key] = paired
+        unstated = [g for g in unstated if g not in paired]
+    return groups, extras, found, unstated
+
+
+def matmul_rows(c: dict, sig: Signature) -> list[tuple[str, str, str]]:
+    """(layer pass, expected, found) per stated layer x pass, then per unstated matmul, paired as the judge pairs
+    them: what the report shows for a contract golden."""
+    groups, _, found, unstated = _pair(c.get("matmuls") or [], sig)
+    out = []
     for (layer, pass_), want in groups.items():
-        where = _where(layer, pass_)
         have = found[(layer, pass_)]
+        where = _where(layer if not have or all(_matches(layer, pass_, g) for g in have) else fp8_op_stripped(layer), pass_)
+        expected = "; ".join(f"{engine_text(e, o)} {o}" for e, o in want)
+        got = "; ".join(f"{engine_text(e, o)} {o}" for e, o in dict.fromkeys((engine(g), operands(g)) for g in have))
+        out.append((where, expected, got or "(no matmul of its own)"))
+    for g in unstated:
+        out.append((_where(g.layer or "", g.pass_ or attribution.FORWARD), "(not stated)",
+                    f"{engine_text(engine(g), operands(g))} {operands(g)}"))
+    return out
+
+
+def _check_matmuls(rows: list[dict], sig: Signature, j: Judgement) -> None:
+    groups, extras, found, unstated = _pair(rows, sig)
+    for (layer, pass_), want in groups.items():
+        have = found[(layer, pass_)]
+        where = _where(layer if not have or all(_matches(layer, pass_, g) for g in have) else fp8_op_stripped(layer), pass_)
         if not have:
             j.notes.append(f"{where}: no matmul of its own (merged into another layer's gemm, or gone; "
                            "the FP8 FLOP share says whether FP8 work was lost)")

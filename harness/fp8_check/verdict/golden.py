@@ -169,6 +169,12 @@ def golden_files(root: Path) -> list[Path]:
     return sorted(p for p in root.glob("*/*/*/*.yaml") if p.is_file()) if root.is_dir() else []
 
 
+def golden_files_of(root: Path, target: str, profile: str) -> list[Path]:
+    """The golden files of one target and profile (every mode)."""
+    base = Path(root) / target / profile
+    return sorted(p for p in base.glob("*/*.yaml") if p.is_file()) if base.is_dir() else []
+
+
 def stale(root: Path, case_ids: set[str]) -> list[Path]:
     """Golden files whose case no longer exists among `case_ids`."""
     return [p for p in golden_files(root) if p.stem not in case_ids]
@@ -250,12 +256,15 @@ def _umask() -> int:
 
 
 def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict,
-          contract: dict | None = None) -> str:
+          contract: dict | None = None, layers: list[dict] | None = None) -> str:
     """Record `signature` (or, for a model, its `contract`) as expected for `jax_version`; returns the unified
     diff applied ('' if unchanged).
 
-    The expectation covering `jax_version` is replaced, keeping its version range;
-    when none covers it, a new one without a range is added.
+    The expectation covering `jax_version` is replaced, keeping its version range; when none covers it, a new one
+    is added: without a range in a new golden, for `==jax_version` only where other expectations exist (a release
+    between ranged ones: it claims no release it was not measured on, and none twice). `layers`: the layer rules
+    a golden without rules gets (a model's: every layer seen in FP8 stays FP8); rules already there are the user's
+    and stay.
     """
     path = path_for(root, case, target, profile, mode)
     old = load(path)
@@ -265,11 +274,14 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     old_text = path.read_text() if path.exists() else ""
     current = golden.expected_for(jax_version)
     if current is None:
-        golden.expect.append(Expectation({} if contract is not None else signature, "", f"jax {jax_version}", contract))
+        spec = f"=={jax_version}" if golden.expect else ""
+        golden.expect.append(Expectation({} if contract is not None else signature, spec, f"jax {jax_version}", contract))
     else:
         current.signature = {} if contract is not None else signature
         current.contract = contract
         current.blessed_with = f"jax {jax_version}"
+    if layers and not golden.layers:
+        golden.layers = list(layers)
     new_text = golden.to_yaml()
     if _same_expectations(old_text, new_text):
         return ""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from fp8_check.verdict.collective_rules import COLLECTIVE_RULES, collective_field, is_collective_path
-from fp8_check.verdict import comparator
+from fp8_check.verdict import comparator, device_validity
 from fp8_check.signature import identity
 from fp8_check.verdict.comparator import MISSING
 from fp8_check.cost.cost import CostDelta
@@ -172,9 +172,10 @@ def _by_label(b: dict, a: dict) -> dict:
     return {**a, "gemms": [found.get(i, {}) for i in range(size)]}
 
 
-@explained('always: wrong numbers (`numerics`), a violated FileCheck pattern (`filecheck`)', '—')
+@explained('always: wrong numbers (`numerics`), a violated FileCheck pattern (`filecheck`), an FP8 gemm the '
+           "platform's library has no kernel for (`gemms[i].device`: compiles deviceless, fails on the device)", '—')
 def classify_extra(verdict: Verdict, path: str, before: Any, after: Any) -> Verdict:
-    """`verdict` plus a line for a non-signature failure (`numerics`, `filecheck`)."""
+    """`verdict` plus a line for a non-signature failure (`numerics`, `filecheck`, `gemms[i].device`)."""
     lines = verdict.lines + tuple(classify_field(path, before, after, {}, {}))
     return Verdict(overall(x.cls for x in lines), lines, verdict.cost)
 
@@ -202,6 +203,8 @@ def _classify_field(path: str, before: Any, after: Any, b_sig: dict, a_sig: dict
         return [line(REGRESSION, "wrong numbers" if path == "numerics" else "FileCheck patterns no longer match")]
     if path.startswith("layers["):
         return [line(*classify_layer(path, before, after))]
+    if device_validity.is_device_field(path):  # the library has no kernel for it (device_validity.py)
+        return [line(REGRESSION, device_validity.reason(before))]
     if path == "kernels":
         return _kernels(before, after, line)
     if path == "launches":

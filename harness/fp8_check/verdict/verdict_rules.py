@@ -257,6 +257,10 @@ GEMM_RULES: dict[str, "Rule | Neutral"] = {
     "source": Neutral("the source line of the gemm (metadata)", label="source"),
     "flops": Neutral("the gemm's arithmetic at this shape; what it costs is the cost estimate's to say", label="flops"),
     "alpha_real": Neutral("alpha is a scalar the gemm applies at no extra cost", label="alpha"),
+    # a platform matmul's fusion (TPU): whether its operands stay FP8 is operand_dtypes' and inputs' rule
+    "converts": Neutral("the type conversions inside the matmul's fusion (where a dequantization sits, which type it "
+                        "computes in)", label="converts"),
+    "matmul_op": Neutral("the HLO op a platform matmul is written as", label="matmul op"),
 }
 
 

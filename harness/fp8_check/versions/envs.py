@@ -169,8 +169,8 @@ class Manager:
         if kind not in wheels.KINDS:
             raise ValueError(f"unknown environment kind {kind!r}")
         self.kind, self.slim_extras = kind, slim_extras
-        # platform: another GPU platform whose plugin joins the CUDA one (deviceless only): its environments
-        # are named after it and finished by it (the ROCm plugin's runtime stand-ins).
+        # platform: another platform whose plugin joins the CUDA one, or stands alone (TPU) (deviceless only): its
+        # environments are named after it and finished by it (the ROCm plugin's runtime stand-ins).
         self.platform = None if platform is None or platform is NVIDIA else platform
         if self.platform is not None and kind != wheels.DEVICELESS:
             raise ValueError(f"{self.platform.vendor} environments are deviceless only")
@@ -199,6 +199,11 @@ class Manager:
         return base + "-with-" + hashlib.sha256("\n".join(self.extras).encode()).hexdigest()[:8]
 
     def requirements(self, version: str) -> list[str]:
+        if self.platform is not None and self.platform.alone:  # its plugin alone (libtpu), no GPU wheels
+            own = self.platform.requirements(version, self.kind)
+            if own is None:
+                raise InstallError(version, self.platform.unsupported_reason(version))
+            return own
         out = wheels.requirements(version, self.kind, self.slim_extras)
         if self.platform is not None:
             more = self.platform.requirements(version, self.kind)

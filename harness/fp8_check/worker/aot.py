@@ -70,9 +70,10 @@ def device_count(topology):
     return count
 
 
-def compile_device(mode, target_config, platform):
+def compile_device(mode, target_config, platform, topology_arguments=None):
     """What to compile for: one device (a compile-only device built from `target_config` for JAX's
-    `platform`, or the local GPU), or, for a multi-device topology, a tuple of them."""
+    `platform`, or the local GPU), or, for a multi-device topology, a tuple of them. `topology_arguments`:
+    get_topology_desc's keyword arguments where a platform differs (a TPU's `topology_name="v6e:1x1"`)."""
     import jax
 
     topology = topology_of(target_config)
@@ -84,7 +85,8 @@ def compile_device(mode, target_config, platform):
         return gpus[0] if count == 1 else tuple(gpus[:count])
     from jax.experimental import topologies
 
-    topo = topologies.get_topology_desc(platform=platform, target_config=target_config, topology=topology)
+    arguments = topology_arguments or {"target_config": target_config, "topology": topology}
+    topo = topologies.get_topology_desc(platform=platform, **arguments)
     return topo.devices[0] if count == 1 else tuple(topo.devices)
 
 
@@ -140,10 +142,8 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
 
     `args` is a list of (name, shape, dtype-name) or, for a sharded case, (name, shape, dtype-name,
     partition spec) over `mesh` ([(axis, size), ...]); `out_specs`, optional, the outputs' partition
-    specs (one spec: every output). Without a mesh everything sits on the first device.
-    Returns a dict with the StableHLO, the optimized HLO text, the compile time in seconds and the
-    compiled executable.
-    """
+    specs (one spec: every output). Without a mesh everything sits on the first device. Returns a dict with
+    the StableHLO, the optimized HLO text, the compile time in seconds and the compiled executable."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import SingleDeviceSharding
@@ -166,8 +166,7 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
     _clear(dump_dir)
     start = time.perf_counter()
     with context, target_view(device):
-        if mesh and out_specs is not None:
-            check_out_specs(jax.eval_shape(fn, *specs), out_specs)
+        check_out_specs(fn, specs, out_specs if mesh else None)  # names the field where JAX's error would not
         lowered = jax.jit(fn, **jit_options).lower(*specs)
     return _finish(lowered, compiler_options, dump_dir, start)
 
@@ -297,10 +296,14 @@ def _finish(lowered, compiler_options, dump_dir, start):
 
 
 def optimized_hlo(dump_dir):
-    """The optimized HLO of the last GPU module XLA dumped into `dump_dir`."""
-    dumps = glob.glob(os.path.join(dump_dir, "*gpu_after_optimizations.txt"))
+    """The optimized HLO of the last accelerator module XLA dumped into `dump_dir`: a GPU module's
+    `*gpu_after_optimizations.txt`, else (a TPU compiler names no backend) any `*after_optimizations.txt` but a
+    CPU module's."""
+    dumps = glob.glob(os.path.join(dump_dir, "*gpu_after_optimizations.txt")) or [
+        p for p in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
+        if not p.endswith("cpu_after_optimizations.txt")]
     if not dumps:
-        raise RuntimeError("XLA wrote no '*gpu_after_optimizations.txt' into " + dump_dir)
+        raise RuntimeError("XLA wrote no '*after_optimizations.txt' of an accelerator module into " + dump_dir)
 
     def module_number(path):
         name = os.path.basename(path)
@@ -370,15 +373,15 @@ def strip_version_fields(config_text):
 def target_config_for(config_text, versions, jax_version):
     """`config_text` with the versions of `versions` written where the XLA of `jax_version` reads them.
 
-    `versions` is a dict with `cuda_runtime` and `cudnn` ([major, minor, patch] or
+    `versions` is a dict with `runtime` (the CUDA or ROCm runtime) and `dnn` (cuDNN) ([major, minor, patch] or
     None). Version fields already in `config_text` are replaced, so that each
     version is stated once and written once.
     """
     out = [strip_version_fields(config_text).rstrip("\n")]
-    runtime = versions.get("cuda_runtime")
+    runtime = versions.get("runtime")
     if runtime:
         out.append("runtime_version {\n  major: %d\n  minor: %d\n  patch: %d\n}" % tuple(runtime))
-    cudnn = versions.get("cudnn")
+    cudnn = versions.get("dnn")
     if cudnn:
         # The top-level field parses on every version; older XLA reads it.
         out.append("dnn_version_info {\n  major: %d\n  minor: %d\n  patch: %d\n}" % tuple(cudnn))

@@ -6,11 +6,14 @@ output.
 """
 
 
-def check_out_specs(outputs, out_specs):
-    """`out_shardings` against `fn`'s outputs (eval_shape's pytree): ValueError naming the field, not JAX's error."""
+def check_out_specs(fn, specs, out_specs):
+    """`out_shardings` (None: none given) against the outputs `fn` returns for `specs` (traced with eval_shape):
+    ValueError naming the field and the output, not JAX's error."""
     import jax
 
-    leaves = jax.tree_util.tree_leaves(outputs)
+    if out_specs is None:
+        return
+    leaves = jax.tree_util.tree_leaves(jax.eval_shape(fn, *specs))
     if len(out_specs) not in (1, len(leaves)):
         raise ValueError("out_shardings: %d partition specs for %d outputs; give one (for every output) or one per "
                          "output" % (len(out_specs), len(leaves)))

@@ -223,6 +223,17 @@ def topology(mode, target_config):
     return base64.b64encode(topo.serialize()).decode()
 
 
+MISSING_OPTIONAL = "missing optional dependency %r"  # how an UNSUPPORTED reason names a module the case requires
+
+
+def missing_module(reason):
+    """The module an UNSUPPORTED reason says is missing (`missing_optional`, an import of a required module), or None."""
+    import re
+
+    m = re.match(r"missing optional dependency '([A-Za-z_][A-Za-z0-9_.]*)'", reason or "")
+    return m.group(1) if m else None
+
+
 def missing_optional(requires):
     """Why the case cannot run here ('' if it can): the first optional dependency it lists that is not installed."""
     import importlib.util
@@ -233,7 +244,7 @@ def missing_optional(requires):
         except (ImportError, ValueError):
             found = False
         if not found:
-            return "missing optional dependency %r (requires: %s): no module named %r is installed" % (
+            return (MISSING_OPTIONAL + " (requires: %s): no module named %r is installed") % (
                 name, ", ".join(requires), name)
     return ""
 
@@ -291,7 +302,9 @@ def main():
 
 
 def _compile_device(mode, config):
-    return aot.compile_device(mode, config, platforms.of_spec(config).jax_platform)
+    platform = platforms.of_spec(config)
+    arguments = platform.topology_arguments(config, aot.topology_of(config), _jax_version()) if mode == "deviceless" else None
+    return aot.compile_device(mode, config, platform.jax_platform, arguments)
 
 
 def serve(mode, dump_dir, proto, devices, requests=None):
@@ -332,7 +345,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                     name = (getattr(exc, "name", None) or "").split(".")[0]
                     if name in ("jax", "jaxlib") or (name and name in (request.get("requires") or ())):
                         why = ("this JAX (%s) lacks an API the case imports" % _jax_version() if name in ("jax", "jaxlib")
-                               else "missing optional dependency %r (requires: %s)" % (name, ", ".join(request["requires"])))
+                               else (MISSING_OPTIONAL + " (requires: %s)") % (name, ", ".join(request["requires"])))
                         proto.write(json.dumps({"ok": False, "unsupported": "%s: %s: %s" % (why, type(exc).__name__, exc)}) + "\n")
                         continue
                     raise

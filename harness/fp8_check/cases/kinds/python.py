@@ -47,6 +47,9 @@ class PythonSpec(Spec):
     out_shardings: tuple[tuple, ...] | None = None
     xla_options: tuple[tuple[str, object], ...] = ()
 
+    def required_modules(self) -> tuple[str, ...]:
+        return self.requires
+
     @property
     def priced_elsewhere(self) -> bool:
         return bool(self.price_args) or self.price_factory is not None or self.price_args_factory is not None

@@ -1,0 +1,85 @@
+"""The deviceless `default` profile: compile as the device would, replaying the device's autotune results.
+
+A deviceless compile cannot autotune; `default` deviceless compiles with XLA's defaults, loads the results
+file captured on the device for this target and JAX release when one exists
+(`goldens/<target>/autotune/<jax>.txt`, fp8_check.targets.autotune_results), and reports how many of the
+program's autotuned decisions the file covered and why each other one was missing. The worker runs with
+XLA's autotune lookup log on (`autotune_results.LOG_ENV`); what it logs during one compile is read back from
+its stderr.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from fp8_check.compile.compile import DEFAULT_TIMEOUT, REPO_ROOT, Compilation, Compiler
+from fp8_check.compile.render import Rendered
+from fp8_check.targets import Profile, Target
+from fp8_check.targets import autotune_results as ar
+
+PROFILE_NAME = "default"
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One deviceless `default` compile: the compilation and what the results file decided of it."""
+
+    compilation: Compilation
+    coverage: ar.Coverage
+
+
+def find_results(target: str, jax_version: str, goldens_root: Path | None = None) -> Path | None:
+    """The committed results file for `target` and JAX `jax_version`, or None when there is none."""
+    path = ar.results_path(goldens_root or REPO_ROOT / "goldens", target, jax_version)
+    return path if path.is_file() else None
+
+
+def replay_profile(results: Path) -> Profile:
+    """`default` for a deviceless compile: autotuning as XLA does it without a GPU, replaying `results`."""
+    options = ar.replay_options(results)
+    return Profile(PROFILE_NAME, options, deviceless=True,
+                   description="XLA's defaults, deviceless: the device's autotune results replayed where a file has them")
+
+
+class ReplayCompiler:
+    """Deviceless compiles of the `default` profile in a worker whose XLA logs every autotune lookup."""
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, python: str | None = None, codegen_threads: int | None = None):
+        self.compiler = Compiler("deviceless", python=python, timeout=timeout, codegen_threads=codegen_threads)
+        self.compiler.worker.extra_env.update(ar.LOG_ENV)
+        # Without a file XLA looks nothing up: an empty one makes it look up (and log) every decision
+        self._none = Path(tempfile.mkdtemp(prefix="fp8-check-autotune-")) / "none.txt"
+        self._none.write_text(ar.format_results([]))
+        self._loads: tuple[str, int] | None = None  # the file the worker's XLA has read
+
+    def environment(self) -> dict:
+        return self.compiler.environment()
+
+    def compile(self, rendered: Rendered, target: Target, results: Path | None,
+                optional_options: dict | None = None) -> Replayed:
+        """Compile `rendered` for `target`, replaying `results` (None: no file for this target and release)."""
+        parsed = ar.load_results(results) if results else None  # AutotuneResultsError: a file that is not one
+        worker = self.compiler.worker
+        # XLA reads a results file once per process, into a process-wide cache: another file needs a fresh worker
+        loads = (str(results or self._none), (results or self._none).stat().st_mtime_ns)
+        if loads != self._loads and worker.proc is not None:
+            worker.close()
+        self._loads = loads
+        pid, mark = (worker.proc.pid if worker.proc else None), worker.stderr_size()
+        comp = self.compiler.compile(rendered, target, replay_profile(results or self._none),
+                                     optional_options=optional_options)
+        log = worker.stderr_since(mark if worker.proc is not None and worker.proc.pid == pid else 0)
+        return Replayed(comp, ar.coverage(log, parsed))
+
+    def close(self) -> None:
+        self.compiler.close()
+        shutil.rmtree(self._none.parent, ignore_errors=True)
+
+    def __enter__(self) -> "ReplayCompiler":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

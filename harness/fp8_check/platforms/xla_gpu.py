@@ -1,0 +1,18 @@
+"""What the GPU platforms share: XLA's GPU compiler, and so its profiles (ROCm's XLA is the same compiler with
+hipBLASLt behind the gemm custom-calls)."""
+
+from __future__ import annotations
+
+from fp8_check.platforms.base import Profile
+
+GPU_PLATFORMS = ("nvidia", "amd")
+PROFILES = (
+    Profile("cublas", {"xla_gpu_enable_triton_gemm": False},
+            description="Triton gemm off: exercises XLA's FP8 GEMM rewriter (cuBLASLt FP8 custom-calls)",
+            platforms=GPU_PLATFORMS),
+    Profile("triton", {"xla_gpu_autotune_level": 0},
+            description="autotuning off: Triton gemm fusions with their default tiling", platforms=GPU_PLATFORMS),
+    Profile("default", {}, deviceless=False,
+            description="XLA's defaults, autotuning on: needs a real GPU", platforms=GPU_PLATFORMS),
+)
+CANARY_PROFILE = "cublas"
