@@ -115,8 +115,9 @@ def test_the_compile_worker_imports_only_aot():
     assert GRAPH["fp8_check.worker.worker"] <= {"fp8_check.worker.aot", "fp8_check.worker.worker_guard", "fp8_check.worker",
                                                   IMPORT_NAME} | platform_modules
     assert GRAPH["fp8_check.worker.worker_guard"] == set()  # standard library only
-    assert GRAPH["fp8_check.worker.aot"] == {"fp8_check.worker.device_view"}  # a repro carries both sources
-    assert GRAPH["fp8_check.worker.device_view"] == set()
+    # a repro carries the three sources (compile/render.py)
+    assert GRAPH["fp8_check.worker.aot"] == {"fp8_check.worker.device_view", "fp8_check.worker.out_specs"}
+    assert GRAPH["fp8_check.worker.device_view"] == GRAPH["fp8_check.worker.out_specs"] == set()
     for m in platform_modules:
         assert GRAPH[m] <= platform_modules | {IMPORT_NAME}, m
 

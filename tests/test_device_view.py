@@ -24,7 +24,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "device_view"
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    for name in ("branchy.py", "qmx.py"):
+    for name in ("branchy.py", "qmx.py", "at_import.py", "backend_at_import.py"):
         shutil.copy(FIXTURES / name, tmp_path / name)
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
@@ -98,3 +98,35 @@ def test_check_sees_the_target_too(project, run_cli):
     assert code == 0, err
     [res] = json.loads(out)["results"]
     assert not any(g["output"] == "bf16" and g["operand_dtypes"] == ["bf16", "bf16"] for g in res["signature"]["gemms"])
+
+
+def test_the_view_records_a_backend_asked_for_as_answered_by_this_machine():
+    import jax
+    import jax.extend.backend
+
+    config = (REPO / "harness" / "fp8_check" / "targets" / "h100.txtpb").read_text()
+    devices = aot.compile_device("deviceless", aot.target_config_for(config, {}, jax.__version__), NVIDIA.jax_platform)
+    before = jax.extend.backend.get_backend
+    with aot.target_view(devices) as view:
+        assert jax.devices()[0].platform == "gpu"
+        assert jax.extend.backend.get_backend().platform == "cpu"  # no target can answer it: recorded
+    assert jax.extend.backend.get_backend is before
+    assert view.asked == ["devices", "extend.backend.get_backend"] and view.local == ["extend.backend.get_backend"]
+
+
+@pytest.mark.slow
+def test_check_imports_the_module_under_the_targets_view(project, run_cli):
+    """Issue 43: a module that asks jax.devices() at import got the CPU path's signature, PASS, from `check`."""
+    code, out, err = run_cli("check", "at_import:matmul", "--arg", "x=bfloat16[64,128]", "--arg", "w=bfloat16[128,256]",
+                             "--json", "-", cwd=project)
+    assert code == 0, err
+    [res] = json.loads(out)["results"]
+    assert res["signature"]["gemms"][0]["operand_dtypes"] == ["f8e4m3fn", "f8e4m3fn"] and "not_representative" not in res
+
+
+@pytest.mark.slow
+def test_check_of_a_backend_cached_at_import_is_not_representative(project, run_cli):
+    code, out, err = run_cli("check", "backend_at_import:matmul", "--arg", "x=bfloat16[64,128]",
+                             "--arg", "w=bfloat16[128,256]", cwd=project)
+    assert "NOT REPRESENTATIVE: the checked code asked JAX for the device (jax.extend.backend.get_backend())" in out, \
+        out + err

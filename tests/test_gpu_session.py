@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -107,6 +108,84 @@ def test_the_session_compares_the_device_with_the_chosen_shipped_target(monkeypa
     assert "h200-captured" in cap
     monkeypatch.delenv("FP8_CHECK_SESSION_TARGET")
     assert session.session_target(dry=True) == "h100"
+
+
+def _tree(folder) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("jax_platforms", [None, "cpu"])
+def test_without_a_gpu_the_session_stops_at_once_in_one_line_and_leaves_the_committed_files(jax_platforms):
+    """This machine's JAX sees no GPU (with its CUDA plugin installed, and with JAX_PLATFORMS=cpu): the real script,
+    no --dry-run, default --out. Issue 43: it recorded `environment: ok`, `calibrate: ok`, `gpu-tests: ok` and
+    rewrote 11 committed files of docs/gpu-session/."""
+    committed = REPO / "docs" / "gpu-session"
+    before, docs_before = _tree(committed), sorted(p.name for p in (REPO / "docs").iterdir())
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JAX_PLATFORMS", "FP8_CHECK_SESSION_TARGET")}
+    if jax_platforms:
+        env["JAX_PLATFORMS"] = jax_platforms
+    start = time.monotonic()
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_session.sh")], capture_output=True, text=True,
+                          timeout=120, env={**env, "PYTHON": sys.executable}, cwd=REPO)
+    seconds = time.monotonic() - start
+    assert proc.returncode != 0
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1 and "JAX sees no NVIDIA GPU" in lines[0] and "Traceback" not in proc.stderr, lines
+    assert ": ok" not in proc.stdout + proc.stderr
+    assert seconds < 30, seconds  # the issue's bound for the whole no-GPU answer
+    assert _tree(committed) == before and sorted(p.name for p in (REPO / "docs").iterdir()) == docs_before
+
+
+def test_a_step_is_ok_only_when_its_files_show_a_device_measurement(tmp_path):
+    """What a no-GPU device run left (issue 43): every calibration row an error, every GPU test skipped, a CPU
+    device in environment.json: each exited 0 and each is not ok."""
+    (tmp_path / "environment.json").write_text(json.dumps({"devices": [{"kind": "cpu", "platform": "cpu"}]}))
+    (tmp_path / "calibration.json").write_text(json.dumps({"backend": "gpu", "rows": [
+        {"case": "seed_plain_f32", "error": "RuntimeError: Unknown backend 'gpu'"}]}))
+    (tmp_path / "gpu-tests.log").write_text("sssss\n5 skipped, 173 deselected in 3.1s\n")
+    (tmp_path / "numerics.json").write_text(json.dumps({"environment": {"mode": "device"}, "results": []}))
+    for step, why in (("environment", "no GPU device"), ("calibrate", "1 of 1 cases not measured (first: Runtime"),
+                      ("gpu-tests", "no GPU-only test ran"), ("numerics", "no case executed on the device"),
+                      ("capture", "no captured target spec"), ("fidelity", "no device column")):
+        status = session.step_status(step, 0, tmp_path, dry=False)
+        assert status.startswith("not measured on the device: ") and why in status, status
+        assert session.step_status(step, 0, tmp_path, dry=True) == "ok"  # a dry run measures the machinery only
+    assert session.step_status("numerics", 1, tmp_path, dry=False) == "failed (exit 1)"
+    (tmp_path / "gpu-tests.log").write_text("....s\n4 passed, 1 skipped in 3.1s\n")
+    assert session.step_status("gpu-tests", 0, tmp_path, dry=False) == "ok"
+
+
+def test_a_failed_session_never_replaces_the_output_folder(tmp_path, monkeypatch, capsys):
+    """The session writes into a fresh folder; one whose step is not ok leaves --out as it was."""
+    out = tmp_path / "gpu-session"
+    out.mkdir()
+    (out / "calibration.md").write_text("the last real session\n")
+    monkeypatch.setattr(session, "check_gpu", lambda: ["a GPU JAX saw"])  # only the GPU check: its own test is above
+    monkeypatch.setenv("FP8_CHECK_SESSION_TARGET", "h100")
+    steps = (session.Step("gpu-tests", 0.01, "a budget too small to import pytest"),)
+    assert session.session(out, dry=False, steps=steps) == 1
+    assert _tree(out) == {"calibration.md": b"the last real session\n"}
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "left as it was" in last and "this session's files in" in last
+    [fresh] = [p for p in tmp_path.iterdir() if p.name.startswith(".gpu-session.session-")]
+    assert json.loads((fresh / "session.json").read_text())["steps"][0]["status"] == "timed out"
+
+
+def test_a_dry_run_never_writes_the_committed_folder(capsys):
+    before = _tree(REPO / "docs" / "gpu-session")
+    assert session.main(["--dry-run"]) == 2
+    assert session.main(["--dry-run", "--out", str(REPO / "docs" / "gpu-session")]) == 2
+    assert "a dry run never writes the committed gpu-session" in capsys.readouterr().err
+    assert _tree(REPO / "docs" / "gpu-session") == before
+
+
+@pytest.mark.parametrize("out", ["/proc/fp8-check-session", "FILE"])
+def test_an_unusable_out_is_one_line(tmp_path, capsys, out):
+    (tmp_path / "f").write_text("x")
+    out = out.replace("FILE", str(tmp_path / "f"))
+    assert session.main(["--dry-run", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and "Traceback" not in err, err
 
 
 def test_the_kernel_calibration_covers_twenty_shapes_from_1k_to_16k():

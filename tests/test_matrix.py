@@ -98,9 +98,13 @@ def test_interrupted_build_leaves_nothing_and_a_stale_one_is_rebuilt(tmp_path, m
     (markerless / "bin" / "python").write_text("")
     assert m.cached("0.7.0") is None
 
-    def good(version, tmp, log):
+    def good(version, tmp, log):  # a whole environment as uv leaves it: what the cache verifies before reuse
         (tmp / "bin").mkdir(parents=True)
         (tmp / "bin" / "python").write_text("")
+        site = tmp / "lib" / "python3.12" / "site-packages"
+        (site / f"jax-{version}.dist-info").mkdir(parents=True)
+        (site / "jax").mkdir()
+        (site / "jax" / "__init__.py").write_text("")
         return {"jax": version}
 
     monkeypatch.setattr(m, "_build", good)

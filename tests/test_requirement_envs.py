@@ -52,7 +52,7 @@ def test_a_case_reads_its_requirements_file_relative_to_the_case_file(tmp_path):
 
 @pytest.mark.parametrize("value, reqs, message", [
     ("nothere.txt", None, "neither a named set (maxtext, qwix) nor a file next to the case file"),
-    ("reqs.txt", "-e .\n", "reqs.txt:1: options (-e) are not supported"),
+    ("reqs.txt", "-e .\n", "reqs.txt:1: options ('-e') are not supported"),
     ("reqs.txt", "flax>>1\n", "not a requirement"),
     ("reqs.txt", "jaxlib==0.7.0\n", "chosen per version"),
     ("[1, 2]", None, "expected a named set (maxtext, qwix) or a requirements file"),

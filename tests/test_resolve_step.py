@@ -55,7 +55,7 @@ def _json(body: bytes, status: int = 200, reason: str | None = None):
     return answer
 
 
-def _resolve(tmp_path, api_url: str, requirement: str = "", seconds: float = 20):
+def _resolve(tmp_path, api_url: str, requirement: str = "", seconds: float | str = 20):
     step = _reusable_step("Which fp8-check to install")
     out = tmp_path / "github-output"
     out.unlink(missing_ok=True)
@@ -128,6 +128,40 @@ def test_a_trickling_answer_is_bounded_in_total_time(tmp_path):
         api.close()
     line = _refused(p, written)
     assert "no answer within 3 s" in line and elapsed < 15, (line, elapsed)
+
+
+def test_one_deadline_bounds_every_try_together(tmp_path):
+    """Issue 43: the token try and the anonymous try each had the whole deadline (a trickling server held the
+    step 120 s against its limit). Now both share one: the second try finds none left."""
+    def trickle(h):
+        h.send_response(200)
+        h.send_header("Content-Length", "100000")
+        h.end_headers()
+        for _ in range(60):
+            try:
+                h.wfile.write(b" ")
+                h.wfile.flush()
+            except OSError:
+                return
+            time.sleep(1)
+
+    api = Server(trickle)
+    try:
+        start = time.monotonic()
+        p, written = _resolve(tmp_path, api.url, seconds=4)
+        elapsed = time.monotonic() - start
+    finally:
+        api.close()
+    line = _refused(p, written)
+    assert line.count("no answer within 4 s") == 2 and elapsed < 7, (line, elapsed)  # two tries of 4 s: 8 s and more
+
+
+@pytest.mark.parametrize("seconds", ["inf", "nan", "-1", "0", "abc", "1e12"])
+def test_a_bad_deadline_is_one_line(tmp_path, seconds):
+    p, written = _resolve(tmp_path, "http://127.0.0.1:9", seconds=seconds)
+    assert p.returncode == 2 and not p.stderr and written == "", (p.returncode, p.stdout, p.stderr)
+    assert p.stdout.splitlines() == ["::error::$FP8_CHECK_RESOLVE_SECONDS: expected a number of seconds above 0 and "
+                                     "at most 3600"]
 
 
 COMMANDS = "\n::add-mask::x\n::set-output name=requirement::evil\n::stop-commands::abc\n"

@@ -92,6 +92,10 @@ def test_an_environment_built_with_another_wheel_set_is_not_reused(tmp_path, mon
     path = m.path_for("0.8.0")
     (path / "bin").mkdir(parents=True)
     (path / "bin" / "python").write_text("")
+    site = path / "lib" / "python3.12" / "site-packages"  # whole, as the cache verifies (jax's metadata and package)
+    (site / "jax-0.8.0.dist-info").mkdir(parents=True)
+    (site / "jax").mkdir()
+    (site / "jax" / "__init__.py").write_text("")
     (path / envs.MARKER).write_text(json.dumps({"jax": "0.8.0", "requirement": "jax[cuda12-local]==0.8.0"}))
     assert m.cached("0.8.0") is None  # the slim set now includes ptxas: this one is stale
     (path / envs.MARKER).write_text(json.dumps({"jax": "0.8.0", "requirement": " ".join(m.requirements("0.8.0"))}))

@@ -38,6 +38,7 @@ from fp8_check.versions.other_environments import OtherEnvironments
 from fp8_check.verdict.outcome import NEW, UNRESOLVED, Outcome
 from fp8_check.signature.signature import Signature, extract
 from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, profile_applies, resolve_mode
+from fp8_check.worker.device_view import BACKEND_QUESTIONS
 from fp8_check.verdict.verdict import Verdict
 from fp8_check.cost import cost
 from fp8_check.verdict import layer_rules
@@ -158,6 +159,9 @@ class Checker:
         self._others = OtherEnvironments(self.mode, timeout or DEFAULT_TIMEOUT)  # mi300x: the ROCm environment
         self._gate = runner.CanaryGate(self.mode, refuse_unsupported=True)  # the environment's problem, once per target
         self.not_representative = ""
+        # Questions the checked code asked before tracing (importing it, its --args factory) that this machine
+        # answered, not the target: `fp8-check check` sets them; every result then says NOT REPRESENTATIVE.
+        self.asked_outside: list[str] = []
         self._lock = threading.Lock()
 
     def compiler_for(self, target: Target):
@@ -195,13 +199,16 @@ class Checker:
             if devices != t.devices:
                 raise ValueError(f"target: the inputs are sharded over a mesh of {devices} devices "
                                  f"({', '.join(f'{a}={n}' for a, n in sharding['mesh'])}); target '{t.name}' has "
-                                 f"{t.devices} GPU(s) (use a multi-device target such as h100x{devices})")
+                                 f"{t.devices} GPU(s)" + (f" (use a multi-device target such as h100x{devices})" if devices > 1 else ""))
         asked: list[str] = []  # what the traced code asked JAX about the device, answered with the target's devices
         own = (lambda: target_devices(t, t.versions_dict())) if self.mode == "deviceless" else None
         data = export_callable(fn, args, kwargs, platform=t.platform.jax_platform, devices=own, asked=asked)
-        self.not_representative = "" if not asked or own is None or own() is not None else (
-            f"the traced code asked JAX for the device ({', '.join(f'jax.{q}()' for q in asked)}) and saw this machine's "
-            f"CPU, not {t.name}'s GPUs: the signature may not be what the GPU runs")
+        target_answered = own is not None and own() is not None
+        local = [] if own is None else [q for q in asked if not target_answered or q in BACKEND_QUESTIONS]
+        local = list(dict.fromkeys([*self.asked_outside, *local]))
+        self.not_representative = "" if not local else (
+            f"the checked code asked JAX for the device ({', '.join(f'jax.{q}()' for q in local)}) and saw this "
+            f"machine's CPU, not {t.name}'s GPUs: the signature may not be what the GPU runs")
         with self._lock:
             env = self.environment(t)
             if (problem := self._gate.problem(self.compiler_for(t), t)) is not None:

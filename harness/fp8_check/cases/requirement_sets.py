@@ -9,15 +9,24 @@ set installed (harness/fp8_check/versions/requirement_envs.py; `matrix` and `bis
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from fp8_check.core.files import package_path
-from fp8_check.platforms import NVIDIA
+from fp8_check.core.safe_yaml import ReadError, read_text
+from fp8_check.platforms import PLATFORMS
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
 NAMED = {"maxtext": package_path("models", "maxtext-requirements.txt"),
          "qwix": package_path("models", "qwix-requirements.txt")}
+
+MAX_BYTES = 64 * 1024  # a requirements file lists packages: a few KiB; more is not a requirements file
+EXCERPT = 60  # characters of an offending requirement an error may quote (escaped, one line)
+# What JAX and each platform's plugins are called: chosen per version, never from a requirement set.
+CHOSEN_PER_VERSION = frozenset({"jax", "jaxlib", *(d for p in PLATFORMS for d in (*p.plugin_distributions,
+                                                                                 *p.pjrt_distributions))})
 
 
 @dataclass(frozen=True)
@@ -43,44 +52,79 @@ def outside(jax_range: str, jax_version: str, name: str) -> str | None:
     return None
 
 
+def excerpt(text: str) -> str:
+    """`text` as an error may quote it: escaped (repr: one line, control characters shown), at most EXCERPT
+    characters."""
+    short = text if len(text) <= EXCERPT else text[:EXCERPT - 3] + "..."
+    return repr(short)
+
+
+def _regular_file(path: Path, shown: str) -> Path:
+    """`path` resolved, if it is a regular file (a pipe, a device, a folder or a kernel file under /proc, /sys or
+    /dev is not); ValueError naming `shown` otherwise."""
+    real = path.resolve()
+    try:
+        mode = os.stat(real).st_mode
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot read it: {exc.strerror or type(exc).__name__}") from None
+    if not stat.S_ISREG(mode) or any(real.is_relative_to(k) for k in ("/proc", "/sys", "/dev")):
+        raise ValueError(f"{shown}: not a regular file")
+    return real
+
+
 def read_set(path: Path, where: str = "--with-requirements", name: str | None = None) -> RequirementSet:
     """The requirement set of a requirements file: one a line, `#` comments and blank lines skipped; no pip
-    options; at most one `jax` line, a version range only. ValueError (prefixed with `where`) when malformed."""
+    options; at most one `jax` line, a version range only. The file must be a regular file of at most MAX_BYTES
+    of UTF-8 text. ValueError (prefixed with `where`) when malformed; it quotes at most a short escaped excerpt
+    of the offending line, never more of the file."""
     from packaging.requirements import InvalidRequirement, Requirement
 
+    given = name or str(path)
+    shown = f"{where} {given if given.isprintable() and len(given) <= 200 else excerpt(given)}"
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{where} {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
+        text = read_text(_regular_file(Path(path), shown), MAX_BYTES)
+    except ReadError as exc:
+        raise ValueError(f"{shown}: {exc}") from None
     out, jax = [], ""
     for n, line in enumerate(text.splitlines(), 1):
         line = line.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
+        at = f"{shown}:{n}"
         if line.startswith("-"):
-            raise ValueError(f"{where} {path}:{n}: options ({line.split()[0]}) are not supported; one requirement a line")
+            raise ValueError(f"{at}: options ({excerpt(line.split()[0])}) are not supported; one requirement a line")
         try:
             req = Requirement(line)
         except InvalidRequirement as exc:
-            raise ValueError(f"{where} {path}:{n}: {line!r}: not a requirement: {_first(exc)}") from None
+            raise ValueError(f"{at}: {excerpt(line)}: not a requirement: {_first(exc)}") from None
         if req.name.lower() == "jax" and not (req.extras or req.url or req.marker) and str(req.specifier) and not jax:
             jax = str(req.specifier)  # the JAX versions the set works with
             continue
-        out.append(check_requirement(line, f"{where} {path}:{n}"))
+        out.append(check_requirement(line, at))
     return RequirementSet(name or str(path), tuple(sorted(set(out))), jax)
 
 
 def case_set(value, case_file: Path) -> RequirementSet:
-    """A case's `requirements:`: a named set (`maxtext`) or a requirements file relative to the case file.
-    ValueError with the message for the field."""
+    """A case's `requirements:`: a named set (`maxtext`) or a requirements file in the case file's folder (or
+    below it), a regular file there after resolving links. ValueError with the message for the field; it never
+    quotes the file's content beyond a short excerpt of an offending requirement."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"expected a named set ({', '.join(NAMED)}) or a requirements file relative to the case file, "
-                         f"got {value!r}")
+                         f"got {excerpt(str(value))}")
     if value in NAMED:
         return read_set(NAMED[value], "requirements", name=value)
-    path = Path(case_file).parent / value
-    if not path.is_file():
-        raise ValueError(f"{value!r} is neither a named set ({', '.join(NAMED)}) nor a file next to the case file ({path})")
+    shown = excerpt(value)
+    if any(not c.isprintable() for c in value):
+        raise ValueError(f"{shown}: a file name has no line breaks or control characters")
+    given = Path(value)
+    if given.is_absolute() or ".." in given.parts:
+        raise ValueError(f"{shown}: give a file in the case file's folder, by a relative path without '..'")
+    folder = Path(case_file).parent.resolve()
+    path = folder / given
+    if not path.exists():
+        raise ValueError(f"{shown} is neither a named set ({', '.join(NAMED)}) nor a file next to the case file")
+    if not path.resolve().is_relative_to(folder):
+        raise ValueError(f"{shown}: a link to a file outside the case file's folder; requirements files live there")
     return read_set(path, "requirements", name=value)
 
 
@@ -88,13 +132,18 @@ def check_requirement(text: str, where: str = "--with") -> str:
     """A PEP 508 requirement (`flax`, `flax>=0.10`, `optax==0.2.4`), or ValueError naming it."""
     from packaging.requirements import InvalidRequirement, Requirement
 
+    from packaging.utils import canonicalize_name
+
     text = text.strip()
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise ValueError(f"{where} {text!r}: not a requirement: {_first(exc)}") from None
-    if req.name.lower().replace("_", "-") in ("jax", "jaxlib", *NVIDIA.plugin_distributions[:1], *NVIDIA.pjrt_distributions[:1]):
-        raise ValueError(f"{where} {text!r}: jax itself is chosen per version (--jax / --jax-range)")
+        raise ValueError(f"{where} {excerpt(text)}: not a requirement: {_first(exc)}") from None
+    if "$" in text:  # installers expand ${VAR} in requirements: an environment variable must not reach an index
+        raise ValueError(f"{where} {excerpt(text)}: '$' is not allowed in a requirement (no environment variables)")
+    if canonicalize_name(req.name) in CHOSEN_PER_VERSION:
+        raise ValueError(f"{where} {excerpt(text)}: jax, jaxlib and the GPU plugins are chosen per version "
+                         "(--jax / --jax-range, the target's platform)")
     return str(req)
 
 

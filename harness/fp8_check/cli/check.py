@@ -148,13 +148,15 @@ def build_args(arg_specs: list[ArgSpec], factory) -> tuple[tuple, dict]:
 
 def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], profiles: list[str], mode: str,
               expect: dict, goldens: Path | None, bless: bool, on_result=None,
-              timeout: float | None = None) -> list[tuple[Outcome, "FusionReport | None"]]:
+              timeout: float | None = None, asked_outside: list[str] | None = None,
+              ) -> list[tuple[Outcome, "FusionReport | None"]]:
     """Each target x profile as the one result record (`Outcome`: PASS, FAIL with its field diffs, NEW or
     UNRESOLVED), with the compiled `FusionReport` (None when the function did not compile)."""
     from fp8_check import api
 
     out: list[tuple[Outcome, FusionReport | None]] = []
     checker = api.Checker(mode, timeout=timeout)
+    checker.asked_outside = list(asked_outside or [])
     try:
         for t in targets:
             target = load_target(t)
@@ -392,13 +394,15 @@ def _cmd_check(args) -> int:
         os.dup2(2, 1)
     from fp8_check import api  # before the checked module imports JAX: its CPU-only hook runs at import
 
-    fn = resolve(args.function, "check")
-    factory = resolve(args.factory, "--args") if args.factory else None
-    # The factory sees the first target's devices, as the tracing does (api.Checker): a library that caches what
-    # jax.devices() said (qwix) must not cache this machine's CPU
+    # Importing the module and calling the factory see the first target's devices, as the tracing does
+    # (api.Checker): code that asks jax.devices() at import, or a library that caches what it said (qwix), must
+    # not take this machine's CPU path. What this machine answered instead (a backend) marks every result.
     first = load_target(targets[0])
-    with target_view((lambda: target_devices(first, first.versions_dict())) if mode == "deviceless" else None):
+    with target_view((lambda: target_devices(first, first.versions_dict())) if mode == "deviceless" else None) as view:
+        fn = resolve(args.function, "check")
+        factory = resolve(args.factory, "--args") if args.factory else None
         call_args, call_kwargs = build_args(specs, factory)
+    asked_outside = view.local if mode == "deviceless" else []
     label = args.golden or args.function.replace(":", ".")
     quiet = args.json == "-"
 
@@ -406,7 +410,7 @@ def _cmd_check(args) -> int:
         results = run_check(fn, label, call_args, call_kwargs, targets, profiles, mode, expect,
                             args.goldens if args.golden else None, args.bless,
                             on_result=None if quiet else (lambda r, rep: _print_result(r, rep, label, bool(getattr(args, "verbose", False)))),
-                            timeout=getattr(args, "timeout", None))
+                            timeout=getattr(args, "timeout", None), asked_outside=asked_outside)
     except api.EnvironmentProblem as exc:
         print(f"fp8-check check: broken environment: {exc}", file=sys.stderr)
         return EXIT_ENV

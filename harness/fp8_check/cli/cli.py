@@ -35,8 +35,16 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """A usage error is one line on stderr, exit 2 (argparse's own prints the usage block first); `-h` still
+    prints the usage. Subcommands' parsers are of the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
-    parser = argparse.ArgumentParser(prog="fp8-check", description="Regression tests for XLA's FP8 matmul fusions.")
+    parser = _OneLineErrors(prog="fp8-check", description="Regression tests for XLA's FP8 matmul fusions.")
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print fp8-check's version and the JAX (jaxlib, CUDA plugin) it runs with")
     sub = parser.add_subparsers(dest="command")

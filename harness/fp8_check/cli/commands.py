@@ -109,6 +109,10 @@ def _paths_text(args) -> str:
 
 def cmd_run(args) -> int:
     sel = selection.from_args(args)
+    if next(runner.plan(sel.cases, sel.targets, sel.profiles), None) is None:  # "nothing ran", exit 0, was green
+        raise UsageError(f"none of the {len(sel.cases)} selected case(s) runs on --target "
+                         f"{','.join(t.name for t in sel.targets)} with --profile {','.join(sel.profiles)}: each "
+                         "case lists the targets and profiles it runs on (`fp8-check list` shows them)")
     numerics = getattr(args, "numerics", False)
     if numerics and sel.mode != "device":
         raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")

@@ -24,6 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from fp8_check.core import timeouts
 from fp8_check.core.errors import EXIT_FAIL
 from fp8_check.compile.compile import harness_path
 from fp8_check.compile.compile import remove_harness_link
@@ -42,7 +43,8 @@ def run(args, module: str = "fp8_check.cli.check") -> int:
     limit = args.timeout * max(1, len(_csv(args.target)) * len(_csv(args.profile)))
     what = args.function
     proc = subprocess.Popen([sys.executable, "-m", module, json.dumps(doc), status],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)  # its own process group: killed whole (what the code started too)
     relays = [threading.Thread(target=_relay, args=(src, name), daemon=True)
               for src, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
     for t in relays:
@@ -51,14 +53,12 @@ def run(args, module: str = "fp8_check.cli.check") -> int:
         try:
             proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            timeouts.kill_group(proc)
             print(f"fp8-check check: error: {what} did not finish within {limit:g} s (--timeout): stopped", file=sys.stderr)
             return EXIT_FAIL
     finally:
         if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): the child goes too
-            proc.kill()
-            proc.wait()
+            timeouts.kill_group(proc)
         for t in relays:
             t.join(timeout=10)
     try:

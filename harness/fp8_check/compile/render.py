@@ -49,7 +49,7 @@ def repro_script(case_source: str, target: Target, profile: Profile, jax_version
     import re
 
     modules = modules or Closure()
-    aot_source = (_WORKER / "device_view.py").read_text() + "\n\n" + (_WORKER / "aot.py").read_text()
+    aot_source = "\n\n".join((_WORKER / name).read_text() for name in ("device_view.py", "out_specs.py", "aot.py"))
     embedded = {f.name: (f.relpath, f.package, f.text) for f in modules.files}
     imported = re.findall(r"importlib\.import_module\('([A-Za-z0-9_.]+)'\)", case_source)
     needs = [m for m in imported if m not in embedded]

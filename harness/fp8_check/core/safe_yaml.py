@@ -113,6 +113,18 @@ def _construct_mapping(loader: LineLoader, node: yaml.MappingNode, deep: bool = 
 LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+class UniqueKeyLoader(BoundedLoader):
+    """BoundedLoader that rejects duplicate keys and builds plain dicts (goldens: a second `cost_us:` silently
+    replaced the first)."""
+
+
+def _construct_unique(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    return dict(_construct_mapping(loader, node, deep))  # the same checks, a plain dict
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique)
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [n for pair in node.value for n in pair]

@@ -17,7 +17,15 @@ runs), each writing its files as it goes, so a partial run still leaves results 
 | `gpu-tests` | 50 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
 
 Total 470 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
-budget, its status (ok, failed, timed out) and its time; they are rewritten after each step.
+budget, its status (ok, failed, timed out, not measured on the device) and its time; they are rewritten after
+each step.
+
+Before any step, the session checks that JAX sees the platform's GPU (gpu/session_checks.py): if not,
+it stops at once with one line and exit 3, writing nothing. A step of a device run is ok only when it exited 0
+AND its files show it measured on the device (`session_checks.EVIDENCE`: an "Unknown backend 'gpu'" in every row, or every
+GPU test skipped, is not ok). The files go to a fresh hidden folder next to `--out`; only a device run whose
+every step is ok is moved into place (replacing `--out`). A failed session leaves its fresh folder (named in its
+last line) and never touches `--out`; a dry run must name an `--out` other than docs/gpu-session.
 
 `--dry-run` executes every step deviceless on a CPU machine (CI runs it: tests/test_gpu_session.py):
 the GPU-only tests skip with their reason, `capture` checks the shipped spec instead, `fidelity` builds
@@ -39,6 +47,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fp8_check import platforms
+from fp8_check.core.outputs import OutputError, check_dir
+from fp8_check.gpu.session_checks import NoGpu, check_gpu, fresh_folder, move_into_place, step_status
 
 # The subset the session compiles: small enough for the budgets on one H100, covering the seed cases, an
 # epilogue, a bias, an output scale, a dequant dtype and an LLM-shaped layout.
@@ -52,6 +62,7 @@ CALIBRATE = "seed_plain_f32,seed_relu_bf16,epi_gelu_tanh,epi_bias_bf16,scale_out
 PRODUCTION = (4096, 4096, 4096)  # where a calibrated case without price_at is timed (m, n, k)
 GPU_TEST_FILES = ("tests/test_capture.py", "tests/test_fidelity.py", "tests/test_numerics.py", "tests/test_cost.py")
 TOTAL_S = 480
+DEFAULT_OUT = Path(__file__).resolve().parents[3] / "docs" / "gpu-session"  # the committed files of the last session
 
 
 @dataclass(frozen=True)
@@ -255,8 +266,8 @@ def _write_json(path: Path, doc: dict) -> None:
 
 
 def run_session(out: Path, dry: bool, steps: tuple[Step, ...] = STEPS, scale: float = 1.0) -> list[dict]:
-    """Every step as a child process under its budget (x `scale`: the dry run on a shared CI machine); the
-    record is rewritten after each step."""
+    """Every step as a child process under its budget (x `scale`: the dry run on a shared CI machine), writing
+    into `out`; the record is rewritten after each step."""
     out.mkdir(parents=True, exist_ok=True)
     os.environ["FP8_CHECK_SESSION_TARGET"] = target = session_target(dry)  # every step compares with the same target
     print(f"gpu-session: target {target}", flush=True)
@@ -271,8 +282,7 @@ def run_session(out: Path, dry: bool, steps: tuple[Step, ...] = STEPS, scale: fl
         with open(out / f"{step.name}.log", "w") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                code = proc.wait(timeout=budget)
-                status = "ok" if code == 0 else f"failed (exit {code})"
+                status = step_status(step.name, proc.wait(timeout=budget), out, dry)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, 9)
                 proc.wait()
@@ -294,7 +304,7 @@ def _write_record(out: Path, record: list[dict], dry: bool, started: str) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="fp8-check gpu-session", description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=Path("docs/gpu-session"), help="where the files go (default: docs/gpu-session)")
+    p.add_argument("--out", type=Path, help="where the files go (default: docs/gpu-session; a dry run needs its own)")
     p.add_argument("--dry-run", action="store_true", help="every step deviceless on a CPU machine")
     p.add_argument("--list", action="store_true", help="list the steps and their budgets, run nothing")
     p.add_argument("--step", choices=[s.name for s in STEPS], help=argparse.SUPPRESS)  # one step, in this process
@@ -308,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         os.environ["JAX_PLATFORMS"] = "cpu"
     if args.step:
+        args.out = args.out or DEFAULT_OUT
         args.out.mkdir(parents=True, exist_ok=True)
         if args.step == "environment":
             step_environment(args.out, args.dry_run)
@@ -320,10 +331,45 @@ def main(argv: list[str] | None = None) -> int:
         elif args.step in ("autotune", "kernels"):
             step_autotune_replay(args.step, args.out, args.dry_run)
         return 0
-    record = run_session(args.out, args.dry_run, scale=args.budget_scale)
+    if args.dry_run and args.out is None:
+        print(f"gpu-session: a dry run never writes the committed {DEFAULT_OUT.name}; give --out", file=sys.stderr)
+        return 2
+    return session(args.out or DEFAULT_OUT, args.dry_run, args.budget_scale)
+
+
+def session(out: Path, dry: bool, scale: float = 1.0, steps: tuple[Step, ...] = STEPS) -> int:
+    """The whole session: the GPU check (a device run), every step in a fresh folder, then the move into place
+    (a device run whose every step is ok). Exit 0 only then; 2 for an unusable `--out`, 3 without a GPU, 1 when
+    a step is not ok."""
+    try:
+        check_dir(out, "--out")
+        if dry and Path(os.path.abspath(out)) == DEFAULT_OUT:
+            raise OutputError(f"--out {out}: a dry run never writes the committed {DEFAULT_OUT.name}; give another "
+                              "folder")
+    except OutputError as exc:
+        print(f"gpu-session: {exc}", file=sys.stderr)
+        return 2
+    if not dry:
+        try:
+            kinds = check_gpu()
+        except NoGpu as exc:
+            print(f"gpu-session: {exc}; stopped before any step, nothing written", file=sys.stderr)
+            return 3
+        print(f"gpu-session: JAX sees {', '.join(kinds)}", flush=True)
+    try:
+        fresh = fresh_folder(out)
+    except OSError as exc:
+        print(f"gpu-session: --out {out}: cannot create a folder next to it: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    record = run_session(fresh, dry, steps=steps, scale=scale)
     failed = [r["name"] for r in record if r["status"] != "ok"]
-    print(f"gpu-session: {len(record) - len(failed)} of {len(record)} steps ok" + (f"; not ok: {', '.join(failed)}"
-                                                                                   if failed else "") + f"; files in {args.out}")
+    summary = f"gpu-session: {len(record) - len(failed)} of {len(record)} steps ok" + (
+        f"; not ok: {', '.join(failed)}" if failed else "")
+    if failed and not dry:  # a failed device session never replaces the last good one
+        print(f"{summary}; {out} left as it was, this session's files in {fresh}")
+        return 1
+    move_into_place(fresh, out)
+    print(f"{summary}; files in {out}")
     return 1 if failed else 0
 
 

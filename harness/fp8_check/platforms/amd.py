@@ -124,6 +124,9 @@ class _Amd(Platform):
     def finish_environment(self, site_packages: Path) -> dict:
         return standins.ensure(self.plugin_elves(site_packages), self.standin_dir(site_packages))
 
+    def damaged(self, site_packages: Path) -> list[str]:
+        return [f"runtime stand-in {d}" for d in standins.damaged(self.standin_dir(site_packages))]
+
 
 def _one_gpu(*args, **kwargs):
     return 1

@@ -140,6 +140,9 @@ class Platform:
         """Whether an environment finished with `record` (finish_environment's) is still complete."""
         return True
 
+    def damaged(self, site_packages) -> list[str]:
+        """What finish_environment made in `site_packages` that is no longer whole ([] when nothing is)."""
+        return []
     # ---- targets it ships without a spec file (TPU generations and topologies)
     def target_specs(self) -> dict[str, str]:
         """name -> spec text of the targets this platform names itself (GPU targets are shipped *.txtpb files)."""

@@ -250,14 +250,40 @@ def key(libraries: dict[str, Library]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def damaged(out_dir: Path) -> list[str]:
+    """What is wrong with the stand-ins in `out_dir` against their manifest: a library missing, or its bytes not
+    the ones the manifest's checksum states (a manifest without checksums, from an older fp8-check, cannot vouch
+    for them: that is damage too). [] when they are whole."""
+    try:
+        manifest = json.loads((out_dir / MANIFEST).read_text())
+        names, sums = dict(manifest["libraries"]), manifest.get("sha256")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return [f"{MANIFEST} missing or unreadable"]
+    if not isinstance(sums, dict):
+        return [f"{MANIFEST} states no checksums"]
+    out = []
+    for name in sorted(names):
+        path = out_dir / name
+        if not path.is_file():
+            out.append(f"{name} missing")
+        elif sums.get(name) != _sha256(path):
+            out.append(f"{name} differs from its checksum")
+    return out
+
+
 def ensure(elves: list[Path], out_dir: Path) -> dict:
-    """Generate (or reuse) the stand-ins `elves` need into `out_dir`; the manifest written there."""
+    """Generate (or reuse, when whole: `damaged`) the stand-ins `elves` need into `out_dir`; the manifest written
+    there, with each library's sha256."""
     libraries = plan(elves, system_libraries())
     digest = key(libraries)
     manifest_path = out_dir / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text())
-        if manifest.get("key") == digest and manifest.get("generator") == GENERATOR and all((out_dir / n).is_file() for n in manifest["libraries"]):
+        if manifest.get("key") == digest and manifest.get("generator") == GENERATOR and not damaged(out_dir):
             return manifest
     except (OSError, ValueError, KeyError):
         pass
@@ -268,6 +294,7 @@ def ensure(elves: list[Path], out_dir: Path) -> dict:
         build(lib, out_dir, work)
     manifest = {"key": digest, "generator": GENERATOR, "libraries": {n: sum(len(s) for s in lib.symbols.values())
                                              for n, lib in sorted(libraries.items())},
+                "sha256": {n: _sha256(out_dir / n) for n in sorted(libraries)},
                 "from": sorted(e.name for e in elves)}
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest

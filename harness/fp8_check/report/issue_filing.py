@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.core import timeouts
 from fp8_check.report.markup import plain
 from fp8_check.matrix.news import Finding
 
@@ -86,17 +86,14 @@ def marker_of(body: str) -> str | None:
 
 
 def _timeout() -> float:
-    try:
-        return max(1.0, float(os.environ.get("FP8_CHECK_GH_TIMEOUT") or 120))
-    except ValueError:
-        return 120.0
+    return timeouts.from_env("FP8_CHECK_GH_TIMEOUT", 120.0)  # a bad value: one line, exit 2
 
 
 def _gh(argv: list[str]) -> str:
     limit = _timeout()
     what = " ".join(argv[1:3])
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL)
+        p = timeouts.run(argv, limit)
     except subprocess.TimeoutExpired:
         raise FilingError(f"gh {what} did not finish within {limit:g} s (FP8_CHECK_GH_TIMEOUT)") from None
     except OSError as exc:
@@ -133,19 +130,30 @@ def file_issues(issues_dir: Path, label: str, repo: str | None, gh: str = "gh") 
     """Open or update one issue per body in `issues_dir` (identity: the body's own marker). Returns what it did."""
     repo_args = ["--repo", repo] if repo else []
     existing = _existing(gh, repo_args, label)
-    done = []
-    for path in sorted(issues_dir.glob("*.md")):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        key = marker_of(text)
-        if key is None:
-            done.append(f"skipped {_one_line(path.name)}: its last line is not an fp8-check marker")
-            continue
-        first = text.splitlines()[0] if text else ""
-        title = _CONTROL.sub(" ", plain(first.lstrip("# ").strip()))[:240] or path.stem
-        if key in existing:
-            _gh([gh, "issue", "edit", str(existing[key]), *repo_args, "--body-file", str(path)])
-            done.append(f"updated #{existing[key]}: {_one_line(title)}")
-        else:
-            _gh([gh, "issue", "create", *repo_args, "--title", title, "--body-file", str(path), "--label", label])
-            done.append(f"created: {_one_line(title)}")
+    done: list[str] = []
+    try:
+        for path in sorted(issues_dir.glob("*.md")):
+            _file_one(path, existing, repo_args, label, gh, done)
+    except FilingError as exc:  # what was filed before the failure is said too: a rerun would not show it
+        if done:
+            raise FilingError(f"{exc}; before that: {'; '.join(done)}") from None
+        raise
     return done
+
+
+def _file_one(path: Path, existing: dict[str, int], repo_args: list[str], label: str, gh: str, done: list[str]) -> None:
+    """One body: edit the issue its marker names, or create one; what was done is appended to `done`."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    key = marker_of(text)
+    if key is None:
+        done.append(f"skipped {_one_line(path.name)}: its last line is not an fp8-check marker")
+        return
+    first = text.splitlines()[0] if text else ""
+    title = _CONTROL.sub(" ", plain(first.lstrip("# ").strip()))[:240] or path.stem
+    if key in existing:
+        _gh([gh, "issue", "edit", str(existing[key]), *repo_args, "--body-file", str(path)])
+        done.append(f"updated #{existing[key]}: {_one_line(title)}")
+    else:
+        printed = _gh([gh, "issue", "create", *repo_args, "--title", title, "--body-file", str(path), "--label", label])
+        number = re.search(r"/issues/(\d+)\s*$", printed or "")
+        done.append(f"created{f' #{number.group(1)}' if number else ''}: {_one_line(title)}")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp8_check import platforms
+from fp8_check.core import timeouts
 from fp8_check.core import about
 from fp8_check.versions import requirement_envs
 from fp8_check.cases import cases as case_mod
@@ -185,21 +186,9 @@ def check_target_spec(compiler: Compiler | CompilerPool, target: Target) -> None
                      + (detail[-1] if detail else error.splitlines()[0]))
 
 
-def _timeout(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
 def add_timeout(p) -> None:
     """`--timeout SECONDS`: how long one case may compile."""
-    p.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--timeout", type=timeouts.option("--timeout"), default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"seconds one case may compile before it is UNRESOLVED and its worker killed "
                         f"(default: {DEFAULT_TIMEOUT:g}; a fresh worker's start-up is not counted)")
 

@@ -108,7 +108,7 @@ def load(path: Path) -> Golden | None:
         return None
 
     try:
-        doc = safe_yaml.load(safe_yaml.read_text(path))
+        doc = safe_yaml.load(safe_yaml.read_text(path), safe_yaml.UniqueKeyLoader)
     except safe_yaml.ReadError as exc:
         raise GoldenError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
@@ -118,6 +118,8 @@ def load(path: Path) -> Golden | None:
     expect = []
     for i, item in enumerate(doc["expect"]):
         contract = item.get("contract") if isinstance(item, dict) else None
+        if isinstance(item, dict) and "contract" in item and "signature" in item:
+            raise GoldenError(f"{path}: field 'expect[{i}]': both a signature and a contract; an expectation states one")
         if not isinstance(item, dict) or not (isinstance(item.get("signature"), dict) or contract is not None):
             raise GoldenError(f"{path}: field 'expect[{i}].signature': expected a mapping (or a model's `contract`)")
         unknown = sorted(set(item) - {"jax", "blessed_with", "signature", "contract"})

@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.core import timeouts
 from fp8_check.platforms import NVIDIA, Platform, nvidia
 from fp8_check.versions.requirements import _satisfied, check_requirement
 from fp8_check.versions.releases import cache_dir, parse_version
@@ -180,6 +181,7 @@ class Manager:
         self.python = python or base_python()
         self.reuse_self = reuse_self
         self._tag: str | None = None
+        _uv_timeout()  # a bad FP8_CHECK_UV_TIMEOUT is one line before anything is built, not after the first wait
 
     @property
     def tag(self) -> str:
@@ -213,14 +215,32 @@ class Manager:
     def path_for(self, version: str) -> Path:
         return self.root / self.name(version)
 
-    def cached(self, version: str) -> Env | None:
+    def cached(self, version: str, repair: bool = False) -> Env | None:
+        """The cached environment for `version`, verified (`damaged`: InstallError naming what and the folder to
+        delete); with `repair` (under the build lock) the platform's damaged additions are made again in place,
+        without it such an environment is not returned."""
         path = self.path_for(version)
         info = _read_marker(path)
         if info and info.get("requirement", "").split() not in ([], self.requirements(version)):
             return None  # built with another wheel set (SLIM_EXTRAS changed): rebuilt by ensure()
         if info and self.platform is not None and not self.platform.finished(info.get("finished") or {}):
             return None  # finished by an older fp8-check (other stand-in libraries): rebuilt by ensure()
-        return Env(version, path, False, 0.0, info) if info else None
+        if not info:
+            return None
+        if damage := damaged(path, info):
+            raise InstallError(version, f"the cached environment {path} is damaged ({'; '.join(damage[:3])}): "
+                                        "delete that folder and run again to rebuild it")
+        if self.platform is not None and self.platform.damaged(_site_packages(path)):
+            if not repair:
+                return None
+            try:  # the platform's own additions (the ROCm runtime stand-ins): made again in place, no download
+                info["finished"] = self.platform.finish_environment(_site_packages(path))
+            except Exception as exc:  # StandinError, OSError
+                raise InstallError(version, f"the cached environment {path} has damaged "
+                                            f"{'; '.join(self.platform.damaged(_site_packages(path))[:3])} and they "
+                                            f"cannot be made again ({exc}): delete that folder and run again") from None
+            (path / MARKER).write_text(json.dumps(info, indent=1) + "\n")
+        return Env(version, path, False, 0.0, info)
 
     def list(self) -> list[Env]:
         out = []
@@ -255,7 +275,7 @@ class Manager:
         name = self.name(version)
         with open(self.root / f".{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait for it
-            env = self.cached(version)
+            env = self.cached(version, repair=True)
             if env:
                 env.seconds = time.perf_counter() - start
                 return env
@@ -289,8 +309,7 @@ class Manager:
                 log(f"$ {' '.join(cmd)}")
             limit = _uv_timeout()
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=_uv_env(), cwd=str(self.root),
-                                      stdin=subprocess.DEVNULL, timeout=limit)
+                proc = timeouts.run(cmd, limit, env=_uv_env(), cwd=str(self.root))
             except subprocess.TimeoutExpired:
                 raise InstallError(version, f"uv did not finish within {limit:g} s (FP8_CHECK_UV_TIMEOUT)") from None
             except OSError as exc:  # uv vanished, or an argument list over the system's limit (E2BIG)
@@ -379,6 +398,25 @@ def _installed(python: Path, requirements: list[str]) -> dict:
         return {}
 
 
+def damaged(path: Path, info: dict) -> list[str]:
+    """What is missing from a cached environment its marker `info` describes: its site-packages, or the jax and
+    jaxlib it was built with (their metadata and their package). [] when it looks whole (the interpreter is
+    checked by `_read_marker`)."""
+    found = sorted(path.glob("lib/python*/site-packages"))
+    if not found:
+        return ["no site-packages"]
+    site, out = found[0], []
+    for dist in ("jax", "jaxlib"):
+        version = info.get(dist)
+        if isinstance(version, str) and version and not any(site.glob(f"{dist}-{version}.dist-info")):
+            out.append(f"{dist} {version}'s metadata ({dist}-{version}.dist-info) missing")
+        if version and not (site / dist / "__init__.py").is_file():
+            out.append(f"the {dist} package ({dist}/__init__.py) missing")
+    if info.get("jaxlib") and (site / "jaxlib").is_dir() and not any((site / "jaxlib").glob("*.so")):
+        out.append("jaxlib's compiled extension (jaxlib/*.so) missing")
+    return out
+
+
 def _site_packages(env: Path) -> Path:
     found = sorted(env.glob("lib/python*/site-packages"))
     if not found:
@@ -393,10 +431,7 @@ def _last_lines(text: str, n: int = 6) -> str:
 
 
 def _uv_timeout() -> float:
-    try:
-        return max(1.0, float(os.environ.get("FP8_CHECK_UV_TIMEOUT") or 3600))
-    except ValueError:
-        return 3600.0
+    return timeouts.from_env("FP8_CHECK_UV_TIMEOUT", 3600.0)
 
 
 def disk_bytes(path: Path) -> int:

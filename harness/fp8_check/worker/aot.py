@@ -132,6 +132,7 @@ def mesh_context(concrete):
 
 try:  # the target's view of the device while user code is traced (a repro carries device_view's source before this)
     from fp8_check.worker.device_view import target_view as target_view
+    from fp8_check.worker.out_specs import check_out_specs as check_out_specs
 except ImportError:
     pass
 
@@ -141,10 +142,8 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
 
     `args` is a list of (name, shape, dtype-name) or, for a sharded case, (name, shape, dtype-name,
     partition spec) over `mesh` ([(axis, size), ...]); `out_specs`, optional, the outputs' partition
-    specs (one spec: every output). Without a mesh everything sits on the first device.
-    Returns a dict with the StableHLO, the optimized HLO text, the compile time in seconds and the
-    compiled executable.
-    """
+    specs (one spec: every output). Without a mesh everything sits on the first device. Returns a dict with
+    the StableHLO, the optimized HLO text, the compile time in seconds and the compiled executable."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import SingleDeviceSharding
@@ -167,6 +166,7 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
     _clear(dump_dir)
     start = time.perf_counter()
     with context, target_view(device):
+        check_out_specs(fn, specs, out_specs if mesh else None)  # names the field where JAX's error would not
         lowered = jax.jit(fn, **jit_options).lower(*specs)
     return _finish(lowered, compiler_options, dump_dir, start)
 

@@ -12,6 +12,9 @@ before aot's (harness/fp8_check/compile/render.py).
 # a path the GPU never runs. While tracing, these answer with the compile target's devices instead.
 
 DEVICE_QUESTIONS = ("devices", "local_devices", "device_count", "local_device_count", "default_backend")
+# Questions the view cannot answer with the target (a backend object is a live client; compile-only devices have
+# none): recorded in `asked` and always answered by this machine (`local`), so the result says so.
+BACKEND_QUESTIONS = ("extend.backend.get_backend",)
 
 
 def _aliases(platform):
@@ -48,6 +51,22 @@ class target_view:
     @property
     def answered(self):
         return bool(self.asked) and self.devices is not None
+
+    @property
+    def local(self):
+        """The questions this machine answered (not the target): every one without target devices, else the
+        backend questions."""
+        return [q for q in self.asked if self.devices is None or q in BACKEND_QUESTIONS]
+
+    def _record(self, name, original):
+        def asked(*args, **kwargs):
+            if name not in self.asked:
+                self.asked.append(name)
+            return original(*args, **kwargs)
+
+        asked.__name__ = asked.__qualname__ = name.rsplit(".", 1)[-1]
+        asked.__doc__ = original.__doc__
+        return asked
 
     def _target(self):
         if self._source is not None:
@@ -87,6 +106,15 @@ class target_view:
             if original is not None:
                 self._saved[name] = original
                 setattr(jax, name, self._answer(name, original))
+        import importlib
+
+        try:
+            backend_module = importlib.import_module("jax.extend.backend")
+        except ImportError:  # a JAX without jax.extend.backend
+            return self
+        if hasattr(backend_module, "get_backend"):
+            self._saved_backend = (backend_module, backend_module.get_backend)
+            vars(backend_module)["get_backend"] = self._record(BACKEND_QUESTIONS[0], backend_module.get_backend)
         return self
 
     def __exit__(self, *exc):
@@ -95,4 +123,7 @@ class target_view:
         for name, original in self._saved.items():
             setattr(jax, name, original)
         self._saved = {}
+        saved = self.__dict__.pop("_saved_backend", None)
+        if saved is not None:
+            vars(saved[0])["get_backend"] = saved[1]
         return False
