@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fp8_check import platforms
+from fp8_check.core import files
 from fp8_check.core.outputs import OutputError, check_dir
 from fp8_check.gpu.session_checks import NoGpu, check_gpu, fresh_folder, move_into_place, step_status
 
@@ -62,7 +63,8 @@ CALIBRATE = "seed_plain_f32,seed_relu_bf16,epi_gelu_tanh,epi_bias_bf16,scale_out
 PRODUCTION = (4096, 4096, 4096)  # where a calibrated case without price_at is timed (m, n, k)
 GPU_TEST_FILES = ("tests/test_capture.py", "tests/test_fidelity.py", "tests/test_numerics.py", "tests/test_cost.py")
 TOTAL_S = 480
-DEFAULT_OUT = Path(__file__).resolve().parents[3] / "docs" / "gpu-session"  # the committed files of the last session
+# the committed files of the last session (the session runs from a checkout; installed: ./docs/gpu-session)
+DEFAULT_OUT = (files.checkout() or Path()).resolve() / "docs" / "gpu-session"
 
 
 @dataclass(frozen=True)
