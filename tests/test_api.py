@@ -175,10 +175,12 @@ def test_check_cli_prints_signature_and_follows_run_exit_codes(run_cli, tmp_path
     code, out, err = run_cli("check", "usermodel_i16:scaled_relu", *ARG_FLAGS, "--target", "h100,a100",
                              "--expect", "fp8_gemms=1", "--expect", "epilogue=RELU", cwd=tmp_path)
     assert code == 1, out + err
-    assert "PASS        h100/cublas  usermodel_i16.scaled_relu  (" in out
-    assert "FAIL        a100/cublas  usermodel_i16.scaled_relu  (" in out
+    # each result line leads with the FP8 answer (#45); a100 has no FP8 tensor cores, and the line says so
+    assert "PASS        h100/cublas  usermodel_i16.scaled_relu  FP8 1/1 (100 %)  (" in out
+    assert "FAIL        a100/cublas  usermodel_i16.scaled_relu  FP8 0/1  (" in out
+    assert "no FP8: the program quantizes to f8e4m3fn but a100 (sm_80) has no FP8 tensor cores" in out
     assert "      fp8_gemms: expected 1, found 0 (__cublas$lt$matmul f32xf32->f32)" in out
-    assert "  gemms: 1 (1 on FP8 operands)" in out and "  kernels: " in out
+    assert "every kernel and gemm with -v" in out
     # `--json -`: stdout is the JSON alone; what the checked code prints (at import, in the --args
     # factory, while traced) goes to stderr
     printing = "print('importing the model')\n" + MODEL.replace(
@@ -199,6 +201,9 @@ def test_check_cli_prints_signature_and_follows_run_exit_codes(run_cli, tmp_path
     assert (tmp_path / "goldens" / "h100" / "cublas" / "deviceless" / "sr.yaml").is_file()
     code, out, err = run_cli("check", "usermodel_i16:scaled_relu", *ARG_FLAGS, "--golden", "sr", cwd=tmp_path)
     assert code == 0, out + err
+    # a golden not blessed yet: NEW, and the hint is this command's own way to bless, not pytest's (#43)
+    code, out, err = run_cli("check", "usermodel_i16:scaled_relu", *ARG_FLAGS, "--golden", "other", cwd=tmp_path)
+    assert "NEW" in out and "`--golden other --bless`" in out and "--fp8-bless" not in out, out + err
 
 
 @pytest.mark.parametrize("argv, message", [

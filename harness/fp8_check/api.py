@@ -399,10 +399,14 @@ def _golden_name(case: str) -> str:
     return case
 
 
-def new_golden_message(report: FusionReport, out: Outcome, path: Path) -> str:
+PYTEST_BLESS = "pytest --fp8-bless (or check_golden(..., bless=True))"
+
+
+def new_golden_message(report: FusionReport, out: Outcome, path: Path, how: str = PYTEST_BLESS) -> str:
+    """A NEW result's line: no golden at `path` yet, and `how` the caller records it (pytest's way by default;
+    `fp8-check check` names its own command)."""
     why = out.reason.split(";")[0]
-    return (f"NEW {report.where()}: {why} at {path}; record it with pytest --fp8-bless "
-            f"(or check_golden(..., bless=True))")
+    return f"NEW {report.where()}: {why} at {path}; record it with {how}"
 
 
 # ------------------------------------------------------------------ bound to one target/profile (the pytest fixture)

@@ -155,6 +155,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
     from fp8_check import api
 
     out: list[tuple[Outcome, FusionReport | None]] = []
+    bless_hint = f"the same `fp8-check check` command plus `--golden {label} --bless`"  # not pytest's way: this is the CLI
     checker = api.Checker(mode, timeout=timeout)
     checker.asked_outside = list(asked_outside or [])
     try:
@@ -196,7 +197,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                         if judged.code is NEW:
                             res.code = NEW
                             res.reason = api.new_golden_message(report, judged, golden.path_for(
-                                goldens, label, report.target, report.profile, report.mode))
+                                goldens, label, report.target, report.profile, report.mode), how=bless_hint)
                         elif judged.diffs:
                             res.diffs += judged.diffs
                             res.verdict, res.expected = judged.verdict, judged.expected
