@@ -13,12 +13,12 @@ module's stack-frame tables (`FileNames`, `FunctionNames`, `FileLocations`,
   X, without the primitive at the end — so the same layer has the same path on
   every JAX version and in both passes (`Decoder/attn/q_proj`);
 - `pass_`: `forward`, or `backward` where any component was under `transpose(...)`;
-  `pass_by_provenance` refines backward matmuls to `backward-input` (the input
-  gradient: the layer's weight, a parameter of the program, is an operand) or
-  `backward-weight` (it is not) by where their operands come from
-  (`provenance.py`); where that cannot tell, `pair_passes` does by their sizes
-  against the same layer's forward matmul (the input gradient contracts the
-  forward's output features, the weight gradient its rows);
+  `pair_passes` refines backward matmuls to `backward-input` (the input gradient:
+  contracts the forward's output features) or `backward-weight` (contracts the
+  forward's rows) by their sizes against the same layer's forward matmul; where the
+  sizes cannot tell (square shapes), `pass_by_provenance` does by where their
+  operands come from (`provenance.py`: the layer's weight, a parameter of the
+  program, is an operand of the input gradient, never of the weight gradient);
 - a gemm whose metadata names no matmul (XLA gave it the metadata of the next
   layer's requantization it fused) takes the layer of its operands' producers;
 - `source`: `file:line` of the innermost frame outside JAX, flax, optax and
@@ -319,7 +319,7 @@ def own_layer(att: Attribution, operands: list[Attribution]) -> Attribution:
 
 def pass_by_provenance(items: list[tuple[Attribution, tuple[str | None, str | None]]]) -> list[str | None]:
     """Backward-input or backward-weight for each backward matmul, by which operand comes from a parameter; None
-    where provenance cannot tell (then sizes may: `pair_passes`).
+    where provenance cannot tell. `annotate` uses it where `pair_passes` (sizes) cannot tell (square shapes).
 
     A layer's forward matmul y = x . w has its weight w among its operands, traced to a parameter of the program
     (`provenance.py`); its input gradient dx = dy . w^T has the same parameter among its operands, its weight
@@ -367,8 +367,9 @@ def annotate(text: str, gemms: list, items: list[tuple], provenance: list | None
         g.flops = sz.flops if sz else None
         found.append((own_layer(attribute(metadata, table), [attribute(m, table) for m in operand_md]), sz))
     by_operand = pass_by_provenance([(att, srcs) for (att, _), (srcs, _) in zip(found, prov)])
-    found = [(Attribution(att.layer, att.op, p, att.source) if p else att, sz) for (att, sz), p in zip(found, by_operand)]
-    for g, att in zip(gemms, pair_passes(found)):
+    for g, att, p in zip(gemms, pair_passes(found), by_operand):
+        if att.pass_ == BACKWARD and p:  # the sizes could not tell (square shapes): the operands do
+            att = Attribution(att.layer, att.op, p, att.source)
         g.layer, g.source, g.pass_ = att.layer, att.source, (att.pass_ if att.layer else None)
 
 

@@ -1,10 +1,11 @@
 """Where a matmul's operands come from: traced back through the optimized HLO to the ENTRY parameters.
 
 A matmul operand that is a program argument reached only through value-preserving steps — layout
-(`bitcast`, `copy`, `reshape`, `transpose`), conversion, and elementwise scaling by a scalar or a broadcast
-(the quantization `convert(clamp(x / scale))`), inside fusions and calls too — *comes from that parameter*.
-In a train step the layer's weight is such a parameter; the activations (but for the first layer's input,
-the batch) and the gradients are computed. `pass_of` (attribution.py) reads the passes from it:
+(`bitcast`, `copy`, `reshape`, `transpose`), conversion, an all-gather of its shards, and elementwise scaling
+by a scalar (the per-tensor quantization `convert(clamp(x / scale))`), inside fusions and calls too — *comes
+from that parameter*. In a train step the layer's weight is such a parameter; the activations (but for the
+first layer's input, the batch) and the gradients are computed. `attribution.pass_by_provenance` reads the
+passes from it where the sizes cannot (square shapes):
 
 - forward `y = x . w`: the layer's weight `w` is one operand;
 - backward-input `dx = dy . w^T`: the same weight is an operand;
@@ -19,9 +20,12 @@ import re
 
 from fp8_check.signature import hlo
 
-# Ops that pass their (single) operand's values on, rearranged or converted.
-_LAYOUT = {"bitcast", "copy", "reshape", "transpose", "convert", "bitcast-convert", "negate", "abs"}
-# Elementwise ops that scale one full-size operand by scalars or broadcasts (a quantization).
+# Ops that pass their (first) operand's values on, rearranged, converted or gathered from its shards (an FSDP
+# weight is all-gathered before its matmul: still the parameter).
+_LAYOUT = {"bitcast", "copy", "reshape", "transpose", "convert", "bitcast-convert", "negate", "abs", "all-gather",
+           "all-gather-start", "all-gather-done", "copy-start", "copy-done"}
+# Elementwise ops that scale one full-size operand by scalars (a per-tensor quantization: a broadcast scalar or a
+# constant); a broadcast vector (a normalization's per-row factor) makes the value computed, not the parameter.
 _SCALE = {"multiply", "divide", "clamp", "maximum", "minimum", "add", "subtract", "select", "round-nearest-even",
           "round-nearest-afz"}
 _MAX_DEPTH = 64
@@ -102,17 +106,23 @@ def source(module: hlo.Module, comp: hlo.Computation, name: str, index: int | No
         return source(module, comp, instr.operands[0], refs[0], called_by, nxt)
     if op in _SCALE:
         size = _elements(instr.type)
-        full = [(n, i) for n, i in zip(instr.operands, refs)
-                if _elements(_result_type(comp, n, i)) == size and not _scalar_like(comp, n)]
-        if len(full) == 1:
+        full = [(n, i) for n, i in zip(instr.operands, refs) if not _scalar_like(comp, n)]
+        if len(full) == 1 and _elements(_result_type(comp, full[0][0], full[0][1])) == size:
             return source(module, comp, full[0][0], full[0][1], called_by, nxt)
     return None
 
 
 def _scalar_like(comp: hlo.Computation, name: str) -> bool:
-    """A broadcast or a constant: a scale, a bound, never the value scaled."""
+    """A scalar, a constant or a broadcast of a scalar: a scale or a bound, never the value scaled."""
     instr = comp.by_name().get(name)
-    return instr is not None and instr.opcode in ("broadcast", "constant", "iota")
+    if instr is None:
+        return False
+    if instr.opcode == "constant" or _elements(instr.type) == 1:
+        return True
+    if instr.opcode == "broadcast" and instr.operands:
+        inner = comp.by_name().get(instr.operands[0])
+        return inner is not None and _elements(inner.type) == 1
+    return False
 
 
 def operand_sources(module: hlo.Module, comp: hlo.Computation, dot: hlo.Instruction,
