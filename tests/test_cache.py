@@ -53,6 +53,7 @@ CHANGES = {
     "requires": ("flax",),
     "device": {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "cublas": "12.9.1"},
     "harness": "another version of aot.py/worker.py",
+    "case_env": {"MY_LAYER_SWITCH": "plain"},  # a case's `env:` variable and its value (tests/test_case_env.py)
 }
 
 

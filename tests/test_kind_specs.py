@@ -97,7 +97,7 @@ def spec_reads(source: str, forbidden: set[str], owner: bool = False) -> list[st
 
 def test_case_holds_only_the_common_fields():
     assert {f.name for f in dataclasses.fields(Case)} == {
-        "id", "file", "line", "spec", "description", "profiles", "targets", "known_issues", "filecheck", "requirements", "yaml_text"}
+        "id", "file", "line", "spec", "description", "profiles", "targets", "known_issues", "filecheck", "requirements", "env", "yaml_text"}
     for cls in OWNERS:
         assert issubclass(cls, Spec) and dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
 

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 PROFILES = tuple(platforms.profiles())  # every platform's profile names (a case may list any of them)
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # used with fullmatch: no trailing newline
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # an environment variable's name (fullmatch)
 
 
 class CaseError(BadInput, ValueError):
@@ -136,6 +137,9 @@ class Case:
     # `requirements: maxtext` (a named set) or a requirements file: the case compiles in a cached environment with
     # them for the run's JAX version (harness/fp8_check/versions/requirement_envs.py); the set states the JAX range it works with
     requirements: RequirementSet | None = None
+    # `env: [MY_LAYER_SWITCH]`: environment variables the compiled code reads; their values when it compiles are
+    # part of the compile cache's key (harness/fp8_check/compile/cache.py), so switching one is never a stale hit
+    env: tuple[str, ...] = ()
     yaml_text: str = ""
 
     @property

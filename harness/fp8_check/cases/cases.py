@@ -18,7 +18,7 @@ import yaml
 from fp8_check.core.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
 from fp8_check.cases import kinds
 from fp8_check.core import safe_yaml
-from fp8_check.cases.case_model import (ID_RE, PROFILES, Case as Case, CaseError as CaseError, KnownIssue, Shape, Spec,  # noqa: F401
+from fp8_check.cases.case_model import (ENV_NAME_RE, ID_RE, PROFILES, Case as Case, CaseError as CaseError, KnownIssue, Shape, Spec,  # noqa: F401
                                          _bool, _choice, _list_of_choices, _near, _plain, _pos_int, _shape, _str)
 from fp8_check.cases.kinds.block_scaled import BLOCK_KEYS, Block, BlockScaledSpec  # noqa: F401  (re-exported)
 from fp8_check.cases.kinds.pattern import (AMAX, DEQUANT_DTYPES, EPILOGUES, INPUT_SCALES, OUT_DTYPES,  # noqa: F401
@@ -84,6 +84,19 @@ def _known_issues(path, line, cid, value) -> tuple[KnownIssue, ...]:
     return tuple(out)
 
 
+def _env_names(path, line, cid, value) -> tuple[str, ...]:
+    """`env:` is a list of environment variable names (their values are read when the case compiles, never here)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise CaseError(path, line, cid, "env", f"expected a list of environment variable names, got {value!r}")
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
+            raise CaseError(path, line, cid, f"env[{i}]", f"got {name!r}; a name is letters, digits and '_', not starting "
+                            "with a digit (only the name: its value is read when the case compiles)")
+    return tuple(dict.fromkeys(value))
+
+
 def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
     if not isinstance(raw, dict):
         raise CaseError(path, None, None, f"cases[{index}]", f"expected a mapping, got {raw!r}")
@@ -116,6 +129,8 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
         kw["targets"] = _targets(path, line, cid, "targets", merged["targets"])
     if "known_issues" in merged:
         kw["known_issues"] = _known_issues(path, line, cid, merged["known_issues"])
+    if "env" in merged:
+        kw["env"] = _env_names(path, line, cid, merged["env"])
     if "filecheck" in merged:
         fc = merged["filecheck"]
         if isinstance(fc, str):

@@ -83,9 +83,14 @@ class KeyMaterial:
     requires: tuple = ()  # the optional dependencies the case declares (missing -> UNSUPPORTED)
     device: dict | None = None  # device mode: the GPU and its CUDA/cuBLAS/cuDNN versions
     harness: str = field(default_factory=lambda: _code_hash())
+    # the case's `env:` variables and their values when it compiles (None: unset); the user's code reads them
+    case_env: dict = field(default_factory=dict)
 
     def key(self) -> str:
-        text = json.dumps({"schema": SCHEMA, **asdict(self)}, sort_keys=True, default=str, separators=(",", ":"))
+        material = asdict(self)
+        if not material["case_env"]:
+            del material["case_env"]  # a case without `env:` keeps the key it had before the field existed
+        text = json.dumps({"schema": SCHEMA, **material}, sort_keys=True, default=str, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
 

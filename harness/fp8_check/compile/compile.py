@@ -143,6 +143,7 @@ class CompileRequest:
     # the case's `requirements:`: compiled in a cached environment that has them (harness/fp8_check/versions/requirement_envs.py);
     # a compiler of one environment compiles it in its own
     requirements: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()  # the case's `env:` names: their values now are part of the compile cache's key
 
 
 class CompileService(Protocol):

@@ -190,6 +190,7 @@ class CompilerPool:
             imports=imports,
             requires=tuple(getattr(r.rendered, "requires", ())),
             device=env.get("device") if self.mode == "device" else None,
+            case_env={name: os.environ.get(name) for name in r.env},
         )
         shareable = sharing.shareable_source(r.rendered.source) if r.inputs is None else None
         shared = dataclasses.replace(material, source=shareable).key() if shareable is not None else None

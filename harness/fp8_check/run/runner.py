@@ -288,7 +288,7 @@ def request_for(case: Case, target: Target, profile: Profile, numerics: "Numeric
     if numerics is not None and numerics.skip_reason(case) is None:
         inputs = numerics.encode_inputs(case)
     return CompileRequest(render.render(case), target, profile, inputs, case_options(case),
-                          case.requirements.requirements if case.requirements else ())
+                          case.requirements.requirements if case.requirements else (), case.env)
 
 
 def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,

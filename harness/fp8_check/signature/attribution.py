@@ -13,10 +13,14 @@ module's stack-frame tables (`FileNames`, `FunctionNames`, `FileLocations`,
   X, without the primitive at the end — so the same layer has the same path on
   every JAX version and in both passes (`Decoder/attn/q_proj`);
 - `pass_`: `forward`, or `backward` where any component was under `transpose(...)`;
-  `pair_passes` refines backward matmuls to `backward-input` (the input
-  gradient: contracts the forward's output features) or `backward-weight`
-  (contracts the forward's rows) by their sizes against the same layer's
-  forward matmul, where the sizes tell them apart;
+  `pair_passes` refines backward matmuls to `backward-input` (the input gradient:
+  contracts the forward's output features) or `backward-weight` (contracts the
+  forward's rows) by their sizes against the same layer's forward matmul; where the
+  sizes cannot tell (square shapes), `pass_by_provenance` does by where their
+  operands come from (`provenance.py`: the layer's weight, a parameter of the
+  program, is an operand of the input gradient, never of the weight gradient);
+- a gemm whose metadata names no matmul (XLA gave it the metadata of the next
+  layer's requantization it fused) takes the layer of its operands' producers;
 - `source`: `file:line` of the innermost frame outside JAX, flax, optax and
   fp8-check itself (the user's model code), else the innermost frame recorded.
 
@@ -296,17 +300,77 @@ def pair_passes(items: list[tuple[Attribution, MatmulSizes | None]]) -> list[Att
     return out
 
 
-def annotate(text: str, gemms: list, items: list[tuple[str | None, list[list[int]]]]) -> None:
+# Primitives a matmul's own metadata names; any other (`convert_element_type`: a requantization XLA fused into the
+# gemm's epilogue, which belongs to the next layer) says the gemm took another op's metadata.
+_MATMUL_OPS = {"dot_general", "dot", "transpose", "einsum", "matmul", "conv_general_dilated", "scaled_matmul",
+               "scaled_dot", "ragged_dot", "ragged_dot_general"}
+
+
+def own_layer(att: Attribution, operands: list[Attribution]) -> Attribution:
+    """A gemm whose metadata names an op that is no matmul (XLA gave the fused gemm the metadata of the
+    requantization it absorbed: the next layer's) takes the layer of what produced its operands (their
+    quantization, in its own layer), when that is one layer."""
+    if att.op is None or att.op in _MATMUL_OPS or "->" in att.op:
+        return att
+    layers = {o.layer for o in operands if o.layer}
+    if len(layers) != 1:
+        return att
+    return Attribution(layers.pop(), att.op, att.pass_, att.source)
+
+
+def pass_by_provenance(items: list[tuple[Attribution, tuple[str | None, str | None]]]) -> list[str | None]:
+    """Backward-input or backward-weight for each backward matmul, by which operand comes from a parameter; None
+    where provenance cannot tell. `annotate` uses it where `pair_passes` (sizes) cannot tell (square shapes).
+
+    A layer's forward matmul y = x . w has its weight w among its operands, traced to a parameter of the program
+    (`provenance.py`); its input gradient dx = dy . w^T has the same parameter among its operands, its weight
+    gradient dw = x^T . dy does not. When the forward's input is a parameter too (the first layer's batch), the
+    operand alone does not say which one is the weight: a layer with one backward matmul then has it as its weight
+    gradient (its input needs no gradient), a layer with two stays undecided.
+    """
+    forward: dict[str, set[str]] = {}
+    backward_count: dict[str, int] = {}
+    for att, srcs in items:
+        if not att.layer:
+            continue
+        if att.pass_ == FORWARD:
+            forward.setdefault(att.layer, set()).update(s for s in srcs if s)
+        else:
+            backward_count[att.layer] = backward_count.get(att.layer, 0) + 1
+    out: list[str | None] = []
+    for att, srcs in items:
+        params = forward.get(att.layer or "", set())
+        if att.pass_ != BACKWARD or not att.layer or not params:
+            out.append(None)
+            continue
+        shared = params & {s for s in srcs if s}
+        if not shared:
+            out.append(BACKWARD_WEIGHT)
+        elif len(params) == 1:
+            out.append(BACKWARD_INPUT)
+        elif backward_count.get(att.layer) == 1:
+            out.append(BACKWARD_WEIGHT)
+        else:
+            out.append(None)
+    return out
+
+
+def annotate(text: str, gemms: list, items: list[tuple], provenance: list | None = None) -> None:
     """Set `layer`, `pass_`, `source` and `flops` on each gemm (a `signature.Gemm`, with its `dims`) from
-    (raw metadata, [lhs shape, rhs shape]) of its dot, in the same order."""
+    (raw metadata, [lhs shape, rhs shape]) of its dot, in the same order; `provenance`, where given, holds per gemm
+    ((lhs parameter, rhs parameter), [raw metadata of its operands' producers]) (`provenance.py`)."""
     table, found = stack_table(text), []
-    for g, (metadata, shapes) in zip(gemms, items):
+    prov = provenance or [((None, None), [])] * len(gemms)
+    for g, (metadata, shapes), (_srcs, operand_md) in zip(gemms, items, prov):
         d = {k.replace("_dimensions", "").replace("_dims", ""): v for k, v in g.dims.items()}
         sz = sizes(*shapes, *(d.get(k, []) for k in ("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch"))) \
             if len(shapes) == 2 else None
         g.flops = sz.flops if sz else None
-        found.append((attribute(metadata, table), sz))
-    for g, att in zip(gemms, pair_passes(found)):
+        found.append((own_layer(attribute(metadata, table), [attribute(m, table) for m in operand_md]), sz))
+    by_operand = pass_by_provenance([(att, srcs) for (att, _), (srcs, _) in zip(found, prov)])
+    for g, att, p in zip(gemms, pair_passes(found), by_operand):
+        if att.pass_ == BACKWARD and p:  # the sizes could not tell (square shapes): the operands do
+            att = Attribution(att.layer, att.op, p, att.source)
         g.layer, g.source, g.pass_ = att.layer, att.source, (att.pass_ if att.layer else None)
 
 

@@ -26,7 +26,7 @@ from fp8_check.signature.signature_types import (  # noqa: F401
     Gemm as Gemm,
     Signature as Signature,
 )
-from fp8_check.signature import attribution
+from fp8_check.signature import attribution, provenance
 
 # Ops that launch no kernel of their own.
 _NO_KERNEL = {
@@ -111,9 +111,12 @@ def _attribute(text: str, module: hlo.Module, kernels: list, gemms: list[Gemm]) 
     found = [(k, c) for k, c in kernels if _gemm(module, k, c) is not None]
     dots = [next(((i, ic) for i, ic in _inner_instructions(module, k) if i.opcode in _DOT_OPS), (k, c))
             if k.opcode == "fusion" else (k, c) for k, c in found]
+    called_by = provenance.callers(module)
     attribution.annotate(text, gemms, [(d.attr("metadata") or k.attr("metadata"),
                                         [hlo.shape_of(t) for _, t in _operand_types(module, dc, d)[:2]])
-                                       for (k, _), (d, dc) in zip(found, dots)])
+                                       for (k, _), (d, dc) in zip(found, dots)],
+                         [(provenance.operand_sources(module, dc, d, called_by), provenance.operand_metadata(module, dc, d))
+                          for d, dc in dots])
 
 
 def _kernel_label(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> str:

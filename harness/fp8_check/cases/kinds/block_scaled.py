@@ -55,7 +55,7 @@ DEFAULT_SHAPE = {"m": 128, "n": 128, "k": 128}
 KEYS = BLOCK_KEYS = (
     "id", "description", "kind", "api", "format", "a_dtype", "b_dtype", "block_size", "scale_dtype",
     "global_scale", "input_dtype", "dequant", "shape", "transpose_b", "out_dtype", "scaled_dot_triton",
-    "profiles", "targets", "known_issues", "filecheck",
+    "profiles", "targets", "known_issues", "filecheck", "env",
 )
 
 

@@ -42,7 +42,7 @@ REQUANTIZE = ("convert", "bitcast")
 KEYS = PATTERN_KEYS = (
     "id", "description", "kind", "a_dtype", "b_dtype", "shape", "transpose_b", "dequant",
     "input_scales", "scale_dtype", "output_scale", "clamp", "out_dtype", "epilogue",
-    "bias_dtype", "amax", "requantize", "profiles", "targets", "known_issues", "filecheck", "price_at",
+    "bias_dtype", "amax", "requantize", "profiles", "targets", "known_issues", "filecheck", "price_at", "env",
 )
 
 

@@ -25,7 +25,7 @@ NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify
 
 KEYS = PYTHON_KEYS = ("id", "description", "kind", "callable", "args", "requires", "requirements", "profiles", "targets", "known_issues", "filecheck", "mesh", "out_shardings", "xla_options",
-                           "price_at")
+                           "price_at", "env")
 
 
 
