@@ -184,6 +184,8 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                 res.diffs = api.fusion_diffs(report.signature, **expect)
                 for warning in report.warnings:
                     print(f"fp8-check check: warning: {label} on {t}/{p}: {warning}", file=sys.stderr)
+                if report.warnings:  # also in the results file: the result's reason (a NEW's hint replaces it)
+                    res.reason = "warning: " + "; ".join(report.warnings)
                 for problem in baked_in(report.hlo, report.stablehlo):
                     print(f"fp8-check check: warning: {label} on {t}/{p}: {problem}: XLA may fold them (and FP8 scales) "
                           "at compile time, which makes the fusion rosier than with real inputs; pass parameters and FP8 "

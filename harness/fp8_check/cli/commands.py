@@ -256,7 +256,7 @@ def cmd_show(args) -> int:
     case = selection.find_case(args.paths, args.case)
     target = selection.targets(args.target)[0]
     mode = selection.mode(args.mode)
-    profile = PROFILES[selection.profiles(args.profile, mode)[0]]
+    profile = PROFILES[selection.profiles(args.profile, mode, for_targets=[target])[0]]
     if args.repro:
         outputs.check_file(args.repro, "--repro")
     # one compilation: a second worker would only import JAX for nothing

@@ -321,7 +321,7 @@ def cmd_matrix(args) -> int:
             cases = selection.load_cases(args.paths, args.filter)
             targets = selection.targets(args.target)
             mode = selection.mode(args.mode)
-            profiles = selection.profiles(args.profile, mode)
+            profiles = selection.profiles(args.profile, mode, for_targets=targets)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")

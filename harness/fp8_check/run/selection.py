@@ -17,7 +17,7 @@ from fp8_check.cases import cases as case_mod
 from fp8_check.compile import pool
 from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
 from fp8_check.compile.pool import CompilerPool
-from fp8_check.targets import PROFILES, Profile, Target, load_target, resolve_mode
+from fp8_check.targets import PROFILES, Profile, Target, load_target, profile_applies, resolve_mode
 from fp8_check.verdict import golden
 
 from fp8_check.core.errors import EXIT_ENV as EXIT_ENV, EXIT_FAIL as EXIT_FAIL, EXIT_OK as EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
@@ -76,15 +76,17 @@ def targets(value: str | None, option: str = "--target") -> list[Target]:
     return list(out.values())
 
 
-def profiles(value: str | None, mode: str, option: str = "--profile") -> list[str]:
-    """The named profiles, or every profile the mode supports."""
+def profiles(value: str | None, mode: str, option: str = "--profile", for_targets: "list[Target] | None" = None) -> list[str]:
+    """The named profiles, or every profile the mode supports (of the platforms of `for_targets` when given: an
+    NVIDIA run does not list the TPU's profile)."""
     if value:
         names = csv(value)
         for n in names:
             if n not in PROFILES:
                 raise UsageError(f"{option}: unknown profile '{n}'; allowed: {', '.join(PROFILES)}")
         return names
-    return [n for n, p in PROFILES.items() if p.deviceless or mode == "device"]
+    return [n for n, p in PROFILES.items() if (p.deviceless or mode == "device")
+            and (for_targets is None or any(profile_applies(n, t) for t in for_targets))]
 
 
 def mode(value: str | None) -> str:
@@ -211,10 +213,11 @@ class Selection:
 def from_args(args) -> Selection:
     """The selection given by the standard options (`paths`, `-k`, `--target`, `--profile`, `--mode`, `--goldens`)."""
     m = mode(getattr(args, "mode", "auto"))
+    chosen = targets(getattr(args, "target", None))
     return Selection(
         cases=load_cases(getattr(args, "paths", None), getattr(args, "filter", None)),
-        targets=targets(getattr(args, "target", None)),
-        profiles=profiles(getattr(args, "profile", None), m),
+        targets=chosen,
+        profiles=profiles(getattr(args, "profile", None), m, for_targets=chosen),
         mode=m,
         goldens=Path(getattr(args, "goldens", None) or "goldens"),
     )

@@ -312,7 +312,7 @@ def _cmd_bisect(args) -> int:
     case = selection.find_case(args.paths, args.case)
     targets = selection.targets(args.target)
     mode = selection.mode(args.mode)
-    profiles = selection.profiles(args.profile, mode)
+    profiles = selection.profiles(args.profile, mode, for_targets=targets)
     if len(targets) != 1 or len(profiles) != 1:
         if not args.profile and "cublas" in profiles:
             profiles = ["cublas"]
