@@ -34,10 +34,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check.versions import envs  # noqa: E402
-from fp8_check.versions import releases as versions  # noqa: E402
-from fp8_check.versions import wheels  # noqa: E402
-from fp8_check.matrix.matrix_document import load_matrix  # noqa: E402
+from fp8_check.matrix.document import load_matrix  # noqa: E402
+from fp8_check.versions import (
+    envs,  # noqa: E402
+    releases as versions,  # noqa: E402
+    wheels,  # noqa: E402
+)
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import wheelsize  # noqa: E402
@@ -82,7 +84,7 @@ def env_row(version: str, kind: str, scratch_root: Path) -> dict:
 
 def matrix_time(jax_range: str, jobs: int, cache: Path, out: Path, label: str, jax: str = "") -> dict:
     which = ["--jax", jax] if jax else ["--jax-range", jax_range]
-    cmd = [sys.executable, "-m", "fp8_check.cli.cli", "matrix", *which, "--mode", "deviceless",
+    cmd = [sys.executable, "-m", "fp8_check.cli.main", "matrix", *which, "--mode", "deviceless",
            "--target", "h100", "--jobs", str(jobs), "--out", str(out / f"matrix-{label}.json"), "--no-html",
            "--fail-on", "never"]
     env = {**os.environ, "FP8_CHECK_CACHE": str(cache)}

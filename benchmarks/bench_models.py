@@ -37,11 +37,13 @@ os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from fp8_check import api  # noqa: E402
+from fp8_check import (
+    api,  # noqa: E402
+    platforms,  # noqa: E402
+)
 from fp8_check.models import decoder  # noqa: E402
-from fp8_check import platforms  # noqa: E402
-from fp8_check.worker import aot  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
+from fp8_check.worker import aot  # noqa: E402
 
 
 def main() -> int:
@@ -86,7 +88,7 @@ def main() -> int:
     run_wall = None
     if not args.no_run and args.case == "train_step_direct":
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", "run", "cases/models.yaml", "-k", "decoder_direct_train",
+        proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", "run", "cases/models.yaml", "-k", "decoder_direct_train",
                                "--no-cache", "-j", "1", "--json", os.path.join(tempfile.mkdtemp(), "r.json")],
                               cwd=REPO, capture_output=True, text=True)
         run_wall = time.perf_counter() - start

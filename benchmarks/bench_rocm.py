@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_matrix import rx_bytes  # noqa: E402
 
-from fp8_check.cases import cases as case_mod  # noqa: E402
-from fp8_check.compile.compile import Compiler  # noqa: E402
+from fp8_check.cases import load as case_mod  # noqa: E402
 from fp8_check.compile.render import render  # noqa: E402
+from fp8_check.compile.service import Compiler  # noqa: E402
 from fp8_check.platforms import AMD  # noqa: E402
 from fp8_check.platforms.amd import PLUGIN_RELEASES  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402

@@ -69,10 +69,10 @@ def plan_jobs(target: str, profiles: list[str], paths: list[Path] | None = None)
     UNSUPPORTED here, each with the XLA options its kind adds (`optional_options`: this XLA has them all)."""
     from importlib.metadata import version
 
-    from fp8_check.verdict import canary as canary_mod
-    from fp8_check.cases import cases as case_mod
+    from fp8_check.cases import load as case_mod
     from fp8_check.run import runner
     from fp8_check.targets import load_target
+    from fp8_check.verdict import canary as canary_mod
 
     t = load_target(target)
     jax_version = version("jax")
@@ -122,7 +122,7 @@ def main() -> int:
     logs = out / f"{args.out_name}_logs"
     logs.mkdir(exist_ok=True)
     py = sys.executable
-    fp8 = [py, "-m", "fp8_check.cli.cli"]
+    fp8 = [py, "-m", "fp8_check.cli.main"]
     profiles = args.profiles.split(",")
     case_paths = [REPO / c for c in args.cases.split(",") if c] or None
     jobs = plan_jobs(args.target, profiles, case_paths)

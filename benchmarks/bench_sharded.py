@@ -29,10 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check.cases import cases  # noqa: E402
+from fp8_check.cases import load as cases  # noqa: E402
 from fp8_check.compile import render  # noqa: E402
-from fp8_check.compile.compile import Compiler  # noqa: E402
-from fp8_check.signature.signature import extract  # noqa: E402
+from fp8_check.compile.service import Compiler  # noqa: E402
+from fp8_check.signature.extract import extract  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
 from fp8_check.versions import envs  # noqa: E402
 

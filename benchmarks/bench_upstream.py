@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check.cases import cases  # noqa: E402
+from fp8_check.cases import load as cases  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
 from fp8_check.upstream import explain  # noqa: E402
 from fp8_check.versions.envs import Manager  # noqa: E402
@@ -40,7 +40,7 @@ def _timed(fn) -> float:
 
 
 def _cli(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", *args], cwd=str(REPO), capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", *args], cwd=str(REPO), capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"fp8-check {' '.join(args)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
 

@@ -2,11 +2,11 @@
 
 A page asks for a generated block with a marker line `<!-- generated: NAME -->`:
 
-- `verdict-rules`: the rules table, from the table that dispatches, fp8_check.verdict.verdict's `FIELD_RULES`
+- `verdict-rules`: the rules table, from the table that dispatches, fp8_check.verdict.classify's `FIELD_RULES`
   (a record's entry carries its own rules: `GEMM_RULES`, `BLOCK_RULES`, `COLLECTIVE_RULES`): each rule's
   `@explained` statement, each `Neutral` field's reason;
 - `outcomes`: the outcome codes of fp8_check.verdict.outcome (`CODES`);
-- `cli`: every command's `--help`, from the argparse parser of fp8_check.cli.cli;
+- `cli`: every command's `--help`, from the argparse parser of fp8_check.cli.main;
 - `stages`: the stages of fp8_check/stages.py with the modules each folder holds (docs/pipeline.md);
 - `import-exceptions`: tests/test_imports.py's table of imports kept inside functions (docs/imports.md);
 - `benchmarks`: one line per benchmarks/bench_*.py (its docstring) and a link to its latest
@@ -39,8 +39,8 @@ def _cell(text: Any) -> str:
 
 
 def verdict_rules_markdown() -> str:
-    from fp8_check.verdict import verdict, verdict_rules
-    from fp8_check.verdict.verdict_rules import Neutral, explanation
+    from fp8_check.verdict import _rules_gemm as verdict_rules, classify as verdict
+    from fp8_check.verdict._rules_gemm import Neutral, explanation
 
     rows: list[tuple[str, str, str]] = []
     neutral: list[tuple[str, str]] = []
@@ -113,7 +113,7 @@ def _walk(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
 
 
 def cli_markdown() -> str:
-    from fp8_check.cli.cli import build_parser
+    from fp8_check.cli.main import build_parser
 
     with _columns(100):
         parser, _ = build_parser()

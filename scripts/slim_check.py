@@ -41,11 +41,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check.run import selection  # noqa: E402
 from fp8_check.compile import render  # noqa: E402
-from fp8_check.run import runner  # noqa: E402
-from fp8_check.compile.compile import CompileRequest  # noqa: E402
 from fp8_check.compile.pool import CompilerPool  # noqa: E402
+from fp8_check.compile.service import CompileRequest  # noqa: E402
+from fp8_check.run import (
+    runner,  # noqa: E402
+    selection,  # noqa: E402
+)
 from fp8_check.versions import envs, releases, wheels  # noqa: E402
 from fp8_check.versions.envs import InstallError, Manager  # noqa: E402
 

@@ -16,7 +16,7 @@ if not gpu_present():
 
 import pytest
 
-from fp8_check.cli import cli
+from fp8_check.cli import main as cli
 
 # The compile cache of a test session lives in a directory of its own (never the user's),
 # shared by the tests of the session; tests of the cache itself use their own.

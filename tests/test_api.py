@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import pytest
 import yaml
 
-from fp8_check.run import results as results_mod
 from fp8_check import api
+from fp8_check.run import results as results_mod
+from fp8_check.signature.extract import Signature
 from fp8_check.verdict.outcome import FAIL
-from fp8_check.signature.signature import Signature
 
 from .conftest import REPO
 

@@ -14,9 +14,8 @@ import pytest
 from fp8_check.compile import render
 from fp8_check.compile.autotune_replay import ReplayCompiler, find_results
 from fp8_check.run import selection
-from fp8_check.signature import signature
-from fp8_check.targets import autotune_results as ar
-from fp8_check.targets import load_target
+from fp8_check.signature import extract as signature
+from fp8_check.targets import autotune_results as ar, load_target
 
 CASE = "seed_relu_f32"
 TILES = {"block_m": 128, "block_n": 64, "block_k": 64, "split_k": 1, "num_stages": 3, "num_warps": 8, "num_ctas": 1}
@@ -137,7 +136,7 @@ def test_fidelity_compares_replayed_default_with_the_devices_default(tmp_path):
     """The `default (replayed) vs device` column. No GPU here: the device's `default` is stood in for by what an
     autotuner that picked cuBLASLt compiles, the deviceless `cublas` profile of the same target. Replaying a file
     that holds that choice (built from the compile's own keys) agrees on the gemm engine; replaying none does not."""
-    from fp8_check.compile.compile import Compiler
+    from fp8_check.compile.service import Compiler
     from fp8_check.gpu import fidelity
     from fp8_check.targets import PROFILES
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from fp8_check.core.files import atomic_write
-from fp8_check.verdict import comparator
-from fp8_check.verdict import golden
-from fp8_check.signature.signature import Gemm, Signature
+from fp8_check.signature.extract import Gemm, Signature
 from fp8_check.upstream import bisect
 from fp8_check.upstream.bisect import Judgment, Verdict
+from fp8_check.verdict import comparator, golden
 
 from .test_matrix import NEW, OLD, POOL, TEST_CACHE
 
@@ -117,7 +116,7 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
 def _recorded(version, case, profile):
     from pathlib import Path
 
-    from fp8_check.signature import signature
+    from fp8_check.signature import extract as signature
 
     path = Path(__file__).parent / "fixtures" / "hlo" / f"jax-{version}" / f"{case}.h100.{profile}.txt"
     return signature.extract(path.read_text()).to_dict()
@@ -125,7 +124,7 @@ def _recorded(version, case, profile):
 
 def _tester_with(criterion, sig_of):
     """The real Tester (its judge), with signatures filled in per version instead of compiled."""
-    from fp8_check.signature.signature import Signature
+    from fp8_check.signature.extract import Signature
 
     t = bisect.Tester(None, None, None, "deviceless", "goldens", criterion)
     for v in VERSIONS:

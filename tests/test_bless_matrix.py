@@ -6,14 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from fp8_check.core.files import atomic_write
-from fp8_check.verdict import comparator
-from fp8_check.verdict import golden
-from fp8_check.signature import signature
 from fp8_check.matrix import goldens as ranged
+from fp8_check.signature import extract as signature
+from fp8_check.verdict import comparator, golden
 from fp8_check.versions import xla_commits
-from packaging.version import Version
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 

@@ -9,15 +9,15 @@ import jax
 import numpy as np
 import pytest
 
-from fp8_check.gpu import numerics
-from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED
-from fp8_check.cases import cases as case_mod
+from fp8_check.cases import load as case_mod
+from fp8_check.cases.load import CaseError
 from fp8_check.compile import render
+from fp8_check.compile.service import Compiler
+from fp8_check.gpu import numerics
 from fp8_check.run import runner
-from fp8_check.signature import signature
-from fp8_check.cases.cases import CaseError
-from fp8_check.compile.compile import Compiler
+from fp8_check.signature import extract as signature
 from fp8_check.targets import PROFILES, load_target
+from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED
 
 from .conftest import REPO, write_cases
 
@@ -147,7 +147,7 @@ def test_injected_bug_in_rendered_source_fails(cid, old, new, what):
 
 
 def test_injected_bug_in_reference_fails(monkeypatch):
-    from fp8_check.gpu import block_numerics
+    from fp8_check.gpu import _block_numerics as block_numerics
 
     c = BY_ID["bs_sm_nvfp4_global"]
     inputs, outs = run_cpu(c)

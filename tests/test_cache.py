@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from fp8_check.compile.cache import (
-    CompileCache, Entry, KeyMaterial, cacheable, compiling_code_hash, imported_modules,
+    CompileCache,
+    Entry,
+    KeyMaterial,
+    cacheable,
+    compiling_code_hash,
+    imported_modules,
 )
 
 REPO = Path(__file__).resolve().parent.parent

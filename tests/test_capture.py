@@ -12,11 +12,11 @@ import struct
 
 import pytest
 
-from fp8_check.gpu import capture
 from fp8_check.compile import render
+from fp8_check.compile.service import Compiler
+from fp8_check.gpu import capture
 from fp8_check.run import runner
-from fp8_check.signature import signature
-from fp8_check.compile.compile import Compiler
+from fp8_check.signature import extract as signature
 from fp8_check.targets import PROFILES, load_target, parse_target
 
 from .conftest import requires_gpu

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from fp8_check.cases.cases import CaseError, load_file
+from fp8_check.cases.load import CaseError, load_file
 from fp8_check.compile.cache import KeyMaterial
 from tests.conftest import write_cases
 

@@ -19,15 +19,15 @@ import pytest
 import yaml
 
 from fp8_check.cli import scaffold
-from fp8_check.matrix import matrix_document
-from fp8_check.matrix.matrix_document import Matrix, Status, VersionEntry
+from fp8_check.matrix import document as matrix_document
+from fp8_check.matrix.document import Matrix, Status, VersionEntry
 from fp8_check.matrix.news import not_run
 from fp8_check.report import github
 from fp8_check.run import results
 from fp8_check.verdict import outcome
 from fp8_check.verdict.outcome import Outcome
 from fp8_check.versions.uvbin import find_uv
-from fp8_check.worker.worker import MISSING_OPTIONAL
+from fp8_check.worker.serve import MISSING_OPTIONAL
 
 from .conftest import REPO, write_cases
 from .test_workflow import _actionlint

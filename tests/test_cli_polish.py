@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cli import cli
+from fp8_check.cli import main as cli
 from fp8_check.upstream import bisect
 
 from .conftest import REPO

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from fp8_check.core.files import atomic_write
-from fp8_check.verdict.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
-from fp8_check.verdict import comparator
-from fp8_check.verdict import contract, contract_judge, golden
-from fp8_check.cost import cost
-from fp8_check.signature import identity, signature
+from fp8_check.cost import model as cost
 from fp8_check.run import results, runner
+from fp8_check.signature import extract as signature, identity
+from fp8_check.verdict import comparator, contract, contract_judge, golden
+from fp8_check.verdict.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 
 MODELS = Path(__file__).parent / "fixtures" / "hlo" / "models"
 
@@ -121,7 +120,7 @@ def test_a_layer_losing_fp8_is_a_regression_that_names_layer_and_pass(tmp_path):
 
 
 def test_under_its_known_issue_the_loss_is_xfail_with_the_same_words(tmp_path):
-    from fp8_check.cases.case_model import KnownIssue
+    from fp8_check.cases.model import KnownIssue
 
     bless_contract(tmp_path, "decoder_e5m2_fwd", "0.11.1")
     issue = KnownIssue("", ">=0.11.0,<0.11.1", "merged projections run as f16 loop fusions")
@@ -309,7 +308,7 @@ def test_blessing_one_version_while_a_matrix_shows_others_prints_the_one_command
 
 
 def test_matrix_changes_and_bisect_steps_name_layers_not_indices(tmp_path, run_cli):
-    from fp8_check.matrix.matrix_document import load_matrix
+    from fp8_check.matrix.document import load_matrix
 
     root = tmp_path / "goldens"
     bless_contract(root, "decoder_e5m2_fwd", "0.11.1")

@@ -1,4 +1,4 @@
-"""Kernels priced by what executes them (harness/fp8_check/cost/cost_engine.py), on real deviceless compiles, and the
+"""Kernels priced by what executes them (harness/fp8_check/cost/_engine.py), on real deviceless compiles, and the
 per-part rate tables (harness/fp8_check/targets/rates/*.yaml) they are priced with."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import pytest
 
 from fp8_check.api import fusion_signature
-from fp8_check.cost import cost, cost_rates, cost_table
-from fp8_check.cost.cost_engine import LOOP_DOT
+from fp8_check.cost import _rates as cost_rates, _table as cost_table, model as cost
+from fp8_check.cost._engine import LOOP_DOT
 from fp8_check.targets import PROFILES, Profile, all_target_names, load_target
 
 from .conftest import REPO

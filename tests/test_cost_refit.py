@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from fp8_check.cost.cost import hardware
+from fp8_check.cost.model import hardware
 from fp8_check.cost.refit import Curve, Timed, refit
 from fp8_check.targets import load_target
 

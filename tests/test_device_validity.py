@@ -9,9 +9,9 @@ import textwrap
 import pytest
 
 from fp8_check.platforms import AMD, NVIDIA
-from fp8_check.signature.signature import Signature
+from fp8_check.signature.extract import Signature
 from fp8_check.verdict import device_validity, golden
-from fp8_check.verdict.verdict import REGRESSION, Verdict, classify_extra
+from fp8_check.verdict.classify import REGRESSION, Verdict, classify_extra
 
 from .conftest import REPO
 
@@ -131,7 +131,7 @@ def test_the_issue_body_says_xla_should_not_rewrite_what_the_library_cannot_run(
 
 
 def test_the_issue_body_of_a_collective_only_change_does_not_blame_the_gemm():
-    from fp8_check.verdict import verdict
+    from fp8_check.verdict import classify as verdict
     from fp8_check.verdict.comparator import FieldDiff
     from fp8_check.verdict.outcome import FAIL, Outcome
 

@@ -15,8 +15,8 @@ import shutil
 
 import pytest
 
-from fp8_check.worker import aot
 from fp8_check.platforms import NVIDIA
+from fp8_check.worker import aot
 from tests.conftest import REPO, write_cases
 
 FIXTURES = REPO / "tests" / "fixtures" / "device_view"

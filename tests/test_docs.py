@@ -270,9 +270,9 @@ def test_mkdocs_build_strict(tmp_path):
 def test_the_verdict_table_covers_every_rule_of_the_code():
     import dataclasses
 
-    from fp8_check.verdict import verdict
     from fp8_check.signature.collectives import Collective
-    from fp8_check.signature.signature import BlockScaling, Gemm
+    from fp8_check.signature.extract import BlockScaling, Gemm
+    from fp8_check.verdict import classify as verdict
 
     table = _hooks().verdict_rules_markdown()
     for record, cls in (("gemms[i]", Gemm), ("block_scaled", BlockScaling), ("collectives[i]", Collective)):
@@ -283,7 +283,7 @@ def test_the_verdict_table_covers_every_rule_of_the_code():
 
 
 def test_a_rule_without_a_statement_fails_the_build(monkeypatch):
-    from fp8_check.verdict import verdict
+    from fp8_check.verdict import classify as verdict
 
     def new_rule(before, after):  # a rule nobody explained (@explained)
         return []

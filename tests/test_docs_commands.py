@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cli.cli import build_parser
+from fp8_check.cli.main import build_parser
 from fp8_check.targets import PROFILES, all_target_names
 from fp8_check.upstream.bisect import CRITERIA
 from fp8_check.versions.releases import VersionError, parse_range, parse_version

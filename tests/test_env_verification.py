@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from fp8_check.platforms import AMD, standins
+from fp8_check.platforms import AMD, _standins as standins
 from fp8_check.versions import envs
 
 VERSION = "0.10.0"

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.core import errors
-from fp8_check.core import outputs
+from fp8_check.core import errors, outputs
 
 from .conftest import REPO
 
 
 @pytest.mark.parametrize("cls, code, prefix", [
-    ("fp8_check.cases.cases:CaseError", 2, "error: "),
+    ("fp8_check.cases.load:CaseError", 2, "error: "),
     ("fp8_check.verdict.golden:GoldenError", 2, "error: "),
     ("fp8_check.run.results:ResultsError", 2, "error: "),
     ("fp8_check.core.outputs:OutputError", 2, "error: "),

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import re
 
-from fp8_check.cli import cli
+from fp8_check.cli import main as cli
+from fp8_check.matrix import document as matrix_document
 from fp8_check.report.markup import md_inline, no_commands
-from fp8_check.matrix import matrix_document
 
 from .conftest import REPO
 from .test_issue_filing import _calls, _gh

@@ -17,16 +17,16 @@ import sys
 
 import pytest
 
-from fp8_check.matrix.matrix_document import merge
+from fp8_check.matrix.document import merge
 from fp8_check.report.github import job_summary
 from fp8_check.report.issue import first_bad_items, issue_title
 from fp8_check.report.model import build_model
 from fp8_check.run import results
-from fp8_check.signature.signature import Gemm, Signature
+from fp8_check.signature.extract import Gemm, Signature
 from fp8_check.targets import load_target
 from fp8_check.verdict import contract
-from fp8_check.verdict.layer_rules import check as check_rules, from_dicts
 from fp8_check.verdict.fp8_answer import FIX, Fp8Answer, program_fp8_types, reason
+from fp8_check.verdict.rules_layer import check as check_rules, from_dicts
 from tests.conftest import REPO
 from tests.test_report import Watched, browser  # noqa: F401  (the browser fixture: the real headless Chromium)
 
@@ -137,7 +137,7 @@ def test_a_layer_made_plain_is_named_in_the_terminal_job_summary_and_issue_title
 def test_no_fp8_on_a100_and_the_family_and_fix_on_mi300x(tmp_path, monkeypatch):
     """`check --target h100,a100,mi300x` of the model: the FP8 answer per target, side by side, with the reason."""
     work = _example(tmp_path, monkeypatch)
-    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", "check", "model:train_step", "--args",
+    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", "check", "model:train_step", "--args",
                            "model:train_args", "--target", "h100,a100,mi300x", "--json", "c.json"],
                           cwd=work, capture_output=True, text=True, timeout=1200,
                           env={**os.environ, "PYTHONPATH": str(work)})

@@ -8,10 +8,10 @@ import json
 import os
 import stat
 
-from fp8_check.cli import cli
+from fp8_check.cli import main as cli
+from fp8_check.matrix import document as matrix_document
 from fp8_check.report.markup import plain
 from fp8_check.targets import PROFILES
-from fp8_check.matrix import matrix_document
 
 from .conftest import REPO
 

@@ -8,8 +8,7 @@ import pytest
 import yaml
 
 from fp8_check.core.files import atomic_write
-from fp8_check.verdict import comparator
-from fp8_check.verdict import golden
+from fp8_check.verdict import comparator, golden
 
 SIG = {
     "kernels": 2,

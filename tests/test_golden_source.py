@@ -5,12 +5,12 @@ no GPU here, so the device results are those compilations filed under mode `devi
 
 from __future__ import annotations
 
-from fp8_check.verdict.outcome import FAIL, NEW, PASS
-from fp8_check.cases import cases
-from fp8_check.verdict import golden
+from fp8_check.cases import load as cases
+from fp8_check.compile.service import Compilation
 from fp8_check.run import runner
-from fp8_check.signature import signature
-from fp8_check.compile.compile import Compilation
+from fp8_check.signature import extract as signature
+from fp8_check.verdict import golden
+from fp8_check.verdict.outcome import FAIL, NEW, PASS
 
 from .conftest import REPO
 

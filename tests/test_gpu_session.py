@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fp8_check.gpu import kernel_timing, session
+from fp8_check.gpu import _kernel_timing as kernel_timing, session
 
 from .conftest import REPO
 

@@ -152,7 +152,7 @@ def test_results_on_a_full_disk_are_one_line_exit_3_and_nothing_half_written(run
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
 
-    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", "run", str(REPO / "cases" / "seed.yaml"), *sel,
+    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", "run", str(REPO / "cases" / "seed.yaml"), *sel,
                            "--json", str(tmp_path / "out" / "r.json")], capture_output=True, text=True, cwd=tmp_path,
                           preexec_fn=limit, env=dict(os.environ), timeout=600)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from fp8_check.cli import cli
+from fp8_check.cli import main as cli
 from tests.conftest import write_cases
 from tests.test_timeouts import _alive
 

@@ -91,7 +91,7 @@ SUBCOMMANDS = {
 
 
 def test_every_subcommand_is_listed():
-    from fp8_check.cli import cli
+    from fp8_check.cli import main as cli
 
     parser, handlers = cli.build_parser()
     assert set(handlers) == {c.split()[0] for c in SUBCOMMANDS}

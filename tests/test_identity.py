@@ -8,9 +8,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from fp8_check.verdict import verdict
-from fp8_check.verdict import comparator
-from fp8_check.signature import identity, signature
+from fp8_check.signature import extract as signature, identity
+from fp8_check.verdict import classify as verdict, comparator
 
 HLO = Path(__file__).parent / "fixtures" / "hlo"
 

@@ -29,16 +29,16 @@ ALLOWED: dict[tuple[str, str], str] = {
     # `import fp8_check.api` stays light (the compile service, the runner, the case kinds and their jinja2 templates
     # load on first use): a user's script or test imports it, and `fp8-check check` runs the user's code in a child
     # (`python -m fp8_check.cli.check`) whose start-up, until the user's module is imported, counts against --timeout.
-    ("fp8_check.cli.check", "fp8_check.run.selection"): "start-up of the checking child: selection serves only the parent's parser",
+    ("fp8_check.cli.check", "fp8_check.run"): "start-up of the checking child: selection serves only the parent's parser",
     ("fp8_check.cli.check", "fp8_check.compile.check_process"): "start-up of the checking child: the parent's side (it imports the compile service)",
-    ("fp8_check.api", "fp8_check.compile.compile"): "start-up of every api import: the compile service loads with the first Checker",
-    ("fp8_check.versions.other_environments", "fp8_check.compile.compile"): "start-up of every api import: as api -> compile",
+    ("fp8_check.api", "fp8_check.compile"): "start-up of every api import: the compile service loads with the first Checker",
+    ("fp8_check.versions.other_environments", "fp8_check.compile"): "start-up of every api import: as api -> compile",
     ("fp8_check.versions.other_environments", "fp8_check.versions.envs"):
         "start-up of every api import: envs (releases, wheels, uv) serves only a target on another platform's plugin",
     ("fp8_check.cli.check", "fp8_check.report.formats"):
         "start-up of the checking child: the output registry (the results file, the HTML page and jinja2) loads in the "
         "parent's parser and, in the child, only to write --json after the check",
-    ("fp8_check.cli.check", "fp8_check.run.results"): "start-up of the checking child: as check -> report.formats",
+    ("fp8_check.cli.check", "fp8_check.run"): "start-up of the checking child: as check -> report.formats",
     ("fp8_check.cli.check", "fp8_check.api"):
         "side effect: importing api runs the CPU-only hook (a GPU probe, JAX_PLATFORMS=cpu without one); every CLI "
         "start imports check, and only `fp8-check check` (before the checked module imports JAX) wants the hook",
@@ -92,11 +92,11 @@ def test_every_allowed_entry_is_still_needed():
 
 def test_the_check_finds_an_import_inside_a_function():
     source = ("from fp8_check import outcome\n\n"
-              "def f():\n    from fp8_check.verdict import golden\n    import fp8_check.verdict.verdict\n"
+              "def f():\n    from fp8_check.verdict import golden\n    import fp8_check.verdict.classify\n"
               "    from . import check\n    import json\n    return golden\n")
     assert offenders({"fp8_check.cli.commands": source}, ALLOWED) == [
         "fp8_check.cli.commands:4 imports fp8_check.verdict.golden inside a function",
-        "fp8_check.cli.commands:5 imports fp8_check.verdict.verdict inside a function",
+        "fp8_check.cli.commands:5 imports fp8_check.verdict.classify inside a function",
         "fp8_check.cli.commands:6 imports fp8_check.cli.check inside a function",
     ]
     # an allowed pair passes; the same import in another module does not

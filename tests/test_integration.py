@@ -12,10 +12,10 @@ import jax
 import pytest
 import yaml
 
-from fp8_check.verdict import golden
+from fp8_check.compile.service import Compiler
 from fp8_check.run import runner
-from fp8_check.compile.compile import Compiler
 from fp8_check.targets import TARGET_DIR, load_target
+from fp8_check.verdict import golden
 
 from .conftest import write_cases
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from fp8_check.cli import cli
+from fp8_check.cli import main as cli
 from fp8_check.report import issue_filing
 
 LOST = [{"path": "gemms[0].target", "expected": "__cublas$lt$matmul$f8", "found": "__cublas$gemm"}]

@@ -18,19 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cases.case_model import Case, MatmulSpec, Spec
 from fp8_check.cases.kinds.block_scaled import BlockScaledSpec
 from fp8_check.cases.kinds.pattern import PatternSpec
 from fp8_check.cases.kinds.python import PythonSpec
+from fp8_check.cases.model import Case, MatmulSpec, Spec
 
 PACKAGE = Path(__file__).resolve().parents[1] / "harness" / "fp8_check"
 
 # The modules that may read each spec's fields: the kind's module and its numerics.
 OWNERS: dict[type, tuple[str, ...]] = {
-    MatmulSpec: ("cases/case_model.py", "cases/kinds/pattern.py", "cases/kinds/block_scaled.py",
-                 "gpu/pattern_numerics.py", "gpu/block_numerics.py"),
-    PatternSpec: ("cases/kinds/pattern.py", "gpu/pattern_numerics.py"),
-    BlockScaledSpec: ("cases/kinds/block_scaled.py", "gpu/block_numerics.py"),
+    MatmulSpec: ("cases/model.py", "cases/kinds/pattern.py", "cases/kinds/block_scaled.py",
+                 "gpu/_pattern_numerics.py", "gpu/_block_numerics.py"),
+    PatternSpec: ("cases/kinds/pattern.py", "gpu/_pattern_numerics.py"),
+    BlockScaledSpec: ("cases/kinds/block_scaled.py", "gpu/_block_numerics.py"),
     PythonSpec: ("cases/kinds/python.py",),
 }
 SPEC_CLASSES = {"Spec", "MatmulSpec", *(cls.__name__ for cls in OWNERS)}

@@ -18,6 +18,8 @@ from fp8_check import stages
 from .test_architecture import GRAPH, IMPORT_NAME as NAME, MODULES, PACKAGE  # noqa: E402
 
 MAX_MODULES = 15
+# Stage folders allowed more modules, each with why (a concept chooses its seams, not a cap).
+LARGE_STAGES: dict[str, str] = {}
 UNSTAGED = {NAME, f"{NAME}.stages"}  # the package marker (imports nothing at import time) and the declaration
 
 
@@ -50,7 +52,7 @@ def folder_sizes(root: Path = PACKAGE) -> dict[str, int]:
 def test_the_import_graph_is_read():
     # real edges, or the checks below could never fail
     assert "fp8_check.verdict.comparator" in GRAPH["fp8_check.verdict.outcome"]
-    assert "fp8_check.worker.aot" in GRAPH["fp8_check.worker.worker"]
+    assert "fp8_check.worker.aot" in GRAPH["fp8_check.worker.serve"]
     assert len(MODULES) > 80
 
 
@@ -72,23 +74,24 @@ def test_no_module_imports_a_stage_above_its_own():
 
 def test_the_stage_check_finds_an_upward_import():
     graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["fp8_check.cases.cases"] |= {"fp8_check.verdict.golden", "fp8_check.cases.case_model"}
+    graph["fp8_check.cases.load"] |= {"fp8_check.verdict.golden", "fp8_check.cases.model"}
     graph["fp8_check.signature.hlo"] |= {"fp8_check.cli.commands"}
     assert upward_imports(graph) == [
-        "fp8_check.cases.cases (cases) imports fp8_check.verdict.golden (verdict)",
+        "fp8_check.cases.load (cases) imports fp8_check.verdict.golden (verdict)",
         "fp8_check.signature.hlo (signature) imports fp8_check.cli.commands (cli)",
     ]
     # and the order is what decides: swapped, the same graph has other offenders
     order = list(stages.NAMES)
     i, j = order.index("signature"), order.index("cost")
     order[i], order[j] = order[j], order[i]
-    assert "fp8_check.cost.cost (cost) imports fp8_check.signature.signature (signature)" in upward_imports(GRAPH, tuple(order))
+    assert "fp8_check.cost.model (cost) imports fp8_check.signature.extract (signature)" in upward_imports(GRAPH, tuple(order))
 
 
 @pytest.mark.parametrize("stage", [s for s in stages.NAMES if (PACKAGE / s).is_dir()])
 def test_no_folder_holds_more_than_15_modules(stage):
     sizes = {k: n for k, n in folder_sizes().items() if k == f"{NAME}/{stage}" or k.startswith(f"{NAME}/{stage}/")}
-    assert sizes and max(sizes.values()) <= MAX_MODULES, sizes
+    over = {k: v for k, v in sizes.items() if v > MAX_MODULES and k not in LARGE_STAGES}
+    assert sizes and not over, over
 
 
 def test_the_folder_count_counts(tmp_path):
@@ -106,7 +109,7 @@ def test_the_worker_imports_only_its_stage_and_the_platforms():
             assert {stage_of(d) for d in GRAPH[m]} <= {"worker", "platforms", None}, m
         if stage_of(m) == "platforms":
             assert {stage_of(d) for d in GRAPH[m]} <= {"platforms", None}, m
-    assert GRAPH["fp8_check.worker.worker_guard"] == set()  # standard library only
+    assert GRAPH["fp8_check.worker.guard"] == set()  # standard library only
 
 
 def test_nothing_below_the_cli_imports_it():

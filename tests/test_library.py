@@ -10,13 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import pytest
 
-from fp8_check.cases import cases
-from fp8_check.verdict import comparator
-from fp8_check.verdict import device_validity, golden
-from fp8_check.platforms import NVIDIA
+from fp8_check.cases import load as cases
 from fp8_check.compile import render
-from fp8_check.signature import signature
+from fp8_check.platforms import NVIDIA
+from fp8_check.signature import extract as signature
 from fp8_check.targets import PROFILES, load_target
+from fp8_check.verdict import comparator, device_validity, golden
 
 from .conftest import REPO
 

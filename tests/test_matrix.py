@@ -17,17 +17,15 @@ import pytest
 import yaml
 
 from fp8_check.core.files import atomic_write
-from fp8_check.verdict.verdict import Verdict
-from fp8_check.verdict import outcome
-from fp8_check.verdict.outcome import Outcome
-from fp8_check.verdict import golden
+from fp8_check.matrix import document as matrix_document, view as matrix_view
+from fp8_check.matrix.document import Matrix, MatrixError, Status, VersionEntry, load_matrix
 from fp8_check.run import results
+from fp8_check.signature.extract import Gemm, Signature
+from fp8_check.verdict import golden, outcome
+from fp8_check.verdict.classify import Verdict
 from fp8_check.verdict.comparator import FieldDiff
-from fp8_check.signature.signature import Gemm, Signature
-from fp8_check.versions import envs
-from fp8_check.matrix import matrix_document, matrix_view
-from fp8_check.versions import releases as versions
-from fp8_check.matrix.matrix_document import Matrix, MatrixError, Status, VersionEntry, load_matrix
+from fp8_check.verdict.outcome import Outcome
+from fp8_check.versions import envs, releases as versions
 
 OLD = "0.8.0"  # the one extra environment the suite may build
 NEW = jax.__version__
@@ -217,7 +215,7 @@ def test_grid_shows_symbols_kernels_and_highlights_changes():
     text = buf.getvalue()
     header = next(line for line in text.splitlines() if "0.5.3" in line and "0.10.1" in line)
     assert "case" in header
-    # the change's class (harness/fp8_check/verdict/verdict.py): a renamed Triton kind with the same structure is neutral (~),
+    # the change's class (harness/fp8_check/verdict/classify.py): a renamed Triton kind with the same structure is neutral (~),
     # one kernel fewer an improvement (▲)
     assert grid_cells(text, "a") == ["-", "✗1", "E", "✓1~", "✓1"]
     assert grid_cells(text, "b") == ["-", "✓2", "E", "✓2", "✗1▲"]

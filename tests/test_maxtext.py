@@ -27,7 +27,7 @@ PROJECTIONS = 7  # a llama decoder layer: query, key, value, out; wi_0, wi_1, wo
 
 
 def test_the_cases_name_the_maxtext_set_and_its_jax_range():
-    from fp8_check.cases import cases
+    from fp8_check.cases import load as cases
 
     loaded = cases.load([CASES])
     assert loaded and all(c.requirements and c.requirements.name == "maxtext" and c.requirements.jax == ">=0.11.1"
@@ -87,8 +87,8 @@ print(json.dumps(out))
 @pytest.mark.slow
 @pytest.mark.network
 def test_the_qwix_recipes_are_told_apart_by_the_operand_dtypes_their_definitions_state(run_cli, tmp_path, monkeypatch):
-    from fp8_check.versions import envs
     from fp8_check.cases.requirement_sets import NAMED, read_set
+    from fp8_check.versions import envs
     from tests.test_models import TEST_CACHE
 
     monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))

@@ -20,11 +20,11 @@ import jax
 import pytest
 import yaml
 
-from fp8_check.cli import cli
-from fp8_check.signature.coverage import coverage
-from fp8_check.signature.signature_types import Signature
-from fp8_check.verdict import outcome
+from fp8_check.cli import main as cli
 from fp8_check.run import results
+from fp8_check.signature.coverage import coverage
+from fp8_check.signature.types import Signature
+from fp8_check.verdict import outcome
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "docs" / "examples"

@@ -131,10 +131,10 @@ def test_matrix_installs_the_nightly_from_the_configured_index(nightly_index, tm
     # uv resolves jaxlib and the CUDA plugin from its cache (revalidated against the default index).
     env = dict(os.environ, FP8_CHECK_JAX_INDEX=nightly_index, FP8_CHECK_NO_GPU="1")
     env.pop("VIRTUAL_ENV", None)
-    p = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", "matrix", "--jax", "nightly", "--list-versions"],
+    p = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", "matrix", "--jax", "nightly", "--list-versions"],
                        cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0 and p.stdout.split() == [NIGHTLY], p.stdout + p.stderr
-    p = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", "matrix", "--jax", "nightly", "-k", "seed_plain_f32",
+    p = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", "matrix", "--jax", "nightly", "-k", "seed_plain_f32",
                         "--profile", "cublas", "--cache", str(tmp_path / "envs"), "--out", str(tmp_path / "m.json"),
                         "--no-html", "--jobs", "1"],
                        cwd=REPO, capture_output=True, text=True, env=env, timeout=900)

@@ -11,9 +11,9 @@ import json
 import pytest
 
 from fp8_check.run.results import outcome_to_json
-from fp8_check.verdict.outcome import FAIL, Outcome
+from fp8_check.verdict.classify import classify
 from fp8_check.verdict.comparator import FieldDiff
-from fp8_check.verdict.verdict import classify
+from fp8_check.verdict.outcome import FAIL, Outcome
 
 from .conftest import write_cases
 

@@ -68,7 +68,7 @@ def test_the_wheel_installs_outside_the_checkout_as_fp8_check(tmp_path):
     tops = {n.split("/")[0] for n in names}
     assert tops == {IMPORT_NAME, next(t for t in tops if t.endswith(".dist-info"))}, tops  # no top-level harness
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert f"fp8-check = {IMPORT_NAME}.cli.cli:main" in entry_points and f"fp8_check = {IMPORT_NAME}.cli.pytest_plugin" in entry_points
+    assert f"fp8-check = {IMPORT_NAME}.cli.main:main" in entry_points and f"fp8_check = {IMPORT_NAME}.cli.pytest_plugin" in entry_points
 
     venv = _venv(tmp_path, "venv", env)
     py = venv / "bin" / "python"

@@ -100,7 +100,7 @@ def test_the_wrong_fp8_family_silently_upcast_is_a_regression():
     # running the family) upcasts it: judged like any FP8 gemm that became a wider one, in the same words
     import yaml
 
-    from fp8_check.verdict import verdict
+    from fp8_check.verdict import classify as verdict
 
     def sig(target: str) -> dict:
         path = HARNESS.parent / "goldens" / target / "cublas" / "deviceless" / "seed_plain_f32.yaml"

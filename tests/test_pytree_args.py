@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fp8_check.cases import cases as cases_mod
+from fp8_check.cases import load as cases_mod
 from fp8_check.compile import render
 from tests.conftest import REPO, write_cases
 

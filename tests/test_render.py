@@ -13,12 +13,11 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from fp8_check.cases import cases
+from fp8_check.cases import load as cases
+from fp8_check.cases.load import Case, PatternSpec, PythonSpec, Shape
 from fp8_check.compile import render
-from fp8_check.cases.cases import Case, PatternSpec, PythonSpec, Shape
 
 
 def load(source: str) -> types.ModuleType:

@@ -22,11 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from fp8_check.report import _hlo_text as hlo_text, issue, model, page as report
 from fp8_check.report.markup import plain
-from fp8_check.verdict.outcome import CODES
 from fp8_check.run import results as results_mod
-from fp8_check.report import hlo_text, issue, model
-from fp8_check.report import page as report
+from fp8_check.verdict.outcome import CODES
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "results"
@@ -227,7 +226,7 @@ def test_matrix_document_is_read_through_its_results_files(tmp_path):
 def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
     """A matrix as `fp8-check matrix` writes it (schema 2, results_file relative to the matrix) next to copies of
     the results files: the report reads each version's full results through it."""
-    from fp8_check.matrix import matrix_document
+    from fp8_check.matrix import document as matrix_document
 
     entries = []
     for f in FILES:

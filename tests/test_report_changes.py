@@ -1,14 +1,14 @@
-"""The HTML matrix's change data (harness/fp8_check/report/changes.py) on recorded signatures."""
+"""The HTML matrix's change data (harness/fp8_check/report/_changes.py) on recorded signatures."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from fp8_check.report import _changes as changes
+from fp8_check.signature import extract as signature
 from fp8_check.verdict import outcome
 from fp8_check.verdict.outcome import Outcome
-from fp8_check.signature import signature
-from fp8_check.report import changes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 

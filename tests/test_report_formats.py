@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fp8_check.cli import cli
+from fp8_check.cli import main as cli
 from fp8_check.report import formats
 from fp8_check.run import results
 

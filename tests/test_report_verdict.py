@@ -10,10 +10,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fp8_check.verdict import verdict
+from fp8_check.report import issue, model, page as report
+from fp8_check.verdict import classify as verdict
 from fp8_check.verdict.outcome import FAIL
-from fp8_check.report import issue, model
-from fp8_check.report import page as report
 
 from .test_report import FILES, browser, data_island, loaded  # noqa: F401 (browser: the fixture)
 

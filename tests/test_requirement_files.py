@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from fp8_check.cases import cases as case_mod
+from fp8_check.cases import load as case_mod
 from tests.conftest import REPO, write_cases
 
 SECRET = "fp8chk-secret-7c1f2a9e"
@@ -83,7 +83,7 @@ def test_proc_environ_through_the_real_cli_prints_no_byte_of_it(tmp_path):
     """The same refusal through a separate `fp8-check` process (all its output, both streams)."""
     _, path = _project(tmp_path, "/proc/self/environ")
     env = {**os.environ, "FP8_CHECK_PLANTED_TOKEN": SECRET}
-    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.cli", "list", str(path)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", "list", str(path)], capture_output=True,
                           text=True, env=env, timeout=120, cwd=REPO)
     assert proc.returncode == 2, proc.stderr
     assert SECRET not in proc.stdout + proc.stderr

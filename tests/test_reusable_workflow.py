@@ -8,8 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from fp8_check.cli import cli
-from fp8_check.cli import scaffold
+from fp8_check.cli import main as cli, scaffold
 
 from .conftest import REPO
 from .test_workflow import _actionlint

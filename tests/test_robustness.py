@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from fp8_check.cases import cases as case_mod
+from fp8_check.cases import load as case_mod
+from fp8_check.cases.load import Case, KnownIssue, PatternSpec, PythonSpec
 from fp8_check.compile import render
-from fp8_check.cases.cases import Case, KnownIssue, PatternSpec, PythonSpec
 from fp8_check.targets import PROFILES, TARGET_DIR, Target, parse_target
 
 PLACEHOLDER = "PLACEHOLDER_q7Zx"
@@ -296,8 +295,8 @@ def test_broken_goldens_are_unresolved_and_the_run_goes_on(workspace, run_cli, m
     import json
 
     _whole_library(workspace)
-    from fp8_check.verdict import golden
     from fp8_check.report import page
+    from fp8_check.verdict import golden
 
     g = lambda case: golden.path_for(workspace / "goldens", case, "h100", "cublas", "deviceless")  # noqa: E731
     g("seed_plain_f32").unlink()
@@ -449,6 +448,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_signal_stops_the_run_and_its_worker(tmp_path, signame):
     """A real `fp8-check run` process, its worker busy in a case, gets SIGTERM/SIGHUP: both processes end."""
+    import os
     import signal
     import subprocess
     import sys
@@ -456,12 +456,10 @@ def test_signal_stops_the_run_and_its_worker(tmp_path, signame):
 
     from .conftest import REPO, write_cases
 
-    import os
-
     write_cases(tmp_path / "cases" / "sleepy.yaml", SLEEPY)
     scratch = tmp_path / "tmp"  # the temporary directory of both processes: nothing may be left in it
     scratch.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "fp8_check.cli.cli", "run", "--mode", "deviceless", "--json",
+    proc = subprocess.Popen([sys.executable, "-m", "fp8_check.cli.main", "run", "--mode", "deviceless", "--json",
                              str(tmp_path / "r.json"), str(tmp_path / "cases")], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, TMPDIR=str(scratch)))

@@ -1,5 +1,5 @@
 """AMD/ROCm, deviceless: the ROCm plugin loads on a machine without AMD software through stand-in runtime
-libraries generated from the plugin itself, and a compile calls nothing in them (harness/fp8_check/platforms/standins.py)."""
+libraries generated from the plugin itself, and a compile calls nothing in them (harness/fp8_check/platforms/_standins.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.signature import signature
-from fp8_check.compile.compile import harness_path
-from fp8_check.platforms import AMD, standins
+from fp8_check.compile.service import harness_path
+from fp8_check.platforms import AMD, _standins as standins
+from fp8_check.signature import extract as signature
 from fp8_check.versions import envs
 
 HERE = Path(__file__).resolve().parent

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.verdict import verdict
-from fp8_check.worker import aot
-from fp8_check.signature import attribution, collectives, hlo
-from fp8_check.cases import cases
-from fp8_check.cases.cases import CaseError
+from fp8_check.cases import load as cases
+from fp8_check.cases.load import CaseError
 from fp8_check.compile.render import render
-from fp8_check.signature.signature import Signature, extract
+from fp8_check.signature import attribution, collectives, hlo
+from fp8_check.signature.extract import Signature, extract
 from fp8_check.targets import load_target
+from fp8_check.verdict import classify as verdict
+from fp8_check.worker import aot
 
 from .conftest import REPO, write_cases
 
@@ -349,7 +349,7 @@ def test_replica_groups_as_device_ids():
 
 def test_a_group_across_hosts_is_priced_over_the_network():
     """h100x2x4: a collective among GPUs of one host runs over NVLink, one across the two hosts over the NICs."""
-    from fp8_check.cost import cost
+    from fp8_check.cost import model as cost
 
     one_host, two_hosts = cost.hardware("h100x8"), cost.hardware("h100x2x4")
     assert (one_host.per_host, two_hosts.per_host) == (0, 4) and two_hosts.network < two_hosts.link

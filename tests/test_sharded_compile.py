@@ -18,12 +18,12 @@ import jax
 import pytest
 import yaml
 
-from fp8_check.cases import cases
-from fp8_check.verdict import golden
+from fp8_check.cases import load as cases
 from fp8_check.compile import render
-from fp8_check.compile.compile import Compiler
-from fp8_check.signature.signature import FP8_TYPES, extract
+from fp8_check.compile.service import Compiler
+from fp8_check.signature.extract import FP8_TYPES, extract
 from fp8_check.targets import PROFILES, load_target
+from fp8_check.verdict import golden
 
 from .conftest import REPO
 from .test_matrix import TEST_CACHE

@@ -1,4 +1,4 @@
-"""Identical compilations compiled once (harness/fp8_check/compile/sharing.py): which sources may share, what a shared
+"""Identical compilations compiled once (harness/fp8_check/compile/_sharing.py): which sources may share, what a shared
 compilation becomes, and the pool's fallback when the first compilation fails. The end-to-end check (a run
 with sharing against `--no-cache`, outcome by outcome and HLO by HLO) is in tests/test_pool.py."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp8_check.cases import cases as case_mod
-from fp8_check.compile import render, sharing
+from fp8_check.cases import load as case_mod
+from fp8_check.compile import _sharing as sharing, render
 from fp8_check.compile.cache import CompileCache
-from fp8_check.compile.compile import Compilation, CompileRequest
 from fp8_check.compile.pool import CompilerPool, _Key
+from fp8_check.compile.service import Compilation, CompileRequest
 from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO

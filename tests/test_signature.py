@@ -15,12 +15,10 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fp8_check.signature import hlo
-from fp8_check.signature import signature
-from fp8_check.signature.signature import FP8_TYPES
+from fp8_check.signature import extract as signature, hlo
+from fp8_check.signature.extract import FP8_TYPES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 VERSIONS = sorted(p.name.removeprefix("jax-") for p in FIXTURES.glob("jax-*") if p.is_dir())

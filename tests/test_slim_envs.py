@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.versions import xla_commits
-from fp8_check.versions import envs, shared_xla, wheels
-from fp8_check.matrix.matrix_document import load_matrix
+from fp8_check.matrix.document import load_matrix
+from fp8_check.versions import envs, shared_xla, wheels, xla_commits
 
 from .conftest import REPO
 from .test_matrix import TEST_CACHE

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 
-
 def _row(case, jax):
     return {"case": case, "target": "h100", "profile": "cublas", "mode": "deviceless", "jax": jax, "outcome": "PASS",
             "reason": "", "signature": {"kernels": 1, "launches": ["gemm x"], "gemms": [], "unfused": []},

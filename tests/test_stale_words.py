@@ -2,7 +2,7 @@
 
 The docs (docs/*.md), the README, mkdocs.yml and the package's own text (docstrings and comments in
 harness/) name files (`harness/fp8_check/verdict/golden.py`), modules and their attributes
-(`fp8_check.cost.cost.Estimate`) and stages. A move that leaves one behind fails here: every
+(`fp8_check.cost.model.Estimate`) and stages. A move that leaves one behind fails here: every
 `harness/…` path exists (a glob matches something), every `fp8_check.x.y` names a module and,
 after it, a name that module binds, nothing names the retired `pipeline/` folder, and no docstring
 numbers a "Stage N" (the stages have names, in harness/fp8_check/stages.py). Read as text and with
@@ -145,7 +145,7 @@ def test_the_path_check_can_fail(text, found):
 
 def test_the_name_check_can_fail():
     text = "fp8_check.verdict.golden.remove_stale_goldens moved; fp8_check.core.files.atomic_write, fp8_check.pipeline.cost; " \
-           "fp8_check.cost.cost.Estimate.total_us is fine"
+           "fp8_check.cost.model.Estimate.total_us is fine"
     assert unresolved_names({"x.md": text}) == ["x.md: fp8_check.pipeline.cost", "x.md: fp8_check.verdict.golden.remove_stale_goldens"]
 
 

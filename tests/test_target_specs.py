@@ -8,12 +8,11 @@ import re
 
 import pytest
 
-from fp8_check.run import target_check
-from fp8_check.worker import aot
-from fp8_check.compile.compile import Compiler
-from fp8_check.targets import TargetSpecError, load_target, parse_target, target_names
-
+from fp8_check.compile.service import Compiler
 from fp8_check.platforms import AMD
+from fp8_check.run import target_check
+from fp8_check.targets import TargetSpecError, load_target, parse_target, target_names
+from fp8_check.worker import aot
 
 from .conftest import REPO
 

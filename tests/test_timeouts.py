@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cli import cli
+from fp8_check.cli import main as cli
 from fp8_check.core import timeouts
 
 from .conftest import REPO

@@ -81,7 +81,7 @@ def test_a_release_without_the_chip_is_unsupported_with_the_reason():
 
 
 def test_every_tpu_case_has_goldens_for_each_of_its_targets():
-    from fp8_check.cases import cases
+    from fp8_check.cases import load as cases
     from fp8_check.verdict import golden
 
     from .conftest import REPO

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cases import cases as case_mod
-from fp8_check.verdict import comparator
-from fp8_check.verdict import golden
+from fp8_check.cases import load as case_mod
+from fp8_check.signature.extract import extract
 from fp8_check.signature.filecheck import run_filecheck
-from fp8_check.signature.signature import extract
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.upstream import explain, issue, passes, reduce, repro, xla_test
+from fp8_check.upstream import _passes as passes, _repro as repro, _xla_test as xla_test, explain, issue, reduce
+from fp8_check.verdict import comparator, golden
 from fp8_check.versions import xla_commits
 
 REPO = Path(__file__).resolve().parent.parent
@@ -251,8 +250,7 @@ FIX = REPO / "tests" / "fixtures" / "results"
 
 
 def _fail_body() -> str:
-    from fp8_check.report import issue as report_issue
-    from fp8_check.report import model
+    from fp8_check.report import issue as report_issue, model
 
     [md] = report_issue.markdown_for(model.load(sorted(FIX.glob("jax-*.json"))).results, "seed_scaled_clamp_bf16",
                                      profile="cublas")
@@ -394,8 +392,7 @@ def test_text_from_a_case_file_never_becomes_repro_code():
 def test_a_lost_fp8_gemm_keeps_the_no_longer_fuses_title_and_summary():
     """Recorded results: seed_scaled_clamp_bf16 loses its FP8 gemm on 0.12.0.1 (gemm target changes), so the
     class-aware wording for an unchanged gemm must not be used."""
-    from fp8_check.report import issue as report_issue
-    from fp8_check.report import model
+    from fp8_check.report import issue as report_issue, model
 
     [md] = report_issue.markdown_for(model.load(sorted(FIX.glob("jax-*.json"))).results, "seed_scaled_clamp_bf16",
                                      profile="cublas")

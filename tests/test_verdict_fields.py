@@ -15,11 +15,10 @@ import shutil
 import pytest
 
 from fp8_check.core import dtypes
-from fp8_check.verdict import verdict
-from fp8_check.verdict import golden
 from fp8_check.signature.collectives import Collective
-from fp8_check.signature.signature import BlockScaling, Gemm, Signature
-from fp8_check.verdict.verdict_rules import Neutral
+from fp8_check.signature.extract import BlockScaling, Gemm, Signature
+from fp8_check.verdict import classify as verdict, golden
+from fp8_check.verdict._rules_gemm import Neutral
 
 from .conftest import REPO
 
@@ -82,7 +81,7 @@ def test_dtype_class(name, cls):
 
 
 def test_case_schema_dtypes_come_from_the_vocabulary():
-    from fp8_check.cases import cases
+    from fp8_check.cases import load as cases
     from fp8_check.cases.kinds import block_scaled as block_cases
 
     assert set(cases.DATA_DTYPES) == {d for d in cases.DATA_DTYPES if dtypes.dtype_class(d) in (dtypes.FP8, dtypes.FP4)}
@@ -245,7 +244,7 @@ def _paths_of(key: str, entry) -> dict[str, object]:
 
 def test_every_entry_of_the_table_is_reachable(monkeypatch):
     """Each entry (and each rule a record holds) is what runs for its path: a spy in its place sees the call."""
-    from fp8_check.verdict.verdict_rules import Finding
+    from fp8_check.verdict._rules_gemm import Finding
 
     for key, entry in list(verdict.FIELD_RULES.items()):
         for path, sub in _paths_of(key, entry).items():
@@ -289,7 +288,7 @@ def test_a_record_field_rule_added_to_its_table_runs(monkeypatch):
 
 def test_a_deciding_finding_decides_by_its_data_not_its_words(monkeypatch):
     """A rule that decides the verdict says so (Finding.decides); the same words without it decide nothing."""
-    from fp8_check.verdict.verdict_rules import Finding
+    from fp8_check.verdict._rules_gemm import Finding
 
     before = _sig(_gemm(output="f32", fused_ops=["a", "b"]))
     after = _sig(_gemm(output="f8e4m3fn", fused_ops=["a"]))  # an improvement (FP8 output) and a regression (an op left)

@@ -95,7 +95,7 @@ def test_wheel_installs_outside_the_checkout_and_checks_a_user_project(tmp_path)
     [wheel] = dist.glob("fp8_check-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("fp8_check/templates/pattern.py.j2", "fp8_check/templates/report.html.j2",
-                   "fp8_check/targets/h100.txtpb", "fp8_check/targets/a100.txtpb", "fp8_check/worker/worker.py"):
+                   "fp8_check/targets/h100.txtpb", "fp8_check/targets/a100.txtpb", "fp8_check/worker/serve.py"):
         assert needed in names, needed
     assert not any(n.startswith(("tests/", "cases/", "goldens/", "harness/")) for n in names)
 

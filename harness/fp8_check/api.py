@@ -12,7 +12,7 @@ other leaves are static. A callable is lowered *in the caller's process* with `j
 and compiled by fp8-check's compile worker exactly as the YAML cases are (deviceless); closures, bound
 modules and gradients work, and an XLA abort kills only the worker. Limit: `jax.export` refuses custom calls
 without a compatibility guarantee (e.g. cuDNN attention). `FusionReport.estimate()` prices the program
-(harness/fp8_check/cost/cost.py); `check_golden`'s FAIL carries the change's cost (`verdict.cost`).
+(harness/fp8_check/cost/model.py); `check_golden`'s FAIL carries the change's cost (`verdict.cost`).
 
 Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`, `judge_golden` (the judgement as the
 one result record, `fp8_check.verdict.outcome.Outcome`), `Checker`, `FusionReport`, `FusionMismatch`, `EnvironmentProblem`;
@@ -28,23 +28,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fp8_check.compile.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
-from fp8_check.verdict import comparator, golden
-from fp8_check.run import runner
-from fp8_check.verdict.comparator import FieldDiff
-from fp8_check.core import dtypes
 from fp8_check import platforms
-from fp8_check.versions.other_environments import OtherEnvironments
-from fp8_check.verdict.outcome import NEW, UNRESOLVED, Outcome
-from fp8_check.signature.signature import Signature, extract
-from fp8_check.targets import MODES, Profile, Target, as_profile, as_target, platform_of, profile_applies, resolve_mode
-from fp8_check.worker.device_view import BACKEND_QUESTIONS
-from fp8_check.verdict.verdict import Verdict
-from fp8_check.cost import cost
-from fp8_check.verdict import layer_rules
-from fp8_check.signature.coverage import attributed, coverage, layer_table
-from fp8_check.report.terminal import gemm_summary
-from fp8_check.targets import gpu_present
+from fp8_check.compile import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
+from fp8_check.core import dtypes
+from fp8_check.cost import model as cost
+from fp8_check.report import gemm_summary
+from fp8_check.run import runner
+from fp8_check.signature import Signature, attributed, layer_table
+from fp8_check.signature.coverage import coverage
+from fp8_check.signature.extract import extract
+from fp8_check.targets import (
+    MODES,
+    Profile,
+    Target,
+    as_profile,
+    as_target,
+    gpu_present,
+    platform_of,
+    profile_applies,
+    resolve_mode,
+)
+from fp8_check.verdict import NEW, UNRESOLVED, FieldDiff, Outcome, Verdict, comparator, golden, rules_layer as layer_rules
+from fp8_check.versions import OtherEnvironments
+from fp8_check.worker import BACKEND_QUESTIONS
 
 cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
 
@@ -65,7 +71,7 @@ class FusionMismatch(AssertionError):
                  verdict: "Verdict | None" = None):
         super().__init__(message)
         self.diffs, self.report = diffs, report
-        self.verdict = verdict  # against a golden: regression / improvement / neutral / mixed (harness/fp8_check/verdict/verdict.py)
+        self.verdict = verdict  # against a golden: regression / improvement / neutral / mixed (harness/fp8_check/verdict/classify.py)
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ class FusionReport:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
 
     def estimate(self):
-        """The program's roofline estimate on its target (fp8_check.cost.cost.Estimate: `total_us`, `fp8_us`, `kernels`)."""
+        """The program's roofline estimate on its target (fp8_check.cost.model.Estimate: `total_us`, `fp8_us`, `kernels`)."""
         try:
             return cost.estimate(self.hlo, cost.hardware(as_target(self.target)))
         except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):
@@ -147,7 +153,7 @@ class Checker:
     """
 
     def __init__(self, mode: str = "deviceless", python: str | None = None, timeout: float | None = None):
-        from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compiler  # start-up: see tests/test_imports.py
+        from fp8_check.compile import DEFAULT_TIMEOUT, Compiler  # start-up: see tests/test_imports.py
 
         if mode not in MODES:
             raise ValueError(f"mode: unknown mode '{mode}'; allowed: {', '.join(MODES)}")
@@ -169,7 +175,7 @@ class Checker:
         return self._others.compiler_for(target, self.compiler, EnvironmentProblem)
 
     def environment(self, target: Target | None = None) -> dict:
-        from fp8_check.compile.compile import WorkerError
+        from fp8_check.compile import WorkerError
 
         try:
             return (self.compiler if target is None else self.compiler_for(target)).environment()
@@ -278,7 +284,7 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
     - `no_upcast_dot`: every gemm runs on FP8 operands and no `dot` is left outside a gemm;
     - `signature`: a partial signature dict compared like a golden (only the fields it states);
     - `layers`: layer rules, `{"layer": "*/Dense_[01]/*", "pass": "backward", "fp8": True}` dicts or
-      `"*/Dense_[01]/*@backward=fp8"` strings (harness/fp8_check/verdict/layer_rules.py).
+      `"*/Dense_[01]/*@backward=fp8"` strings (harness/fp8_check/verdict/rules_layer.py).
     """
     if isinstance(sig, dict):
         sig = Signature.from_dict(sig)

@@ -14,8 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.core.files import package_path
-from fp8_check.core.safe_yaml import ReadError, read_text
+from fp8_check.core import ReadError, package_path, read_text
 from fp8_check.platforms import PLATFORMS
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
@@ -131,7 +130,6 @@ def case_set(value, case_file: Path) -> RequirementSet:
 def check_requirement(text: str, where: str = "--with") -> str:
     """A PEP 508 requirement (`flax`, `flax>=0.10`, `optax==0.2.4`), or ValueError naming it."""
     from packaging.requirements import InvalidRequirement, Requirement
-
     from packaging.utils import canonicalize_name
 
     text = text.strip()

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import jinja2
 
-from fp8_check.core.files import package_path
-from fp8_check.cases.case_model import Case
+from fp8_check.cases.model import Case
 from fp8_check.cases.user_modules import Closure
+from fp8_check.core import package_path
 
 
 def py_literal(value) -> str:

@@ -16,8 +16,6 @@ difference, a missing golden, or a compile error, 2 bad input, 3 broken environm
 
 from __future__ import annotations
 
-from fp8_check.core.errors import BadInput
-
 import importlib
 import os
 import re
@@ -26,24 +24,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fp8_check.verdict.outcome import FAIL, NEW, PASS, UNRESOLVED, Outcome
-from fp8_check.verdict import device_validity, golden
-from fp8_check.verdict.verdict import NEUTRAL, Verdict, classify_extra
-from fp8_check.signature.constants import baked_in
-
-from fp8_check.core.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
+from fp8_check.core import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE, BadInput  # noqa: E402  (one home for exit codes)
+from fp8_check.signature import baked_in
+from fp8_check.verdict import FAIL, NEUTRAL, NEW, PASS, UNRESOLVED, Outcome, Verdict, classify_extra, device_validity, golden
 
 if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it when it checks
     from fp8_check.api import FusionReport
-from fp8_check.compile.export import target_devices
-from fp8_check.core import outputs
-from fp8_check.worker.device_view import target_view
-from fp8_check.signature.coverage import attributed, coverage, layer_table
-from fp8_check.verdict.layer_rules import LayerRuleError, parse as parse_layer
-from fp8_check.core.outputs import WriteError
-from fp8_check.report.terminal import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
-from fp8_check.verdict.fp8_answer import answer
+from fp8_check.compile import target_devices
+from fp8_check.core import WriteError, outputs
+from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
+from fp8_check.signature import attributed, layer_table
+from fp8_check.signature.coverage import coverage
 from fp8_check.targets import PROFILES, load_target, platform_of, profile_applies, resolve_mode
+from fp8_check.verdict import LayerRuleError, answer, parse as parse_layer
+from fp8_check.worker import target_view
+
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9_]+)\[([0-9,\s]*)\]$")
 _INT_EXPECT = ("kernels", "gemms", "fp8_gemms")
 _BOOL_EXPECT = ("damax", "fp8_output", "no_upcast_dot")
@@ -286,7 +281,7 @@ def _csv(value: str) -> list[str]:
 
 
 def register(subparsers) -> dict:
-    from fp8_check.run.selection import add_timeout  # start-up of the checking child: see tests/test_imports.py
+    from fp8_check.run import add_timeout  # start-up of the checking child: see tests/test_imports.py
 
     p = subparsers.add_parser("check", help="print the fusion signature of your own JAX function (module:function)")
     p.add_argument("function", help="module:function, imported from the current directory or PYTHONPATH")
@@ -423,7 +418,7 @@ def _cmd_check(args) -> int:
         print_across_targets([r for r, _ in results])
     if args.json:  # the standard results file (schema fp8-check/results/2), as `run` writes it
         from fp8_check.report import formats  # after the check: see tests/test_imports.py
-        from fp8_check.run.results import Results
+        from fp8_check.run import Results
 
         outcomes = [r for r, _ in results]
         env = {"jax": next((r.jax for r in outcomes if r.jax), ""), "mode": mode, "targets": targets,

@@ -2,7 +2,7 @@
 
 Like every command module (versions/matrix, versions/bisect, report/page, gpu/capture,
 gpu/fidelity) this one registers its subcommands with `register(subparsers)` and
-returns `{name: handler(args) -> exit code}`; `fp8_check.cli.cli` only collects them.
+returns `{name: handler(args) -> exit code}`; `fp8_check.cli.main` only collects them.
 """
 
 from __future__ import annotations
@@ -11,24 +11,16 @@ import sys
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.core.files import atomic_write, remove_stale_temporaries
-from fp8_check.run import selection, target_check
-from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome, any_failure
-from fp8_check.verdict import contract, contract_judge, golden
-from fp8_check.core import outputs
+from fp8_check.cases import load as case_mod
 from fp8_check.compile import pool, render
-from fp8_check.run import runner
-from fp8_check.signature import signature
-from fp8_check.run import results as results_mod
-from fp8_check.report import terminal
-from fp8_check.run.selection import EXIT_FAIL, EXIT_OK, UsageError
+from fp8_check.core import atomic_write, outputs, remove_stale_temporaries
+from fp8_check.cost import model as cost
+from fp8_check.matrix import Matrix, closing_line, entry_from_results, goldens as ranged
+from fp8_check.report import formats, terminal
+from fp8_check.run import EXIT_FAIL, EXIT_OK, UsageError, results as results_mod, runner, selection, target_check
+from fp8_check.signature import extract as signature
 from fp8_check.targets import PROFILES
-from fp8_check.cases import cases as case_mod
-from fp8_check.matrix.matrix_document import Matrix, entry_from_results
-from fp8_check.matrix.news import closing_line
-from fp8_check.matrix import goldens as ranged
-from fp8_check.cost import cost
-from fp8_check.report import formats
+from fp8_check.verdict import UNRESOLVED, UNSUPPORTED, Outcome, any_failure, contract, contract_judge, golden
 
 
 def html_for(json_path: Path) -> Path:

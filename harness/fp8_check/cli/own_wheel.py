@@ -21,9 +21,8 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from fp8_check.core.about import DISTRIBUTION
-from fp8_check.core import files
-from fp8_check.versions.uvbin import find_uv
+from fp8_check.core import DISTRIBUTION, files
+from fp8_check.versions import find_uv
 
 PACKAGE_DIR = files.package_path().resolve()  # fp8_check/
 # The reusable workflow: in the wheel (pyproject.toml force-includes it here), else in the checkout it comes from.

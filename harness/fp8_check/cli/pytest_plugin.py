@@ -34,14 +34,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from fp8_check.run import selection
-from fp8_check.verdict.outcome import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
-from fp8_check.run.runner import CanaryGate
-from fp8_check.compile.pool import CompilerPool
-from fp8_check.compile.export import cpu_only_without_gpu
-from fp8_check.cases import cases as case_mod
-from fp8_check.run.runner import plan
-from fp8_check.run import runner
+from fp8_check.cases import load as case_mod
+from fp8_check.compile import CompilerPool, cpu_only_without_gpu
+from fp8_check.run import CanaryGate, plan, runner, selection
+from fp8_check.verdict import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
+
 if TYPE_CHECKING:  # pytest's failure representation is not exported by name
     from _pytest._code.code import TerminalRepr
 

@@ -22,9 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fp8_check.cases import cases as case_mod
+from fp8_check.cases import load as case_mod
 from fp8_check.cli import own_wheel
-from fp8_check.core.files import atomic_write
+from fp8_check.core import atomic_write
 
 REUSABLE = ".github/workflows/fp8-check-reusable.yml"
 DEFAULT_USES = "./" + REUSABLE

@@ -15,10 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.compile.compile import CHECKOUT, DEFAULT_TIMEOUT, Compilation, Compiler
 from fp8_check.compile.render import Rendered
-from fp8_check.targets import Profile, Target
-from fp8_check.targets import autotune_results as ar
+from fp8_check.compile.service import CHECKOUT, DEFAULT_TIMEOUT, Compilation, Compiler
+from fp8_check.targets import Profile, Target, autotune_results as ar
 
 PROFILE_NAME = "default"
 

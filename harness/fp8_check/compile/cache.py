@@ -44,8 +44,6 @@ removed down to 80 % of it.
 
 from __future__ import annotations
 
-from fp8_check.core.files import package_path
-
 import ast
 import functools
 import gzip
@@ -58,12 +56,14 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from fp8_check.core import package_path
+
 SCHEMA = "fp8-check/compile-cache/1"
 LAYOUT = "v1"
 DEFAULT_MAX_MB = 256
 _HERE = package_path("worker")  # the worker's sources
 # The code that turns a request into a compilation: changing it must miss.
-_COMPILING_CODE = ("aot.py", "worker.py")
+_COMPILING_CODE = ("aot.py", "serve.py")
 _DYNAMIC = {"__import__", "exec", "eval", "importlib", "import_module", "runpy"}
 
 

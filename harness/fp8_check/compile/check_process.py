@@ -24,10 +24,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from fp8_check.core import timeouts
-from fp8_check.core.errors import EXIT_FAIL
-from fp8_check.compile.compile import harness_path
-from fp8_check.compile.compile import remove_harness_link
+from fp8_check.compile.service import harness_path, remove_harness_link
+from fp8_check.core import EXIT_FAIL, timeouts
 
 
 def run(args, module: str = "fp8_check.cli.check") -> int:

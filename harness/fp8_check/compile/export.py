@@ -11,11 +11,10 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from fp8_check.core import dtypes
 from fp8_check import platforms
-from fp8_check.worker import aot
-from fp8_check.worker.device_view import target_view
+from fp8_check.core import dtypes
 from fp8_check.targets import gpu_present
+from fp8_check.worker import aot, target_view
 
 
 def _is_array(leaf: Any) -> bool:

@@ -31,10 +31,10 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
-from fp8_check.compile import sharing
+from fp8_check.compile import _sharing as sharing
 from fp8_check.compile.cache import CompileCache, Entry, KeyMaterial, cacheable, imported_modules
-from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, Compiler, WorkerError
 from fp8_check.compile.render import Rendered
+from fp8_check.compile.service import DEFAULT_TIMEOUT, Compilation, Compiler, CompileRequest, WorkerError
 from fp8_check.targets import Profile, Target
 
 
@@ -66,7 +66,7 @@ def from_args(args, mode: str, python: str | None = None, jobs: int | None = Non
 
 class _Key:
     """A request's cache key, or why it is not cached; and the key it shares with identical compilations
-    of other cases (`harness/fp8_check/compile/sharing.py`), if it may share one."""
+    of other cases (`harness/fp8_check/compile/_sharing.py`), if it may share one."""
 
     def __init__(self, key: str | None, why_not: str | None, imports: dict, shared: str | None = None):
         self.key, self.why_not, self.imports, self.shared = key, why_not, imports, shared

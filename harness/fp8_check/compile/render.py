@@ -8,12 +8,8 @@ the worker executes exactly this source. Each case kind renders itself
 
 from __future__ import annotations
 
-
-from fp8_check.core.files import package_path
-from fp8_check.cases import kinds
-from fp8_check.cases.case_model import Case
-from fp8_check.cases.source import ENV as _ENV, Rendered as Rendered, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
-from fp8_check.cases.user_modules import Closure
+from fp8_check.cases import ENV as _ENV, Case, Closure, Rendered as Rendered, kinds, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
+from fp8_check.core import package_path
 from fp8_check.targets import Profile, Target
 
 

@@ -1,4 +1,4 @@
-"""One error hierarchy, and the exit codes it maps to (in one place: `exit_code`, used by harness/fp8_check/cli/cli.py).
+"""One error hierarchy, and the exit codes it maps to (in one place: `exit_code`, used by harness/fp8_check/cli/main.py).
 
 Exit codes: 0 every outcome is PASS/XFAIL/UNSUPPORTED; 1 any FAIL/XPASS/UNRESOLVED/NEW (or
 what `--fail-on` selects); 2 bad input or usage (one line on stderr); 3 broken environment.

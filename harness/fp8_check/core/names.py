@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fp8_check.core.errors import BadInput
 
-# What a case id may be (fp8_check.cases.cases uses the same pattern); target, profile and
+# What a case id may be (fp8_check.cases.load uses the same pattern); target, profile and
 # mode names and versions are plainer still. Matched whole (fullmatch): no trailing newline.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]*")
 MAX_LEN = 128

@@ -13,14 +13,14 @@ CI job summary) only warns: a report problem never changes the verdict.
 
 from __future__ import annotations
 
-from fp8_check.core.errors import BadInput, BrokenEnvironmentError, Fp8CheckError
-
 import os
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
+
+from fp8_check.core.errors import BadInput, BrokenEnvironmentError, Fp8CheckError
 
 
 class OutputError(BadInput, ValueError):

@@ -1,6 +1,6 @@
 """Re-fit the cost model's gemm efficiency from a device-timed calibration (the GPU session's `kernels` step).
 
-The roofline prices a gemm at its tensor-core peak (fp8_check.cost.cost.price_gemm); a real kernel reaches a
+The roofline prices a gemm at its tensor-core peak (fp8_check.cost.model.price_gemm); a real kernel reaches a
 fraction of it, smaller for small gemms. The re-fit gives each tensor-core class (fp8, bf16) an efficiency
 curve over the gemm's FLOPs,
 
@@ -18,7 +18,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from fp8_check.cost.cost import Hardware, price_gemm
+from fp8_check.cost.model import Hardware, price_gemm
 
 CLASS_DTYPES = {"fp8": ("f8e4m3fn", "f8e4m3fn", "f32"), "bf16": ("bf16", "bf16", "bf16")}  # as kernel_timing runs them
 

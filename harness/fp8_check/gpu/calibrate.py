@@ -1,4 +1,4 @@
-"""Calibration: the cost model's estimates (harness/fp8_check/cost/cost.py) next to measured times on a real GPU.
+"""Calibration: the cost model's estimates (harness/fp8_check/cost/model.py) next to measured times on a real GPU.
 
     fp8-check calibrate [PATHS] [-k FILTER] [--target h100] [--profile cublas] [--repeats 50]
 
@@ -16,17 +16,14 @@ instead: the machinery's own check, not a calibration of GPU estimates).
 
 from __future__ import annotations
 
-import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 
-from fp8_check.run import selection
-from fp8_check.cost import cost
+from fp8_check.cases import Case
 from fp8_check.compile import render
-from fp8_check.cases.cases import Case
-from fp8_check.targets import PROFILES, Profile, Target, gpu_present
+from fp8_check.cost import model as cost
+from fp8_check.targets import Profile, Target
 
 
 @dataclass(frozen=True)
@@ -98,39 +95,6 @@ def measure_unfused(case: Case, repeats: int = 10, backend: str = "gpu") -> floa
 
 NO_GPU = ("needs an NVIDIA GPU: it times the compiled cases on the local device; this machine has none "
           "(--backend cpu checks the machinery on JAX's CPU backend)")
-
-
-def register(sub) -> dict:
-    p = sub.add_parser("calibrate", help="print the cost model's estimates next to times measured on the local GPU")
-    selection.add_options(p)
-    p.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50; median)")
-    p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
-                   help="gpu (default); cpu: time JAX's CPU backend (checks the machinery, not the model)")
-    p.set_defaults(profile="cublas")
-    return {"calibrate": cmd_calibrate}
-
-
-def cmd_calibrate(args) -> int:
-    if args.backend == "gpu" and not gpu_present():
-        print(f"fp8-check calibrate: {NO_GPU}", file=sys.stderr)
-        return selection.EXIT_ENV
-    if args.backend == "cpu":
-        os.environ["JAX_PLATFORMS"] = "cpu"  # before JAX is imported: the CUDA plugin is not initialised
-    cases = selection.load_cases(args.paths, args.filter)
-    [target] = selection.targets(args.target)[:1]
-    rows = []
-    for name in selection.csv(args.profile):
-        if name not in PROFILES:
-            raise selection.UsageError(f"--profile: unknown profile '{name}'; allowed: {', '.join(PROFILES)}")
-        for case in cases:
-            if case.timed_at() is None or (case.targets and target.name not in case.targets) or name not in case.profiles:
-                continue
-            try:
-                rows.append(measure(case, target, PROFILES[name], args.repeats, args.backend))
-            except Exception as exc:  # one case that does not compile or run never stops the others
-                print(f"{case.id} ({name}): not measured: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    print(table(rows))
-    return selection.EXIT_OK
 
 
 def table(rows: list[Row]) -> str:

@@ -31,16 +31,13 @@ import getpass
 import platform
 import struct
 import time
-from typing import AbstractSet, Any
 from pathlib import Path
+from typing import AbstractSet, Any
 
 from fp8_check import platforms
-from fp8_check.run import selection, target_check_cli
-from fp8_check.core import names
-from fp8_check.compile.compile import Compiler, WorkerError
-from fp8_check.core.files import atomic_write
+from fp8_check.core import atomic_write, names
 from fp8_check.platforms import amd
-from fp8_check.targets import TARGET_DIR, gpu_present, parse_target
+from fp8_check.targets import TARGET_DIR, parse_target
 
 # message name -> {field number: (field name, type, message type or enum names)}
 _INT, _UINT, _BOOL, _STR, _FLOAT, _MSG, _ENUM, _MAP = "int", "uint", "bool", "str", "float", "msg", "enum", "map"
@@ -343,42 +340,7 @@ def decode_reply(reply: dict) -> bytes:
 # ------------------------------------------------------------ CLI
 
 
-def register(subparsers) -> dict:
-    p = subparsers.add_parser("target", help="manage target specs (capture one from the local GPU)")
-    tsub = p.add_subparsers(dest="target_command", required=True)
-    c = tsub.add_parser("capture", help="write the GpuTargetConfig of the local GPU to harness/fp8_check/targets/NAME.txtpb")
-    c.add_argument("name", help="target name, e.g. h100 (the file harness/fp8_check/targets/NAME.txtpb)")
-    c.add_argument("--dir", type=Path, default=TARGET_DIR, help="where to write the spec (default: the shipped specs)")
-    c.add_argument("--force", action="store_true", help="replace an existing spec")
-    c.add_argument("--stdout", action="store_true", help="print the spec instead of writing it")
-
-    target_check_cli.add_check_parser(tsub)
-    return {"target": cmd_target}
-
-
 def capture(compiler) -> tuple[str, dict]:
     """(GpuTargetConfig text, environment) of the GPU attached to `compiler`'s device-mode worker."""
     env = compiler.environment()
     return config_text(target_config_from_topology(decode_reply({"topology": compiler.topology()}))), env
-
-
-def cmd_target(args) -> int:
-    if args.target_command == "check":
-        return target_check_cli.cmd_check(args)
-    if not gpu_present():
-        raise selection.UsageError("target capture needs a GPU: it reads the target config of the local device")
-    with Compiler("device") as compiler:
-        try:
-            config, env = capture(compiler)
-        except (WorkerError, CaptureError) as exc:
-            raise selection.BrokenEnvironment(f"cannot capture the target config of the local GPU: {exc}") from None
-    text = spec_text(args.name, config, env)
-    if args.stdout:
-        print(text, end="")
-        return selection.EXIT_OK
-    try:
-        path = write_spec(args.name, text, args.dir, args.force)
-    except (FileExistsError, ValueError) as exc:
-        raise selection.UsageError(str(exc)) from None
-    print(f"wrote {path}")
-    return selection.EXIT_OK

@@ -4,7 +4,7 @@
 compile worker, on the inputs `make_inputs` builds; the parent compares the outputs with
 `reference`, a float64 implementation of the case semantics written from the case's own
 fields (it never calls the rendered function). Each kind with such a reference has its own
-numerics module (`NUMERICS`, by spec type): harness/fp8_check/gpu/pattern_numerics.py (inputs,
+numerics module (`NUMERICS`, by spec type): harness/fp8_check/gpu/_pattern_numerics.py (inputs,
 reference and the tolerances, documented there) for pattern cases, block_numerics.py for
 block-scaled cases; a kind without one (python: its semantics live in user code) is skipped.
 
@@ -23,14 +23,12 @@ from types import ModuleType
 
 import numpy as np
 
-from fp8_check.gpu import block_numerics, pattern_numerics
-from fp8_check.gpu.number_formats import Reference, dtype_of, ulp, unit_roundoff  # noqa: F401  (re-exported)
-from fp8_check.gpu.pattern_numerics import A_SCALE, B_SCALE  # noqa: F401  (re-exported)
-from fp8_check.verdict.outcome import NumericsResult, OutputCheck  # noqa: F401  (defined with the Outcome; re-exported)
-from fp8_check.cases.case_model import Case
-from fp8_check.cases.kinds.block_scaled import BlockScaledSpec
-from fp8_check.cases.kinds.pattern import PatternSpec
-from fp8_check.compile.render import arg_specs
+from fp8_check.cases import BlockScaledSpec, Case, PatternSpec
+from fp8_check.compile import arg_specs
+from fp8_check.gpu import _block_numerics as block_numerics, _pattern_numerics as pattern_numerics
+from fp8_check.gpu._number_formats import Reference, dtype_of, ulp, unit_roundoff  # noqa: F401  (re-exported)
+from fp8_check.gpu._pattern_numerics import A_SCALE, B_SCALE  # noqa: F401  (re-exported)
+from fp8_check.verdict import NumericsResult, OutputCheck  # noqa: F401  (defined with the Outcome; re-exported)
 
 # The kinds with a float64 reference, by spec type: each module provides skip_reason, multiply_adds, make_inputs,
 # reference, output_format, output_count, bitcast and rounds_output for its cases.

@@ -47,9 +47,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.core import files
-from fp8_check.core.outputs import OutputError, check_dir
-from fp8_check.gpu.session_checks import NoGpu, check_gpu, fresh_folder, move_into_place, step_status
+from fp8_check.core import OutputError, check_dir, files
+from fp8_check.gpu._session_checks import NoGpu, check_gpu, fresh_folder, move_into_place, step_status
 
 # The subset the session compiles: small enough for the budgets on one H100, covering the seed cases, an
 # epilogue, a bias, an output scale, a dequant dtype and an LLM-shaped layout.
@@ -104,7 +103,7 @@ def session_target(dry: bool) -> str:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "fp8_check.cli.cli", *args]
+    return [sys.executable, "-m", "fp8_check.cli.main", *args]
 
 
 def command(step: str, out: Path, dry: bool) -> list[str]:
@@ -141,10 +140,10 @@ def _plugin_installed() -> bool:
 
 
 def step_environment(out: Path, dry: bool) -> None:
+    import jax
+
     from fp8_check.core import about
     from fp8_check.targets import gpu_present
-
-    import jax
 
     devices = [{"kind": d.device_kind, "platform": d.platform} for d in jax.devices()]
     import fp8_check
@@ -173,9 +172,9 @@ def step_numerics_dry(out: Path) -> None:
     import jax
     import numpy as np
 
-    from fp8_check.run import selection
-    from fp8_check.gpu import numerics
     from fp8_check.compile import render
+    from fp8_check.gpu import numerics
+    from fp8_check.run import selection
 
     rows = []
     for case in selection.load_cases([], SUBSET):
@@ -197,9 +196,9 @@ def step_numerics_dry(out: Path) -> None:
 def step_calibrate(out: Path, dry: bool) -> None:
     """Estimated vs measured µs per case at production shapes, and the fused case vs its op-by-op variant (the same
     function run with jax.disable_jit: one kernel per op, nothing fused). Written after every case."""
-    from fp8_check.run import selection
+    from fp8_check.cases import Shape
     from fp8_check.gpu import calibrate
-    from fp8_check.cases.case_model import Shape
+    from fp8_check.run import selection
     from fp8_check.targets import PROFILES, load_target
 
     backend = "cpu" if dry else "gpu"
@@ -242,14 +241,14 @@ def _write_calibration(out: Path, rows: list[dict], backend: str, dry: bool) -> 
 
 
 def step_autotune_replay(step: str, out: Path, dry: bool) -> None:
-    """`autotune`: the device's autotune results (fp8_check.gpu.autotune_capture); `kernels`: gemm kernels timed by
-    the profiler and the cost model re-fit from them (fp8_check.gpu.kernel_timing)."""
+    """`autotune`: the device's autotune results (fp8_check.gpu._autotune_capture); `kernels`: gemm kernels timed by
+    the profiler and the cost model re-fit from them (fp8_check.gpu._kernel_timing)."""
     if step == "autotune":
-        from fp8_check.gpu import autotune_capture
+        from fp8_check.gpu import _autotune_capture as autotune_capture
 
         autotune_capture.capture(out, SUBSET + ",decoder_direct_fwd" if dry else AUTOTUNE, session_target(dry), dry)
     else:
-        from fp8_check.gpu import kernel_timing
+        from fp8_check.gpu import _kernel_timing as kernel_timing
 
         kernel_timing.run(out, dry, session_target(dry))
 

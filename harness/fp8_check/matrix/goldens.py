@@ -35,15 +35,11 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from fp8_check.core.files import atomic_write
-from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED, Outcome
-from fp8_check.verdict import comparator, golden
-from fp8_check.core import names
-from fp8_check.matrix.matrix_document import MatrixError, Status, load_matrix
-from fp8_check.verdict import contract, contract_judge
+from fp8_check.core import atomic_write, names
+from fp8_check.matrix.document import MatrixError, Status, load_matrix
 from fp8_check.targets import platform_of
-from fp8_check.versions import xla_commits
-from fp8_check.versions.releases import sort_versions
+from fp8_check.verdict import UNRESOLVED, UNSUPPORTED, Outcome, comparator, contract, contract_judge, golden
+from fp8_check.versions import sort_versions, xla_commits
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fp8_check.verdict.outcome import CODES, FAIL, UNSUPPORTED, Outcome
-from fp8_check.worker.worker import missing_module
-from fp8_check.run.runner import is_regression
-from fp8_check.matrix.matrix_document import Change, Matrix, Status
+from fp8_check.matrix.document import Change, Matrix, Status
+from fp8_check.run import is_regression
+from fp8_check.verdict import CODES, FAIL, UNSUPPORTED, Outcome
+from fp8_check.worker import missing_module
 
 NO_REGRESSIONS = "no regressions against goldens"
 # The order news is told in: what got worse first.

@@ -16,8 +16,11 @@ library only.
 
 from __future__ import annotations
 
-from fp8_check.platforms.base import Engine, Platform, Profile
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from fp8_check.platforms.amd import AMD
+from fp8_check.platforms.base import Engine, Platform, Profile
 from fp8_check.platforms.nvidia import NVIDIA
 from fp8_check.platforms.tpu import TPU
 
@@ -43,9 +46,6 @@ for _platform in (NVIDIA, AMD, TPU):
 PLATFORMS: tuple[Platform, ...] = tuple(_REGISTRY.values())
 DEFAULT = NVIDIA  # the platform a command compiles for when it names no target (`h100`)
 
-__all__ = ["AMD", "DEFAULT", "Engine", "NVIDIA", "PLATFORMS", "Platform", "Profile", "TPU", "UnknownSpec", "by_name",
-           "engine_of", "of_spec", "of_target", "deviceless_environment", "literals", "matmul_ops", "plugin_versions",
-           "prepare_deviceless", "profiles", "register", "target_specs"]
 
 
 def by_name(name: str) -> Platform:
@@ -135,3 +135,30 @@ def literals() -> tuple[str, ...]:
     for p in PLATFORMS:
         out += [x for x in p.literals() if x not in out]
     return tuple(out)
+
+
+# ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
+__all__ = ['AMD', 'DEFAULT', 'Engine', 'GemmTypeTable', 'NVIDIA', 'PLATFORMS', 'Platform', 'Profile', 'TPU', 'UnknownSpec', 'amd', 'by_name', 'deviceless_environment', 'engine_of', 'literals', 'matmul_ops', 'nvidia', 'of_spec', 'of_target', 'plugin_versions', 'prepare_deviceless', 'profiles', 'register', 'target_specs']
+
+_MODULES = {  # module -> the names of the face it defines
+    'base': ('GemmTypeTable',),
+}
+_FACE = {name: module for module, names in _MODULES.items() for name in names}
+
+if TYPE_CHECKING:
+    from fp8_check.platforms.base import GemmTypeTable
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported from its module on first use (PEP 562): start-up stays lazy."""
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+# ---- end of the face

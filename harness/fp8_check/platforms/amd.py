@@ -3,7 +3,7 @@
 The ROCm XLA backend shares the GPU compiler: its gemm rewriter emits the same `__cublas$lt$matmul$f8`
 custom-call, backed by hipBLASLt, so the engines below name the same prefixes with AMD's labels.
 Deviceless, the plugin needs two things the CUDA one does not (docs/amd.md):
-- ROCm runtime libraries PyPI does not ship: generated stand-ins (fp8_check.platforms.standins);
+- ROCm runtime libraries PyPI does not ship: generated stand-ins (fp8_check.platforms._standins);
 - JAX's plugin start-up refuses a machine without an AMD GPU: `allow_deviceless` answers its GPU
   count check with one device (only the compile-only topology is ever used).
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from fp8_check.platforms import _standins as standins, _xla_gpu as xla_gpu
+from fp8_check.platforms._standins import STRICT_VARIABLE as standins_strict
 from fp8_check.platforms.base import Engine, GemmTypeTable, Platform, version_tuple
-from fp8_check.platforms.standins import STRICT_VARIABLE as standins_strict
-from fp8_check.platforms import standins, xla_gpu
 
 # JAX releases with a ROCm 7 plugin on PyPI that compiles deviceless here (measured: 0.9.0's does not
 # install; none for 0.6.x, 0.7.0, 0.7.2, 0.8.x, 0.9.0.1, 0.12.0.1; 0.7.1's is left out, see LEFT_OUT).

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from fp8_check.platforms import _xla_gpu as xla_gpu
 from fp8_check.platforms.base import Engine, GemmTypeTable, Platform
-from fp8_check.platforms import xla_gpu
 
 DEVICELESS, DEVICE = "deviceless", "device"  # the wheel sets of fp8_check.versions.wheels
 # Extra wheels the slim (deviceless) set needs, by JAX versions (specifier). Every supported version needs

@@ -16,8 +16,7 @@ from typing import Callable, ClassVar, TextIO
 
 from fp8_check.core import outputs
 from fp8_check.report import page  # page.write_report, looked up when writing (a test replaces it)
-from fp8_check.run import results as results_mod
-from fp8_check.run.results import Results
+from fp8_check.run import Results, results as results_mod
 
 
 class ReportFormat:

@@ -13,20 +13,16 @@ from typing import Any
 
 import yaml
 
-from fp8_check.verdict.outcome import CODES, FAIL, UNRESOLVED, XFAIL, XPASS
-from fp8_check.run.results import Results
-from fp8_check.report.diffs import show_expected, show_found, sig_dict, to_yaml
-from fp8_check.report.hlo_text import entry_excerpt
+from fp8_check.report._diffs import show_expected, show_found, sig_dict, to_yaml
+from fp8_check.report._hlo_text import entry_excerpt
 from fp8_check.report.markup import code_span, md_inline
 from fp8_check.report.model import Item, Model, ReportError, build_model, version_story, vkey
 from fp8_check.report.terminal import gemm_summary
+from fp8_check.run import Results
+from fp8_check.signature import attributed, layers_text
 from fp8_check.targets import platform_of as _platform
 from fp8_check.upstream import issue as upstream_issue
-from fp8_check.verdict.contract_judge import is_contract
-from fp8_check.verdict import device_validity
-from fp8_check.verdict.collective_rules import is_collective_path
-from fp8_check.signature.coverage import attributed, layers_text
-from fp8_check.verdict.fp8_answer import answer
+from fp8_check.verdict import CODES, FAIL, UNRESOLVED, XFAIL, XPASS, answer, device_validity, is_collective_path, is_contract
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -228,7 +224,7 @@ def summary(it: Item, model: Model) -> str:
         lead = (f"Regression ({o.verdict.cls}) {_since_text(regressed_since(it, model))}: {worse}"
                 + (f" (better at the same time: {'; '.join(dict.fromkeys(x.why for x in o.verdict.improvements))})"
                    if o.verdict.improvements else "") + ". ")
-        if o.verdict.cost is not None:  # harness/fp8_check/cost/cost.py: a roofline estimate, not a measurement
+        if o.verdict.cost is not None:  # harness/fp8_check/cost/model.py: a roofline estimate, not a measurement
             lead += f"Cost: {o.verdict.cost.text()} (roofline estimate from the compiled HLO, not a measurement" \
                 + (f"; {o.verdict.cost.note}" if o.verdict.cost.note else "") + "). "
     if o.diffs and all(device_validity.is_device_field(d.path) for d in o.diffs):

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp8_check.core import timeouts
+from fp8_check.matrix import Finding
 from fp8_check.report.markup import plain
-from fp8_check.matrix.news import Finding
 
 MARKER = "<!-- fp8-check-issue: {key} -->"
 _MARKER = re.compile(r"<!-- fp8-check-issue: ([0-9a-f]{16}) -->")

@@ -16,10 +16,9 @@ from typing import Any, Iterable
 
 from packaging.version import InvalidVersion, Version
 
-from fp8_check.verdict.outcome import FAIL, XFAIL, XPASS, Code, Outcome
-from fp8_check.run import results as results_mod
-from fp8_check.run.results import Results
-from fp8_check.matrix.matrix_document import MatrixError, Status, load_matrix
+from fp8_check.matrix import MatrixError, Status, load_matrix
+from fp8_check.run import Results, results as results_mod
+from fp8_check.verdict import FAIL, XFAIL, XPASS, Code, Outcome
 
 RUN_WIDE = ("mode", "targets", "profiles", "compiler_options")  # environment keys shared by every JAX version
 

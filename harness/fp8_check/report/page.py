@@ -20,7 +20,6 @@ import base64
 import hashlib
 import json
 import re
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,22 +27,16 @@ from typing import Any, Sequence
 
 import jinja2
 
-from fp8_check.core.files import package_path
-from fp8_check.verdict.outcome import CODES, PASS
-from fp8_check.core.files import atomic_write
-from fp8_check.run.results import Results
-from fp8_check.report import changes as changes_mod
-from fp8_check.signature.coverage import layers_text
-from fp8_check.report.diffs import hlo_diff, show, signature_rows
-from fp8_check.verdict.fp8_answer import answer
-from fp8_check.report.hlo_text import normalize_hlo
-from fp8_check.report.issue import first_bad_items, issue_markdown, issue_title, markdown_for
-from fp8_check.verdict.contract_judge import is_contract
-from fp8_check.report.model import Item, Model, ReportError, build_model, load
-from fp8_check.matrix.matrix_document import Matrix, entry_from_results
-from fp8_check.matrix.news import NO_REGRESSIONS, closing_line
-from fp8_check.core.outputs import OutputError, check_file
-from fp8_check.report.markup import no_commands
+from fp8_check.core import atomic_write, package_path
+from fp8_check.matrix import NO_REGRESSIONS, Matrix, closing_line, entry_from_results
+from fp8_check.report import _changes as changes_mod
+from fp8_check.report._diffs import hlo_diff, show, signature_rows
+from fp8_check.report._hlo_text import normalize_hlo
+from fp8_check.report.issue import first_bad_items, issue_markdown, issue_title
+from fp8_check.report.model import Item, Model, build_model
+from fp8_check.run import Results
+from fp8_check.signature import layers_text
+from fp8_check.verdict import CODES, PASS, answer, is_contract
 
 SIZE_BUDGET = 4_500_000  # bytes; the report must stay under 5 MB
 REPORT_LIMIT = 5_000_000  # over this, `report` says so on the terminal (the page says so where it can tell)
@@ -359,39 +352,3 @@ def write_report(inputs: list[Results], out: Path, title: str | None = None, not
 
 
 # ---------------------------------------------------------------- CLI
-
-def cmd_report(args) -> int:
-    try:
-        if not args.markdown:
-            check_file(args.output, "-o")  # before reading and rendering everything
-        inputs = load(args.results)
-        if args.markdown:
-            bodies = markdown_for(inputs.results, args.markdown, args.target, args.profile, args.jax)
-            sys.stdout.write(no_commands("\n\n---\n\n".join(bodies)))  # a reason's line is not a workflow command
-            return 0
-        out = write_report(inputs.results, args.output, args.title, inputs.notes)
-    except (ReportError, OutputError) as exc:
-        print(f"fp8-check: error: {exc}", file=sys.stderr)
-        return 2
-    size = out.stat().st_size
-    print(f"report: {out} ({size / 1e6:.2f} MB)")
-    if size > REPORT_LIMIT:
-        print(f"fp8-check: warning: the report is {size / 1e6:.1f} MB, over the 5 MB it aims for even with texts left "
-              "out: select fewer cases or versions", file=sys.stderr)
-    return 0
-
-
-def register(subparsers) -> dict:
-    p = subparsers.add_parser(
-        "report", help="write the self-contained HTML report (or an upstream issue body) from results files",
-        description="Write one self-contained HTML report from one or more results files (several JAX versions "
-                    "make the case x version grid), or print the upstream issue body for a case with --markdown.")
-    p.add_argument("results", nargs="+", type=Path, help="results JSON files (from `fp8-check run` or a merged matrix)")
-    p.add_argument("-o", "--output", type=Path, default=Path("reports/report.html"),
-                   help="HTML file to write (default: reports/report.html)")
-    p.add_argument("--markdown", metavar="CASE", help="print the markdown issue body for CASE's FAIL/XPASS/UNRESOLVED result(s) instead")
-    p.add_argument("--target", help="with --markdown: only this target")
-    p.add_argument("--profile", help="with --markdown: only this profile")
-    p.add_argument("--jax", help="with --markdown: only this JAX version (default: the first bad version of the newest failing run)")
-    p.add_argument("--title", help="the page title")
-    return {"report": cmd_report}

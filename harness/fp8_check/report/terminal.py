@@ -6,11 +6,9 @@ import sys
 from collections import Counter
 from typing import TextIO
 
-from fp8_check.verdict.outcome import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome
-from fp8_check.signature.signature import Signature
-from fp8_check.signature.coverage import attributed, coverage, layer_table
-from fp8_check.signature.collectives import summary as collectives_summary
-from fp8_check.verdict.fp8_answer import answer
+from fp8_check.signature import Signature, attributed, layer_table, summary as collectives_summary
+from fp8_check.signature.coverage import coverage
+from fp8_check.verdict import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome, answer
 
 
 def gemm_summary(sig: Signature | None) -> str:

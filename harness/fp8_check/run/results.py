@@ -9,24 +9,18 @@ repro per result) still load.
 
 from __future__ import annotations
 
-from fp8_check.core.errors import BadInput
-
 import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fp8_check.verdict.outcome import CODES, Outcome, code
-from fp8_check.cost.cost import Estimate
-from fp8_check.verdict.comparator import FieldDiff
-from fp8_check.core.files import atomic_write
-from fp8_check.signature.signature import Signature
-from fp8_check.verdict.verdict import Verdict
-from fp8_check.verdict.outcome import NumericsResult
-from fp8_check.core.safe_yaml import ReadError, load_json
 from fp8_check.compile import render
+from fp8_check.core import BadInput, ReadError, atomic_write, load_json
+from fp8_check.cost import Estimate
+from fp8_check.signature import Signature
 from fp8_check.targets import PROFILES, Profile, Target, parse_target
+from fp8_check.verdict import CODES, FieldDiff, NumericsResult, Outcome, Verdict, code
 
 SCHEMA = "fp8-check/results/2"
 READABLE = ("fp8-check/results/1", SCHEMA)

@@ -17,23 +17,45 @@ from typing import Callable, Iterator, Protocol
 
 from packaging.version import Version
 
-from fp8_check.cost import cost
-from fp8_check.cost import cost_policy
-from fp8_check.verdict import comparator
-from fp8_check.verdict import golden, golden_source, layer_rules
-from fp8_check.compile import render
-from fp8_check.signature import signature
-from fp8_check.verdict import contract, contract_judge
-from fp8_check.verdict.outcome import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, Code, NumericsResult, Outcome
-from fp8_check.verdict import canary as canary_mod
-from fp8_check.verdict.canary import CANARY, CanaryError as CanaryError, check_canary as check_canary  # noqa: F401  (re-exported for the commands)
-from fp8_check.compile.render import case_options  # noqa: F401  (re-exported for the commands)
-from fp8_check.cases.cases import Case
-from fp8_check.compile.compile import Compilation, CompileRequest, CompileService, FailureKind
-from fp8_check.signature.filecheck import run_filecheck
+from fp8_check.cases import Case
+from fp8_check.compile import (
+    Compilation,
+    CompileRequest,
+    CompileService,
+    FailureKind,
+    case_options,  # noqa: F401  (re-exported for the commands)
+    render,
+)
+from fp8_check.cost import model as cost, policy as cost_policy
+from fp8_check.signature import extract as signature, run_filecheck
 from fp8_check.targets import PROFILES, Profile, Target, platform_of, profile_applies
-from fp8_check.verdict import device_validity
-from fp8_check.verdict.verdict import NEUTRAL, Verdict, classify, classify_extra
+from fp8_check.verdict import (  # noqa: F401  (re-exported for the commands)
+    CANARY,
+    FAIL,
+    NEUTRAL,
+    NEW,
+    PASS,
+    UNRESOLVED,
+    UNSUPPORTED,
+    XFAIL,
+    XPASS,
+    CanaryError as CanaryError,
+    Code,
+    NumericsResult,
+    Outcome,
+    Verdict,
+    canary as canary_mod,
+    check_canary as check_canary,
+    classify_extra,
+    comparator,
+    contract,
+    contract_judge,
+    device_validity,
+    golden,
+    golden_source,
+    rules_layer as layer_rules,
+)
+from fp8_check.verdict.classify import classify
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
 

@@ -10,21 +10,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.core import timeouts
-from fp8_check.core import about
-from fp8_check.versions import requirement_envs
-from fp8_check.cases import cases as case_mod
-from fp8_check.compile import pool
-from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compiler, WorkerError
-from fp8_check.compile.pool import CompilerPool
-from fp8_check.targets import PROFILES, Profile, Target, load_target, profile_applies, resolve_mode
+from fp8_check.cases import load as case_mod
+from fp8_check.compile import DEFAULT_TIMEOUT, Compiler, CompilerPool, WorkerError, pool
+from fp8_check.core import (  # noqa: F401
+    EXIT_ENV as EXIT_ENV,
+    EXIT_FAIL as EXIT_FAIL,
+    EXIT_OK as EXIT_OK,
+    EXIT_USAGE,
+    BadInput,
+    BrokenEnvironmentError,
+    about,
+    timeouts,
+)
+from fp8_check.targets import (
+    MODES,
+    PROFILES,
+    TARGET_DIR,
+    Profile,
+    Target,
+    all_target_names,
+    gpu_present,
+    load_target,
+    profile_applies,
+    resolve_mode,
+)
 from fp8_check.verdict import golden
+from fp8_check.versions import envs, requirement_envs
 
-from fp8_check.core.errors import EXIT_ENV as EXIT_ENV, EXIT_FAIL as EXIT_FAIL, EXIT_OK as EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError  # noqa: F401
-from fp8_check.targets import gpu_present
-from fp8_check.versions import envs
-from fp8_check.targets import TARGET_DIR
-from fp8_check.targets import MODES, all_target_names
 DEFAULT_CASES = Path("cases")
 
 
@@ -111,7 +123,7 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
         raise UsageError(str(exc)) from None
     try:
         env = compiler.environment()
-        for t in [t for t in check_targets if not _shipped(t)] if mode_name == "deviceless" else ():
+        for t in [t for t in check_targets if not shipped(t)] if mode_name == "deviceless" else ():
             check_target_spec(compiler, t)
         if cases:
             platform = env_platform([*check_targets, *for_targets]) if mode_name == "deviceless" else None
@@ -166,7 +178,7 @@ def check_spec_files(given: str | None, mode_name: str, option: str = "--target"
         compiler.close()
 
 
-def _shipped(target: Target) -> bool:
+def shipped(target: Target) -> bool:
     path = TARGET_DIR / f"{target.name}.txtpb"
     try:
         return path.is_file() and path.read_text() == target.config_text

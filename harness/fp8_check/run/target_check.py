@@ -17,10 +17,17 @@ canary), so it costs nothing per case.
 
 from __future__ import annotations
 
-from fp8_check.verdict.canary import (BLOCK_SCALED_TARGET, PROBE, CanaryResult, CudnnCanaryError as CudnnCanaryError,  # noqa: F401
-                                     check_cudnn as check_cudnn, cudnn_threshold, expects_cudnn)
 from fp8_check.targets import Target
-from fp8_check.worker.aot import dnn_field_read
+from fp8_check.verdict import (  # noqa: F401
+    BLOCK_SCALED_TARGET,
+    PROBE,
+    CanaryResult,
+    CudnnCanaryError as CudnnCanaryError,
+    check_cudnn as check_cudnn,
+    cudnn_threshold,
+    expects_cudnn,
+)
+from fp8_check.worker import dnn_field_read
 
 
 def effective(compiler, target: Target) -> dict:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fp8_check.signature.signature import Gemm, Signature
 from fp8_check import platforms
 from fp8_check.platforms import Platform
+from fp8_check.signature.extract import Gemm, Signature
 
 
 def engine(g: Gemm, platform: Platform = platforms.DEFAULT) -> str:

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 
-
 TIMEOUT = 60.0  # seconds FileCheck may take on one HLO text (a pattern can backtrack for ever)
 
 

@@ -8,6 +8,7 @@ Modes: `deviceless` compiles for the target on any machine (no GPU needed);
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -15,16 +16,12 @@ import subprocess
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from fp8_check.core.files import package_path
 from fp8_check import platforms
-from fp8_check.core.errors import BrokenEnvironmentError
-from fp8_check.platforms import Platform, nvidia
-from fp8_check.platforms.base import Profile as Profile
-from fp8_check.worker.aot import TOPOLOGY_LINE, topology_of
-from fp8_check.core import names, safe_yaml
-from fp8_check.worker.aot import strip_version_fields
-from fp8_check.worker.aot import device_count
+from fp8_check.core import BrokenEnvironmentError, names, package_path, safe_yaml
+from fp8_check.platforms import Platform, Profile as Profile, nvidia
+from fp8_check.worker import TOPOLOGY_LINE, device_count, strip_version_fields, topology_of
 
 TARGET_DIR = package_path("targets")
 MODES = ("auto", "deviceless", "device")
@@ -379,3 +376,30 @@ def resolve_mode(mode: str) -> str:
     if mode == "auto":
         return "device" if gpu_present() else "deviceless"
     return mode
+
+
+# ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
+__all__ = ['AutotuneResultsError', 'BrokenEnvironmentError', 'MAX_SPEC_BYTES', 'MODES', 'MULTI_DEVICE_TARGETS', 'PROFILES', 'Path', 'Platform', 'Profile', 'TARGET_DIR', 'TOPOLOGY_LINE', 'Target', 'TargetSpecError', 'TargetVersions', 'all_target_names', 'as_profile', 'as_target', 'autotune_results', 'cache', 'canonical_target', 'dataclass', 'device_count', 'gpu_present', 'gpu_spec_names', 'load_target', 'names', 'nvidia', 'os', 'package_path', 'parse_target', 'parse_versions', 'platform_of', 'platform_target_names', 'platforms', 'profile_applies', 're', 'resolve_mode', 'safe_yaml', 'shutil', 'strip_version_fields', 'subprocess', 'target_names', 'topology_of']
+
+_MODULES = {  # module -> the names of the face it defines
+    'autotune_results': ('AutotuneResultsError',),
+}
+_FACE = {name: module for module, names in _MODULES.items() for name in names}
+
+if TYPE_CHECKING:
+    from fp8_check.targets.autotune_results import AutotuneResultsError
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported from its module on first use (PEP 562): start-up stays lazy."""
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+# ---- end of the face

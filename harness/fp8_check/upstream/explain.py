@@ -1,13 +1,13 @@
 """`fp8-check bisect ... --explain`: everything an XLA developer needs about one change between two JAX versions.
 
 For a case whose signature differs between the last good and the first bad JAX
-version, `investigate` runs the minimal repro (fp8_check.upstream.repro) in both
+version, `investigate` runs the minimal repro (fp8_check.upstream._repro) in both
 versions' environments, in a clean interpreter, with per-pass dumps, and gathers:
 - the XLA commit range (the shipped table, fp8_check.versions.xla_commits);
-- the first diverging pass (fp8_check.upstream.passes);
+- the first diverging pass (fp8_check.upstream._passes);
 - whether the repro reproduces the harness's signature on both versions;
 - the XLA-style FileCheck test and whether it passes on good and fails on bad
-  (fp8_check.upstream.xla_test).
+  (fp8_check.upstream._xla_test).
 `Explanation` is saved as JSON (`reports/upstream/<case>.<target>.<profile>.json`)
 so the report's issue body can include it (`markdown()`), and read back with `load`.
 """
@@ -20,17 +20,15 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fp8_check.verdict import comparator
-from fp8_check.signature.signature import extract
+from fp8_check.core import UnsafeName, names
 from fp8_check.platforms import Platform
+from fp8_check.signature.extract import extract
 from fp8_check.targets import platform_of
-from fp8_check.upstream import passes, xla_test
-from fp8_check.versions import xla_commits
-from fp8_check.upstream.xla_test import Verification
-from fp8_check.upstream.repro import minimal
-from fp8_check.versions.envs import Manager
-from fp8_check.core import names
-from fp8_check.core.names import UnsafeName
+from fp8_check.upstream import _passes as passes, _xla_test as xla_test
+from fp8_check.upstream._repro import minimal
+from fp8_check.upstream._xla_test import Verification
+from fp8_check.verdict import comparator
+from fp8_check.versions import Manager, xla_commits
 
 DEFAULT_DIR = Path("reports") / "upstream"
 

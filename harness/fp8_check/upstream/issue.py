@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fp8_check.upstream import explain
-from fp8_check.versions import xla_commits
-from fp8_check.versions.releases import VersionError, parse_version
+from fp8_check.versions import VersionError, parse_version, xla_commits
 
 
 @dataclass

@@ -23,16 +23,13 @@ from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
-from fp8_check.core.errors import BrokenEnvironmentError
+from fp8_check.cases import Block, BlockScaledSpec, Case, PatternSpec, Shape
+from fp8_check.compile import CompileRequest, CompileService, render
+from fp8_check.core import BrokenEnvironmentError
 from fp8_check.platforms import NVIDIA
-from fp8_check.compile import render
-from fp8_check.signature import signature
-from fp8_check.cases.case_model import Case, Shape
-from fp8_check.cases.kinds.block_scaled import Block, BlockScaledSpec
-from fp8_check.cases.kinds.pattern import PatternSpec
-from fp8_check.compile.compile import CompileRequest, CompileService
+from fp8_check.signature import extract as signature
 from fp8_check.targets import PROFILES, Target
-from fp8_check.worker.aot import dnn_field_read, dnn_fields_written
+from fp8_check.worker import dnn_field_read, dnn_fields_written
 
 CANARY = Case(
     id="canary_e4m3_plain",

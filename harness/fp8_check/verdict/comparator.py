@@ -1,7 +1,7 @@
 """The one comparator: field-by-field differences between two signature dicts, as `FieldDiff`s.
 
 syrupy's split: goldens are stored and loaded by harness/fp8_check/verdict/golden.py, compared here,
-classified by harness/fp8_check/verdict/verdict.py and shown by the reports. Every difference the harness
+classified by harness/fp8_check/verdict/classify.py and shown by the reports. Every difference the harness
 names, a FAIL line against a golden (`compare(expected, found)`) or a verdict's classified
 line between two signatures (`compare(before, after, symmetric=True)`), comes from `compare`,
 so their paths always match; a field absent on one side is `MISSING` there.

@@ -12,7 +12,7 @@ elementwise kernel, the same gemms in another order. Its golden is a contract in
         - {layer: DecoderBlock/mlp/up/*, pass: backward-weight, engine: cuBLASLt FP8, operands: f8e5m2 x f8e4m3fn}
         collectives: [{layer: ..., op: all-gather, dtype: f8e4m3fn}]    # sharded models only
         fp8_flops: 98.5                # % of matmul FLOPs in FP8/FP4
-        cost_us: 812.4                 # the estimated step cost (harness/fp8_check/cost/cost.py)
+        cost_us: 812.4                 # the estimated step cost (harness/fp8_check/cost/model.py)
         kernels: 194                   # only with `contract_options: {kernels: true}`
 
 Judging (`check`) sorts every difference into one of two kinds:
@@ -37,12 +37,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp8_check.core import dtypes
-from fp8_check.signature import attribution
-from fp8_check.signature.coverage import coverage, engine
-from fp8_check.signature.signature import Gemm, Signature
-from fp8_check.verdict.contract_schema import (CONTRACT_KEYS as CONTRACT_KEYS, DEFAULT_COST_TOLERANCE as DEFAULT_COST_TOLERANCE,
-                                               OPTION_KEYS as OPTION_KEYS, ContractError as ContractError, Options as Options,
-                                               options_from as options_from, validate as validate)
+from fp8_check.signature import Gemm, Signature, attribution, engine
+from fp8_check.signature.coverage import coverage
+from fp8_check.verdict._contract_schema import (
+    CONTRACT_KEYS as CONTRACT_KEYS,
+    DEFAULT_COST_TOLERANCE as DEFAULT_COST_TOLERANCE,
+    OPTION_KEYS as OPTION_KEYS,
+    ContractError as ContractError,
+    Options as Options,
+    options_from as options_from,
+    validate as validate,
+)
 
 REGRESSION, IMPROVEMENT, NEUTRAL = "regression", "improvement", "neutral"
 

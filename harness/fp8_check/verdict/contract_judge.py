@@ -8,16 +8,13 @@ read from the existing cost API (`cost.estimate` of the compiled HLO), never sto
 
 from __future__ import annotations
 
-from fp8_check.verdict.outcome import FAIL, PASS, XFAIL, XPASS, Outcome
-from fp8_check.verdict import contract
-from fp8_check.cost import cost
+from fp8_check.cost import model as cost
+from fp8_check.signature import Signature, attributed
+from fp8_check.verdict import contract, golden as golden_mod, rules_layer as layer_rules
+from fp8_check.verdict.classify import Line, Verdict, overall
 from fp8_check.verdict.comparator import FieldDiff
 from fp8_check.verdict.golden import Expectation, Golden
-from fp8_check.signature.signature import Signature
-from fp8_check.verdict.verdict import Line, Verdict, overall
-from fp8_check.verdict import layer_rules
-from fp8_check.verdict import golden as golden_mod
-from fp8_check.signature.coverage import attributed
+from fp8_check.verdict.outcome import FAIL, PASS, XFAIL, XPASS, Outcome
 
 KEY = "contract"  # out.expected of a contract outcome is {"contract": {...}}
 

@@ -9,8 +9,8 @@ outside it, `gemms[i].device`, classified a regression: the program compiles her
 
 from __future__ import annotations
 
-from fp8_check.platforms.base import GemmTypeTable, Platform
-from fp8_check.signature.signature_types import Gemm, Signature
+from fp8_check.platforms import GemmTypeTable, Platform
+from fp8_check.signature import Gemm, Signature
 from fp8_check.verdict.comparator import FieldDiff
 
 FIELD = "device"  # gemms[i].device

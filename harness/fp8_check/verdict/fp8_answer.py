@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from fp8_check import targets
 from fp8_check.core import dtypes
+from fp8_check.signature import Signature
 from fp8_check.signature.coverage import coverage
-from fp8_check.signature.signature import Signature
 from fp8_check.verdict.outcome import Outcome
 
 OCP = ("f8e4m3fn", "f8e5m2")

@@ -17,8 +17,6 @@ recorded once instead of breaking older versions:
 
 from __future__ import annotations
 
-from fp8_check.core.errors import BadInput
-
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +24,8 @@ from pathlib import Path
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
-from fp8_check.core import names, safe_yaml
-from fp8_check.core.files import atomic_write
+
+from fp8_check.core import BadInput, atomic_write, names, safe_yaml
 from fp8_check.verdict import contract as contract_mod
 
 
@@ -53,7 +51,7 @@ class Golden:
     profile: str
     mode: str
     expect: list[Expectation] = field(default_factory=list)
-    layers: list[dict] = field(default_factory=list)  # layer rules for every version (harness/fp8_check/verdict/layer_rules.py)
+    layers: list[dict] = field(default_factory=list)  # layer rules for every version (harness/fp8_check/verdict/rules_layer.py)
     contract_options: dict | None = None  # a contract golden's options (cost_tolerance, kernels); kept by bless
 
     @property

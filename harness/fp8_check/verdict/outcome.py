@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from fp8_check.cost.cost import Estimate
+from fp8_check.cost import Estimate
+from fp8_check.signature import Signature
+from fp8_check.verdict.classify import Verdict
 from fp8_check.verdict.comparator import FieldDiff
-from fp8_check.signature.signature import Signature
-from fp8_check.verdict.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,8 @@ class Outcome:
     filecheck: str | None = None
     numerics: NumericsResult | None = None  # `run --numerics`: see harness/fp8_check/gpu/numerics.py
     cached: bool = False  # the compilation came from the compile cache (harness/fp8_check/compile/cache.py)
-    verdict: Verdict | None = None  # FAIL: regression / improvement / neutral / mixed (harness/fp8_check/verdict/verdict.py)
-    estimate: Estimate | None = None  # the compiled program's roofline price (harness/fp8_check/cost/cost.py)
+    verdict: Verdict | None = None  # FAIL: regression / improvement / neutral / mixed (harness/fp8_check/verdict/classify.py)
+    estimate: Estimate | None = None  # the compiled program's roofline price (harness/fp8_check/cost/model.py)
 
     @property
     def is_failure(self) -> bool:

@@ -42,15 +42,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check import platforms
+from fp8_check.cases import outside
 from fp8_check.core import timeouts
 from fp8_check.platforms import NVIDIA, Platform, nvidia
-from fp8_check.versions.requirements import _satisfied, check_requirement
-from fp8_check.versions.releases import cache_dir, parse_version
 from fp8_check.versions import wheels
+from fp8_check.versions.releases import cache_dir, jax_index, parse_version
+from fp8_check.versions.requirements import _satisfied, check_requirement
 from fp8_check.versions.uvbin import UV_MISSING, find_uv
-from fp8_check import platforms
-from fp8_check.cases.requirement_sets import outside
-from fp8_check.versions.releases import jax_index
 
 MARKER = "fp8-check-env.json"
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator
 
-from fp8_check.core.errors import BrokenEnvironmentError
-from fp8_check.compile.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest
-from fp8_check.compile.pool import CompilerPool
-from fp8_check.cases.requirement_sets import outside
+from fp8_check.cases import outside
+from fp8_check.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, CompilerPool
+from fp8_check.core import BrokenEnvironmentError
 from fp8_check.versions import envs, wheels
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp8_check.cases.requirement_sets import check_requirement as check_requirement, read_set  # noqa: F401  (re-exported)
+from fp8_check.cases import check_requirement as check_requirement, read_set  # noqa: F401  (re-exported)
 
 
 def read_requirements(path: Path) -> list[str]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from fp8_check.compile.compile import Compilation, CompileRequest
-from fp8_check.versions.releases import sort_versions
+from fp8_check.compile import Compilation, CompileRequest
 from fp8_check.versions import xla_commits
+from fp8_check.versions.releases import sort_versions
 
 
 def twins(versions: list[str], table: dict | None = None) -> dict[str, str]:

@@ -31,11 +31,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.core.files import package_path
-from fp8_check.versions.releases import parse_version
-from fp8_check.versions.envs import Manager
-from fp8_check.versions.envs import own_jax
-from fp8_check.versions.releases import VersionError, select_range
+from fp8_check.core import package_path
+from fp8_check.versions.envs import Manager, own_jax
+from fp8_check.versions.releases import VersionError, parse_version, select_range
 
 TABLE = package_path("versions", "xla_commits.json")
 JAX_REPO = "https://github.com/jax-ml/jax"

@@ -17,7 +17,6 @@ import shutil
 import time
 from typing import Any
 
-
 CODEGEN_THREADS_FLAG = "--xla_gpu_force_compilation_parallelism"
 
 
@@ -144,11 +143,11 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
     partition spec) over `mesh` ([(axis, size), ...]); `out_specs`, optional, the outputs' partition
     specs (one spec: every output). Without a mesh everything sits on the first device. Returns a dict with
     the StableHLO, the optimized HLO text, the compile time in seconds and the compiled executable."""
+    import contextlib
+
     import jax
     import jax.numpy as jnp
     from jax.sharding import SingleDeviceSharding
-
-    import contextlib
 
     first = device[0] if isinstance(device, (list, tuple)) else device
     jit_options: dict[str, Any] = {}
@@ -227,9 +226,9 @@ def compile_tree(fn, factory, device, compiler_options, dump_dir, mesh=None, out
     """Lower and compile `fn` on the pytree of arguments `factory()` returns (see `tree_arguments`);
     the result as `compile_for` returns it. The factory runs here, with the case's mesh (if any) as
     the context mesh. Python values among the leaves are static: `fn` sees them as they are."""
-    import jax
-
     import contextlib
+
+    import jax
 
     jit_options: dict[str, Any] = {}
     context = contextlib.nullcontext()

@@ -2,7 +2,7 @@
 
 Everything about this kind lives here: its fields (`BlockScaledSpec`), its schema (`KEYS`, `validate`), its arguments
 (`arg_specs`), its rendering (`render`, templates/block.py.j2) and the XLA flags it sets
-(`case_options`); its float64 reference is harness/fp8_check/gpu/block_numerics.py. No other module switches on the kind's name (tests/test_architecture.py).
+(`case_options`); its float64 reference is harness/fp8_check/gpu/_block_numerics.py. No other module switches on the kind's name (tests/test_architecture.py).
 
 
 A block-scaled matmul multiplies low-precision data (E4M3, E5M2 or E2M1) whose
@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fp8_check.core.dtypes import BLOCK_SCALE_DTYPES, DATA_DTYPES, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
-from fp8_check.cases.case_model import Case, CaseError, MatmulSpec, boolean, choice, pos_int, shape
+from fp8_check.cases.model import Case, CaseError, MatmulSpec, boolean, choice, pos_int, shape
 from fp8_check.cases.source import ENV, Rendered, docstring
+from fp8_check.core import BLOCK_SCALE_DTYPES, DATA_DTYPES, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES  # noqa: F401  (re-exported)
 
 NAME = "block_scaled"
 REDUCIBLE = False  # `fp8-check reduce` and the minimal repro work on pattern fields

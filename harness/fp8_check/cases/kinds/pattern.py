@@ -5,7 +5,7 @@ Dequantize the FP8 inputs (optionally with scalar scales), dot, an optional epil
 exactly what XLA's FP8 gemm rewriter matches. Its fields (`PatternSpec`), schema (`KEYS`,
 `validate`), arguments (`arg_specs`), rendering (`render`, templates/pattern.py.j2) and
 reduction steps (`reduction_fields`, `simplifications`, used by `fp8-check reduce`) live here;
-its float64 reference is harness/fp8_check/gpu/pattern_numerics.py.
+its float64 reference is harness/fp8_check/gpu/_pattern_numerics.py.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from fp8_check.core.dtypes import DATA_DTYPES, FP8_MAX, JAX_FP8, JAX_FP8_FNUZ, JAX_WIDE, SCALE_DTYPES
-from fp8_check.cases.case_model import Case, CaseError, MatmulSpec, Shape, Spec, boolean, choice
-from fp8_check.cases.case_model import shape as parse_shape
+from fp8_check.cases.model import Case, CaseError, MatmulSpec, Shape, Spec, boolean, choice, shape as parse_shape
 from fp8_check.cases.source import ENV, Rendered, docstring
+from fp8_check.core import DATA_DTYPES, FP8_MAX, JAX_FP8, JAX_FP8_FNUZ, JAX_WIDE, SCALE_DTYPES
 
 NAME = "pattern"
 REDUCIBLE = True  # `fp8-check reduce` and the minimal repro drop and simplify its fields

@@ -13,13 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from fp8_check.core.dtypes import DATA_DTYPES, SCALE_DTYPES
+from fp8_check.cases._sharded import jsonable, validate_sharded
+from fp8_check.cases.model import Case, CaseError, Shape, Spec, choice, is_name, string
 from fp8_check.cases.requirement_sets import case_set
-from fp8_check.cases.case_model import Case, CaseError, Shape, Spec, choice, is_name, string
-from fp8_check.cases.sharded_cases import jsonable, validate_sharded
 from fp8_check.cases.source import ENV, Rendered, docstring
-from fp8_check.cases.user_modules import closure, closure_of
-from fp8_check.cases.user_modules import defines, find
+from fp8_check.cases.user_modules import closure, closure_of, defines, find
+from fp8_check.core import DATA_DTYPES, SCALE_DTYPES
 
 NAME = "python"
 REDUCIBLE = False  # its fields are the user's function: nothing for `reduce` to simplify

@@ -1,0 +1,69 @@
+"""One target's rate table, with sources: what the cost model (harness/fp8_check/cost/model.py) prices each engine at.
+
+`python -m fp8_check.cost._rates` prints the tables of every shipped target (docs/cost_model.md holds
+them; tests/test_cost_engines.py keeps that file current).
+"""
+
+from __future__ import annotations
+
+from fp8_check.cost import _table as cost_table, model as cost
+from fp8_check.targets import all_target_names, load_target
+
+
+def rate_table(target) -> list[tuple[str, str, str, str]]:
+    """(rate, what it executes, value, source) rows for a `targets.Target`: the part's table, the spec's figures, the
+    links of a multi-GPU target and the launch overhead."""
+    target = load_target(target) if isinstance(target, str) else target
+    hw = cost.hardware(target)
+    part = hw.part
+    assert part is not None
+    rows = []
+    executes = {"fp4": "FP4 gemms", "fp8": "FP8 gemms (cuBLASLt, Triton, cuDNN block-scaled MXFP8)",
+                "bf16": "BF16/FP16 gemms", "tf32": "f32 gemms at XLA's DEFAULT precision", "fp64": "f64 gemms"}
+    for key, cls in cost_table.TENSOR_RATES.items():
+        r = part.rates.get(key)
+        if r is not None:
+            rows.append((key, executes[cls] + " on tensor cores", r.text(), r.source))
+        elif cls in ("fp8", "fp4"):
+            rows.append((key, f"{executes[cls]}: no tensor-core path on {part.name}",
+                         f"priced as {hw.class_used(cls)}", "the table states no rate for this class"))
+    spec = f"{hw.fp32 / 1e12:.1f} TFLOP/s"
+    check = part.rates.get("fp32_cuda")
+    rows.append(("fp32_cuda", "dots in loop/reduction fusions and every other kernel, on CUDA cores", spec,
+                 "target spec: core_count x fpus_per_core x 2 x clock_rate_ghz"
+                 + (f"; {check.source}" if check else "")))
+    rows.append(("hbm", "bytes every kernel reads and writes", f"{hw.hbm / 1e12:.3f} TB/s",
+                 "target spec: memory_bandwidth" + (f"; {part.rates['hbm'].source}" if "hbm" in part.rates else "")))
+    if target.devices > 1:
+        rows.append(("nvlink", "collectives among GPUs of one host (one direction: half the figure)",
+                     f"{hw.link / 1e9:g} GB/s one way", part.rates["nvlink"].source if "nvlink" in part.rates else ""))
+    if hw.per_host:
+        rows.append(("network", "collectives whose group spans hosts", f"{hw.network / 1e9:g} GB/s one way",
+                     cost_table.NETWORK_SOURCE))
+    rows.append(("launch", "every kernel", f"{hw.launch_us:g} µs", cost_table.LAUNCH_SOURCE))
+    return rows
+
+
+def rate_markdown(target) -> str:
+    """A target's `rate_table` as a Markdown table."""
+    target = load_target(target) if isinstance(target, str) else target
+    hw = cost.hardware(target)
+    lines = [f"### `{target.name}`: {hw.name}" + (f", {target.devices} GPUs ({target.topology})"
+                                                   if target.devices > 1 else ""), "",
+             "| rate | executes | value | source |", "|---|---|---|---|"]
+    for row in rate_table(target):
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def priced_target_names() -> tuple[str, ...]:
+    """The shipped targets the cost model prices (a platform may not be: fp8_check.platforms, `unpriced`)."""
+    return tuple(n for n in all_target_names() if not load_target(n).platform.unpriced)
+
+
+def main() -> None:
+    print("\n".join(rate_markdown(name) for name in priced_target_names()), end="")
+
+
+if __name__ == "__main__":
+    main()

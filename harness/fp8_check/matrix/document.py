@@ -1,0 +1,359 @@
+"""The matrix document: typed version entries, their changes and regressions, and its JSON (read and written here only).
+
+A `Matrix` holds one `VersionEntry` per JAX version, oldest first. Each entry keeps its
+status, environment, the path of its full per-version results file (the HTML report
+reads the HLO and source texts from there) and its typed `Outcome`s (stored lean:
+without those texts). Signature changes between adjacent versions and the regressions
+on the newest version are derived from the entries, never stored as the source of truth.
+
+Schema `fp8-check/matrix/2`; `/1` documents still load (their per-version results are
+the same lean results records; their stored `changes`, written as `{path, before, after}`,
+are recomputed). `load_matrix(path)` is the API for other stages (the HTML report).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from packaging.version import Version
+
+from fp8_check.core import BadInput, ReadError, atomic_write, load_json
+from fp8_check.cost import model as cost
+from fp8_check.run import deviceless_unsupported, fails, results
+from fp8_check.verdict import CODES, UNSUPPORTED, Code, FieldDiff, Outcome, Verdict, comparator, contract_judge
+from fp8_check.verdict.classify import classify
+from fp8_check.versions import parse_version
+
+SCHEMA = "fp8-check/matrix/2"
+READABLE = ("fp8-check/matrix/1", SCHEMA)
+from fp8_check.core import EXIT_ENV, EXIT_FAIL, EXIT_OK as EXIT_OK, EXIT_USAGE as EXIT_USAGE  # noqa: E402,F401  (one home for exit codes)
+
+FAIL_ON = ("any", "newest", "regression", "never")
+
+Row = tuple[str, str, str]  # (case, target, profile)
+
+
+class MatrixError(BadInput, ValueError):
+    """A matrix (or results) file that cannot be read: one line naming the file and what is wrong (exit 2)."""
+
+
+class Status(StrEnum):
+    RAN = "ran"
+    UNSUPPORTED = "unsupported"  # deviceless compilation impossible: every case UNSUPPORTED, no environment
+    INSTALL_FAILED = "install-failed"
+    BROKEN = "broken"  # the worker does not start, or the canary finds no FP8 gemm
+
+    @property
+    def not_run(self) -> str:
+        """The grid's letter for a version where nothing ran ('' when something did)."""
+        return {Status.INSTALL_FAILED: "E", Status.BROKEN: "B"}.get(self, "")
+
+
+@dataclass
+class VersionEntry:
+    jax: str
+    status: Status = Status.RAN
+    error: str = ""
+    environment: dict = field(default_factory=dict)  # what the worker reported (jax, jaxlib, plugin, ...)
+    env: dict = field(default_factory=dict)  # the uv environment: path, built, seconds, ...
+    run_seconds: float = 0.0
+    results_file: str | None = None  # the full per-version results (with HLO and source texts)
+    outcomes: list[Outcome] = field(default_factory=list)
+    _index: dict[Row, Outcome] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def summary(self) -> dict[str, int]:
+        return {c.name: sum(o.code is c for o in self.outcomes) for c in CODES}
+
+    def outcome(self, row: Row) -> Outcome | None:
+        if self._index is None:
+            self._index = {(o.case, o.target, o.profile): o for o in self.outcomes}
+        return self._index.get(row)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A row's signature differs from the one of the previous version that has one."""
+
+    case: str
+    target: str
+    profile: str
+    before: str  # jax version
+    after: str
+    diffs: list[FieldDiff]
+    verdict: Verdict | None = None  # regression / improvement / neutral / mixed, per field line (harness/fp8_check/verdict/classify.py)
+
+    @property
+    def cls(self) -> str:
+        return self.verdict.cls if self.verdict else ""
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A bad outcome on the newest version that ran, and the row's outcome on the version before it."""
+
+    case: str
+    target: str
+    profile: str
+    jax: str
+    code: Code
+    reason: str
+    previous: tuple[str, Code] | None  # (jax, code) on the version that ran before, if the row ran there
+
+
+@dataclass
+class Matrix:
+    versions: list[VersionEntry]
+    mode: str | None = None
+    targets: list[str] | None = None
+    profiles: list[str] | None = None
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    wall_seconds: float | None = None
+    merged_from: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.versions = sorted(self.versions, key=lambda e: Version(e.jax))
+
+    def rows(self) -> list[Row]:
+        """Every (case, target, profile) in the matrix, in the order they ran."""
+        seen: dict[Row, None] = {}
+        for e in self.versions:
+            for o in e.outcomes:
+                seen.setdefault((o.case, o.target, o.profile), None)
+        return list(seen)
+
+    def ran(self) -> list[VersionEntry]:
+        return [e for e in self.versions if e.status is Status.RAN]
+
+    def only_newest_rows(self) -> set[Row]:
+        """The rows UNSUPPORTED on every version that ran but the newest, where they ran (of two versions or more):
+        checked on one release only. A warning; under `--fail-on newest` a failure (`exit_code`)."""
+        ran = self.ran()
+        if len(ran) < 2:
+            return set()
+        out = set()
+        for o in ran[-1].outcomes:
+            row = (o.case, o.target, o.profile)
+            if o.code is not UNSUPPORTED and all((p := e.outcome(row)) is not None and p.code is UNSUPPORTED
+                                                 for e in ran[:-1]):
+                out.add(row)
+        return out
+
+    def newest_ran(self) -> VersionEntry | None:
+        ran = self.ran()
+        return ran[-1] if ran else None
+
+    def changes(self) -> list[Change]:
+        out = []
+        for row in self.rows():
+            prev_v, prev_sig, prev_est, prev_o = None, None, None, None
+            for e in self.versions:
+                o = e.outcome(row)
+                if o is None or o.signature is None:
+                    continue
+                sig = o.signature.to_dict()
+                if prev_o is not None and contract_judge.is_contract(o):  # a model: its FP8 facts, by layer and pass
+                    diffs, v = contract_judge.between(prev_o, o)
+                    if diffs and prev_v is not None:
+                        out.append(Change(*row, prev_v, e.jax, diffs, v))
+                elif prev_sig is not None:
+                    diffs = comparator.compare(prev_sig, sig)
+                    v = classify(prev_sig, sig)
+                    if prev_est is not None and o.estimate is not None:  # both compiled: priced exactly (cost.py)
+                        v = Verdict(v.cls, v.lines, cost.between(prev_est, o.estimate))
+                    if (diffs or v.lines) and prev_v is not None:
+                        out.append(Change(*row, prev_v, e.jax, diffs, v))
+                prev_v, prev_sig, prev_est, prev_o = e.jax, sig, o.estimate, o
+        return out
+
+    def row_costs(self) -> dict[Row, float]:
+        """Per row, the largest estimated cost (µs per call) of a change between versions or of a FAIL against its
+        golden; rows never priced are absent. `matrix --sort cost` orders the grid by it."""
+        out: dict[Row, float] = {}
+        priced = [((c.case, c.target, c.profile), c.verdict.cost) for c in self.changes() if c.verdict and c.verdict.cost]
+        priced += [((o.case, o.target, o.profile), o.verdict.cost) for e in self.versions for o in e.outcomes
+                   if o.verdict is not None and o.verdict.cost is not None]
+        for row, delta in priced:
+            out[row] = max(out.get(row, delta.delta_us), delta.delta_us)
+        return out
+
+    def regressions(self) -> list[Regression]:
+        ran = self.ran()
+        if not ran:
+            return []
+        newest, before = ran[-1], (ran[-2] if len(ran) > 1 else None)
+        out = []
+        for o in newest.outcomes:
+            if o.code.is_failure:
+                prev = before.outcome((o.case, o.target, o.profile)) if before else None
+                reason = o.reason.splitlines()[0] if o.reason else ""
+                out.append(Regression(o.case, o.target, o.profile, newest.jax, o.code, reason,
+                                      (before.jax, prev.code) if before is not None and prev else None))
+        return out
+
+    def exit_code(self, fail_on: str) -> int:
+        if fail_on == "never":
+            return EXIT_OK
+        if fail_on == "newest":
+            if self.newest_ran() is None:
+                return EXIT_ENV
+            if self.regressions() or self.only_newest_rows():  # a case checked on the newest release only fails too
+                return EXIT_FAIL
+            # the newest version asked for could not be installed (or is broken): a broken release must not pass
+            return EXIT_ENV if self.versions and self.versions[-1].status.not_run else EXIT_OK
+        if fail_on == "regression" or fail_on.startswith("cost:"):
+            if any(fails(o, fail_on) for e in self.versions for o in e.outcomes):
+                return EXIT_FAIL
+        elif any(o.is_failure for e in self.versions for o in e.outcomes):
+            return EXIT_FAIL
+        if any(e.status.not_run for e in self.versions):
+            return EXIT_ENV
+        return EXIT_OK
+
+
+# ------------------------------------------------------------------ JSON: the one place
+
+
+def entry_to_json(e: VersionEntry, base: Path | None = None) -> dict:
+    rf = e.results_file
+    if rf and base is not None and Path(rf).exists():
+        rf = _relative(Path(rf), base)
+    return {"jax": e.jax, "status": e.status.value, "error": e.error, "environment": e.environment, "env": e.env,
+            "run_seconds": e.run_seconds, "results_file": rf, "summary": e.summary(),
+            "results": [results.outcome_to_json(o, with_text=False) for o in e.outcomes]}
+
+
+def entry_from_json(d: dict, base: Path | None = None) -> VersionEntry:
+    rf = d.get("results_file")
+    if rf and base is not None and not Path(rf).is_absolute():  # relative to the file it was read from
+        rf = str((base / rf).resolve())
+    return VersionEntry(str(parse_version(str(d["jax"]))), Status(d.get("status") or "ran"), d.get("error") or "",
+                        dict(d.get("environment") or {}), dict(d.get("env") or {}), float(d.get("run_seconds") or 0.0),
+                        rf, [results.outcome_from_json(r) for r in d.get("results") or []])
+
+
+def to_json(m: Matrix, base: Path | None = None) -> dict:
+    """The document; `base`: the directory it is written to (results_file paths are stored relative to it)."""
+    doc: dict = {"schema": SCHEMA, "created": m.created, "mode": m.mode, "targets": m.targets, "profiles": m.profiles}
+    if m.wall_seconds is not None:
+        doc["wall_seconds"] = m.wall_seconds
+    if m.merged_from is not None:
+        doc["merged_from"] = m.merged_from
+    doc["versions"] = [entry_to_json(e, base) for e in m.versions]
+    # derived, for readers of the file (the nightly, people); recomputed when it is read back
+    doc["changes"] = [{"case": c.case, "target": c.target, "profile": c.profile, "from": c.before, "to": c.after,
+                       "diffs": [d.to_json() for d in c.diffs], "class": c.cls,
+                       "summary": c.verdict.summary() if c.verdict else "",
+                       "lines": [x.to_dict() for x in c.verdict.lines] if c.verdict else [],
+                       "cost": c.verdict.cost.to_dict() if c.verdict and c.verdict.cost else None} for c in m.changes()]
+    doc["regressions"] = [{"case": r.case, "target": r.target, "profile": r.profile, "jax": r.jax,
+                           "outcome": r.code.name, "reason": r.reason,
+                           "previous": {"jax": r.previous[0], "outcome": r.previous[1].name} if r.previous else None}
+                          for r in m.regressions()]
+    return doc
+
+
+def from_json(doc: dict, path: str | None = None) -> Matrix:
+    where = path or "matrix"
+    if not isinstance(doc, dict) or doc.get("schema") not in READABLE:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise MatrixError(f"{where}: not an fp8-check matrix file (schema {found!r}; readable: {', '.join(READABLE)})")
+    base = Path(path).parent if path else None
+    try:
+        entries = [entry_from_json(e, base) for e in doc.get("versions") or []]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MatrixError(f"{where}: malformed version entry: {type(exc).__name__}: {exc}") from None
+    return Matrix(entries, doc.get("mode"), doc.get("targets"), doc.get("profiles"), str(doc.get("created", "")),
+                  doc.get("wall_seconds"), doc.get("merged_from"))
+
+
+def write(path: Path, m: Matrix) -> None:
+    path = Path(path)
+    atomic_write(path, json.dumps(to_json(m, path.parent), indent=1) + "\n")
+
+
+def _read(path: Path) -> dict:
+    if not Path(path).exists():
+        raise MatrixError(f"{path}: no such file")
+    try:
+        return load_json(path)
+    except ReadError as exc:
+        raise MatrixError(f"{path}: cannot read JSON: {exc}") from None
+
+
+def load_matrix(path: Path) -> Matrix:
+    """A matrix file (schema fp8-check/matrix/1 or /2); `MatrixError` (one line) otherwise.
+
+    Each entry's `results_file` is resolved against the file's directory: `results.load(e.results_file)`
+    gives that version's full results.
+    """
+    return from_json(_read(path), str(path))
+
+
+def entry_from_results(res: results.Results) -> VersionEntry:
+    """A version entry from one version's results file."""
+    jax = res.jax
+    status = Status.RAN
+    if res.outcomes and all(o.code is UNSUPPORTED for o in res.outcomes) and _too_old(jax):
+        status = Status.UNSUPPORTED
+    return VersionEntry(jax, status, environment=dict(res.environment), results_file=res.path, outcomes=res.outcomes)
+
+
+def _too_old(jax: str) -> bool:
+    return bool(deviceless_unsupported(jax))
+
+
+def merge(paths: list[str]) -> Matrix:
+    """One matrix from matrix and/or results files (globs allowed); the later file wins per version."""
+    files: list[str] = []
+    for p in paths:
+        found = sorted(glob.glob(str(p), recursive=True))
+        if not found:
+            raise MatrixError(f"no file matches {p}")
+        files += found
+    by_version: dict[str, VersionEntry] = {}
+    info: dict = {}
+    for f in files:
+        doc = _read(Path(f))
+        schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""
+        if schema.startswith("fp8-check/results/"):
+            try:
+                res = results.from_json(doc, f)
+            except results.ResultsError as exc:
+                raise MatrixError(str(exc)) from None
+            e = entry_from_results(res)
+            by_version[e.jax] = e
+            for k in ("mode", "targets", "profiles"):
+                info.setdefault(k, res.environment.get(k))
+        elif schema.startswith("fp8-check/matrix/"):
+            m = from_json(doc, f)
+            for e in m.versions:
+                by_version[e.jax] = e
+            for k in ("mode", "targets", "profiles"):
+                info.setdefault(k, getattr(m, k))
+        else:
+            raise MatrixError(f"{f}: neither a matrix nor a results file (schema {schema or None!r})")
+    return Matrix(sorted(by_version.values(), key=_version_order), merged_from=files, **info)
+
+
+def _version_order(e: VersionEntry) -> tuple:
+    """Oldest first, so that `--fail-on newest` judges the newest version (file names sort 0.10 before 0.6)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(str(e.jax)), "")
+    except InvalidVersion:
+        return (1, Version("0"), str(e.jax))
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return os.path.relpath(path.resolve(), base.resolve())
+    except ValueError:
+        return str(path.resolve())
+
