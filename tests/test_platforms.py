@@ -117,9 +117,9 @@ def test_the_wrong_fp8_family_silently_upcast_is_a_regression():
 
 # ---- the registry: a platform is one module or folder under platforms/, registered once
 
-PLATFORM_HOMES = {"nvidia": [SEAM / "nvidia.py"], "amd": [SEAM / "amd.py", SEAM / "standins.py"],
+PLATFORM_HOMES = {"nvidia": [SEAM / "nvidia.py"], "amd": [SEAM / "amd.py", SEAM / "_standins.py"],
                   "tpu": sorted((SEAM / "tpu").rglob("*.py"))}
-SHARED_HOMES = [SEAM / "__init__.py", SEAM / "base.py", SEAM / "xla_gpu.py"]
+SHARED_HOMES = [SEAM / "__init__.py", SEAM / "base.py", SEAM / "_xla_gpu.py"]
 
 
 def _code_strings(path: Path) -> list[str]:
