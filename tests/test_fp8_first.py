@@ -186,3 +186,16 @@ def test_the_report_of_a_passing_model_shows_its_layers_and_no_absent_wall(tmp_p
         w.clean()
     finally:
         w.close()
+
+
+@pytest.mark.slow
+def test_a_report_cell_marks_no_fp8_by_design_without_a_warning(run_cli, tmp_path):
+    """A block-scaled case on h100: the golden states no FP8 gemm, so the cell keeps the note in its title but
+    shows no ⚠ (the terminal says "by design", not "warning")."""
+    code, out, err = run_cli("run", REPO / "cases", "-k", "bs_sm_nvfp4_global", "--target", "h100", "--profile",
+                             "cublas", "--json", tmp_path / "r.json", cwd=REPO)
+    assert code == 0, out + err
+    assert "no FP8 here, by design" in out and "warning:" not in out
+    html = (tmp_path / "r.html").read_text()
+    assert 'class="nofp8"' not in html
+    assert "no FP8 here, by design" in html
