@@ -179,6 +179,7 @@ def load_file(path: Path) -> list[Case]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+        problem = (problem.strip().splitlines() or ["unreadable"])[0]  # never the quoted snippet of the file
         raise CaseError(path, mark.line + 1 if mark else None, None, None, f"invalid YAML: {problem}") from None
     if doc is None:
         return []

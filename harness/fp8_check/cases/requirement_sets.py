@@ -9,12 +9,10 @@ set installed (harness/fp8_check/versions/requirement_envs.py; `matrix` and `bis
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.core import ReadError, package_path, read_text
+from fp8_check.core import ReadError, files, package_path, read_text
 from fp8_check.platforms import PLATFORMS
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
@@ -52,26 +50,12 @@ def outside(jax_range: str, jax_version: str, name: str) -> str | None:
 
 
 def excerpt(text: str) -> str:
-    """`text` as an error may quote it: escaped (repr: one line, control characters shown), at most EXCERPT
-    characters."""
-    short = text if len(text) <= EXCERPT else text[:EXCERPT - 3] + "..."
-    return repr(short)
+    """`text` as an error may quote it: escaped (one line, control characters shown), at most EXCERPT characters."""
+    return files.excerpt(text, EXCERPT)
 
 
-def _regular_file(path: Path, shown: str) -> Path:
-    """`path` resolved, if it is a regular file (a pipe, a device, a folder or a kernel file under /proc, /sys or
-    /dev is not); ValueError naming `shown` otherwise."""
-    real = path.resolve()
-    try:
-        mode = os.stat(real).st_mode
-    except OSError as exc:
-        raise ValueError(f"{shown}: cannot read it: {exc.strerror or type(exc).__name__}") from None
-    if not stat.S_ISREG(mode) or any(real.is_relative_to(k) for k in ("/proc", "/sys", "/dev")):
-        raise ValueError(f"{shown}: not a regular file")
-    return real
-
-
-def read_set(path: Path, where: str = "--with-requirements", name: str | None = None) -> RequirementSet:
+def read_set(path: Path, where: str = "--with-requirements", name: str | None = None,
+             home: Path | None = None) -> RequirementSet:
     """The requirement set of a requirements file: one a line, `#` comments and blank lines skipped; no pip
     options; at most one `jax` line, a version range only. The file must be a regular file of at most MAX_BYTES
     of UTF-8 text. ValueError (prefixed with `where`) when malformed; it quotes at most a short escaped excerpt
@@ -79,9 +63,9 @@ def read_set(path: Path, where: str = "--with-requirements", name: str | None = 
     from packaging.requirements import InvalidRequirement, Requirement
 
     given = name or str(path)
-    shown = f"{where} {given if given.isprintable() and len(given) <= 200 else excerpt(given)}"
+    shown = f"{where} {files.shown_path(given)}"
     try:
-        text = read_text(_regular_file(Path(path), shown), MAX_BYTES)
+        text = read_text(path, MAX_BYTES, home, "the case file's folder")
     except ReadError as exc:
         raise ValueError(f"{shown}: {exc}") from None
     out, jax = [], ""
@@ -122,9 +106,7 @@ def case_set(value, case_file: Path) -> RequirementSet:
     path = folder / given
     if not path.exists():
         raise ValueError(f"{shown} is neither a named set ({', '.join(NAMED)}) nor a file next to the case file")
-    if not path.resolve().is_relative_to(folder):
-        raise ValueError(f"{shown}: a link to a file outside the case file's folder; requirements files live there")
-    return read_set(path, "requirements", name=value)
+    return read_set(path, "requirements", name=value, home=folder)
 
 
 def check_requirement(text: str, where: str = "--with") -> str:

@@ -58,6 +58,10 @@ def cmd_fidelity(args) -> int:
         meta = {"left": "deviceless side: " + describe(left, left_path), "right": "device side: " + describe(right, right_path),
                 "jax": left.jax, "created": created}
     else:
+        if args.autotune_results is not None:  # a file given is checked first: a bad one is exit 2 with or without a GPU
+            from importlib.metadata import version
+
+            autotune_results_for(args.autotune_results, "", version("jax"))
         if args.mode == "deviceless" or not gpu_present():
             raise selection.UsageError(
                 "fidelity compiles on the local GPU and needs one (--mode device); without a GPU, build the table "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fp8_check.compile.render import Rendered
+from fp8_check.core import files
 from fp8_check.compile.service import CHECKOUT, DEFAULT_TIMEOUT, Compilation, Compiler
 from fp8_check.targets import Profile, Target, autotune_results as ar
 
@@ -32,9 +33,31 @@ class Replayed:
 
 def find_results(target: str, jax_version: str, goldens_root: Path | None = None) -> Path | None:
     """The committed results file for `target` and JAX `jax_version`, or None when there is none (the checkout's
-    goldens/ by default; an installed fp8-check has no checkout: then ./goldens)."""
-    path = ar.results_path(goldens_root or (CHECKOUT or Path()) / "goldens", target, jax_version)
-    return path if path.is_file() else None
+    goldens/ by default; an installed fp8-check has no checkout: then ./goldens). What is there is read and checked
+    (`ar.load_results`, confined to the goldens folder): the path returned is the checked file, links resolved, which
+    XLA then reads; AutotuneResultsError (one line, no content) for one that is not a results file."""
+    return results_for(target, jax_version, goldens_root=goldens_root)
+
+
+def results_for(target: str, jax_version: str, given: Path | None = None, goldens_root: Path | None = None) -> Path | None:
+    """The one way to the results file a deviceless `default` compile replays: `given` (a file, or a folder holding
+    <jax>.txt; read wherever it is, but only a regular file), else the committed one for `target` and this JAX
+    (confined to the goldens folder), else None. The file is read through core/files.py and parsed here, so a link
+    to /proc/self/environ, a pipe, a binary or a huge file is one AutotuneResultsError line that quotes none of it;
+    the returned path is the checked file with its links resolved (what XLA reads)."""
+    if given is not None:
+        path = Path(given)
+        path = path / f"{jax_version}.txt" if path.is_dir() else path
+        if not path.exists() and not path.is_symlink():
+            raise ar.AutotuneResultsError(f"{files.shown_path(path)}: no such file")
+        ar.load_results(path)
+        return path.resolve()
+    root = Path(goldens_root or (CHECKOUT or Path()) / "goldens")
+    path = ar.results_path(root, target, jax_version)
+    if not path.exists() and not path.is_symlink():
+        return None
+    ar.load_results(path, home=root)
+    return path.resolve()
 
 
 def replay_profile(results: Path) -> Profile:

@@ -6,13 +6,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['BLOCK_SCALE_DTYPES', 'BadInput', 'BrokenEnvironmentError', 'DATA_DTYPES', 'DISTRIBUTION', 'EXIT_ENV', 'EXIT_FAIL', 'EXIT_OK', 'EXIT_USAGE', 'FP8_MAX', 'Fp8CheckError', 'JAX_FP8', 'JAX_FP8_FNUZ', 'JAX_WIDE', 'OutputError', 'ReadError', 'SCALE_DTYPES', 'UnsafeName', 'WriteError', 'about', 'atomic_write', 'check_dir', 'check_file', 'dtypes', 'files', 'load_json', 'names', 'outputs', 'package_path', 'read_text', 'record', 'remove_stale_temporaries', 'safe_yaml', 'timeouts', 'version_line']
+__all__ = ['BLOCK_SCALE_DTYPES', 'BadInput', 'BrokenEnvironmentError', 'DATA_DTYPES', 'DISTRIBUTION', 'EXIT_ENV', 'EXIT_FAIL', 'EXIT_OK', 'EXIT_USAGE', 'FP8_MAX', 'Fp8CheckError', 'JAX_FP8', 'JAX_FP8_FNUZ', 'JAX_WIDE', 'OutputError', 'ReadError', 'SCALE_DTYPES', 'UnsafeName', 'WriteError', 'about', 'atomic_write', 'check_dir', 'check_file', 'dtypes', 'excerpt', 'files', 'load_json', 'names', 'outputs', 'package_path', 'read_text', 'record', 'remove_stale_temporaries', 'safe_yaml', 'shown_path', 'timeouts', 'version_line']
 
 _MODULES = {  # module -> the names of the face it defines
     'about': ('DISTRIBUTION', 'version_line'),
     'dtypes': ('BLOCK_SCALE_DTYPES', 'DATA_DTYPES', 'FP8_MAX', 'JAX_FP8', 'JAX_FP8_FNUZ', 'JAX_WIDE', 'SCALE_DTYPES'),
     'errors': ('BadInput', 'BrokenEnvironmentError', 'EXIT_ENV', 'EXIT_FAIL', 'EXIT_OK', 'EXIT_USAGE', 'Fp8CheckError'),
-    'files': ('atomic_write', 'package_path', 'remove_stale_temporaries'),
+    'files': ('atomic_write', 'excerpt', 'package_path', 'remove_stale_temporaries', 'shown_path'),
     'names': ('UnsafeName',),
     'outputs': ('OutputError', 'WriteError', 'check_dir', 'check_file'),
     'safe_yaml': ('ReadError', 'load_json', 'read_text'),
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from fp8_check.core.about import DISTRIBUTION, version_line
     from fp8_check.core.dtypes import BLOCK_SCALE_DTYPES, DATA_DTYPES, FP8_MAX, JAX_FP8, JAX_FP8_FNUZ, JAX_WIDE, SCALE_DTYPES
     from fp8_check.core.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError, Fp8CheckError
-    from fp8_check.core.files import atomic_write, package_path, remove_stale_temporaries
+    from fp8_check.core.files import atomic_write, excerpt, package_path, remove_stale_temporaries, shown_path
     from fp8_check.core.names import UnsafeName
     from fp8_check.core.outputs import OutputError, WriteError, check_dir, check_file
     from fp8_check.core.safe_yaml import ReadError, load_json, read_text

@@ -6,11 +6,14 @@
 - `package_path`: the package's own data (jinja2 templates, target specs and rates, the worker's sources,
   shipped requirement files), found through `importlib.resources` from the package's name, never by how
   deep a module sits; `checkout`: the source checkout the package runs from, when it runs from one.
+- `read_text`: the one reader of files users give or commit (regular files only, links resolved and confined to
+  the kind's home, a size limit, UTF-8 checked; errors never quote the content).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -113,3 +116,92 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# ------------------------------------------------------------------ reading what users give
+
+EXCERPT = 40  # characters of a file an error may quote (escaped: one line, control characters shown)
+KERNEL_FILES = ("/proc", "/sys", "/dev")  # "regular" files the kernel makes up on reading (an environment, a device)
+
+
+class ReadError(ValueError):
+    """A file that cannot be read as text (missing, not a regular file, outside its home, too large, not UTF-8)."""
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    """`text` as an error may quote it: escaped (repr: one line, control characters shown), at most `limit`
+    characters; never a whole line of a file."""
+    short = text if len(text) <= limit else text[:limit - 3] + "..."
+    return repr(short)
+
+
+def shown_path(path: Path | str) -> str:
+    """A path as a message names it: as given when printable and short, else a short escaped excerpt."""
+    s = str(path)
+    return s if s.isprintable() and len(s) <= 200 else excerpt(s, 80)
+
+
+def _limit_text(max_bytes: int) -> str:
+    return f"{max_bytes // 2**20} MiB" if max_bytes >= 2**20 else f"{max_bytes // 1024} KiB"
+
+
+def regular_file(path: Path | str, home: Path | str | None = None, home_name: str | None = None) -> Path:
+    """`path` with its links resolved, if that is a regular file (not a folder, pipe, socket or device, nor a
+    kernel file under /proc, /sys or /dev, which stat calls regular) inside `home` (resolved) when given:
+    where the file's kind lives (goldens/, the case file's folder). ReadError otherwise."""
+    path = Path(path)
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a link loop
+        raise ReadError(f"cannot read: {getattr(exc, 'strerror', None) or 'a loop of links'}") from None
+    if home is not None:
+        root = Path(home).resolve()
+        if not real.is_relative_to(root):
+            raise ReadError(f"a link to a file outside {home_name or shown_path(home)}, where these files live")
+    if any(real.is_relative_to(k) for k in KERNEL_FILES):
+        raise ReadError("not a regular file (a kernel file)")
+    try:
+        mode = os.stat(real).st_mode
+    except OSError as exc:
+        raise ReadError(f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    if stat.S_ISDIR(mode):
+        raise ReadError("not a regular file: is a directory")
+    if not stat.S_ISREG(mode):
+        raise ReadError("not a regular file (a pipe, socket or device)")
+    return real
+
+
+def read_bytes(path: Path | str, max_bytes: int, home: Path | str | None = None, home_name: str | None = None) -> bytes:
+    """The bytes of a file a user gave or committed: a regular file (`regular_file`), at most `max_bytes`
+    (refused from its size before reading, and never more read). ReadError otherwise."""
+    real = regular_file(path, home, home_name)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise ReadError(f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):  # replaced between the check and the open
+            raise ReadError("not a regular file")
+        if st.st_size > max_bytes:
+            raise ReadError(f"larger than the {_limit_text(max_bytes)} limit for one file")
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as exc:
+            raise ReadError(f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > max_bytes:
+        raise ReadError(f"larger than the {_limit_text(max_bytes)} limit for one file")
+    return data
+
+
+def read_text(path: Path | str, max_bytes: int = 2 * 1024 * 1024, home: Path | str | None = None,
+              home_name: str | None = None) -> str:
+    """The one reader of every file users give or commit (case files, requirement files, autotune results,
+    results and matrix files, target specs, goldens): `read_bytes`, then checked UTF-8. ReadError says what is
+    wrong in one line and never quotes the file's content."""
+    data = read_bytes(path, max_bytes, home, home_name)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ReadError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}") from None

@@ -14,32 +14,23 @@ from pathlib import Path
 
 import yaml
 
+from fp8_check.core import files
+from fp8_check.core.files import ReadError
+
 MAX_BYTES = 2 * 1024 * 1024  # per file
 MAX_DEPTH = 64  # nesting levels (mappings and lists), counting through aliases
 MAX_NODES = 200_000  # scalars, mappings and lists after alias expansion
 
 
-class ReadError(ValueError):
-    """A file that cannot be read as text (missing, a directory, too large, not UTF-8)."""
+read_text = files.read_text  # the one reader (core/files.py): regular files, bounded, UTF-8; MAX_BYTES by default
 
 
-def read_text(path: Path | str, max_bytes: int = MAX_BYTES) -> str:
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except IsADirectoryError:
-        raise ReadError("cannot read: is a directory, not a file") from None
-    except OSError as exc:
-        raise ReadError(f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:
-        limit = f"{max_bytes // 2**20} MiB" if max_bytes >= 2**20 else f"{max_bytes // 1024} KiB"
-        raise ReadError(f"larger than the {limit} limit for one file")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ReadError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}") from None
+def problem_line(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: the problem and its line, never PyYAML's snippet of the file (it quotes the line)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    problem = (str(problem).strip().splitlines() or ["unreadable"])[0]
+    return f"line {mark.line + 1}: {problem}" if mark is not None else problem
 
 
 class LimitError(yaml.composer.ComposerError):
@@ -177,16 +168,26 @@ def load(text: str, loader: type[BoundedLoader] = BoundedLoader):
         ldr.dispose()
 
 
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object whose keys are all different (a second `"outcome":` silently replaced the first)."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise ReadError(f"not JSON this tool reads: duplicate key {files.excerpt(k)}")
+        out[k] = v
+    return out
+
+
 MAX_JSON_BYTES = 1024 * 2**20  # results and matrix files carry HLO texts: large, but bounded
 
 
-def load_json(path: Path | str, max_bytes: int = MAX_JSON_BYTES):
+def load_json(path: Path | str, max_bytes: int = MAX_JSON_BYTES, home: Path | str | None = None):
     """A JSON file users pass in (results, matrices), within the size and nesting limits; ReadError otherwise."""
     import json
 
-    text = read_text(path, max_bytes)
+    text = read_text(path, max_bytes, home)
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ReadError(f"not JSON: {exc}") from None
     except RecursionError:

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fp8_check.compile import ReplayCompiler, case_options, find_results, render
+from fp8_check.compile import ReplayCompiler, case_options, render, results_for
 from fp8_check.core import atomic_write
 from fp8_check.report import md_inline
 from fp8_check.run import Results, selection
@@ -177,12 +177,10 @@ def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> N
 def autotune_results_for(given: Path | None, target: str, jax_version: str) -> Path | None:
     """The results file deviceless `default` replays: `given` (a file, or a folder holding <jax>.txt), else the
     committed one for `target` and this JAX (None: XLA's deviceless defaults, said in the table)."""
-    if given is None:
-        return find_results(target, jax_version)
-    path = given / f"{jax_version}.txt" if given.is_dir() else given
-    if not path.is_file():
-        raise selection.UsageError(f"--autotune-results: {path}: no such file")
-    return path
+    try:
+        return results_for(target, jax_version, given=given)
+    except AutotuneResultsError as exc:
+        raise selection.UsageError(f"--autotune-results: {exc}" if given is not None else str(exc)) from None
 
 
 def collect_replayed(cases, target, results: Path | None, sigs: Signatures) -> dict[str, str]:

@@ -9,13 +9,13 @@ the later input wins.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from packaging.version import InvalidVersion, Version
 
+from fp8_check.core import ReadError, load_json, shown_path
 from fp8_check.matrix import MatrixError, Status, load_matrix
 from fp8_check.run import Results, results as results_mod
 from fp8_check.verdict import FAIL, XFAIL, XPASS, Code, Outcome
@@ -46,14 +46,14 @@ def load(paths: Iterable[Path]) -> Inputs:
 
 
 def _read_json(path: Path) -> Any:
+    """A results or matrix file, read as every user-given file is (core: a regular file, bounded, UTF-8, JSON
+    without duplicate keys); ReportError in one line that quotes none of its content."""
+    if not path.exists() and not path.is_symlink():
+        raise ReportError(f"{shown_path(path)}: no such file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path}: not JSON: {exc}") from None
-    except RecursionError:
-        raise ReportError(f"{path}: not JSON this report can read: nested too deeply") from None
+        return load_json(path)
+    except ReadError as exc:
+        raise ReportError(f"{shown_path(path)}: {exc}") from None
 
 
 def _results(doc: Any, path: str) -> Results:

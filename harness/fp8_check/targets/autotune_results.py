@@ -30,8 +30,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check.core import files
+
 AUTOTUNE_DIR = "autotune"  # goldens/<target>/autotune/<jax>.txt
 FILE_VERSION = 3  # AutotuneResults.version that XLA accepts (it rejects any other)
+MAX_BYTES = 32 * 2**20  # a captured file holds one entry per autotuned instruction: a few MiB for the largest models
+PARSE_EXCERPT = 16  # characters of a file a parse error quotes
 
 # What a deviceless compile needs to replay `path` in the legacy text format.
 LOAD_OPTION = "xla_gpu_load_autotune_results_from"
@@ -215,7 +219,15 @@ def parse_results(text: str, where: str) -> ResultsFile:
     try:
         text_format.Parse(text, doc, allow_unknown_field=True)
     except text_format.ParseError as exc:
-        raise AutotuneResultsError(f"{where}: not an AutotuneResults text proto: {exc}") from None
+        # protobuf's message quotes the offending line whole (a file of one long line, e.g. an environment, whole):
+        # only the position, and a short escaped excerpt there
+        line, column = exc.GetLine() or 0, exc.GetColumn() or 0
+        lines = text.splitlines()
+        at = lines[line - 1][max(column - 1, 0):] if 0 < line <= len(lines) else ""
+        raise AutotuneResultsError(f"{where}: not an AutotuneResults text proto: line {line}, column {column}"
+                                   + (f", at {files.excerpt(at, PARSE_EXCERPT)}" if at else "")) from None
+    except (RecursionError, UnicodeError, ValueError) as exc:
+        raise AutotuneResultsError(f"{where}: not an AutotuneResults text proto ({type(exc).__name__})") from None
     if doc.version != FILE_VERSION:
         raise AutotuneResultsError(f"{where}: version: {doc.version}; XLA reads AutotuneResults version {FILE_VERSION}")
     entries = []
@@ -226,8 +238,16 @@ def parse_results(text: str, where: str) -> ResultsFile:
     return ResultsFile(where, tuple(entries))
 
 
-def load_results(path: Path) -> ResultsFile:
-    return parse_results(Path(path).read_text(), str(path))
+def load_results(path: Path, home: Path | None = None) -> ResultsFile:
+    """The results file at `path`, read as every user-given file is (core/files.py: a regular file after its links,
+    inside `home` when given, at most MAX_BYTES of UTF-8), then parsed; AutotuneResultsError in one line that never
+    quotes more of the file than a short escaped excerpt."""
+    where = files.shown_path(path)
+    try:
+        text = files.read_text(path, MAX_BYTES, home, home_name="the goldens folder" if home is not None else None)
+    except files.ReadError as exc:
+        raise AutotuneResultsError(f"{where}: {exc}") from None
+    return parse_results(text, where)
 
 
 def format_results(entries: list[Entry]) -> str:

@@ -106,11 +106,14 @@ def load(path: Path) -> Golden | None:
         return None
 
     try:
-        doc = safe_yaml.load(safe_yaml.read_text(path), safe_yaml.UniqueKeyLoader)
+        # a golden lives under its root (<root>/<target>/<profile>/<mode>/<case>.yaml): a link out of it is refused
+        home = path.absolute().parents[3]
+        doc = safe_yaml.load(safe_yaml.read_text(path, home=home, home_name="the goldens folder"),
+                             safe_yaml.UniqueKeyLoader)
     except safe_yaml.ReadError as exc:
         raise GoldenError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise GoldenError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+        raise GoldenError(f"{path}: invalid YAML: {safe_yaml.problem_line(exc)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("expect"), list):
         raise GoldenError(f"{path}: field 'expect': expected a list of expectations")
     expect = []

@@ -1,0 +1,133 @@
+"""Hardening round 6 (issue 53): every user-supplied file read by the one reader (core/files.py), and the smaller
+items of the round. Each test here failed before its fix (docs/hardening.md, round 6)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fp8_check.compile import find_results
+from fp8_check.targets import AutotuneResultsError, autotune_results as ar
+from fp8_check.verdict import golden as golden_mod
+from tests.conftest import REPO
+
+SECRET = "ghp_fp8chkRound6Secret0123"
+# A file like an environment: one long line, the secret far from its start; invalid YAML, JSON and text proto
+# just after the secret (where a parser's error quotes the line)
+LEAKY = "IS_SANDBOX=yes" + "A" * 200 + f" T6_SECRET={SECRET}: HOME: /root\n"
+
+
+@pytest.fixture
+def planted(tmp_path, monkeypatch):
+    """The secret in the environment (so in /proc/self/environ) and in a file outside every home."""
+    monkeypatch.setenv("T6_SECRET", SECRET)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "leak.txt").write_text(LEAKY)
+    return {"environ": "/proc/self/environ", "file": str(outside / "leak.txt")}
+
+
+def _clean(code, out, err, *, lines=1):
+    assert SECRET not in out + err and "IS_SANDBOX" not in out + err, (out, err)
+    assert code == 2, (code, out, err)
+    assert err.count("\n") == lines, err
+
+
+# kind -> (the name of the link, the command that reads it)
+KINDS = {
+    "case file": ("cases.yaml", lambda p: ["list", p]),
+    "results file": ("results.json", lambda p: ["report", p, "-o", str(p) + ".html"]),
+    "results file (markdown)": ("results.json", lambda p: ["report", p, "--markdown", "x"]),
+    "matrix file": ("matrix.json", lambda p: ["matrix", "--merge", p]),
+    "target spec": ("mine.txtpb", lambda p: ["run", "--target", p, str(REPO / "cases" / "seed.yaml")]),
+    "autotune results": ("0.12.0.1.txt", lambda p: ["fidelity", "--autotune-results", p]),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("to", ["environ", "file"])
+def test_a_linked_user_file_prints_no_byte_of_the_environment_or_the_file(tmp_path, planted, run_cli, kind, to):
+    name, argv = KINDS[kind]
+    link = tmp_path / "proj" / name
+    link.parent.mkdir()
+    os.symlink(planted[to], link)
+    code, out, err = run_cli(*argv(str(link)), cwd=tmp_path / "proj")
+    _clean(code, out, err)
+
+
+def test_a_requirement_file_linked_out_prints_nothing_of_it(tmp_path, planted, run_cli):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "cases.yaml").write_text("cases:\n- id: c\n  kind: python\n  callable: m:f\n"
+                                     "  args: [{name: x, shape: [4, 4], dtype: bfloat16}]\n  requirements: reqs.txt\n")
+    for to in planted.values():
+        (proj / "reqs.txt").unlink(missing_ok=True)
+        os.symlink(to, proj / "reqs.txt")
+        _clean(*run_cli("list", proj / "cases.yaml", cwd=proj))
+
+
+@pytest.mark.parametrize("to", ["environ", "file"])
+def test_a_committed_autotune_file_linked_out_of_goldens_is_refused_without_its_content(tmp_path, planted, to):
+    path = ar.results_path(tmp_path / "goldens", "h100", "0.12.0.1")
+    path.parent.mkdir(parents=True)
+    os.symlink(planted[to], path)
+    with pytest.raises(AutotuneResultsError) as info:
+        find_results("h100", "0.12.0.1", tmp_path / "goldens")
+    text = str(info.value)
+    assert SECRET not in text and "IS_SANDBOX" not in text and "\n" not in text
+    assert "outside the goldens folder" in text or "kernel file" in text, text
+
+
+@pytest.mark.parametrize("to", ["environ", "file"])
+def test_a_golden_linked_out_of_goldens_is_refused_without_its_content(tmp_path, planted, to):
+    root = tmp_path / "goldens"
+    path = golden_mod.path_for(root, "c", "h100", "pinned", "deviceless")
+    path.parent.mkdir(parents=True)
+    os.symlink(planted[to], path)
+    with pytest.raises(golden_mod.GoldenError) as info:
+        golden_mod.load(path)
+    text = str(info.value)
+    assert SECRET not in text and "IS_SANDBOX" not in text and "\n" not in text, text
+
+
+def test_an_autotune_file_that_does_not_parse_quotes_only_a_short_excerpt(tmp_path, planted):
+    bad = tmp_path / "bad.txt"
+    bad.write_text(LEAKY)  # one long line that is not a text proto
+    with pytest.raises(AutotuneResultsError) as info:
+        ar.load_results(bad)
+    text = str(info.value)
+    assert SECRET not in text and "line 1, column" in text and len(text) < len(str(bad)) + 120, text
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\xff\xfe\x00binary", "not UTF-8 text"),
+    (None, "larger than the"),
+])
+def test_binary_and_huge_autotune_files_are_one_line(tmp_path, content, message):
+    path = tmp_path / "x.txt"
+    if content is None:
+        with open(path, "wb") as f:  # sparse: 3 GB on paper, nothing on disk
+            f.truncate(3 * 2**30)
+    else:
+        path.write_bytes(content)
+    with pytest.raises(AutotuneResultsError, match=message):
+        ar.load_results(path)
+
+
+def test_a_fifo_is_not_read(tmp_path):
+    fifo = tmp_path / "results.json"
+    os.mkfifo(fifo)
+    from fp8_check.core import ReadError, load_json
+
+    with pytest.raises(ReadError, match="not a regular file"):
+        load_json(fifo)
+
+
+def test_duplicate_json_keys_are_refused(tmp_path):
+    from fp8_check.core import ReadError, load_json
+
+    path = tmp_path / "r.json"
+    path.write_text('{"schema": "a", "schema": "b"}')
+    with pytest.raises(ReadError, match="duplicate key 'schema'"):
+        load_json(path)
