@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fp8_check.compile.render import Rendered
-from fp8_check.core import files
 from fp8_check.compile.service import CHECKOUT, DEFAULT_TIMEOUT, Compilation, Compiler
+from fp8_check.core import files
 from fp8_check.targets import Profile, Target, autotune_results as ar
 
 PROFILE_NAME = "default"
