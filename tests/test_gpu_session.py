@@ -160,11 +160,12 @@ def test_a_failed_session_never_replaces_the_output_folder(tmp_path, monkeypatch
     out = tmp_path / "gpu-session"
     out.mkdir()
     (out / "calibration.md").write_text("the last real session\n")
+    (out / session.MARKER).write_text("a session's folder\n")
     monkeypatch.setattr(session, "check_gpu", lambda: ["a GPU JAX saw"])  # only the GPU check: its own test is above
     monkeypatch.setenv("FP8_CHECK_SESSION_TARGET", "h100")
     steps = (session.Step("gpu-tests", 0.01, "a budget too small to import pytest"),)
     assert session.session(out, dry=False, steps=steps) == 1
-    assert _tree(out) == {"calibration.md": b"the last real session\n"}
+    assert _tree(out) == {"calibration.md": b"the last real session\n", session.MARKER: b"a session's folder\n"}
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert "left as it was" in last and "this session's files in" in last
     [fresh] = [p for p in tmp_path.iterdir() if p.name.startswith(".gpu-session.session-")]

@@ -131,3 +131,82 @@ def test_duplicate_json_keys_are_refused(tmp_path):
     path.write_text('{"schema": "a", "schema": "b"}')
     with pytest.raises(ReadError, match="duplicate key 'schema'"):
         load_json(path)
+
+
+# ------------------------------------------------------------ S2: the GPU session writes only its own folders
+
+def _checkout_tree() -> dict:
+    """Every file of the checkout git knows of (tracked or not ignored), byte for byte, and the top-level names
+    (.git included): what `--out .` replaced."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
+    tree = {p: (REPO / p).read_bytes() for p in sorted(filter(None, listed)) if (REPO / p).is_file()}
+    tree["<top>"] = repr(sorted(p.name for p in REPO.iterdir())).encode()
+    return tree
+
+
+def _session_script(out: str, cwd, *extra: str):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(["bash", str(REPO / "scripts" / "gpu_session.sh"), "--dry-run", "--out", out, *extra],
+                          capture_output=True, text=True, timeout=120, env={**env, "PYTHON": sys.executable}, cwd=cwd)
+
+
+@pytest.mark.parametrize("out", ["USER", ".", "", "docs", "REPO", "PARENT"])
+def test_the_session_refuses_an_out_it_did_not_write_before_any_step(tmp_path, out):
+    user = tmp_path / "mywork"
+    user.mkdir()
+    (user / "notes.txt").write_text("the user's notes\n")
+    out = {"USER": str(user), "REPO": str(REPO), "PARENT": str(REPO.parent)}.get(out, out)
+    before, before_user, before_tmp = _checkout_tree(), {p.name for p in tmp_path.iterdir()}, (user / "notes.txt").read_bytes()
+    proc = _session_script(out, tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "(budget" not in proc.stdout and proc.stderr.count("\n") == 1 and "--out" in proc.stderr, proc.stderr
+    assert _checkout_tree() == before
+    assert {p.name for p in tmp_path.iterdir()} == before_user and (user / "notes.txt").read_bytes() == before_tmp
+    assert not list(REPO.glob(".*.session-*")) and not list(REPO.parent.glob(".*.session-*"))
+
+
+def test_a_failed_dry_run_moves_nothing(tmp_path, monkeypatch, capsys):
+    from fp8_check.gpu import session
+
+    out = tmp_path / "gs"
+    monkeypatch.setenv("FP8_CHECK_SESSION_TARGET", "h100")
+    steps = (session.Step("gpu-tests", 0.01, "a budget too small to import pytest"),)
+    assert session.session(out, dry=True, steps=steps) == 1
+    assert not out.exists()
+    [fresh] = [p for p in tmp_path.iterdir() if p.name.startswith(".gs.session-")]
+    assert (fresh / session.MARKER).is_file()
+
+
+def test_a_session_replaces_only_a_folder_a_session_wrote(tmp_path, monkeypatch):
+    from fp8_check.gpu import session
+
+    monkeypatch.setenv("FP8_CHECK_SESSION_TARGET", "h100")
+    out = tmp_path / "gs"
+    out.mkdir()
+    (out / session.MARKER).write_text("x")
+    (out / "old.md").write_text("an earlier session\n")
+    monkeypatch.setattr(session, "run_session", lambda fresh, *a, **k: [{"name": "environment", "status": "ok"}])
+    assert session.session(out, dry=True) == 0
+    assert not (out / "old.md").exists() and (out / session.MARKER).is_file()
+
+
+@pytest.mark.parametrize("step", ["environment", "calibrate"])
+def test_a_step_runs_only_inside_a_session(tmp_path, step):
+    before = _checkout_tree()
+    proc = _session_script(str(tmp_path / "x"), tmp_path, "--step", step)
+    assert proc.returncode == 2 and "runs only inside a session" in proc.stderr, proc.stdout + proc.stderr
+    # without --out: the committed docs/gpu-session was the default
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_session.sh"), "--step", step, "--dry-run"],
+                          capture_output=True, text=True, timeout=120, env={**env, "PYTHON": sys.executable})
+    assert proc.returncode == 2 and "runs only inside a session" in proc.stderr, proc.stdout + proc.stderr
+    assert _checkout_tree() == before and not (tmp_path / "x").exists()

@@ -135,19 +135,68 @@ def step_status(step: str, code: int, out: Path, dry: bool) -> str:
     return "ok" if why is None else f"not measured on the device: {why}"
 
 
+# Every folder a session writes holds this file: the only folders a later session may replace
+MARKER = ".fp8-check-gpu-session"
+SESSION_ENV = "FP8_CHECK_GPU_SESSION_DIR"  # set for a session's steps: `--step` runs only inside a session
+
+
+class UnsafeOut(ValueError):
+    """An `--out` the session must not write (one line)."""
+
+
+def is_session_folder(path: Path) -> bool:
+    """A folder an earlier session wrote (it holds the session's marker file)."""
+    return (path / MARKER).is_file() and not (path / MARKER).is_symlink()
+
+
+def check_out(out: Path, checkout: Path | None, given: str | None = None) -> Path:
+    """`out` as an absolute path, if the session may write there: a folder that does not exist yet, an empty one,
+    or one an earlier session wrote (its marker); never '', '.', the checkout, an ancestor of it or of the current
+    folder, a link, or a non-empty folder it did not write. UnsafeOut otherwise, before anything is written."""
+    shown = repr(given) if given is not None and (not given or not given.isprintable()) else (given or str(out))
+    if given is not None and given.strip() in ("", "."):
+        raise UnsafeOut(f"--out {shown}: give a folder of its own for the session's files, not the current folder")
+    absolute = Path(os.path.abspath(out))
+    real = absolute.resolve()
+    for name, top in (("the checkout", checkout), ("the current folder", Path.cwd())):
+        if top is not None and Path(top).resolve().is_relative_to(real):
+            raise UnsafeOut(f"--out {shown}: is {name} or a folder above it; give a folder of its own")
+    if absolute.is_symlink():
+        raise UnsafeOut(f"--out {shown}: a link; give the folder itself")
+    if absolute.exists():
+        if not absolute.is_dir():
+            raise UnsafeOut(f"--out {shown}: not a folder")
+        try:
+            empty = not any(absolute.iterdir())
+        except OSError as exc:
+            raise UnsafeOut(f"--out {shown}: cannot read it: {exc.strerror or exc}") from None
+        if not empty and not is_session_folder(absolute):
+            raise UnsafeOut(f"--out {shown}: a folder with files the session did not write (no {MARKER}); "
+                            "give a new or empty folder")
+    return absolute
+
+
 def fresh_folder(out: Path) -> Path:
-    """A new, empty, hidden folder next to `out` (same file system: it can be renamed into place)."""
+    """A new, empty, hidden folder next to `out` (same file system: it can be renamed into place), marked as a
+    session's folder."""
     out = Path(os.path.abspath(out))
     out.parent.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     fresh = out.parent / f".{out.name}.session-{stamp}-{os.getpid()}"
     fresh.mkdir()
+    (fresh / MARKER).write_text("written by fp8-check's GPU session (scripts/gpu_session.sh); a later session may "
+                                "replace this folder\n")
     return fresh
 
 
 def move_into_place(fresh: Path, out: Path) -> None:
-    """Replace `out` by `fresh`: the old folder is renamed aside first, removed after the new one is in place."""
+    """Replace `out` by `fresh`: the old folder is renamed aside first, removed after the new one is in place.
+    Only an empty folder or one a session wrote is replaced (checked again here: UnsafeOut, nothing moved)."""
     out = Path(os.path.abspath(out))
+    if out.exists() and (out.is_symlink() or not out.is_dir()
+                         or (any(out.iterdir()) and not is_session_folder(out))):
+        raise UnsafeOut(f"--out {out}: changed during the session into something it did not write; "
+                        f"this session's files are in {fresh}")
     old = out.parent / f".{out.name}.old-{os.getpid()}"
     if out.exists():
         os.rename(out, old)

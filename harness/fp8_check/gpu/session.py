@@ -24,8 +24,11 @@ Before any step, the session checks that JAX sees the platform's GPU (gpu/sessio
 it stops at once with one line and exit 3, writing nothing. A step of a device run is ok only when it exited 0
 AND its files show it measured on the device (`session_checks.EVIDENCE`: an "Unknown backend 'gpu'" in every row, or every
 GPU test skipped, is not ok). The files go to a fresh hidden folder next to `--out`; only a device run whose
-every step is ok is moved into place (replacing `--out`). A failed session leaves its fresh folder (named in its
-last line) and never touches `--out`; a dry run must name an `--out` other than docs/gpu-session.
+every step is ok is moved into place (replacing `--out`). A failed session (a dry run too) leaves its fresh folder
+(named in its last line) and never touches `--out`; a dry run must name an `--out` other than docs/gpu-session.
+`--out` must be a new or empty folder, or one a session wrote (it holds the marker `.fp8-check-gpu-session`): never
+'', '.', the checkout or a folder above it, or a folder with a user's files (exit 2 before any step, nothing
+written). `--step` runs only inside a session (the folder the session made for its steps).
 
 `--dry-run` executes every step deviceless on a CPU machine (CI runs it: tests/test_gpu_session.py):
 the GPU-only tests skip with their reason, `capture` checks the shipped spec instead, `fidelity` builds
@@ -48,7 +51,18 @@ from pathlib import Path
 
 from fp8_check import platforms
 from fp8_check.core import OutputError, check_dir, files
-from fp8_check.gpu._session_checks import NoGpu, check_gpu, fresh_folder, move_into_place, step_status
+from fp8_check.gpu._session_checks import (
+    MARKER,
+    SESSION_ENV,
+    NoGpu,
+    UnsafeOut,
+    check_gpu,
+    check_out,
+    fresh_folder,
+    is_session_folder,
+    move_into_place,
+    step_status,
+)
 
 # The subset the session compiles: small enough for the budgets on one H100, covering the seed cases, an
 # epilogue, a bias, an output scale, a dequant dtype and an LLM-shaped layout.
@@ -270,6 +284,7 @@ def run_session(out: Path, dry: bool, steps: tuple[Step, ...] = STEPS, scale: fl
     """Every step as a child process under its budget (x `scale`: the dry run on a shared CI machine), writing
     into `out`; the record is rewritten after each step."""
     out.mkdir(parents=True, exist_ok=True)
+    os.environ[SESSION_ENV] = str(Path(os.path.abspath(out)))  # the one folder its steps (`--step`) may write
     os.environ["FP8_CHECK_SESSION_TARGET"] = target = session_target(dry)  # every step compares with the same target
     print(f"gpu-session: target {target}", flush=True)
     record: list[dict] = [dict(asdict(s), status="pending", seconds=0.0) for s in steps]
@@ -318,9 +333,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.dry_run:
         os.environ["JAX_PLATFORMS"] = "cpu"
-    if args.step:
-        args.out = args.out or DEFAULT_OUT
-        args.out.mkdir(parents=True, exist_ok=True)
+    if args.step:  # a step writes into the session's own fresh folder, which the session names for its steps
+        inside = os.environ.get(SESSION_ENV)
+        if not inside or args.out is None or Path(os.path.abspath(args.out)) != Path(inside) \
+                or not is_session_folder(Path(inside)):
+            print(f"gpu-session: --step {args.step} runs only inside a session (its own folder, marked {MARKER}); "
+                  "run scripts/gpu_session.sh", file=sys.stderr)
+            return 2
         if args.step == "environment":
             step_environment(args.out, args.dry_run)
         elif args.step == "fidelity":
@@ -335,19 +354,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run and args.out is None:
         print(f"gpu-session: a dry run never writes the committed {DEFAULT_OUT.name}; give --out", file=sys.stderr)
         return 2
-    return session(args.out or DEFAULT_OUT, args.dry_run, args.budget_scale)
+    return session(args.out or DEFAULT_OUT, args.dry_run, args.budget_scale,
+                   given=argv_out(argv if argv is not None else sys.argv[1:]))
 
 
-def session(out: Path, dry: bool, scale: float = 1.0, steps: tuple[Step, ...] = STEPS) -> int:
+def argv_out(argv: list[str]) -> str | None:
+    """`--out` as typed (argparse's Path makes '' into '.'), or None when not given."""
+    for i, a in enumerate(argv):
+        if a == "--out" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--out="):
+            return a[len("--out="):]
+    return None
+
+
+def session(out: Path, dry: bool, scale: float = 1.0, steps: tuple[Step, ...] = STEPS, given: str | None = None) -> int:
     """The whole session: the GPU check (a device run), every step in a fresh folder, then the move into place
     (a device run whose every step is ok). Exit 0 only then; 2 for an unusable `--out`, 3 without a GPU, 1 when
     a step is not ok."""
     try:
-        check_dir(out, "--out")
         if dry and Path(os.path.abspath(out)) == DEFAULT_OUT:
             raise OutputError(f"--out {out}: a dry run never writes the committed {DEFAULT_OUT.name}; give another "
                               "folder")
-    except OutputError as exc:
+        out = check_out(out, files.checkout(), given)
+        check_dir(out, "--out")
+    except (OutputError, UnsafeOut) as exc:
         print(f"gpu-session: {exc}", file=sys.stderr)
         return 2
     if not dry:
@@ -366,10 +397,14 @@ def session(out: Path, dry: bool, scale: float = 1.0, steps: tuple[Step, ...] = 
     failed = [r["name"] for r in record if r["status"] != "ok"]
     summary = f"gpu-session: {len(record) - len(failed)} of {len(record)} steps ok" + (
         f"; not ok: {', '.join(failed)}" if failed else "")
-    if failed and not dry:  # a failed device session never replaces the last good one
+    if failed:  # a failed session (a dry run too) never replaces what is there
         print(f"{summary}; {out} left as it was, this session's files in {fresh}")
         return 1
-    move_into_place(fresh, out)
+    try:
+        move_into_place(fresh, out)
+    except (UnsafeOut, OSError) as exc:
+        print(f"gpu-session: {exc}", file=sys.stderr)
+        return 2
     print(f"{summary}; files in {out}")
     return 1 if failed else 0
 
