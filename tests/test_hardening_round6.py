@@ -210,3 +210,63 @@ def test_a_step_runs_only_inside_a_session(tmp_path, step):
                           capture_output=True, text=True, timeout=120, env={**env, "PYTHON": sys.executable})
     assert proc.returncode == 2 and "runs only inside a session" in proc.stderr, proc.stdout + proc.stderr
     assert _checkout_tree() == before and not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------ S3: matrix --merge keeps every result
+
+def _matrix_file(path, jax, rows, targets=("h100",), status="ran"):
+    """A matrix file with one version: rows of (case, target, code)."""
+    from fp8_check.matrix import Matrix, Status, write
+    from fp8_check.matrix.document import VersionEntry
+    from fp8_check.verdict import Outcome, outcome
+
+    entry = VersionEntry(jax, Status(status), environment={"jax": jax, "targets": list(targets)}, outcomes=[
+        Outcome(c, t, "cublas", "deviceless", jax, outcome.code(code), reason="" if code == "PASS" else "signature differs")
+        for c, t, code in rows])
+    write(path, Matrix([entry], "deviceless", list(targets), ["cublas"]))
+    return path
+
+
+def test_two_artifacts_of_one_version_with_different_outcomes_are_refused_naming_both(tmp_path, run_cli):
+    a = _matrix_file(tmp_path / "a.json", "0.12.0.1", [("c1", "h100", "PASS")])
+    b = _matrix_file(tmp_path / "b.json", "0.12.0.1", [("c1", "h100", "FAIL")])
+    code, out, err = run_cli("matrix", "--merge", a, b, "--out", tmp_path / "m.json", "--no-html", cwd=tmp_path)
+    assert code == 2 and err.count("\n") == 1, (code, out, err)
+    assert str(a) in err and str(b) in err and "c1" in err, err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_the_same_result_twice_is_one_result(tmp_path, run_cli):
+    a = _matrix_file(tmp_path / "a.json", "0.12.0.1", [("c1", "h100", "FAIL")])
+    b = _matrix_file(tmp_path / "b.json", "0.12.0.1", [("c1", "h100", "FAIL")])
+    code, out, err = run_cli("matrix", "--merge", a, b, "--out", tmp_path / "m.json", "--no-html", cwd=tmp_path)
+    import json
+
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert [len(v["results"]) for v in doc["versions"]] == [1] and code == 1, (code, out, err)
+
+
+def test_one_version_from_two_targets_keeps_both_targets(tmp_path, run_cli):
+    import json
+
+    a = _matrix_file(tmp_path / "a.json", "0.12.0.1", [("c1", "h100", "PASS")], targets=("h100",))
+    b = _matrix_file(tmp_path / "b.json", "0.12.0.1", [("c1", "b200", "FAIL")], targets=("b200",))
+    code, out, err = run_cli("matrix", "--merge", a, b, "--out", tmp_path / "m.json", "--no-html", cwd=tmp_path)
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert doc["targets"] == ["h100", "b200"]
+    [v] = doc["versions"]
+    assert sorted((r["target"], r["outcome"]) for r in v["results"]) == [("b200", "FAIL"), ("h100", "PASS")]
+    assert code == 1, (code, out, err)  # the b200 FAIL is not dropped
+
+
+def test_a_merge_of_nothing_is_not_green(tmp_path, run_cli):
+    from fp8_check.matrix import Matrix, write
+
+    write(tmp_path / "empty.json", Matrix([], "deviceless", ["h100"], ["cublas"]))
+    code, out, err = run_cli("matrix", "--merge", tmp_path / "empty.json", "--out", tmp_path / "m.json", "--no-html",
+                             cwd=tmp_path)
+    assert code == 2 and "nothing to merge" in err, (code, out, err)
+    (tmp_path / "d.json").mkdir()
+    code, out, err = run_cli("matrix", "--merge", tmp_path / "d.json", "--out", tmp_path / "m.json", "--no-html",
+                             cwd=tmp_path)
+    assert code == 2 and "not a regular file" in err and err.count("\n") == 1, (code, out, err)

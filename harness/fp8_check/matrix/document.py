@@ -23,7 +23,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from fp8_check.core import BadInput, ReadError, atomic_write, load_json
+from fp8_check.core import BadInput, ReadError, atomic_write, load_json, shown_path
 from fp8_check.cost import model as cost
 from fp8_check.run import deviceless_unsupported, fails, results
 from fp8_check.verdict import CODES, UNSUPPORTED, Code, FieldDiff, Outcome, Verdict, comparator, contract_judge
@@ -308,16 +308,19 @@ def _too_old(jax: str) -> bool:
     return bool(deviceless_unsupported(jax))
 
 
-def merge(paths: list[str]) -> Matrix:
-    """One matrix from matrix and/or results files (globs allowed); the later file wins per version."""
+MergeKey = tuple[str, str, str, str]  # (version, target, profile, case): what one result of a merge is
+
+
+def merge_inputs(paths: list[str]) -> list[tuple[str, list[VersionEntry], dict]]:
+    """The files a merge reads (globs expanded, each a regular file: core's one reader), each with its version
+    entries and its `mode`, `targets` and `profiles`; MatrixError (one line naming the file) otherwise."""
     files: list[str] = []
     for p in paths:
         found = sorted(glob.glob(str(p), recursive=True))
         if not found:
-            raise MatrixError(f"no file matches {p}")
-        files += found
-    by_version: dict[str, VersionEntry] = {}
-    info: dict = {}
+            raise MatrixError(f"no file matches {shown_path(p)}")
+        files += [f for f in found if f not in files]
+    inputs = []
     for f in files:
         doc = _read(Path(f))
         schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""
@@ -326,19 +329,85 @@ def merge(paths: list[str]) -> Matrix:
                 res = results.from_json(doc, f)
             except results.ResultsError as exc:
                 raise MatrixError(str(exc)) from None
-            e = entry_from_results(res)
-            by_version[e.jax] = e
-            for k in ("mode", "targets", "profiles"):
-                info.setdefault(k, res.environment.get(k))
+            inputs.append((f, [entry_from_results(res)],
+                           {k: res.environment.get(k) for k in ("mode", "targets", "profiles")}))
         elif schema.startswith("fp8-check/matrix/"):
             m = from_json(doc, f)
-            for e in m.versions:
-                by_version[e.jax] = e
-            for k in ("mode", "targets", "profiles"):
-                info.setdefault(k, getattr(m, k))
+            inputs.append((f, list(m.versions), {"mode": m.mode, "targets": m.targets, "profiles": m.profiles}))
         else:
-            raise MatrixError(f"{f}: neither a matrix nor a results file (schema {schema or None!r})")
-    return Matrix(sorted(by_version.values(), key=_version_order), merged_from=files, **info)
+            raise MatrixError(f"{shown_path(f)}: neither a matrix nor a results file (schema {schema or None!r})")
+    return inputs
+
+
+_WORST = (Status.RAN, Status.UNSUPPORTED, Status.INSTALL_FAILED, Status.BROKEN)  # a merged version says the worst
+_VOLATILE = ("compile_seconds", "cached")  # differ between two runs of the same result
+
+
+def _same(a: Outcome, b: Outcome) -> bool:
+    ja, jb = (results.outcome_to_json(o, with_text=False) for o in (a, b))
+    return all(ja.get(k) == jb.get(k) for k in set(ja) | set(jb) if k not in _VOLATILE)
+
+
+def merge(paths: list[str]) -> Matrix:
+    """One matrix from matrix and/or results files (globs allowed; the CI's per version x target jobs), keyed by
+    (version, target, profile, case): every result of every file is kept; the same key in two files must be the
+    same result, else MatrixError naming both files (exit 2). `targets` and `profiles` are the union of the files';
+    a merge that finds no version is an error. A version's entry is the union of its files' entries (its status the
+    worst of theirs; its results_file kept only when one file gave it)."""
+    inputs = merge_inputs(paths)
+    by_version: dict[str, VersionEntry] = {}
+    seen: dict[MergeKey, tuple[Outcome, str]] = {}
+    sources: dict[str, list[str]] = {}
+    info: dict = {"mode": None, "targets": [], "profiles": []}
+    mode_from = ""
+    for f, entries, meta in inputs:
+        if meta.get("mode"):
+            if info["mode"] and meta["mode"] != info["mode"]:
+                raise MatrixError(f"{shown_path(f)}: mode {meta['mode']} but {shown_path(mode_from)} is mode "
+                                  f"{info['mode']}: a merge is of one mode")
+            info["mode"], mode_from = meta["mode"], mode_from or f
+        for k in ("targets", "profiles"):
+            info[k] += [x for x in (meta.get(k) or []) if x not in info[k]]
+        for e in entries:
+            for o in e.outcomes:
+                key = (e.jax, o.target, o.profile, o.case)
+                if key in seen and not _same(seen[key][0], o):
+                    raise MatrixError(f"{shown_path(f)} and {shown_path(seen[key][1])} both have jax {e.jax}, target "
+                                      f"{o.target}, profile {o.profile}, case {o.case}, with different results "
+                                      f"({o.code.name} and {seen[key][0].code.name}): merge each result once")
+                for k, x in (("targets", o.target), ("profiles", o.profile)):
+                    if x not in info[k]:
+                        info[k].append(x)
+            _union(by_version, e, seen, f)
+            sources.setdefault(e.jax, []).append(f)
+    if not by_version:
+        raise MatrixError(f"nothing to merge: no JAX version in {', '.join(shown_path(f) for f, _, _ in inputs)}")
+    return Matrix(sorted(by_version.values(), key=_version_order), merged_from=[f for f, _, _ in inputs],
+                  mode=info["mode"], targets=info["targets"] or None, profiles=info["profiles"] or None)
+
+
+def _union(by_version: dict[str, VersionEntry], e: VersionEntry, seen: dict[MergeKey, tuple[Outcome, str]],
+           f: str) -> None:
+    """Add entry `e` (read from file `f`) to the merged entry of its version: its results not yet seen, the worse
+    status, both errors; `seen` records which file gave each key."""
+    new = [o for o in e.outcomes if (e.jax, o.target, o.profile, o.case) not in seen]
+    for o in new:
+        seen[(e.jax, o.target, o.profile, o.case)] = (o, f)
+    have = by_version.get(e.jax)
+    if have is None:
+        by_version[e.jax] = VersionEntry(e.jax, e.status, e.error, dict(e.environment), dict(e.env), e.run_seconds,
+                                         e.results_file, list(new))
+        return
+    have.outcomes = have.outcomes + new
+    have._index = None
+    if _WORST.index(e.status) > _WORST.index(have.status):
+        have.status = e.status
+    have.error = "; ".join(x for x in dict.fromkeys((have.error, e.error)) if x)
+    have.run_seconds = max(have.run_seconds, e.run_seconds)
+    targets = list(dict.fromkeys([*(have.environment.get("targets") or []), *(e.environment.get("targets") or [])]))
+    have.environment = {**e.environment, **have.environment, **({"targets": targets} if targets else {})}
+    if e.results_file != have.results_file:
+        have.results_file = None  # the full texts are in more than one file: the report shows the lean results
 
 
 def _version_order(e: VersionEntry) -> tuple:
