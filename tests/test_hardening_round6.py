@@ -270,3 +270,91 @@ def test_a_merge_of_nothing_is_not_green(tmp_path, run_cli):
     code, out, err = run_cli("matrix", "--merge", tmp_path / "d.json", "--out", tmp_path / "m.json", "--no-html",
                              cwd=tmp_path)
     assert code == 2 and "not a regular file" in err and err.count("\n") == 1, (code, out, err)
+
+
+# ------------------------------------------------------------ S4: a signal during an environment build
+
+def _hanging_uv(tmp_path):
+    """A stand-in uv (what is tested is fp8-check's signal handling, not uv): it starts a child in its own process
+    group, writes both pids, and hangs."""
+    import sys
+
+    pids = tmp_path / "uv.pids"
+    path = tmp_path / "bin" / "uv"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"#!{sys.executable}\nimport os, subprocess, time\n"
+                    "c = subprocess.Popen(['sleep', '300'])\n"
+                    f"open({str(pids) + '.tmp'!r}, 'w').write(f'{{os.getpid()}} {{c.pid}}')\n"
+                    f"os.rename({str(pids) + '.tmp'!r}, {str(pids)!r})\n"
+                    "time.sleep(300)\n")
+    path.chmod(0o755)
+    return path, pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+REQ_CASE = """
+cases:
+- id: needs_six
+  kind: python
+  callable: mod:step
+  args: [{name: x, shape: [16, 16], dtype: bfloat16}]
+  requirements: reqs.txt
+"""
+
+COMMANDS = {
+    "matrix": lambda t: ["matrix", str(REPO / "cases" / "seed.yaml"), "--jax", "0.6.1", "-k", "seed_plain_f32",
+                         "--profile", "cublas", "--out", str(t / "m.json"), "--no-html"],
+    "bisect": lambda t: ["bisect", "seed_plain_f32", str(REPO / "cases" / "seed.yaml"), "--test", "0.6.1",
+                         "--criterion", "compiles", "--good", "0.6.2"],
+    "reduce": lambda t: ["reduce", "seed_plain_f32", str(REPO / "cases" / "seed.yaml"), "--jax", "0.6.1",
+                         "--good", "0.6.2"],
+    "run": lambda t: ["run", "--mode", "deviceless", "--json", str(t / "r.json"), str(t / "proj" / "cases.yaml")],
+}
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_signal_during_an_environment_build_stops_the_command_and_uv_within_two_seconds(tmp_path, command, signame):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    uv, pids = _hanging_uv(tmp_path)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "cases.yaml").write_text(REQ_CASE)
+    (proj / "mod.py").write_text("import jax.numpy as jnp\n\ndef step(x):\n    return jnp.dot(x, x)\n")
+    (proj / "reqs.txt").write_text("six\n")
+    env = dict(os.environ, FP8_CHECK_UV=str(uv), FP8_CHECK_CACHE=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "fp8_check.cli.main", *COMMANDS[command](tmp_path)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120  # a hang guard for the start (JAX's import), not a speed claim
+        while not pids.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pids.exists(), proc.communicate(timeout=30)
+        uv_pid, child = map(int, pids.read_text().split())
+        t0 = time.monotonic()
+        proc.send_signal(getattr(signal, signame))
+        while (proc.poll() is None or _alive(uv_pid) or _alive(child)) and time.monotonic() - t0 < 10:
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+        assert proc.poll() is not None and not _alive(uv_pid) and not _alive(child), (took, proc.poll())
+        assert took < 2.0, took
+        assert proc.returncode in (128 + getattr(signal, signame), 130), proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+        if pids.exists():
+            for pid in map(int, pids.read_text().split()):
+                if _alive(pid):
+                    os.kill(pid, 9)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 
 from fp8_check.core import Fp8CheckError, version_line
 
@@ -70,7 +71,34 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_signal(signum, frame):
+    from fp8_check.core import timeouts
+
+    timeouts.stop_all()  # uv and every other program started, in any thread, at once: nothing waits for them
     raise Terminated(signum)
+
+
+STOP_GRACE_S = 1.0  # how long the threads still running when a signal stopped the command get to finish
+
+
+def _leave(code: int) -> int:
+    """After a signal, in the fp8-check process itself: threads that still run (an environment build waiting on
+    another process's lock, a compile in a pool thread) get STOP_GRACE_S; then the process ends without them, so
+    a stop takes well under two seconds."""
+    import os
+    import threading
+
+    deadline = time.monotonic() + STOP_GRACE_S
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and not t.daemon:
+            t.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,12 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # a bare `fp8-check`: the help, not an error
         parser.print_help()
         return 0
+    from fp8_check.core import timeouts
+
+    timeouts.resume()  # an earlier command in this process (the tests) may have been stopped
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, _on_signal)
     try:
-        return _dispatch(handlers, args)
+        code = _dispatch(handlers, args)
+        return _leave(code) if argv is None and timeouts.stopping() else code
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -105,6 +137,9 @@ def _dispatch(handlers, args) -> int:
         print(exc.message_line(), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        from fp8_check.core import timeouts
+
+        timeouts.stop_all()  # Ctrl-C: the programs started in other threads too
         print("fp8-check: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `fp8-check list | head`: the reader is gone; stop quietly

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from fp8_check.core import files
-from fp8_check.core.files import ReadError
+from fp8_check.core.files import ReadError as ReadError  # re-exported: one home, core/files.py
 
 MAX_BYTES = 2 * 1024 * 1024  # per file
 MAX_DEPTH = 64  # nesting levels (mappings and lists), counting through aliases

@@ -8,6 +8,10 @@ or clamp.
 
 `run` runs an external program (uv, gh, git) in a process group of its own: when its time is up the whole group
 is killed, so a timed-out uv leaves none of its children behind.
+
+`stop_all` is the one way a command stops on SIGTERM/SIGINT (cli/main.py calls it): every process group `run`
+started, in any thread (matrix builds environments in a thread of its own), is killed, and no new one starts;
+`wait_lock` takes a file lock (another process building the same environment) in a way that a stop interrupts.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import math
 import os
 import signal
 import subprocess
+import threading
+import time
 
 from fp8_check.core.errors import BadInput
 
@@ -58,6 +64,52 @@ def option(what: str = "--timeout"):
     return parse
 
 
+_STARTED: set[subprocess.Popen] = set()  # the process groups `run` is running now, in every thread
+_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+class Stopped(KeyboardInterrupt):
+    """The command is stopping (a signal): no external program starts any more, a lock is not waited for."""
+
+
+def stopping() -> bool:
+    return _STOPPING.is_set()
+
+
+def stop_all() -> int:
+    """Kill every process group `run` started and is still running (in any thread); from now on `run` and
+    `wait_lock` raise Stopped. Returns how many groups were killed."""
+    _STOPPING.set()
+    with _LOCK:
+        procs = list(_STARTED)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(procs)
+
+
+def resume() -> None:
+    """After a stopped command, in the same process (tests call the CLI in-process): programs may start again."""
+    _STOPPING.clear()
+
+
+def wait_lock(f, poll: float = 0.1) -> None:
+    """flock(f, LOCK_EX), waiting for another process's lock in steps that a stop (`stop_all`) interrupts."""
+    import fcntl
+
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if _STOPPING.is_set():
+                raise Stopped() from None
+            time.sleep(poll)
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """Kill the process group `proc` leads (started with start_new_session=True), then reap `proc`."""
     try:
@@ -74,9 +126,15 @@ def run(argv: list[str], timeout: float, *, input: str | None = None, **kwargs) 
     """`subprocess.run(argv, capture_output=True, text=True, timeout=timeout, ...)` with the program in a
     process group of its own, killed whole when `timeout` passes (subprocess.TimeoutExpired is raised as usual)."""
     stdin = subprocess.PIPE if input is not None else kwargs.pop("stdin", subprocess.DEVNULL)
+    if _STOPPING.is_set():
+        raise Stopped()
     with subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True, **kwargs) as proc:
+        with _LOCK:
+            _STARTED.add(proc)
         try:
+            if _STOPPING.is_set():  # a stop between the check above and the start: it missed this group
+                raise Stopped()
             out, err = proc.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_group(proc)
@@ -88,4 +146,9 @@ def run(argv: list[str], timeout: float, *, input: str | None = None, **kwargs) 
         except BaseException:
             kill_group(proc)
             raise
+        finally:
+            with _LOCK:
+                _STARTED.discard(proc)
+    if _STOPPING.is_set():  # killed by a stop: not a failure of the program
+        raise Stopped()
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)

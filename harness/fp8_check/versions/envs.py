@@ -29,7 +29,6 @@ was built before fast and cheap on disk.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -273,7 +272,7 @@ class Manager:
                                         f"{exc.strerror or exc}") from None
         name = self.name(version)
         with open(self.root / f".{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait for it
+            timeouts.wait_lock(lock)  # another process may be building it: wait for it (a stop interrupts)
             env = self.cached(version, repair=True)
             if env:
                 env.seconds = time.perf_counter() - start
