@@ -17,7 +17,7 @@ import importlib
 import sys
 import time
 
-from fp8_check.core import Fp8CheckError, version_line
+from fp8_check.core import Fp8CheckError, timeouts, version_line
 
 # Modules with `register(subparsers) -> {command: handler(args) -> exit code}`, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -71,8 +71,6 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_signal(signum, frame):
-    from fp8_check.core import timeouts
-
     timeouts.stop_all()  # uv and every other program started, in any thread, at once: nothing waits for them
     raise Terminated(signum)
 
@@ -110,8 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # a bare `fp8-check`: the help, not an error
         parser.print_help()
         return 0
-    from fp8_check.core import timeouts
-
     timeouts.resume()  # an earlier command in this process (the tests) may have been stopped
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -137,8 +133,6 @@ def _dispatch(handlers, args) -> int:
         print(exc.message_line(), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        from fp8_check.core import timeouts
-
         timeouts.stop_all()  # Ctrl-C: the programs started in other threads too
         print("fp8-check: interrupted", file=sys.stderr)
         return 130
