@@ -358,3 +358,33 @@ def test_a_signal_during_an_environment_build_stops_the_command_and_uv_within_tw
             for pid in map(int, pids.read_text().split()):
                 if _alive(pid):
                     os.kill(pid, 9)
+
+
+# ------------------------------------------------------------ results without a recorded spec
+
+def _no_spec_results(path, schema="fp8-check/results/2"):
+    import json
+
+    path.write_text(json.dumps({"schema": schema, "environment": {"jax": "0.12.0.1"}, "results": [
+        {"case": "c", "target": "h100", "profile": "cublas", "mode": "deviceless", "jax": "0.12.0.1", "outcome": "FAIL",
+         "reason": "signature differs", "source": "import jax\n", "hlo": "HloModule m\n"}]}))
+    return path
+
+
+@pytest.mark.parametrize("schema", ["fp8-check/results/1", "fp8-check/results/2"])
+def test_results_without_a_spec_are_reported_with_no_spec_recorded(tmp_path, run_cli, schema):
+    res = _no_spec_results(tmp_path / "r.json", schema)
+    code, out, err = run_cli("report", res, "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert code == 0 and "Traceback" not in err, err
+    assert "no spec recorded" in (tmp_path / "r.html").read_text()
+    code, out, err = run_cli("report", res, "--markdown", "c", cwd=tmp_path)
+    assert code == 0 and "no spec recorded" in out, err
+    m = _matrix_file(tmp_path / "m.json", "0.12.0.1", [("c", "h100", "FAIL")])
+    import json
+
+    doc = json.loads(m.read_text())
+    doc["versions"][0]["results_file"] = str(res)
+    m.write_text(json.dumps(doc))
+    code, out, err = run_cli("ci", "summary", m, "--issues-dir", tmp_path / "issues", "--summary-file",
+                             tmp_path / "summary.md", cwd=tmp_path)
+    assert "Traceback" not in err and code in (0, 1), (code, err)

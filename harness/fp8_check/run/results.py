@@ -19,7 +19,7 @@ from fp8_check.compile import render
 from fp8_check.core import BadInput, ReadError, atomic_write, load_json
 from fp8_check.cost import Estimate
 from fp8_check.signature import Signature
-from fp8_check.targets import PROFILES, Profile, Target, parse_target
+from fp8_check.targets import PROFILES, Profile, parse_target
 from fp8_check.verdict import CODES, FieldDiff, NumericsResult, Outcome, Verdict, code
 
 SCHEMA = "fp8-check/results/2"
@@ -182,6 +182,10 @@ def load(path: Path) -> Results:
     return from_json(doc, str(path))
 
 
+NO_SPEC = ("# (no repro script: no spec recorded for target {target} in this results file; "
+           "`fp8-check show CASE --target {target}` prints one)")
+
+
 def repro_for(res: Results, o: Outcome) -> str:
     """The standalone repro script of one result, rendered from what the run stored."""
     if not o.source:
@@ -189,8 +193,8 @@ def repro_for(res: Results, o: Outcome) -> str:
     spec = res.target_specs.get(o.target, "")
     try:
         target = parse_target(o.target, spec)
-    except Exception:  # an old file without the spec: the script says so where the spec goes
-        target = Target(o.target, spec or "# (target spec not recorded in this results file)", (0, 0), "")
+    except Exception:  # an old file (schema results/1, `{}`) without the spec, or one that names no platform
+        return NO_SPEC.format(target=o.target)
     options = (res.environment.get("compiler_options") or {}).get(o.profile)
     profile = PROFILES.get(o.profile) or Profile(o.profile, options or {}, True)
     if options is not None and options != profile.compiler_options:
