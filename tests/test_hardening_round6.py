@@ -388,3 +388,15 @@ def test_results_without_a_spec_are_reported_with_no_spec_recorded(tmp_path, run
     code, out, err = run_cli("ci", "summary", m, "--issues-dir", tmp_path / "issues", "--summary-file",
                              tmp_path / "summary.md", cwd=tmp_path)
     assert "Traceback" not in err and code in (0, 1), (code, err)
+
+
+@pytest.mark.parametrize("command", ["matrix", "bisect"])
+def test_a_cache_nothing_can_be_written_in_is_one_line_exit_3(tmp_path, run_cli, monkeypatch, command):
+    # root writes into a chmod-ed folder: the environments folder is a link to one nobody can create files in
+    (tmp_path / "cache").mkdir()
+    os.symlink("/proc/self", tmp_path / "cache" / "envs")
+    monkeypatch.setenv("FP8_CHECK_CACHE", str(tmp_path / "cache"))
+    code, out, err = run_cli(*COMMANDS[command](tmp_path), cwd=tmp_path)
+    assert code == 3 and "Traceback" not in err, (code, err)
+    [line] = [x for x in err.splitlines() if "cannot be written" in x]
+    assert str(tmp_path / "cache" / "envs") in line and "FP8_CHECK_CACHE" in line

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from fp8_check import platforms
 from fp8_check.cases import outside
-from fp8_check.core import timeouts
+from fp8_check.core import BrokenEnvironmentError, timeouts
 from fp8_check.platforms import NVIDIA, Platform, nvidia
 from fp8_check.versions import wheels
 from fp8_check.versions.releases import cache_dir, jax_index, parse_version
@@ -62,6 +62,10 @@ _PROBE = (
     f"print(json.dumps({{'jax': v('jax'), 'jaxlib': v('jaxlib'), 'cuda_plugin': v({NVIDIA.plugin_distributions[0]!r}),"
     f" 'cuda_pjrt': v({NVIDIA.pjrt_distributions[0]!r}), 'python': platform.python_version()}}))\n"
 )
+
+
+class CacheError(BrokenEnvironmentError):
+    """The environments cache cannot be written (read-only): every version would fail the same way (exit 3)."""
 
 
 class InstallError(RuntimeError):
@@ -271,7 +275,12 @@ class Manager:
             raise InstallError(version, f"cannot make the environments folder {self.root} (under $FP8_CHECK_CACHE): "
                                         f"{exc.strerror or exc}") from None
         name = self.name(version)
-        with open(self.root / f".{name}.lock", "w") as lock:
+        try:
+            lock_file = open(self.root / f".{name}.lock", "w")
+        except OSError as exc:  # a read-only cache (or a link to a folder nothing can be written in)
+            raise CacheError(f"the environments folder {self.root} (under $FP8_CHECK_CACHE) cannot be written: "
+                             f"{exc.strerror or type(exc).__name__}; point FP8_CHECK_CACHE at a writable folder") from None
+        with lock_file as lock:
             timeouts.wait_lock(lock)  # another process may be building it: wait for it (a stop interrupts)
             env = self.cached(version, repair=True)
             if env:
