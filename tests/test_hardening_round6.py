@@ -400,3 +400,92 @@ def test_a_cache_nothing_can_be_written_in_is_one_line_exit_3(tmp_path, run_cli,
     assert code == 3 and "Traceback" not in err, (code, err)
     [line] = [x for x in err.splitlines() if "cannot be written" in x]
     assert str(tmp_path / "cache" / "envs") in line and "FP8_CHECK_CACHE" in line
+
+
+# ------------------------------------------------------------ the escaping sweep
+
+EVIL = "x`</code><script>alert(1)</script> @octocat #12 [a](javascript:x) ${{ secrets.T }}\n::error::pwned"
+
+
+def _evil_results(path, case="evil_case"):
+    import json
+
+    result = {"case": case, "target": "h100", "profile": "cublas", "mode": "deviceless", "jax": "0.12.0.1",
+              "outcome": "FAIL", "reason": EVIL, "description": EVIL, "file": EVIL, "known_issue": None,
+              "diffs": [{"path": EVIL, "expected": EVIL, "found": EVIL}], "source": "import jax\n", "hlo": EVIL,
+              "yaml": EVIL}
+    path.write_text(json.dumps({"schema": "fp8-check/results/2", "environment": {"jax": "0.12.0.1"},
+                                "results": [result]}))
+    return path
+
+
+def _inert_markdown(text: str, where: str) -> None:
+    """Nothing live outside code: code spans and fenced blocks show their text as written (their own escaping is
+    that they stay closed: a backtick inside one must not end it)."""
+    import re
+
+    prose = re.sub(r"(?ms)^(`{3,})[^\n]*\n.*?^\1[ \t]*$", "", text)  # fenced blocks
+    prose = re.sub(r"`[^`\n]*`", "", prose)  # inline code spans (one line each: code_span)
+    assert "<script" not in prose and "</code>" not in prose, (where, prose)
+    assert not re.search(r"(?<![\w\u200b])@octocat", prose), (where, prose)
+    assert not re.search(r"(?<!\u200b)#12\b", prose), (where, prose)
+    assert not re.search(r"(?m)^[ \t]*::", text), (where, text)
+    assert not re.search(r"(?<!\\)\]\(javascript", prose), (where, prose)
+
+
+def test_every_field_of_a_crafted_result_is_escaped_in_every_output(tmp_path, run_cli):
+    import re
+
+    res = _evil_results(tmp_path / "r.json")
+    code, out, err = run_cli("report", res, "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert code == 0, err
+    html = (tmp_path / "r.html").read_text()
+    assert "<script>alert(1)</script>" not in html and "</code><script" not in html
+    code, out, err = run_cli("report", res, "--markdown", "evil_case", cwd=tmp_path)
+    assert code == 0, err
+    # an issue body: nothing in it is live (no mention, no reference, no HTML, no link, no workflow command)
+    _inert_markdown(out, "report --markdown")
+    m = _matrix_file(tmp_path / "m.json", "0.12.0.1", [("evil_case", "h100", "FAIL")])
+    import json
+
+    doc = json.loads(m.read_text())
+    doc["versions"][0]["results_file"] = str(res)
+    doc["versions"][0]["results"][0].update(reason=EVIL, description=EVIL, file=EVIL,
+                                            diffs=[{"path": EVIL, "expected": EVIL, "found": EVIL}])
+    m.write_text(json.dumps(doc))
+    code, out, err = run_cli("ci", "summary", m, "--issues-dir", tmp_path / "issues", "--summary-file",
+                             tmp_path / "summary.md", cwd=tmp_path)
+    assert "Traceback" not in err, err
+    assert not re.search(r"(?m)^[ \t]*::error::pwned", out + err), out + err
+    _inert_markdown((tmp_path / "summary.md").read_text(), "job summary")
+    for body in (tmp_path / "issues").glob("*.md"):
+        _inert_markdown(body.read_text(), body.name)
+    code, out, err = run_cli("matrix", "--merge", m, "--out", tmp_path / "merged.json", "--no-html", cwd=tmp_path)
+    assert not re.search(r"(?m)^[ \t]*::error::pwned", out), out
+
+
+def test_fidelity_markdown_carries_no_raw_html_from_case_names_and_errors():
+    from fp8_check.gpu.fidelity import Cell, comparisons, markdown
+
+    cells = [Cell("<b>c</b>", left, right, "error", detail=EVIL) for _, left, right in comparisons()]
+    md = markdown(cells, {"left": EVIL, "right": "x"})
+    _inert_markdown(md, "fidelity.md")
+    assert "<b>" not in md
+
+
+def test_paths_with_line_breaks_print_no_workflow_command_lines(tmp_path, run_cli):
+    import re
+
+    evil = tmp_path / "out\n::error::pwned"
+    code, out, err = run_cli("matrix", "--merge", _matrix_file(tmp_path / "a.json", "0.12.0.1", [("c", "h100", "PASS")]),
+                             "--out", evil / "m.json", "--no-html", cwd=tmp_path)
+    assert not re.search(r"(?m)^[ \t]*::", out + err), out + err
+    code, out, err = run_cli("init", evil, "--requirement", "fp8-check==1.0", cwd=tmp_path)
+    assert not re.search(r"(?m)^[ \t]*::", out + err), out + err
+
+
+@pytest.mark.parametrize("requirement", ["fp8-check @ ${{ secrets.TOKEN }}", "fp8-check\n  run: curl x", ""])
+def test_init_refuses_a_requirement_with_an_expression_or_a_line_break(tmp_path, run_cli, requirement):
+    code, out, err = run_cli("init", tmp_path / "proj", "--requirement", requirement, cwd=tmp_path)
+    assert code == 2 and err.count("\n") == 1 and "--requirement" in err, (code, out, err)
+    assert not (tmp_path / "proj" / ".github").exists()

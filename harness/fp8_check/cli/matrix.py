@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fp8_check.cases import CaseError
 from fp8_check.compile import CompileCache, pool as pool_mod
-from fp8_check.core import check_dir, check_file, outputs
+from fp8_check.core import check_dir, check_file, outputs, shown_path
 from fp8_check.matrix import (
     EXIT_OK,
     EXIT_USAGE,
@@ -108,7 +108,7 @@ def cmd_matrix(args) -> int:
 
     outputs.write_all([outputs.Output("matrix JSON", args.out, lambda p: write(p, m), primary=True)])  # results_file paths relative to it
     print_report(m, sort=args.sort, history=args.history)
-    print(f"\nmatrix: {args.out}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
+    print(f"\nmatrix: {shown_path(args.out)}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         if files:  # the same policy as run: the report only warns

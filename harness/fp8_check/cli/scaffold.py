@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fp8_check.cases import load as case_mod
 from fp8_check.cli import own_wheel
-from fp8_check.core import atomic_write
+from fp8_check.core import atomic_write, shown_path
 
 REUSABLE = ".github/workflows/fp8-check-reusable.yml"
 DEFAULT_USES = "./" + REUSABLE
@@ -197,7 +197,7 @@ def register(subparsers) -> dict:
 def cmd_init(args) -> int:
     root = Path(args.directory)
     if root.exists() and not root.is_dir():
-        print(f"fp8-check init: error: {root} is not a directory", file=sys.stderr)
+        print(f"fp8-check init: error: {shown_path(root)} is not a directory", file=sys.stderr)
         return 2
     wrote: list[str] = []
     kept: list[str] = []
@@ -209,6 +209,11 @@ def cmd_init(args) -> int:
     with tempfile.TemporaryDirectory(prefix="fp8-check-init-") as tmp:
         wheel: Path | None = None
         requirement = args.requirement
+        if requirement is not None and (not requirement.isprintable() or "${{" in requirement or not requirement.strip()):
+            # it goes into the workflow as written: an expression would run in the CI, a line break adds lines
+            print(f"fp8-check init: error: --requirement {shown_path(requirement) if requirement.isprintable() else repr(requirement[:60])}: "
+                  "one requirement on one line, without '${{' (a workflow expression)", file=sys.stderr)
+            return 2
         try:
             reusable = own_wheel.reusable_workflow() if args.uses.startswith("./") else None
             if requirement is None:  # the CI installs this very fp8-check, from a wheel committed beside the workflow
@@ -237,9 +242,9 @@ def cmd_init(args) -> int:
                 return 2
             wrote.append(rel)
     for rel in wrote:
-        print(f"wrote {root / rel}")
+        print(f"wrote {shown_path(root / rel)}")
     for rel in kept:
-        print(f"kept  {root / rel} (exists; --force overwrites)")
+        print(f"kept  {shown_path(root / rel)} (exists; --force overwrites)")
     if needs:
         print(f"the CI installs what the cases need in every JAX version's environment: {' '.join(needs)}")
     print("next: fp8-check bless                           record the goldens of cases/ (then fp8-check run checks them)")

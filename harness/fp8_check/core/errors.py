@@ -12,6 +12,8 @@ same way: `fp8-check: PREFIX MESSAGE`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
 
 
@@ -42,3 +44,19 @@ class BrokenEnvironmentError(Fp8CheckError):
 def exit_code(exc: BaseException) -> int | None:
     """The exit code for `exc`, or None when it is not one of fp8-check's errors (a bug: let it raise)."""
     return exc.exit_code if isinstance(exc, Fp8CheckError) else None
+
+
+EXCERPT = 40  # characters of a file an error may quote (escaped: one line, control characters shown)
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    """`text` as an error may quote it: escaped (repr: one line, control characters shown), at most `limit`
+    characters; never a whole line of a file."""
+    short = text if len(text) <= limit else text[:limit - 3] + "..."
+    return repr(short)
+
+
+def shown_path(path: Path | str) -> str:
+    """A path as a message names it: as given when printable and short, else a short escaped excerpt."""
+    s = str(path)
+    return s if s.isprintable() and len(s) <= 200 else excerpt(s, 80)

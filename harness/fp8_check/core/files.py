@@ -18,6 +18,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from fp8_check.core.errors import EXCERPT as EXCERPT, excerpt as excerpt, shown_path as shown_path  # re-exported
 from fp8_check.core.outputs import WriteError
 
 PACKAGE = __name__.split(".")[0]  # the import name, `fp8_check`
@@ -120,25 +121,11 @@ def _umask() -> int:
 
 # ------------------------------------------------------------------ reading what users give
 
-EXCERPT = 40  # characters of a file an error may quote (escaped: one line, control characters shown)
 KERNEL_FILES = ("/proc", "/sys", "/dev")  # "regular" files the kernel makes up on reading (an environment, a device)
 
 
 class ReadError(ValueError):
     """A file that cannot be read as text (missing, not a regular file, outside its home, too large, not UTF-8)."""
-
-
-def excerpt(text: str, limit: int = EXCERPT) -> str:
-    """`text` as an error may quote it: escaped (repr: one line, control characters shown), at most `limit`
-    characters; never a whole line of a file."""
-    short = text if len(text) <= limit else text[:limit - 3] + "..."
-    return repr(short)
-
-
-def shown_path(path: Path | str) -> str:
-    """A path as a message names it: as given when printable and short, else a short escaped excerpt."""
-    s = str(path)
-    return s if s.isprintable() and len(s) <= 200 else excerpt(s, 80)
 
 
 def _limit_text(max_bytes: int) -> str:

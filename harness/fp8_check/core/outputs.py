@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
-from fp8_check.core.errors import BadInput, BrokenEnvironmentError, Fp8CheckError
+from fp8_check.core.errors import BadInput, BrokenEnvironmentError, Fp8CheckError, shown_path
 
 
 class OutputError(BadInput, ValueError):
@@ -106,7 +106,7 @@ def write_all(outputs: list[Output], out: TextIO | None = None, err: TextIO | No
             continue
         written.append(o.path)
         if o.announce:
-            print(o.announce.replace("{path}", str(o.path)), file=out)
+            print(o.announce.replace("{path}", shown_path(o.path)), file=out)  # one line: never a `::` line
     if own:
         raise own[0]
     if failed:

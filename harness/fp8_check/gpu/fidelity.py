@@ -50,12 +50,12 @@ class Cell:
         if self.status == "agree":
             return "agree"
         if self.status == "differ":
-            shown = "; ".join(str(d).replace("|", "\\|") for d in self.diffs[:limit])
+            shown = "; ".join(md_inline(d) for d in self.diffs[:limit])  # md_inline escapes | too
             more = f"; +{len(self.diffs) - limit} more" if len(self.diffs) > limit else ""
             return f"**differ**: {shown}{more}"
         if self.status == "missing":
             return "not run"
-        return "error: " + self.detail.replace("|", "\\|").splitlines()[0][:120] if self.detail else "error"
+        return "error: " + md_inline(self.detail.splitlines()[0][:120]) if self.detail else "error"
 
 
     def to_json(self) -> dict:
@@ -120,7 +120,7 @@ def markdown(cells: list[Cell], meta: dict) -> str:
     lines = ["# Deviceless fidelity", ""]
     for key in ("left", "right", "target", "device", "jax", "created", "note", "autotune_results"):
         if meta.get(key):
-            lines.append(f"- {key}: {meta[key]}")
+            lines.append(f"- {key}: {md_inline(meta[key])}")
     agreed = meta.get("replayed_agreement") or {}
     if agreed.get("cases"):
         n = agreed["cases"]
@@ -134,7 +134,7 @@ def markdown(cells: list[Cell], meta: dict) -> str:
     lines.append("| case | " + " | ".join(title for title, _, _ in cols) + " |")
     lines.append("|---" * (len(cols) + 1) + "|")
     for case in cases:
-        lines.append(f"| {case} | " + " | ".join(by[(case, left, right)].text() for _, left, right in cols) + " |")
+        lines.append(f"| {md_inline(case)} | " + " | ".join(by[(case, left, right)].text() for _, left, right in cols) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -202,7 +202,7 @@ def summary(it: Item, model: Model) -> str:
         ki = o.known_issue or {}
         return (f"The known issue {md_inline(ki.get('url', ''))} ({md_inline(ki.get('summary') or 'no summary')}; expected on jax "
                 f"{md_inline(ki.get('jax', '?'))}) no longer reproduces on jax {it.jax}: compiling the FP8 pattern below {where}, "
-                f"XLA fuses it into `{gemm}` again, as the fp8-check golden expects. This is a comment for that "
+                f"XLA fuses it into {code_span(gemm)} again, as the fp8-check golden expects. This is a comment for that "
                 "issue (it can probably be closed), not a new one.")
     if it.code is UNRESOLVED:
         first = (o.reason.strip().splitlines() or ["unknown error"])[0]
@@ -214,7 +214,8 @@ def summary(it: Item, model: Model) -> str:
                 f"review the change and update the golden with `fp8-check bless -k {it.case} --target {it.target} "
                 f"--profile {it.profile}` (or `fp8-check bless --from-matrix` for a version range).")
     found = gemm_summary(o.signature) or "no gemm"
-    changed = "; ".join(f"`{d.path}`: {show_expected(d)} → {show_found(d)}" for d in o.diffs[:4])
+    changed = "; ".join(f"{code_span(d.path)}: {md_inline(show_expected(d))} → {md_inline(show_found(d))}"
+                        for d in o.diffs[:4])
     if len(o.diffs) > 4:
         changed += f"; and {len(o.diffs) - 4} more"
     older = [v for v in good if vkey(v) < vkey(it.jax)]
@@ -228,20 +229,20 @@ def summary(it: Item, model: Model) -> str:
             lead += f"Cost: {o.verdict.cost.text()} (roofline estimate from the compiled HLO, not a measurement" \
                 + (f"; {o.verdict.cost.note}" if o.verdict.cost.note else "") + "). "
     if o.diffs and all(device_validity.is_device_field(d.path) for d in o.diffs):
-        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA rewrites it into `{gemm}` with a "
+        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA rewrites it into {code_span(gemm)} with a "
                        f"type combination the gemm library has no kernel for: {changed}. It compiles without the GPU "
                        "and fails on the device. XLA should not rewrite what the library cannot run (keep the "
                        "requantization outside the library call, or emit a combination the library's FP8 table has).")
     if o.diffs and all(is_collective_path(d.path) for d in o.diffs):
         return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, the gemms are what the golden "
-                       f"expects (`{gemm}`); what changed is the collectives around them: {changed}. The optimized "
+                       f"expects ({code_span(gemm)}); what changed is the collectives around them: {changed}. The optimized "
                        f"HLO now has {found}.")
     what = upstream_issue.what_changed(o.diffs, gemm) if older else None  # issue 12: class-aware
     if what:
-        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits `{gemm}`, but compared "
+        return lead + (f"On jax {it.jax}, compiling the FP8 matmul below {where}, XLA still emits {code_span(gemm)}, but compared "
                        f"with jax {older[-1]}: {what}. The optimized HLO now has {found}. Fusion signature changes: {changed}.")
     return lead + (f"On jax {it.jax}, XLA {'no longer rewrites' if older else 'does not rewrite'} the FP8 matmul below "
-            f"into a single `{gemm}` with its scales and epilogue fused, when compiling {where}"
+            f"into a single {code_span(gemm)} with its scales and epilogue fused, when compiling {where}"
             + (f"; jax {older[-1]} did." if older else
                f"; it does on jax {', '.join(good)} (a newer version may already have fixed it)." if good else ".")
             + f" The optimized HLO now has {found}. Fusion signature changes: {changed or 'none recorded'}.")
@@ -303,7 +304,8 @@ def diff_table(it: Item, model: Model) -> list[str]:
     if not diffs:
         return []
     return (["| field | expected | found |", "|---|---|---|"]
-            + [f"| `{d.path}` | {md_cell(show_expected(d))} | {md_cell(show_found(d))} |" for d in diffs[:30]] + [""])
+            + [f"| {code_span(d.path).replace('|', '\\|')} | {md_cell(show_expected(d))} | {md_cell(show_found(d))} |"
+               for d in diffs[:30]] + [""])
 
 
 def versions_section(it: Item, model: Model) -> list[str]:
@@ -329,7 +331,8 @@ def collectives_section(it: Item, model: Model) -> list[str]:
         return []
     rows = [f"| {c.op}{' (' + c.loop + ')' if c.loop else ''} | {c.dtype} | {c.shape} | {c.bytes} | {c.groups} | "
             f"{md_cell(c.layer or '-')} |" for c in sig.collectives]
-    gemms = "; ".join(f"`{g.target}` {'x'.join(g.operand_dtypes)}->{g.output}" for g in sig.gemms) or "none"
+    gemms = "; ".join(f"{code_span(g.target)} {md_inline('x'.join(g.operand_dtypes))}->{md_inline(g.output)}"
+                      for g in sig.gemms) or "none"
     return (["### Collectives (sharded compile)", "", f"Gemms: {gemms}", "",
              "| collective | dtype | shape per device | bytes per device | groups | layer |", "|---|---|---|---|---|---|"]
             + rows[:40] + [""])
