@@ -489,3 +489,43 @@ def test_init_refuses_a_requirement_with_an_expression_or_a_line_break(tmp_path,
     code, out, err = run_cli("init", tmp_path / "proj", "--requirement", requirement, cwd=tmp_path)
     assert code == 2 and err.count("\n") == 1 and "--requirement" in err, (code, out, err)
     assert not (tmp_path / "proj" / ".github").exists()
+
+
+# ------------------------------------------------------------ smaller items
+
+def test_a_ten_thousand_case_file_is_no_alias_bomb(tmp_path, run_cli):
+    cases = "".join(f"- id: c{i}\n  kind: library\n  pattern: plain\n  m: 16\n  n: 16\n  k: 16\n"
+                    "  dtypes: {a: float8_e4m3fn, b: float8_e4m3fn, out: float32}\n" for i in range(10_000))
+    path = tmp_path / "many.yaml"
+    path.write_text("cases:\n" + cases)
+    from fp8_check.core import safe_yaml
+
+    doc = safe_yaml.load(path.read_text(), safe_yaml.LineLoader)  # was: LimitError "... (an alias bomb?)"
+    assert len(doc["cases"]) == 10_000
+
+
+def test_an_alias_bomb_is_still_one(tmp_path):
+    from fp8_check.core import safe_yaml
+
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdef", "bcdefg"))
+    with pytest.raises(safe_yaml.LimitError, match="alias bomb"):
+        safe_yaml.load(bomb)
+
+
+def test_a_fifo_as_a_matrix_results_file_does_not_hang_the_report(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "results-jax-0.12.0.1.json"
+    os.mkfifo(fifo)
+    m = _matrix_file(tmp_path / "m.json", "0.12.0.1", [("c", "h100", "PASS")])
+    doc = json.loads(m.read_text())
+    doc["versions"][0]["results_file"] = str(fifo)
+    m.write_text(json.dumps(doc))
+    for argv in (["report", str(m), "-o", str(tmp_path / "r.html")],
+                 ["ci", "summary", str(m), "--summary-file", str(tmp_path / "s.md"), "--issues-dir", str(tmp_path / "i")]):
+        proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", *argv], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)  # a hang guard: a FIFO is never opened
+        assert "Traceback" not in proc.stderr and proc.returncode in (0, 1, 2), proc.stderr

@@ -124,8 +124,23 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def _distinct(root: yaml.Node) -> int:
+    """How many different nodes `root` holds (each alias counted once: what the file itself spells out)."""
+    seen = {id(root)}
+    stack = [root]
+    while stack:
+        for child in _children(stack.pop()):
+            if id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+    return len(seen)
+
+
 def check_graph(root: yaml.Node) -> None:
-    """Raise LimitError if `root`, with every alias expanded, is recursive, too deep or too large."""
+    """Raise LimitError if `root`, with every alias expanded, is recursive, too deep or too large: its aliases
+    may add at most MAX_NODES values to what the file spells out (a large file without aliases is no bomb: its
+    size limit bounds it)."""
+    limit = MAX_NODES + _distinct(root)
     size: dict[int, int] = {}
     depth: dict[int, int] = {}
     visiting: set[int] = set()
@@ -145,9 +160,9 @@ def check_graph(root: yaml.Node) -> None:
             stack.pop()
             visiting.discard(id(node))
             children = _children(node)
-            size[id(node)] = min(MAX_NODES + 1, 1 + sum(size[id(c)] for c in children))
+            size[id(node)] = min(limit + 1, 1 + sum(size[id(c)] for c in children))
             depth[id(node)] = 1 + max((depth[id(c)] for c in children), default=0)
-            if size[id(node)] > MAX_NODES:
+            if size[id(node)] > limit:
                 raise LimitError(None, None, f"more than {MAX_NODES} values once its aliases are expanded "
                                  "(an alias bomb?)", node.start_mark)
             if depth[id(node)] > MAX_DEPTH:
