@@ -529,3 +529,13 @@ def test_a_fifo_as_a_matrix_results_file_does_not_hang_the_report(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", *argv], capture_output=True, text=True,
                               timeout=120, cwd=tmp_path)  # a hang guard: a FIFO is never opened
         assert "Traceback" not in proc.stderr and proc.returncode in (0, 1, 2), proc.stderr
+
+
+def test_the_allowed_targets_message_names_the_tpu_targets(tmp_path, run_cli):
+    from fp8_check.targets import platform_target_names
+
+    path = tmp_path / "c.yaml"
+    path.write_text("cases:\n- id: c\n  dequant: float32\n  out_dtype: float32\n  targets: [h9000]\n")
+    code, out, err = run_cli("list", path, cwd=tmp_path)
+    assert code == 2 and err.count("\n") == 1, err
+    assert all(t in err for t in platform_target_names()), err

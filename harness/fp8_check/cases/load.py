@@ -48,14 +48,15 @@ from fp8_check.cases.model import (  # noqa: F401
     _str,
 )
 from fp8_check.core import DATA_DTYPES, FP8_MAX, JAX_FP8 as FP8_DTYPES, SCALE_DTYPES, safe_yaml  # noqa: F401  (re-exported)
-from fp8_check.targets import MULTI_DEVICE_TARGETS, canonical_target, target_names
+from fp8_check.targets import MULTI_DEVICE_TARGETS, canonical_target, platform_target_names, target_names
 
 KINDS = tuple(kinds.KINDS)
 
 
 def _targets(path, line, cid, fld, value) -> tuple[str, ...]:
-    """A case's `targets:`: GPU spec names and any GPUxN / GPUxHOSTSxN, each in its normal form (targets.py)."""
-    allowed = ", ".join([*target_names(), "GPUxN or GPUxHOSTSxN (e.g. " + ", ".join(MULTI_DEVICE_TARGETS) + ")"])
+    """A case's `targets:`: GPU and TPU spec names and any GPUxN / GPUxHOSTSxN, each in its normal form (targets.py)."""
+    allowed = ", ".join([*target_names(), *platform_target_names(),
+                         "GPUxN or GPUxHOSTSxN (e.g. " + ", ".join(MULTI_DEVICE_TARGETS) + ")"])
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items:
         raise CaseError(path, line, cid, fld, f"expected a non-empty list, got {value!r}; allowed items: {allowed}")
