@@ -398,7 +398,7 @@ def test_a_cache_nothing_can_be_written_in_is_one_line_exit_3(tmp_path, run_cli,
     monkeypatch.setenv("FP8_CHECK_CACHE", str(tmp_path / "cache"))
     code, out, err = run_cli(*COMMANDS[command](tmp_path), cwd=tmp_path)
     assert code == 3 and "Traceback" not in err, (code, err)
-    [line] = [x for x in err.splitlines() if "cannot be written" in x]
+    [line] = [x for x in err.splitlines() if "cannot write the environments folder" in x]
     assert str(tmp_path / "cache" / "envs") in line and "FP8_CHECK_CACHE" in line
 
 

@@ -505,13 +505,13 @@ def _results(**result):
 
 
 @pytest.mark.parametrize("content, needle", [
-    (b'{"schema": "fp8-check/results/1", "results": [], "x": "\xff"}', "utf-8"),
-    (None, "Is a directory"),
+    (b'{"schema": "fp8-check/results/1", "results": [], "x": "\xff"}', "not UTF-8"),
+    (None, "is a directory"),
     (b'{"schema": "fp8-check/results/1", "results": [1]}', "malformed result"),
     (b'{"schema": "fp8-check/results/1", "environment": "x", "results": []}', "field 'environment'"),
     (_results(diffs=[1]).encode(), "malformed result"),
     (b'{"schema": "fp8-check/matrix/1", "versions": "abc"}', "malformed version entry"),
-    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested deeper"),
 ])
 def test_malformed_results_given_to_report_exit_2(tmp_path, run_cli, content, needle):
     path = tmp_path / "r.json"

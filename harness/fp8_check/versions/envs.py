@@ -64,10 +64,6 @@ _PROBE = (
 )
 
 
-class CacheError(BrokenEnvironmentError):
-    """The environments cache cannot be written (read-only): every version would fail the same way (exit 3)."""
-
-
 class InstallError(RuntimeError):
     """uv could not make the environment; `log` is the installer's output."""
 
@@ -272,14 +268,12 @@ class Manager:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # $FP8_CHECK_CACHE=/dev/null, a file, a read-only folder
-            raise InstallError(version, f"cannot make the environments folder {self.root} (under $FP8_CHECK_CACHE): "
-                                        f"{exc.strerror or exc}") from None
-        name = self.name(version)
-        try:
-            lock_file = open(self.root / f".{name}.lock", "w")
-        except OSError as exc:  # a read-only cache (or a link to a folder nothing can be written in)
-            raise CacheError(f"the environments folder {self.root} (under $FP8_CHECK_CACHE) cannot be written: "
-                             f"{exc.strerror or type(exc).__name__}; point FP8_CHECK_CACHE at a writable folder") from None
+            raise InstallError(version, f"cannot make the environments folder {self.root} (under $FP8_CHECK_CACHE): {exc.strerror or exc}") from None
+        try:  # a read-only cache: every version would fail alike (exit 3, one line)
+            lock_file = open(self.root / f".{(name := self.name(version))}.lock", "w")
+        except OSError as exc:
+            raise BrokenEnvironmentError(f"cannot write the environments folder {self.root} ($FP8_CHECK_CACHE): "
+                                         f"{exc.strerror}") from None
         with lock_file as lock:
             timeouts.wait_lock(lock)  # another process may be building it: wait for it (a stop interrupts)
             env = self.cached(version, repair=True)
