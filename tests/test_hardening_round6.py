@@ -539,3 +539,19 @@ def test_the_allowed_targets_message_names_the_tpu_targets(tmp_path, run_cli):
     code, out, err = run_cli("list", path, cwd=tmp_path)
     assert code == 2 and err.count("\n") == 1, err
     assert all(t in err for t in platform_target_names()), err
+
+
+def test_a_crashed_workers_reason_says_why_on_its_first_line(tmp_path, run_cli):
+    import json
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "cases.yaml").write_text("cases:\n- id: aborts\n  kind: python\n  callable: mod:step\n"
+                                     "  args: [{name: x, shape: [16, 16], dtype: bfloat16}]\n")
+    (proj / "mod.py").write_text("import os\nimport sys\n\ndef step(x):\n"
+                                 "    print('the case aborts the worker', file=sys.stderr, flush=True)\n    os.abort()\n")
+    code, out, err = run_cli("run", "--mode", "deviceless", "--profile", "cublas", "--json", tmp_path / "r.json",
+                             proj / "cases.yaml", cwd=proj)
+    [r] = json.loads((tmp_path / "r.json").read_text())["results"]
+    first = r["reason"].splitlines()[0]
+    assert "status -6" in first and not first.rstrip().endswith(":") and len(first) > len("worker exited with status -6:") + 5, r["reason"]

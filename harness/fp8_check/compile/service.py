@@ -290,7 +290,7 @@ class Worker:
         tail = self.stderr_tail().strip()
         self.proc = None
         self._forget()
-        raise WorkerError(why + (":\n" + tail if tail else ""), timed_out=timed_out)
+        raise WorkerError(why + (f": {tail.splitlines()[-1].strip()[:300]}\n{tail}" if tail else ""), timed_out=timed_out)
 
     def _forget(self) -> None:
         """Remove the dump directory of a process that is gone (it may have been killed before removing it)."""
