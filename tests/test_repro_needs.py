@@ -61,7 +61,7 @@ def test_the_repro_of_a_flax_model_case_runs_from_its_folder_in_a_fresh_environm
     (project / "goldens").mkdir(parents=True)
     shutil.copy(FIXTURE / "fp8_mlp.py", project / "fp8_mlp.py")
     write_cases(project / "cases" / "model.yaml", (FIXTURE / "cases_model.yaml").read_text())
-    code, out, err = run_cli("run", "cases", "--target", "h100", "--json", project / "results.json", "--no-html",
+    code, out, err = run_cli("run", "cases", "--target", "h100", "--json", project / "results.json", "--html", project / "r.html",
                              "-k", "mlp_fp8_forward", cwd=project)
     assert code in (0, 1), out + err  # NEW: no golden yet
     res = results.load(project / "results.json")
