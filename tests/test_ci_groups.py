@@ -134,3 +134,46 @@ def test_the_merge_job_step_names_the_job_that_uploaded_nothing(tmp_path):
     assert p.returncode == 3, p.stdout + p.stderr
     assert "missing job (amd): jax 0.12.0.1, targets mi300x" in p.stdout
     assert json.loads((tmp_path / "reports" / "matrix.json").read_text())["missing_jobs"][0]["group"] == "amd"
+
+
+# ------------------------------------------------------------------ init: tests import the project's modules; NEW is told
+
+
+def test_the_tests_init_writes_import_the_projects_modules_out_of_the_box(tmp_path):
+    """init's conftest.py puts the project's root on sys.path: a test importing the user's module collects and passes
+    with a plain `pytest` (before: ModuleNotFoundError at collection until PYTHONPATH=.)."""
+    from types import SimpleNamespace
+
+    from fp8_check.cli import scaffold
+
+    (tmp_path / "blockmod.py").write_text("def double(x):\n    return 2 * x\n")
+    args = SimpleNamespace(directory=tmp_path, uses=scaffold.DEFAULT_USES, requirement="fp8-check==0.1.0", force=False,
+                           file_issues=False, goldens_now=False)
+    assert scaffold.cmd_init(args) == 0
+    assert (tmp_path / "conftest.py").is_file()
+    (tmp_path / "tests" / "test_mine.py").write_text("import blockmod\n\n\ndef test_double():\n"
+                                                     "    assert blockmod.double(2) == 4\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_mine.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr
+    caller = yaml.safe_load((tmp_path / ".github" / "workflows" / "fp8-check.yml").read_text())
+    on = caller.pop(True, caller.get("on"))
+    assert set(on) == {"push", "pull_request", "schedule", "workflow_dispatch"}
+    assert caller["concurrency"] == {"group": "fp8-check-${{ github.event_name }}-${{ github.ref }}",
+                                     "cancel-in-progress": True}
+    assert "default_branch" in caller["jobs"]["fp8-check"]["if"]
+
+
+def test_a_case_without_a_golden_is_told_with_how_to_bless_it_not_failed_under_newest():
+    """The first CI run of a project whose goldens init could not record: green, the summary says how to bless."""
+    m = Matrix([_entry("0.8.1", "h100", [("relu", "NEW")]), _entry("0.12.0.1", "h100", [("relu", "NEW")])],
+               "deviceless", ["h100"], ["cublas"])
+    assert m.exit_code("newest") == 0 and m.exit_code("regression") == 0
+    assert m.exit_code("any") == 1  # `any` still fails on it
+    text = github.job_summary(m, run_id="4242")
+    assert "### No golden yet: how to bless" in text
+    assert "gh run download 4242 -n fp8-check-report -D reports" in text
+    assert "fp8-check bless --from-matrix reports/matrix.json" in text and "pytest tests --fp8-bless" in text
+    bad = Matrix([_entry("0.12.0.1", "h100", [("relu", "UNRESOLVED")])], "deviceless", ["h100"], ["cublas"])
+    assert bad.exit_code("newest") == 1 and "how to bless" not in github.job_summary(bad)
