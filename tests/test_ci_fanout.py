@@ -22,7 +22,6 @@ from fp8_check.cli import scaffold
 from fp8_check.matrix import document as matrix_document
 from fp8_check.matrix.document import Matrix, Status, VersionEntry
 from fp8_check.matrix.news import not_run
-from fp8_check.report import github
 from fp8_check.run import results
 from fp8_check.verdict import outcome
 from fp8_check.verdict.outcome import Outcome

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from fp8_check.compile import render
 from fp8_check.run import results, selection
 from fp8_check.targets import PROFILES
-from fp8_check.compile import render
 from fp8_check.versions.uvbin import find_uv
 
 from .conftest import REPO, write_cases
