@@ -98,7 +98,7 @@ def repro_script(case_source: str, target: Target, profile: Profile, jax_version
     platform = target.platform
     try:  # deviceless: the slim wheel set fp8-check compiles with (versions/wheels.py)
         jax_reqs = platform.requirements(jax_version, "deviceless") or [platform.install(jax_version)]
-    except NotImplementedError:
+    except (NotImplementedError, ValueError):  # a platform without wheel sets, a version it cannot read
         jax_reqs = [platform.install(jax_version)]
     return _ENV.get_template("repro.py.j2").render(
         modules=embedded, needs=needs, incomplete=incomplete,
