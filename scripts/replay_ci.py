@@ -1,15 +1,20 @@
 """Replay a project's fp8-check CI on this machine: the jobs of the workflow `fp8-check init` wrote, step by step.
 
-    bash scripts/env.sh python scripts/replay_ci.py PROJECT [--input NAME=VALUE ...] [--work DIR]
+    bash scripts/env.sh python scripts/replay_ci.py PROJECT [--event push] [--branch NAME] [--input NAME=VALUE ...]
+                                                           [--work DIR]
 
 PROJECT is a git repository whose .github/workflows/fp8-check.yml calls a reusable workflow in the same repository
-(`uses: ./…`). The called workflow's jobs run in their `needs:` order, each in a fresh clone of PROJECT's HEAD (what
-actions/checkout gives a job) with its own RUNNER_TEMP, GITHUB_OUTPUT, GITHUB_PATH and GITHUB_STEP_SUMMARY; a job with a
-strategy matrix runs once per value (the resolve job's output). Each `run:` step is the workflow's own script, run by
+(`uses: ./…`). `--event` (default push; pull_request, schedule, workflow_dispatch) is the event replayed: the caller's
+`on:` must name it, and its job's `if:` is evaluated with `github.event_name`, `github.ref`/`ref_name` (a push: the
+branch, default the project's current one, which stands for the default branch) and
+`github.event.repository.default_branch` (the project's current branch). The called workflow's jobs run in their
+`needs:` order, each in a fresh clone of PROJECT's HEAD (what actions/checkout gives a job) with its own RUNNER_TEMP,
+GITHUB_OUTPUT, GITHUB_PATH and GITHUB_STEP_SUMMARY; a job with a strategy matrix runs once per value of its one axis,
+or once per entry of its `include:` list (the resolve job's `jobs`: one per JAX version x target group). Each `run:` step is the workflow's own script, run by
 bash (`-eo pipefail`, as GitHub's default shell) or python (`shell: python`). Inputs: the reusable workflow's defaults,
 then the caller's `with:`, then --input. Expressions (`${{ … }}`) are evaluated for what the workflow uses: contexts
 inputs, matrix, needs, steps, strategy, github, vars; `==`, `!=`, `&&`, `||`, `!`, parentheses; always(), success(),
-failure(), fromJSON(). The actions a job uses are replaced by what they do here:
+failure(), fromJSON(), format(). The actions a job uses are replaced by what they do here:
 
 - actions/checkout: the job's workspace is a `git clone` of PROJECT (its committed state);
 - actions/setup-python, astral-sh/setup-uv: this Python's and uv's directories go first on PATH (uv's cache is the
@@ -159,6 +164,8 @@ class _Expr:
             return False
         if name == "fromJSON" and len(args) == 1:
             return json.loads(args[0])
+        if name == "format" and args:
+            return re.sub(r"\{(\d+)\}", lambda m: _string(args[1 + int(m.group(1))]), str(args[0]))
         raise ReplayError(f"expression {self.text!r}: function {name}() is not replayed")
 
     def lookup(self, path: str):
@@ -235,11 +242,31 @@ def _order(jobs: dict) -> list[str]:
     return done
 
 
+EVENTS = ("push", "pull_request", "schedule", "workflow_dispatch")
+
+
+def _branch(project: Path) -> str:
+    p = subprocess.run(["git", "-C", str(project), "symbolic-ref", "--short", "HEAD"], capture_output=True, text=True,
+                       timeout=60)
+    return p.stdout.strip() or "main"
+
+
 class Replay:
-    def __init__(self, project: Path, work: Path, overrides: dict[str, str], log=print):
+    def __init__(self, project: Path, work: Path, overrides: dict[str, str], log=print, event: str = "push",
+                 branch: str | None = None):
         self.project, self.work, self.log = project.resolve(), work.resolve(), log
         caller = _load(self.project / ".github" / "workflows" / "fp8-check.yml")
+        on = caller.get("on")
+        events = [on] if isinstance(on, str) else list(on or [])
+        if event not in events:
+            raise ReplayError(f"the caller's on: ({', '.join(map(str, events)) or 'nothing'}) does not name {event!r}")
+        default = _branch(self.project)
+        ref_name = (branch or default) if event != "pull_request" else "1/merge"
+        self.github = {"workspace": "", "token": "", "repository": "local/project", "run_id": "1", "event_name": event,
+                       "ref": ("refs/heads/" if event != "pull_request" else "refs/pull/") + ref_name,
+                       "ref_name": ref_name, "event": {"repository": {"default_branch": default}}}
         [(self.caller_job, job)] = [(n, j) for n, j in (caller.get("jobs") or {}).items() if "uses" in j]
+        self.caller_if = job.get("if")
         uses = str(job["uses"])
         if not uses.startswith("./"):
             raise ReplayError(f"the caller uses {uses!r}: only a reusable workflow in the project (./…) is replayed")
@@ -251,12 +278,18 @@ class Replay:
                 raise ReplayError(f"input {k!r} is not declared by {uses}")
             self.inputs[k] = v
         self.artifacts = self.work / "artifacts"
+        self.skipped_caller = False
         self.results: dict[str, dict] = {}  # needs.<job>: result, outputs
         self.seconds: dict[str, float] = {}
 
     def run(self) -> bool:
         jobs = self.workflow.get("jobs") or {}
         ok = True
+        if not condition(self.caller_if, {"github": self.github, "vars": {}, "inputs": {}}):
+            self.log(f"== caller job {self.caller_job}: skipped on {self.github['event_name']} of {self.github['ref']} "
+                     f"(if: {self.caller_if})")
+            self.skipped_caller = True
+            return True
         for name in _order(jobs):
             spec = jobs[name]
             if name in SKIPPED_JOBS:
@@ -272,10 +305,16 @@ class Replay:
             combos: list[dict] = [{}]
             if strategy is not None:
                 axes = {k: substitute(v, ctx) for k, v in strategy.items()}
-                if len(axes) != 1 or not isinstance(next(iter(axes.values())), list):
-                    raise ReplayError(f"job {name}: only a one-axis strategy matrix is replayed")
-                [(axis, values)] = axes.items()
-                combos = [{axis: v} for v in values]
+                if list(axes) == ["include"] and isinstance(axes["include"], list) \
+                        and all(isinstance(c, dict) for c in axes["include"]):
+                    combos = axes["include"]  # one job per entry (e.g. JAX version x target group)
+                elif len(axes) != 1 or not isinstance(next(iter(axes.values())), list):
+                    raise ReplayError(f"job {name}: only a one-axis strategy matrix or an include: list is replayed")
+                else:
+                    [(axis, values)] = axes.items()
+                    combos = [{axis: v} for v in values]
+                if not combos:
+                    raise ReplayError(f"job {name}: its strategy matrix is empty")
             result, outputs = "success", {}
             for index, combo in enumerate(combos):
                 label = f"{name} ({', '.join(f'{k}={v}' for k, v in combo.items())})" if combo else name
@@ -292,7 +331,7 @@ class Replay:
     def _context(self, name: str, spec: dict) -> dict:
         needs = [spec["needs"]] if isinstance(spec.get("needs"), str) else spec.get("needs") or []
         return {"inputs": self.inputs, "needs": {n: self.results[n] for n in needs}, "vars": {}, "secrets": {},
-                "github": {"workspace": "", "token": "", "repository": "local/project", "run_id": "1"}}
+                "github": dict(self.github)}
 
     def _job(self, name: str, label: str, spec: dict, ctx: dict) -> tuple[bool, dict]:
         if "uses" in spec:
@@ -315,7 +354,8 @@ class Replay:
                     if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")
                     and not k.startswith(("FP8_CHECK_", "UV_"))}
         env_base.update(CI="true", GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(workspace), RUNNER_TEMP=str(temp),
-                        GITHUB_REPOSITORY="local/project", GITHUB_RUN_ID="1", GITHUB_SERVER_URL="file://" + str(self.work),
+                        GITHUB_REPOSITORY="local/project", GITHUB_RUN_ID="1",
+                        GITHUB_EVENT_NAME=self.github["event_name"], GITHUB_REF=self.github["ref"], GITHUB_SERVER_URL="file://" + str(self.work),
                         GITHUB_API_URL="http://127.0.0.1:9", GITHUB_STEP_SUMMARY=str(home / "step-summary.md"))
         env_base["PATH"] = os.pathsep.join(p for p in env_base.get("PATH", "").split(os.pathsep)
                                            if ".venv" not in p and "/shims" not in p)  # nothing of the harness's own venv
@@ -438,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("project", type=Path)
     parser.add_argument("--input", action="append", default=[], metavar="NAME=VALUE",
                         help="override an input of the reusable workflow (after the caller's with:)")
+    parser.add_argument("--event", choices=EVENTS, default="push", help="the event replayed (default: push)")
+    parser.add_argument("--branch", help="a push's branch (default: the project's current branch, standing for the "
+                                         "default branch)")
     parser.add_argument("--work", type=Path, help="where the jobs' workspaces and the artifacts go (default: a new "
                                                   "temporary directory, kept)")
     args = parser.parse_args(argv)
@@ -450,13 +493,17 @@ def main(argv: list[str] | None = None) -> int:
         overrides[k] = v
     work = args.work or Path(tempfile.mkdtemp(prefix="fp8-check-replay-"))
     try:
-        replay = Replay(args.project, work, overrides, log=lambda s: print(s, flush=True))
+        replay = Replay(args.project, work, overrides, log=lambda s: print(s, flush=True), event=args.event,
+                        branch=args.branch)
         ok = replay.run()
     except ReplayError as exc:
         print(f"replay: error: {exc}", file=sys.stderr)
         return 2
     times = ", ".join(f"{k} {v} s" for k, v in replay.seconds.items())
-    print(f"replay: {'every job succeeded' if ok else 'a job failed'} ({times}); jobs and artifacts in {work}")
+    if replay.skipped_caller:
+        print(f"replay: the caller's job does not run on this {args.event}; jobs and artifacts in {work}")
+        return 0
+    print(f"replay: {'every job succeeded' if ok else 'a job failed'} on {args.event} ({times}); jobs and artifacts in {work}")
     return 0 if ok else 1
 
 

@@ -22,7 +22,6 @@ from fp8_check.cli import scaffold
 from fp8_check.matrix import document as matrix_document
 from fp8_check.matrix.document import Matrix, Status, VersionEntry
 from fp8_check.matrix.news import not_run
-from fp8_check.report import github
 from fp8_check.run import results
 from fp8_check.verdict import outcome
 from fp8_check.verdict.outcome import Outcome
@@ -69,7 +68,10 @@ def test_init_in_a_fresh_repository_writes_a_ci_with_nothing_to_edit(tmp_path, c
     args = SimpleNamespace(directory=project, uses=scaffold.DEFAULT_USES, requirement=None, force=False, file_issues=False)
     assert scaffold.cmd_init(args) == 0
     out = capsys.readouterr().out
-    assert "pytest tests/test_fp8_fusion.py --fp8-bless" in out and "fp8-check bless" in out
+    # the starting goldens, recorded on the JAX installed here (compiled, timed); then what runs when
+    assert re.search(r"goldens: the cases recorded on jax \S+ in \d+\.\d s", out), out
+    assert re.search(r"goldens: the pytest test's recorded on jax \S+ in \d+\.\d s", out), out
+    assert "next: fp8-check run" in out and "on a push to the default branch" in out
     assert "OWNER" not in out and "edit .github" not in out
     workflows = project / ".github" / "workflows"
     for path in workflows.iterdir():
@@ -208,10 +210,11 @@ def test_the_merge_job_merges_several_jobs_artifacts_and_applies_fail_on_once(tm
     _job_artifact(jobs, "0.12.0.1", [("mlp", "PASS", ""), ("relu", "PASS", "")])
     write_cases(tmp_path / "cases" / "model.yaml", "cases: []\n")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"), CASES="cases")
+               GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"), CASES="cases",
+               JOBS=json.dumps([{"jax": v, "group": "nvidia", "targets": "h100"} for v in ("0.6.2", "0.8.1", "0.12.0.1")]))
     runs = {}
     for fail_on in ("newest", "regression"):
-        p = subprocess.run(["bash", "-eo", "pipefail", "-c", _merge_step(doc, "Merge the versions")], cwd=tmp_path,
+        p = subprocess.run(["bash", "-eo", "pipefail", "-c", _merge_step(doc, "Merge the jobs")], cwd=tmp_path,
                            env=dict(env, FAIL_ON=fail_on), capture_output=True, text=True, timeout=600)
         runs[fail_on] = p
     assert runs["newest"].returncode == 1, runs["newest"].stdout + runs["newest"].stderr  # ran on the newest only
@@ -257,34 +260,49 @@ def test_the_pytest_plugin_compiles_a_case_with_requirements_in_their_environmen
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_the_workflow_replayed_runs_the_model_case_on_three_releases(tmp_path):
-    """The documented way (docs/ci.md): init in a fresh repository holding a flax model case, goldens blessed from a
-    local matrix over the releases, commit, then scripts/replay_ci.py runs the caller's jobs: resolve, one job per
-    release, merge. Every model result on every release PASSes and the merge exits 0 under fail-on newest."""
-    releases = "0.6.2,0.8.1,0.12.0.1"
+def test_the_workflow_replayed_on_a_push_runs_every_job_green_with_nothing_edited(tmp_path):
+    """The documented way (docs/ci.md): `fp8-check init` in a fresh repository holding a flax model case (it records
+    the starting goldens on the JAX installed here), commit, then scripts/replay_ci.py replays a push: resolve, one
+    matrix job per release x target group, the pytest job per target group, merge. Every job succeeds; the model
+    PASSes on the newest release against the goldens init recorded; older releases are told, not failed."""
+    releases = "0.8.1,0.12.0.1"
     project = _model_project(tmp_path / "project")
     cli = [str(Path(sys.executable).parent / "fp8-check")]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
-    for argv in (["init"], ["matrix", "cases", "--jax", releases, "--with", "flax", "--with", "optax",
-                            "--out", str(tmp_path / "local" / "matrix.json"), "--fail-on", "never", "--no-html"],
-                 ["bless", "--from-matrix", str(tmp_path / "local" / "matrix.json")]):
-        p = subprocess.run(cli + argv, cwd=project, capture_output=True, text=True, env=env, timeout=1800)
-        assert p.returncode == 0, (argv, p.stdout + p.stderr)
+    p = subprocess.run(cli + ["init"], cwd=project, capture_output=True, text=True, env=env, timeout=1800)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"goldens: the cases recorded on jax \S+ in \d+\.\d s", p.stdout), p.stdout
+    assert re.search(r"goldens: the pytest test's recorded on jax \S+ in \d+\.\d s", p.stdout), p.stdout
+    assert "on a push to the default branch, each pull request, nightly" in p.stdout
+    blessed = {g.stem for g in (project / "goldens").rglob("*.yaml")}
+    assert {"mlp_fp8_forward", "mlp_fp8_sgd_step", "example_scaled_relu", "scaled_relu"} <= blessed, blessed
+    caller = _load((project / ".github" / "workflows" / "fp8-check.yml").read_text())
+    assert "push" in caller["on"] and caller["concurrency"]["cancel-in-progress"] is True
     _git("add", "-A", cwd=project)
     _git("commit", "-qm", "fp8-check init", cwd=project)
+    cmd = _actionlint()
+    assert cmd is not None
+    lint = subprocess.run(cmd + ["-no-color", "-oneline"], cwd=project, capture_output=True, text=True, timeout=300)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
     work = tmp_path / "replay"
-    p = subprocess.run([sys.executable, str(REPO / "scripts" / "replay_ci.py"), str(project), "--input",
-                        f"jax={releases}", "--work", str(work)], capture_output=True, text=True, env=env, timeout=3600)
-    assert p.returncode == 0, p.stdout[-6000:] + p.stderr
-    assert p.stdout.splitlines()[-1].startswith("replay: every job succeeded")
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "replay_ci.py"), str(project), "--event", "push",
+                        "--input", f"jax={releases}", "--work", str(work)], capture_output=True, text=True, env=env,
+                       timeout=3600)
+    assert p.returncode == 0, p.stdout[-8000:] + p.stderr
+    assert p.stdout.splitlines()[-1].startswith("replay: every job succeeded on push"), p.stdout[-3000:]
     for v in releases.split(","):
-        assert f"== job matrix (jax={v}): success" in p.stdout
+        assert f"== job matrix (jax={v}, group=nvidia, targets=h100): success" in p.stdout
+    assert "== job pytest (group=nvidia, targets=h100): success" in p.stdout
+    assert re.search(r"\b2 passed\b", p.stdout), p.stdout[-6000:]  # the pytest tests init wrote, out of the box
     merged = json.loads((work / "jobs" / "merge" / "workspace" / "reports" / "matrix.json").read_text())
-    assert [v["jax"] for v in merged["versions"]] == releases.split(",")
-    model = [(v["jax"], r["case"], r["outcome"]) for v in merged["versions"] for r in v["results"]
-             if r["case"].startswith("mlp_")]
-    assert len(model) == 6 and all(o == "PASS" for _, _, o in model), model
+    assert [v["jax"] for v in merged["versions"]] == releases.split(",") and not merged.get("missing_jobs")
+    newest = {r["case"]: r["outcome"] for r in merged["versions"][-1]["results"]}
+    assert newest["mlp_fp8_forward"] == newest["mlp_fp8_sgd_step"] == newest["example_scaled_relu"] == "PASS", newest
     assert (work / "artifacts" / "fp8-check-report" / "matrix.html").is_file()
+    # a push to another branch: the caller's job does not run (its `if:` names the default branch)
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "replay_ci.py"), str(project), "--branch", "topic",
+                        "--work", str(tmp_path / "replay2")], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0 and "does not run on this push" in p.stdout.splitlines()[-1], p.stdout + p.stderr
 
 
 @pytest.mark.slow

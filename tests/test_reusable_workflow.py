@@ -27,7 +27,8 @@ def test_actionlint_accepts_the_reusable_workflow_and_the_scaffolded_caller(tmp_
     if cmd is None:
         pytest.skip("actionlint is not installable here (the structural checks below still run)")
     assert scaffold.cmd_init(type("A", (), {"directory": tmp_path, "uses": "acme/fp8-check/.github/workflows/fp8-check.yml@v1",
-                                            "requirement": "fp8-check[flax]", "force": False})()) == 0
+                                            "requirement": "fp8-check[flax]", "force": False,
+                                            "goldens_now": False})()) == 0
     for path in (REUSABLE, tmp_path / ".github" / "workflows" / "fp8-check.yml"):
         p = subprocess.run(cmd + ["-no-color", "-oneline", str(path)], capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, (path, p.stdout + p.stderr)
@@ -61,14 +62,19 @@ def _argv(step: dict, doc: dict, extra: dict) -> list[str]:
 def test_the_per_version_job_uses_flags_the_cli_accepts_and_the_merge_applies_fail_on():
     doc = _load(REUSABLE.read_text())
     job = doc["jobs"]["matrix"]
-    assert job["needs"] == "resolve" and job["strategy"]["matrix"]["jax"] == "${{ fromJSON(needs.resolve.outputs.versions) }}"
+    # one job per version x target group: the resolve step's `jobs` ({jax, group, targets} each)
+    assert job["needs"] == "resolve" and job["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.resolve.outputs.jobs) }}"
     assert job["strategy"]["fail-fast"] is False
     [step] = [s for s in job["steps"] if "fp8-check matrix" in s.get("run", "")]
-    args = cli.build_parser()[0].parse_args(_argv(step, doc, {"JAX": "0.8.0"}))
-    assert args.command == "matrix" and args.mode == "deviceless" and args.jax == "0.8.0"
-    assert args.fail_on == "never" and args.no_html and str(args.out) == "reports/matrix-0.8.0.json"
+    assert step["env"]["TARGETS"] == "${{ matrix.targets }}" and step["env"]["GROUP"] == "${{ matrix.group }}"
+    args = cli.build_parser()[0].parse_args(_argv(step, doc, {"JAX": "0.8.0", "GROUP": "amd", "TARGETS": "mi300x"}))
+    assert args.command == "matrix" and args.mode == "deviceless" and args.jax == "0.8.0" and args.target == "mi300x"
+    assert args.fail_on == "never" and args.no_html and str(args.out) == "reports/matrix-0.8.0-amd.json"
     upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert upload and upload[0]["if"] == "always()" and "matrix.jax" in upload[0]["with"]["name"]
+    assert "matrix.group" in upload[0]["with"]["name"]
+    [resolve] = [s for s in doc["jobs"]["resolve"]["steps"] if "--list-jobs" in s.get("run", "")]
+    assert "--list-jobs --format github" in resolve["run"] and resolve["env"]["TARGETS"] == "${{ inputs.targets }}"
     assert job["env"]["FP8_CHECK_JAX_INDEX"] == "${{ inputs.jax-index }}"
     merge = doc["jobs"]["merge"]
     assert merge["needs"] == ["resolve", "matrix"] and "always()" in merge["if"]
@@ -76,6 +82,7 @@ def test_the_per_version_job_uses_flags_the_cli_accepts_and_the_merge_applies_fa
     argv = step["run"].split("fp8-check", 1)[1].replace("\\\n", " ").replace('"$FAIL_ON"', "newest").replace("'", "").split()
     args = cli.build_parser()[0].parse_args(argv)
     assert args.merge == ["reports/jobs/*/matrix-*.json"] and args.fail_on == "newest" and str(args.html) == "reports/matrix.html"
+    assert str(args.expect_jobs) == "reports/jobs.json" and step["env"]["JOBS"] == "${{ needs.resolve.outputs.jobs }}"
     download = [s for s in merge["steps"] if s.get("uses", "").startswith("actions/download-artifact")]
     assert download[0]["with"]["pattern"] == "${{ inputs.artifact-name }}-jax-*"
 

@@ -21,7 +21,7 @@ REUSABLE = REPO / ".github" / "workflows" / "fp8-check.yml"
 
 def _init(tmp_path, **kw):
     args = dict(directory=tmp_path, uses="./.github/workflows/fp8-check-reusable.yml", requirement="fp8-check[flax]",
-                force=False, file_issues=False)
+                force=False, file_issues=False, goldens_now=False)
     args.update(kw)
     return scaffold.cmd_init(SimpleNamespace(**args))
 

@@ -31,7 +31,7 @@ def cmd_ci(args) -> int:
                   file=sys.stderr)
             return 2
         summary_file = args.summary_file or os.environ.get("GITHUB_STEP_SUMMARY")
-        text = job_summary(m, str(issues_dir) if bodies else None)
+        text = job_summary(m, str(issues_dir) if bodies else None, os.environ.get("GITHUB_RUN_ID"))
         if summary_file:
             try:
                 with open(summary_file, "a", encoding="utf-8") as fh:

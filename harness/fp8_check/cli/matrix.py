@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import sys
 from pathlib import Path
 
@@ -12,9 +13,11 @@ from fp8_check.matrix import (
     EXIT_OK,
     EXIT_USAGE,
     FAIL_ON,
+    Matrix,
     MatrixError,
     Progress,
     closing_line,
+    jobs as matrix_jobs,
     merge,
     print_report,
     run_matrix,
@@ -43,7 +46,14 @@ def register(subparsers) -> dict:
     p.add_argument("--select", choices=SELECTIONS, default="all",
                    help="with --jax-range: all released versions, or 'minor': the newest of each minor series plus the oldest")
     p.add_argument("--list-versions", action="store_true", help="print the versions --jax/--jax-range selects and exit")
-    p.add_argument("--format", choices=("lines", "json", "github"), default="lines", help="for --list-versions")
+    p.add_argument("--list-jobs", action="store_true",
+                   help="print the jobs a fanned-out CI runs, one per version x target group (NVIDIA, AMD, TPU: "
+                        "each group compiles in its own environment), and exit; --format github: the `jobs=` and "
+                        "`groups=` lines of the reusable workflow's resolve step")
+    p.add_argument("--expect-jobs", type=Path, metavar="JSON",
+                   help="with --merge: the planned jobs (--list-jobs --format json); each that uploaded nothing is "
+                        "kept in the merged matrix as missing (version, target group, why) and the exit code is not 0")
+    p.add_argument("--format", choices=("lines", "json", "github"), default="lines", help="for --list-versions, --list-jobs")
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
@@ -71,11 +81,24 @@ def register(subparsers) -> dict:
 def cmd_matrix(args) -> int:
     try:
         if args.merge:
-            m = merge(args.merge)
+            if args.expect_jobs and not any(glob.glob(str(p), recursive=True) for p in args.merge):
+                m = Matrix([], merged_from=[])  # every planned job died: each is named as missing
+            else:
+                m = merge(args.merge)
+            if args.expect_jobs:
+                m.missing_jobs = matrix_jobs.missing(matrix_jobs.load_plan(args.expect_jobs),
+                                                     matrix_jobs.uploaded(m.merged_from or []))
         else:
+            if args.expect_jobs:
+                raise ValueError("--expect-jobs goes with --merge")
             versions = versions_from_args(args)
             if args.list_versions:
                 print(format_list(versions, args.format))
+                return EXIT_OK
+            if args.list_jobs:
+                given = selection.csv(args.target or "h100")
+                print(matrix_jobs.format_plan(matrix_jobs.plan(versions, selection.targets(args.target), given),
+                                              args.format))
                 return EXIT_OK
             cases = selection.load_cases(args.paths, args.filter)
             targets = selection.targets(args.target)
@@ -114,6 +137,8 @@ def cmd_matrix(args) -> int:
         if files:  # the same policy as run: the report only warns
             chosen = formats.chosen(args, lambda f: args.out.with_suffix(".html") if f is formats.HtmlReport else None,
                                     formats=formats.of_many_runs())
+            for f, _ in chosen:  # the planned jobs that uploaded nothing, in the report's header
+                f.notes = [j.line() for j in m.missing_jobs]
             formats.write(chosen, lambda: [results.load(Path(f)) for f in files])
     print(closing_line(m))  # the last line: the one-line verdict
     return m.exit_code(args.fail_on)

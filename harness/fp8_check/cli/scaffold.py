@@ -5,9 +5,16 @@ Writes (never overwriting an existing file unless --force):
     cases/fp8_example.yaml                      a pattern case, and a commented `kind: python` case for your own function
     goldens/README.md                           where `fp8-check bless` records the expected signatures
     tests/test_fp8_fusion.py                    a pytest test using the `fp8` fixture of fp8-check's pytest plugin
-    .github/workflows/fp8-check.yml             CI: calls the reusable workflow below, with what the cases need
-    .github/workflows/fp8-check-reusable.yml    fp8-check's reusable workflow (a copy): one job per JAX version, merged
+    conftest.py                                 puts the project's root on sys.path: tests import its modules
+    .github/workflows/fp8-check.yml             CI: calls the reusable workflow below, with what the cases need; runs on
+                                                a push to the default branch, pull requests, nightly and by hand
+    .github/workflows/fp8-check-reusable.yml    fp8-check's reusable workflow (a copy): one job per JAX version x target
+                                                group, the pytest tests per target group, merged
     .github/fp8-check/fp8_check-V-py3-none-any.whl   this fp8-check, which the CI installs (not with --requirement)
+
+Then (unless --no-goldens) it records the starting goldens on the JAX installed here: `fp8-check bless` of the cases
+it finds and `pytest tests/test_fp8_fusion.py --fp8-bless` (the test's `fp8.check_golden`), each timed; what it
+could not record it names, and the CI's first run stays green with a job summary saying how to bless it.
 
 Nothing to edit: the caller names the local copy (`uses: ./…`) and the committed wheel; the modules the project's
 cases `requires:` and the packages of their `requirements:` go into the workflow's `with:` (every per-version
@@ -57,6 +64,17 @@ cases:
   #   requires: [flax]   # optional dependencies: not installed -> UNSUPPORTED (an import error is UNRESOLVED)
 """
 
+CONFTEST = '''\
+"""pytest: the project's own modules (beside this file) are importable from tests/ (written by `fp8-check init`)."""
+
+import sys
+from pathlib import Path
+
+ROOT = str(Path(__file__).resolve().parent)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+'''
+
 GOLDENS = """\
 # goldens
 
@@ -95,20 +113,30 @@ def test_scaled_relu_golden(fp8):
 '''
 
 WORKFLOW = """\
-# FP8 fusion regression checks (fp8-check): the cases in cases/ across JAX versions, deviceless, one job per
-# version (fp8-check-reusable.yml), merged into one job summary; the HTML report is the artifact `fp8-check-report`.
+# FP8 fusion regression checks (fp8-check), deviceless. What runs when: on a push to the default branch, on every
+# pull request, nightly at 04:23 UTC and by hand (Actions > fp8-check > Run workflow), the same jobs — the cases in
+# cases/ across JAX versions, one job per version x target group (fp8-check-reusable.yml), merged into one job
+# summary (the HTML report is the artifact `fp8-check-report`), and the pytest tests in tests/ once per target group.
+# A newer run of the same event and branch cancels the one still running.
 # Written by `fp8-check init`: `with:` lists what the cases need (their `requires:` and `requirements:`); add to it
 # when they need more.
 name: fp8-check
 
 on:
+  push:
   pull_request:
   schedule:
     - cron: "23 4 * * *"
   workflow_dispatch:
 
+concurrency:
+  group: fp8-check-${{{{ github.event_name }}}}-${{{{ github.ref }}}}
+  cancel-in-progress: true
+
 jobs:
   fp8-check:
+    # a push runs on the default branch only (a branch's changes are checked by its pull request)
+    if: github.event_name != 'push' || github.ref_name == github.event.repository.default_branch
     uses: {uses}
     # actions: read lets the reusable workflow read this run's `referenced_workflows` when `requirement` is empty.
     permissions:
@@ -137,6 +165,7 @@ def files(uses: str, requirement: str, file_issues: bool = False, with_: tuple[s
         "cases/fp8_example.yaml": CASES,
         "goldens/README.md": GOLDENS,
         "tests/test_fp8_fusion.py": TEST,
+        "conftest.py": CONFTEST,
         ".github/workflows/fp8-check.yml": WORKFLOW.format(
             uses=uses, requirement_line=f"      requirement: {_yaml_string(requirement)}\n" if requirement else "",
             # file-issues: the called `issues` job takes the token this job grants (issues: write)
@@ -191,6 +220,9 @@ def register(subparsers) -> dict:
     p.add_argument("--file-issues", action="store_true",
                    help="the CI opens one issue per upstream change (grants the called workflow issues: write)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.add_argument("--no-goldens", dest="goldens_now", action="store_false",
+                   help="write the files only: record no starting goldens (by default init compiles the cases it "
+                        "finds and the pytest test on the JAX installed here, and blesses them)")
     return {"init": cmd_init}
 
 
@@ -247,10 +279,67 @@ def cmd_init(args) -> int:
         print(f"kept  {shown_path(root / rel)} (exists; --force overwrites)")
     if needs:
         print(f"the CI installs what the cases need in every JAX version's environment: {' '.join(needs)}")
-    print("next: fp8-check bless                           record the goldens of cases/ (then fp8-check run checks them)")
-    print("      pytest tests/test_fp8_fusion.py --fp8-bless   record the goldens of the pytest test's fp8.check_golden")
-    print("      git add .github cases goldens tests; git commit; git push   the CI runs on the push, nothing to edit")
+    recorded = record_goldens(root, "tests/test_fp8_fusion.py" in wrote) if getattr(args, "goldens_now", True) else None
+    if recorded is None:
+        print("next: fp8-check bless                           record the goldens of cases/ (then fp8-check run checks them)")
+        print("      pytest tests/test_fp8_fusion.py --fp8-bless   record the goldens of the pytest test's fp8.check_golden")
+    else:
+        print("next: fp8-check run                             check the cases against the goldens init recorded")
+        if not recorded:
+            print("      fp8-check bless; pytest tests --fp8-bless   record what init could not (named above)")
+    print("      git add .github cases goldens tests conftest.py; git commit; git push   nothing to edit; then the CI runs:")
+    print("        on a push to the default branch, each pull request, nightly (04:23 UTC) and by hand (Run workflow):")
+    print("        the cases on every JAX version x target group, and the pytest tests per target group")
+    print("        (a case without a golden is told, with how to bless it, not failed)")
     return 0
+
+
+def record_goldens(root: Path, with_test: bool) -> bool:
+    """The starting goldens, on the JAX installed here: `fp8-check bless` of the cases init finds, then (when init
+    wrote the test) `pytest tests/test_fp8_fusion.py --fp8-bless`; each in a subprocess with a timeout, timed. Says
+    what it recorded and what it could not; True when everything was recorded."""
+    import importlib.util
+    import subprocess
+    import time
+    from importlib import metadata
+
+    jax_version = metadata.version("jax")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    steps = [("the cases", [sys.executable, "-m", "fp8_check.cli.main", "bless", "cases", "--goldens", "goldens"])]
+    if with_test:
+        if importlib.util.find_spec("pytest") is None:
+            print("goldens: the pytest test's not recorded: pytest is not installed here "
+                  "(pip install pytest; then pytest tests/test_fp8_fusion.py --fp8-bless)")
+            with_test = False
+        else:
+            steps.append(("the pytest test's", [sys.executable, "-m", "pytest", "tests/test_fp8_fusion.py", "--fp8-bless",
+                                                "--fp8-goldens", "goldens", "-q", "-p", "no:cacheprovider"]))
+    complete = True
+    for what, cmd in steps:
+        start = time.perf_counter()
+        try:
+            p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
+        except subprocess.TimeoutExpired:
+            print(f"goldens: {what} not recorded: no answer within 1800 s (record them with: {_by_hand(cmd)})")
+            complete = False
+            continue
+        took = time.perf_counter() - start
+        lines = p.stdout.splitlines()
+        missed = [x for x in lines if x.startswith(("UNSUPPORTED ", "UNRESOLVED ", "skipped "))]
+        if p.returncode == 0 and not missed:
+            told = next((x for x in reversed(lines) if x.startswith("blessed:") or " passed" in x), "recorded")
+            print(f"goldens: {what} recorded on jax {jax_version} in {took:.1f} s ({told.strip('= ')})")
+            continue
+        complete = False
+        print(f"goldens: {what} not all recorded on jax {jax_version} ({took:.1f} s; exit {p.returncode}); "
+              f"the CI's first run stays green and its job summary says how to bless them:")
+        for x in (missed or [x for x in lines if x.strip()][-5:] or p.stderr.strip().splitlines()[-5:]):
+            print(f"  {x}")
+    return complete
+
+
+def _by_hand(cmd: list[str]) -> str:
+    return ("fp8-check " + " ".join(cmd[3:])) if cmd[2] == "fp8_check.cli.main" else " ".join(["pytest", *cmd[3:]])
 
 
 def _copy_whole(source: Path, path: Path) -> None:

@@ -6,7 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['CHANGE_MARKS', 'EXIT_OK', 'EXIT_USAGE', 'FAIL_ON', 'Finding', 'Matrix', 'MatrixError', 'NO_REGRESSIONS', 'NotRun', 'Progress', 'Status', 'closing_line', 'entry_from_results', 'findings', 'first_bad', 'goldens', 'load_matrix', 'merge', 'not_run', 'print_report', 'run_matrix', 'versions_from_args', 'write']
+__all__ = ['CHANGE_MARKS', 'EXIT_OK', 'EXIT_USAGE', 'FAIL_ON', 'Finding', 'Matrix', 'MatrixError', 'NO_REGRESSIONS', 'NotRun', 'Progress', 'Status', 'closing_line', 'entry_from_results', 'findings', 'first_bad', 'goldens', 'jobs', 'load_matrix', 'merge', 'not_run', 'print_report', 'run_matrix', 'versions_from_args', 'write']
 
 _MODULES = {  # module -> the names of the face it defines
     'document': ('EXIT_OK', 'EXIT_USAGE', 'FAIL_ON', 'Matrix', 'MatrixError', 'Status', 'entry_from_results', 'load_matrix', 'merge', 'write'),

@@ -25,8 +25,9 @@ from packaging.version import Version
 
 from fp8_check.core import BadInput, ReadError, atomic_write, load_json, shown_path
 from fp8_check.cost import model as cost
+from fp8_check.matrix.jobs import MissingJob
 from fp8_check.run import deviceless_unsupported, fails, results
-from fp8_check.verdict import CODES, UNSUPPORTED, Code, FieldDiff, Outcome, Verdict, comparator, contract_judge
+from fp8_check.verdict import CODES, NEW, UNSUPPORTED, Code, FieldDiff, Outcome, Verdict, comparator, contract_judge
 from fp8_check.verdict.classify import classify
 from fp8_check.versions import parse_version
 
@@ -115,6 +116,7 @@ class Matrix:
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     wall_seconds: float | None = None
     merged_from: list[str] | None = None
+    missing_jobs: list[MissingJob] = field(default_factory=list)  # planned jobs that uploaded nothing (matrix/jobs.py)
 
     def __post_init__(self) -> None:
         self.versions = sorted(self.versions, key=lambda e: Version(e.jax))
@@ -197,12 +199,19 @@ class Matrix:
         return out
 
     def exit_code(self, fail_on: str) -> int:
+        code = self._exit_code(fail_on)
+        # a planned job that uploaded nothing: its versions and targets were not checked, under any --fail-on
+        return EXIT_ENV if self.missing_jobs and code == EXIT_OK else code
+
+    def _exit_code(self, fail_on: str) -> int:
         if fail_on == "never":
             return EXIT_OK
         if fail_on == "newest":
             if self.newest_ran() is None:
                 return EXIT_ENV
-            if self.regressions() or self.only_newest_rows():  # a case checked on the newest release only fails too
+            # a NEW (no golden yet) is told with how to bless it, not failed: a fresh project's first run is green
+            if any(r.code is not NEW for r in self.regressions()) or self.only_newest_rows():
+                # a case checked on the newest release only fails too
                 return EXIT_FAIL
             # the newest version asked for could not be installed (or is broken): a broken release must not pass
             return EXIT_ENV if self.versions and self.versions[-1].status.not_run else EXIT_OK
@@ -244,6 +253,8 @@ def to_json(m: Matrix, base: Path | None = None) -> dict:
         doc["wall_seconds"] = m.wall_seconds
     if m.merged_from is not None:
         doc["merged_from"] = m.merged_from
+    if m.missing_jobs:
+        doc["missing_jobs"] = [j.to_json() for j in m.missing_jobs]
     doc["versions"] = [entry_to_json(e, base) for e in m.versions]
     # derived, for readers of the file (the nightly, people); recomputed when it is read back
     doc["changes"] = [{"case": c.case, "target": c.target, "profile": c.profile, "from": c.before, "to": c.after,
@@ -266,10 +277,11 @@ def from_json(doc: dict, path: str | None = None) -> Matrix:
     base = Path(path).parent if path else None
     try:
         entries = [entry_from_json(e, base) for e in doc.get("versions") or []]
+        missing = [MissingJob.from_json(j) for j in doc.get("missing_jobs") or []]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise MatrixError(f"{where}: malformed version entry: {type(exc).__name__}: {exc}") from None
     return Matrix(entries, doc.get("mode"), doc.get("targets"), doc.get("profiles"), str(doc.get("created", "")),
-                  doc.get("wall_seconds"), doc.get("merged_from"))
+                  doc.get("wall_seconds"), doc.get("merged_from"), missing)
 
 
 def write(path: Path, m: Matrix) -> None:

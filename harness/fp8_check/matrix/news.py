@@ -91,7 +91,17 @@ def first_bad(m: Matrix) -> list[Finding]:
 
 
 def closing_line(m: Matrix) -> str:
-    """The one-line verdict every view ends with."""
+    """The one-line verdict every view ends with (led by the planned jobs that uploaded nothing, if any)."""
+    line = _closing_line(m)
+    if not m.missing_jobs:
+        return line
+    n = len(m.missing_jobs)
+    told = "; ".join(f"jax {j.jax} {j.group} ({j.targets})" for j in m.missing_jobs[:5]) + ("; …" if n > 5 else "")
+    return (f"verdict: {n} planned job{'s' if n != 1 else ''} missing, not checked: {told}; "
+            + line.removeprefix("verdict: "))
+
+
+def _closing_line(m: Matrix) -> str:
     ran = m.ran()
     total = sum(len(e.outcomes) for e in ran)
     found = findings(m)
@@ -131,15 +141,23 @@ class NotRun:
     hint: str = ""
     only_newest: bool = False
     status: Status | None = None  # a whole version's status (install-failed, broken, unsupported); None for results
+    missing_job: bool = False  # a planned job (version x target group) that uploaded nothing (matrix/jobs.py)
 
     @property
     def version_failed(self) -> bool:
         """A version that could not be installed or is broken (an error, not a skip)."""
         return self.status in (Status.INSTALL_FAILED, Status.BROKEN)
 
+    @property
+    def is_error(self) -> bool:
+        """An error, not a skip: a version that failed, or a job whose results never came."""
+        return self.version_failed or self.missing_job
+
     def line(self, limit: int = 5) -> str:
         """One line for the terminal, the job summary and an annotation."""
         on = f"jax {', '.join(self.versions)}"
+        if self.missing_job:
+            return f"{self.what}: {on}, targets {', '.join(self.rows)}: {self.reason}"
         if self.cases:
             shown = ", ".join(self.cases[:limit]) + (f", … ({len(self.cases)} cases)" if len(self.cases) > limit else "")
             head = f"{self.what} {shown} ({', '.join(self.rows)}) on {on}"
@@ -162,11 +180,13 @@ def _first_line(text: str, default: str) -> str:
 
 
 def not_run(m: Matrix) -> list[NotRun]:
-    """Every reason something did not run: versions that could not be installed or are broken, versions where
+    """Every reason something did not run: planned jobs that uploaded nothing, versions that could not be installed or are broken, versions where
     deviceless compilation is impossible (one line), then the UNSUPPORTED results of versions that ran, grouped by
     reason (cases that ran on the newest version only first, then reasons that name a missing module)."""
-    out = [NotRun((), (), (e.jax,), str(e.status), _first_line(e.error, "no error text"), status=e.status)
-           for e in m.versions if e.status in (Status.INSTALL_FAILED, Status.BROKEN)]
+    out = [NotRun((), tuple(j.targets.split(",")), (j.jax,), f"missing job ({j.group})", j.why, missing_job=True)
+           for j in m.missing_jobs]
+    out += [NotRun((), (), (e.jax,), str(e.status), _first_line(e.error, "no error text"), status=e.status)
+            for e in m.versions if e.status in (Status.INSTALL_FAILED, Status.BROKEN)]
     whole = [e for e in m.versions if e.status is Status.UNSUPPORTED]
     if whole:
         first = next((o.reason for e in whole for o in e.outcomes if o.reason), "")

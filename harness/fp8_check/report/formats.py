@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Callable, ClassVar, TextIO
+from typing import Callable, ClassVar, Sequence, TextIO
 
 from fp8_check.core import outputs
 from fp8_check.report import page  # page.write_report, looked up when writing (a test replaces it)
@@ -28,6 +28,7 @@ class ReportFormat:
     primary: ClassVar[bool] = False  # the run's record: failing to write it is an error (exit 2/3)
     announce: ClassVar[str | None] = None  # printed once written, "{path}" replaced
     many: ClassVar[bool] = True  # writes several runs (a matrix: one per JAX version), not only one
+    notes: Sequence[str] = ()  # lines for the output's header (a matrix's missing jobs), set per instance
 
     @classmethod
     def dest(cls) -> str:
@@ -56,7 +57,7 @@ class HtmlReport(ReportFormat):
     help = "HTML report"
 
     def write(self, runs: list[Results], path: Path) -> None:
-        page.write_report(runs, path)
+        page.write_report(runs, path, notes=self.notes)
 
 
 FORMATS: tuple[type[ReportFormat], ...] = (ResultsJson, HtmlReport)

@@ -62,7 +62,24 @@ def _md(text: str) -> str:
     return md_inline(text)
 
 
-def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
+def _how_to_bless(first: list[Finding], run_id: str | None) -> list[str]:
+    """For rows without a golden (NEW): the exact commands that record them (green until then)."""
+    new = [f for f in first if f.outcome.code is NEW]
+    if not new:
+        return []
+    shown = ", ".join(md_inline(f.outcome.case) for f in new[:10]) + (" …" if len(new) > 10 else "")
+    run = md_inline(run_id) if run_id and run_id.isdigit() else "RUN_ID"
+    return ["### No golden yet: how to bless", "",
+            f"{len(new)} row{'s have' if len(new) != 1 else ' has'} no golden yet ({shown}): told, not failed. "
+            "To record the signatures this run found, on every version it ran, from the repository's root:", "",
+            "```sh", f"gh run download {run} -n fp8-check-report -D reports   # this run's report artifact",
+            "fp8-check bless --from-matrix reports/matrix.json                 # one golden per case, version-ranged",
+            "git add goldens && git commit -m 'fp8-check: bless' && git push", "```", "",
+            "Or on the JAX installed locally: `fp8-check bless` (the cases) and `pytest tests --fp8-bless` "
+            "(the `fp8.check_golden` calls of the tests).", ""]
+
+
+def job_summary(m: Matrix, issues_dir: str | None = None, run_id: str | None = None) -> str:
     """The markdown job summary: verdict, findings (first bad version each, regressions first), then the grid."""
     first = first_bad(m)
     body_of = {_row(f): g.name for g in issue_groups(m) for f in g.findings}
@@ -81,6 +98,7 @@ def job_summary(m: Matrix, issues_dir: str | None = None) -> str:
             lines.append(f"| {_md(o.case)} | {_md(o.target)}/{_md(o.profile)} | {_md(f.jax)} | {o.code.name} | "
                          f"{_md(one_line(f))} | {where} |")
         lines.append("")
+    lines += _how_to_bless(first, run_id)
     unrun = not_run(m)
     if unrun:
         lines += ["### Did not run", "", "| what | cases | target/profile | jax | why | what to do |", "|---|---|---|---|---|---|"]
@@ -154,7 +172,7 @@ def not_run_annotations(unrun: list[NotRun], case_lines: dict[str, tuple[str, in
     out = []
     for n in unrun:
         if not n.cases:
-            if n.version_failed:
+            if n.is_error:
                 title = f"fp8-check: jax {', '.join(n.versions)} {n.what}"
                 out.append(f"::error title={_escape_command(title, True)}::{_escape_command(n.line())}")
             continue

@@ -264,7 +264,8 @@ def reproducer_section(it: Item, model: Model) -> list[str]:
     if minimal:
         return [minimal]
     return ["### Reproducer", "",
-            f"Standalone script (needs only `pip install \"{_platform(it.target).install(it.jax)}\"`): `python repro.py` compiles "
+            f"Script (its header lists what it needs, `python repro.py --requirements` prints them; on a GPU: `pip install "
+            f"\"{_platform(it.target).install(it.jax)}\"`): `python repro.py` compiles "
             f"for {md_inline(it.target)} without a GPU and prints the optimized HLO; `python repro.py --device` compiles on a "
             "local GPU.", "", fence(it.repro or "# (no repro script recorded)", "python"), ""]
 

@@ -67,12 +67,14 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
         d["estimate"] = o.estimate.to_dict(kernels=with_text)  # lean records: the total only
     if with_text:
         d.update({"source": o.source, "yaml": o.yaml, "hlo": o.hlo, "stablehlo": o.stablehlo})
+        if o.repro_needs:
+            d["repro_needs"] = o.repro_needs
     return d
 
 
 # The type of each field a reader relies on (None allowed wherever the field may be absent).
 _TEXT_FIELDS = ("reason", "description", "source", "yaml", "file", "hlo", "stablehlo", "filecheck", "mode", "jax")
-_MAP_FIELDS = ("expected", "known_issue", "signature", "numerics", "verdict")
+_MAP_FIELDS = ("expected", "known_issue", "signature", "numerics", "verdict", "repro_needs")
 _ENV_TYPES = {"jax": str, "jaxlib": str, "mode": str, "targets": list, "profiles": list, "compiler_options": dict,
               "target_versions": dict, "device": dict}
 
@@ -123,7 +125,22 @@ def outcome_from_json(d: dict) -> Outcome:
         numerics=NumericsResult.from_dict(d["numerics"]) if d.get("numerics") else None,
         verdict=Verdict.from_dict(d.get("verdict")),
         estimate=Estimate.from_dict(d.get("estimate")),
+        repro_needs=_repro_needs(d.get("repro_needs")),
     )
+
+
+def _repro_needs(d: dict | None) -> dict | None:
+    """The repro's needs as stored (requirements: text; files: [name, relpath, is a package, text]); a malformed
+    record raises ValueError naming the field."""
+    if not d:
+        return None
+    reqs, files = d.get("requirements") or [], d.get("files") or []
+    if not (isinstance(reqs, list) and all(isinstance(r, str) for r in reqs)):
+        raise ValueError("field 'repro_needs.requirements': expected a list of text")
+    if not (isinstance(files, list) and all(isinstance(f, list) and len(f) == 4 and isinstance(f[0], str)
+                                            and isinstance(f[1], str) and isinstance(f[3], str) for f in files)):
+        raise ValueError("field 'repro_needs.files': expected [name, relpath, is a package, text] lists")
+    return {"requirements": reqs, "files": files, "incomplete": str(d.get("incomplete") or "")}
 
 
 _CASE_BEGIN = "# ---- the case, exactly as fp8-check compiles it"
@@ -199,4 +216,4 @@ def repro_for(res: Results, o: Outcome) -> str:
     profile = PROFILES.get(o.profile) or Profile(o.profile, options or {}, True)
     if options is not None and options != profile.compiler_options:
         profile = Profile(o.profile, options, profile.deviceless)
-    return render.repro_script(o.source, target, profile, o.jax)
+    return render.repro_script(o.source, target, profile, o.jax, needs_of=o.repro_needs)

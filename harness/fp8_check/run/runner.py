@@ -382,6 +382,7 @@ def run(
             priced = next(compiled) if case.priced_elsewhere else None
             out = judge(case, comp, jax_version, goldens_root)
             out.source = request.rendered.source
+            out.repro_needs = render.repro_needs(case, request.rendered)
             price(out, target, priced, case)
             if priced is not None and not priced.ok and comp.ok:  # never priced at the test shapes instead
                 first = (priced.error or "").strip().splitlines() or ["unknown error"]

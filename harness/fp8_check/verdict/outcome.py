@@ -140,6 +140,7 @@ class Outcome:
     cached: bool = False  # the compilation came from the compile cache (harness/fp8_check/compile/cache.py)
     verdict: Verdict | None = None  # FAIL: regression / improvement / neutral / mixed (harness/fp8_check/verdict/classify.py)
     estimate: Estimate | None = None  # the compiled program's roofline price (harness/fp8_check/cost/model.py)
+    repro_needs: dict | None = None  # what the repro needs besides JAX: requirements, project files (compile/render.py)
 
     @property
     def is_failure(self) -> bool:
