@@ -214,7 +214,7 @@ def cmd_bless(args) -> int:
             facts = contract_judge.facts_of(out, options) if is_contract else None
             rules = contract.fp8_layer_rules(out.signature) if is_contract else None
             diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
-                                facts, rules)
+                                facts, rules, out.autotune.record() if out.autotune is not None else None)
             if rules and diff and "\n+layers:" in diff:
                 print(f"layer rules written for {where} (every layer seen in FP8 must stay FP8; edit them in the "
                       f"golden's `layers:`):")
