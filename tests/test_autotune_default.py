@@ -174,3 +174,48 @@ def test_default_deviceless_is_nvidia_only():
     replayed = runner.compile_profile(default, load_target("h100"), "deviceless", "0.12.0.1", Path("/nonexistent"))
     assert replayed.name == "default" and replayed.compiler_options[ar.LOAD_OPTION] == str(ar.stand_in())
     assert runner.compile_profile(default, load_target("h100"), "device", "0.12.0.1", None) is default
+
+
+MODEL = '''
+import jax, jax.numpy as jnp
+
+def scaled_relu(a, b, a_scale, b_scale):
+    c = jax.lax.dot_general(a.astype(jnp.float32) * a_scale, b.astype(jnp.float32) * b_scale, (((1,), (0,)), ((), ())))
+    return jnp.clip(jax.nn.relu(c), -448.0, 448.0).astype(jnp.float8_e4m3fn)
+'''
+ARG_FLAGS = ["--arg", "a=float8_e4m3fn[64,64]", "--arg", "b=float8_e4m3fn[64,32]", "--arg", "a_scale=float32[]",
+             "--arg", "b_scale=float32[]"]
+
+
+@pytest.mark.slow
+def test_check_and_the_api_compile_default_deviceless(run_cli, tmp_path, monkeypatch):
+    """`fp8-check check --profile default` and fp8_check.api: deviceless `default`, with its coverage (here no results
+    file is committed for this release: XLA's deviceless defaults, said on the FP8-first line and in the JSON);
+    bless records it in the golden, and the golden then judges the next check."""
+    (tmp_path / "usermodel_at58.py").write_text(MODEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = run_cli("check", "usermodel_at58:scaled_relu", *ARG_FLAGS, "--profile", "default",
+                             "--golden", "sr", "--bless", "--json", str(tmp_path / "c.json"), cwd=tmp_path)
+    assert code == 0, out + err
+    line = next(ln for ln in out.splitlines() if "h100/default" in ln)
+    assert re.search(r"FP8 \d+/\d+", line) and "[autotune: XLA's deviceless defaults (1/1: no results file)]" in line
+    g = golden.load(golden.path_for(tmp_path / "goldens", "sr", "h100", "default", "deviceless"))
+    assert g is not None and g.expect[0].autotune == {"decisions": 1, "from_results": 0, "choices": []}
+    code, out, err = run_cli("check", "usermodel_at58:scaled_relu", *ARG_FLAGS, "--profile", "default",
+                             "--golden", "sr", cwd=tmp_path)
+    assert code == 0 and "PASS" in out, out + err
+
+    from fp8_check import api
+
+    report = api.fusion_signature(__import__("usermodel_at58").scaled_relu, *_api_args(), profile="default")
+    assert report.profile == "default" and report.autotune is not None and report.autotune.decisions == 1
+    assert report.to_dict()["autotune"]["summary"].startswith("no autotune results for this target and release")
+
+
+def _api_args():
+    import jax
+    import jax.numpy as jnp
+
+    f8 = jnp.float8_e4m3fn
+    return (jax.ShapeDtypeStruct((64, 64), f8), jax.ShapeDtypeStruct((64, 32), f8),
+            jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), jnp.float32))
