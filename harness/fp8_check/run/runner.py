@@ -30,7 +30,7 @@ from fp8_check.compile import (
 )
 from fp8_check.cost import model as cost, policy as cost_policy
 from fp8_check.signature import extract as signature, run_filecheck
-from fp8_check.targets import PROFILES, Profile, Target, platform_of, profile_applies
+from fp8_check.targets import PROFILES, Profile, Target, autotune_results, platform_of, profile_applies
 from fp8_check.verdict import (  # noqa: F401  (re-exported for the commands)
     CANARY,
     FAIL,
@@ -337,8 +337,14 @@ def request_for(case: Case, target: Target, profile: Profile, numerics: "Numeric
     inputs = None
     if numerics is not None and numerics.skip_reason(case) is None:
         inputs = numerics.encode_inputs(case)
-    profile = compile_profile(profile, target, mode, jax_version, goldens_root)
-    return CompileRequest(render.render(case), target, profile, inputs, case_options(case),
+    replayed = compile_profile(profile, target, mode, jax_version, goldens_root)
+    options = case_options(case)
+    if replayed is not profile:  # XLA's text format flag, only where this XLA has it (JAX 0.11.1 on): else UNSUPPORTED
+        fmt = autotune_results.FORMAT_OPTION
+        options = dict(options or {}, **{fmt: replayed.compiler_options[fmt]})
+        replayed = dataclasses.replace(replayed, compiler_options={k: v for k, v in replayed.compiler_options.items()
+                                                                   if k != fmt})
+    return CompileRequest(render.render(case), target, replayed, inputs, options,
                           case.requirements.requirements if case.requirements else (), case.env)
 
 
@@ -411,6 +417,9 @@ def run(
             comp = next(compiled)
             priced = next(compiled) if case.priced_elsewhere else None
             out = judge(case, comp, jax_version, goldens_root)
+            if out.code is UNSUPPORTED and autotune_results.FORMAT_OPTION in out.reason:
+                out.reason = ("deviceless `default` replays autotune results in XLA's AutotuneResults text format, "
+                              "which this release cannot be told to read: " + out.reason)
             out.source = request.rendered.source
             price(out, target, priced, case)
             if priced is not None and not priced.ok and comp.ok:  # never priced at the test shapes instead
