@@ -219,3 +219,19 @@ def _api_args():
     f8 = jnp.float8_e4m3fn
     return (jax.ShapeDtypeStruct((64, 64), f8), jax.ShapeDtypeStruct((64, 32), f8),
             jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), jnp.float32))
+
+
+def test_the_text_format_flag_is_optional_so_older_releases_are_unsupported():
+    """The replay's `xla_gpu_use_new_autotune_cache_format` is set only where the XLA has it (JAX 0.11.1 on): on
+    0.6.1 to 0.11.0 it made every deviceless `default` UNRESOLVED ("No such compile option"); as an optional option
+    the worker answers UNSUPPORTED with the flag's name (measured with `matrix --jax 0.11.0,0.11.1`)."""
+    from fp8_check.run import runner
+    from fp8_check.targets import PROFILES
+
+    case = next(c for c in selection.load_cases([], CASE) if c.id == CASE)
+    request = runner.request_for(case, load_target("h100"), PROFILES["default"], None, "deviceless", "0.12.0.1",
+                                 Path("/nonexistent"))
+    assert ar.FORMAT_OPTION not in request.profile.compiler_options and ar.LOAD_OPTION in request.profile.compiler_options
+    assert request.optional_options is not None and request.optional_options[ar.FORMAT_OPTION] is False
+    plain = runner.request_for(case, load_target("h100"), PROFILES["cublas"], None, "deviceless", "0.12.0.1", None)
+    assert ar.FORMAT_OPTION not in (plain.optional_options or {})
