@@ -255,7 +255,9 @@ def cmd_show(args) -> int:
     compiler, env = selection.start_compiler(mode, args.timeout, [target], args=args, workers=args.workers or 1,
                                              cases=[case], log=_say)
     with compiler:  # in the environment of the case's `requirements:` when it names them
-        [comp] = list(compiler.imap([runner.request_for(case, target, profile)]))
+        # deviceless `default`: replaying the committed autotune results, as `run` does
+        [comp] = list(compiler.imap([runner.request_for(case, target, profile, None, mode, env["jax"],
+                                                        getattr(args, "goldens", None))]))
     script = render.repro(case, target, profile, env["jax"])
     if args.repro:
         atomic_write(args.repro, script)  # creates missing folders
