@@ -209,6 +209,8 @@ LONG_MODULES: dict[str, str] = {
     'fp8_check.api': "456 lines at the restructure: one concept (split where a seam appears)",
     'fp8_check.run.runner': "the one runner (plan -> canary -> compile -> judge) with the platform filter (#47) and "
                             "the device-validity diffs (#44): one concept, 471 lines",
+    'fp8_check.compile.service': "the compile worker and its compiler, whose one send path also switches a worker "
+                                 "to replay autotune results (#58; the rest lives in compile/_replay_worker.py)",
 }
 
 

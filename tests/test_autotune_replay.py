@@ -161,3 +161,14 @@ def test_fidelity_compares_replayed_default_with_the_devices_default(tmp_path):
     table = fidelity.markdown(cells, {"replayed_agreement": after, "autotune_coverage": covered})
     assert "gemm engine agrees in 1 of 1 cases (100 %)" in table
     assert "autotune replay, seed_relu_f32: autotune results covered 1 of 1" in table
+
+
+def test_a_second_compile_in_the_same_worker_still_counts_the_file_loaded(replay, own_keys, tmp_path):
+    """XLA says it loaded a results file once per process, at the first compile that names it: the next compile in
+    the same worker replays it too (before #58 its summary said the file 'was not loaded')."""
+    key = _gemm_key(own_keys[0])
+    path = _write(tmp_path, "twice.txt", [ar.Entry(key, ar.Choice("cublaslt", {"algorithm": -1}))])
+    first, second = replay(path), replay(path)
+    assert first.coverage.loaded and second.coverage.loaded
+    assert second.coverage.summary() == "autotune results covered 1 of 1 autotuned decisions"
+    assert second.coverage.choices == ("cublaslt(algorithm=-1)",)

@@ -76,6 +76,8 @@ def test_the_dry_run_executes_every_step_deviceless_and_writes_the_files(tmp_pat
     autotune = json.loads((out / "autotune.json").read_text())
     assert autotune["dry_run"] is True and autotune["rows"] and all("error" not in r for r in autotune["rows"])
     assert all(r["decisions"] >= 1 and len(r["keys"]) == r["decisions"] for r in autotune["rows"])
+    # the FP8-first example's train step too, compiled from its own folder (its module and its cases)
+    assert "fp8first_train" in [r["case"] for r in autotune["rows"]] and autotune["examples"]
     kernels = json.loads((out / "kernels.json").read_text())
     assert kernels["dry_run"] is True and len(kernels["rows"]) == 2 * len(kernel_timing.DRY_SHAPES)
     assert all("error" not in r and r["us_per_call"] > 0 for r in kernels["rows"]) and "refit" in kernels

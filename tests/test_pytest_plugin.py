@@ -68,9 +68,22 @@ def test_failure_shows_the_field_diff_and_unsupported_is_a_skip(workspace):
     # the golden differs in the epilogue only: the same kernels on the same dtypes, so no estimated cost
     assert "cost: estimated below the model's resolution (|Δ| < 0.5 µs or 0.1 %) per call on H100 SXM at these shapes" \
         in p.stdout
+    # deviceless `default` compiles (autotune replay) and its failure says whose decisions the program holds
     p = pytest_run(workspace, "cases/seed.yaml", "-k", "seed_plain_f32", "--fp8-mode", "deviceless",
                    "--fp8-profile", "default")
-    assert p.returncode == 0 and "1 skipped" in p.stdout and "autotunes and needs a real GPU" in p.stdout
+    assert p.returncode == 1 and "NEW h100/default seed_plain_f32" in p.stdout, p.stdout + p.stderr
+    assert "no autotune results for this target and release: XLA's deviceless defaults for all 1" in p.stdout
+    write_cases(workspace / "cases" / "missing.yaml", """\
+cases:
+  - id: needs_missing_dependency
+    kind: python
+    callable: no_such_package_xyz.layers:dense
+    requires: [no_such_package_xyz]
+    args: [{name: a, shape: [16, 32], dtype: float8_e4m3fn}]
+    profiles: [cublas]
+""")
+    p = pytest_run(workspace, "cases/missing.yaml", "--fp8-mode", "deviceless", "--fp8-profile", "cublas")
+    assert p.returncode == 0 and "1 skipped" in p.stdout, p.stdout + p.stderr
 
 
 @pytest.mark.slow

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fp8_check import platforms
-from fp8_check.compile import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
+from fp8_check.compile import (
+    cpu_only_without_gpu,
+    export_callable,
+    non_native_fp8,
+    replays_autotune,
+    sharding_of,
+    target_devices,
+)
 from fp8_check.core import dtypes
 from fp8_check.cost import model as cost
 from fp8_check.report import gemm_summary
@@ -43,6 +50,7 @@ from fp8_check.targets import (
     Target,
     as_profile,
     as_target,
+    autotune_results,
     gpu_present,
     platform_of,
     profile_applies,
@@ -91,6 +99,8 @@ class FusionReport:
     warnings: tuple[str, ...] = ()
     # Why the signature may not be what the GPU runs: the traced code asked JAX for the device and saw the CPU
     not_representative: str = ""
+    # deviceless `default`: which autotuned decisions the committed results file made, which XLA's defaults made
+    autotune: autotune_results.Coverage | None = None
 
     @property
     def kernels(self) -> int:
@@ -133,6 +143,8 @@ class FusionReport:
         if (est := self.estimate()) is not None:
             d["estimate"] = est.to_dict(kernels=with_text)
         d.update({"not_representative": self.not_representative} if self.not_representative else {})
+        if self.autotune is not None:
+            d["autotune"] = dict(self.autotune.to_json(), summary=self.autotune.summary())
         if with_text:
             d.update(hlo=self.hlo, stablehlo=self.stablehlo)
         return d
@@ -168,6 +180,9 @@ class Checker:
         # Questions the checked code asked before tracing (importing it, its --args factory) that this machine
         # answered, not the target: `fp8-check check` sets them; every result then says NOT REPRESENTATIVE.
         self.asked_outside: list[str] = []
+        # where deviceless `default` finds the committed autotune results (<root>/<target>/autotune/<jax>.txt);
+        # None: the checkout's goldens/, else ./goldens
+        self.goldens_root: Path | None = None
         self._lock = threading.Lock()
 
     def compiler_for(self, target: Target):
@@ -195,8 +210,9 @@ class Checker:
         if not profile_applies(p, t):
             theirs = ", ".join(x.name for x in t.platform.profiles)
             raise ValueError(f"profile: '{p.name}' is no profile of {t.platform.vendor} targets ({t.name}: {theirs})")
-        if self.mode == "deviceless" and not p.deviceless:
-            raise ValueError(f"profile '{p.name}' autotunes and needs a real GPU; use 'cublas' or 'triton' deviceless")
+        if self.mode == "deviceless" and not p.deviceless and not replays_autotune(p, t):
+            raise ValueError(f"profile '{p.name}' autotunes and needs a real GPU (deviceless, it replays autotune "
+                             f"results on NVIDIA targets only); use 'cublas' or 'triton' deviceless")
         sharding = sharding_of(args, kwargs)
         if sharding is not None:
             devices = 1
@@ -219,13 +235,16 @@ class Checker:
             env = self.environment(t)
             if (problem := self._gate.problem(self.compiler_for(t), t)) is not None:
                 raise EnvironmentProblem(problem)
-            comp = self.compiler_for(t).compile_exported(name or _name_of(fn), data, t, p, sharding=sharding)
+            # deviceless `default`: the results file committed for the target and release (runner.compile_profile)
+            compile_as = runner.compile_profile(p, t, self.mode, env["jax"], self.goldens_root)
+            comp = self.compiler_for(t).compile_exported(name or _name_of(fn), data, t, compile_as, sharding=sharding)
         label = name or _name_of(fn)
         if not comp.ok:
             raise RuntimeError(f"{label} did not compile for {t.name}/{p.name} ({self.mode}): {comp.error}")
         hlo = comp.hlo or ""  # set whenever the compilation succeeded
         return FusionReport(label, t.name, p.name, self.mode, env["jax"], extract(hlo), hlo,
-                            comp.stablehlo or "", comp.seconds, non_native_fp8(t, args, kwargs), self.not_representative)
+                            comp.stablehlo or "", comp.seconds, non_native_fp8(t, args, kwargs), self.not_representative,
+                            comp.autotune)
 
     def close(self) -> None:
         self.compiler.close()
@@ -260,8 +279,9 @@ def fusion_signature(fn: Callable, *args: Any, target: str | Target = "h100", pr
                      mode: str = "deviceless", name: str | None = None, **kwargs: Any) -> FusionReport:
     """The fusion signature of `fn(*args, **kwargs)` compiled for `target` (default h100, no GPU needed).
 
-    `profile`: on GPUs `cublas` (XLA's FP8 GEMM rewriter, default) or `triton`; `default` needs a GPU
-    (`mode="device"`); on TPUs `tpu` (None: the target platform's first profile). Keyword arguments other than these are passed to `fn`.
+    `profile`: on GPUs `cublas` (XLA's FP8 GEMM rewriter, default) or `triton`; `default` on the GPU
+    (`mode="device"`), or deviceless on NVIDIA replaying the committed autotune results (`report.autotune` says
+    which decisions they made and which XLA's deviceless defaults made); on TPUs `tpu` (None: the target platform's first profile). Keyword arguments other than these are passed to `fn`.
     """
     return _shared(mode).signature(fn, *args, target=target, profile=profile, name=name, **kwargs)
 
@@ -374,7 +394,8 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
     path = golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
     if bless:
         return golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax,
-                            report.signature.to_dict())
+                            report.signature.to_dict(),
+                            autotune=report.autotune.record() if report.autotune is not None else None)
     out = judge_golden(report, goldens_root, name=case)
     if out.code is NEW:
         raise FusionMismatch(new_golden_message(report, out, path), [], report)
@@ -393,7 +414,7 @@ def judge_golden(report: FusionReport, goldens_root: str | Path, *, name: str | 
     the one result record (`fp8_check.verdict.outcome.Outcome`: PASS, FAIL with its structured `diffs` and a verdict that
     carries what the change costs, or NEW). Raises GoldenError for an unreadable golden."""
     out = runner.judge_signature(Outcome(_golden_name(name or report.name), report.target, report.profile, report.mode, report.jax,
-                                         UNRESOLVED), report.signature, Path(goldens_root))
+                                         UNRESOLVED, autotune=report.autotune), report.signature, Path(goldens_root))
     out.hlo, out.stablehlo, out.compile_seconds = report.hlo, report.stablehlo, report.seconds
     runner.price(out, as_target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
     return out

@@ -30,7 +30,7 @@ from fp8_check.verdict import FAIL, NEUTRAL, NEW, PASS, UNRESOLVED, Outcome, Ver
 
 if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it when it checks
     from fp8_check.api import FusionReport
-from fp8_check.compile import target_devices
+from fp8_check.compile import replays_autotune, target_devices
 from fp8_check.core import WriteError, outputs
 from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
 from fp8_check.signature import attributed, layer_table
@@ -153,6 +153,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
     bless_hint = f"the same `fp8-check check` command plus `--golden {label} --bless`"  # not pytest's way: this is the CLI
     checker = api.Checker(mode, timeout=timeout)
     checker.asked_outside = list(asked_outside or [])
+    checker.goldens_root = goldens  # deviceless `default` replays the autotune results committed beside them
     try:
         for t in targets:
             target = load_target(t)
@@ -176,6 +177,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                     continue
                 res.jax, res.signature, res.compile_seconds = report.jax, report.signature, report.seconds
                 res.hlo, res.stablehlo, res.estimate = report.hlo, report.stablehlo, report.estimate()
+                res.autotune = report.autotune  # deviceless `default`: which decisions a results file made
                 res.diffs = api.fusion_diffs(report.signature, **expect)
                 for warning in report.warnings:
                     print(f"fp8-check check: warning: {label} on {t}/{p}: {warning}", file=sys.stderr)
@@ -222,6 +224,8 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
     line = f"{res.code.name:<11} {res.target}/{res.profile:<7} {label}" + (f"  {fp8.headline}" if fp8.headline else "")
     if report is not None:
         line += f"  ({gemm_summary(report.signature) if verbose else kernels_text(report.signature)}) {report.seconds:.2f}s"
+    if res.autotune is not None:  # deviceless `default`: whose autotuned decisions, as `run` says it
+        line += f"  [{res.autotune.line()}]"
     if res.verdict is not None:
         line += f"  [{res.verdict.cls}]"
     print(line)
@@ -365,9 +369,13 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
     mode = resolve_mode(args.mode)
     if mode == "deviceless":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # only tracing happens here; never touch a GPU
-        bad = [p for p in profiles if not PROFILES[p].deviceless]
+        # `default` deviceless replays autotune results on NVIDIA targets (fp8_check.compile.autotune_replay)
+        bad = [(p, t) for p in profiles for t in targets
+               if not PROFILES[p].deviceless and not replays_autotune(p, load_target(t))]
         if bad:
-            raise CheckUsage(f"--profile {bad[0]}: autotunes and needs a real GPU (--mode device)")
+            raise CheckUsage(f"--profile {bad[0][0]}: autotunes and needs a real GPU (--mode device)"
+                             + (f"; deviceless it replays autotune results on NVIDIA targets only, not on {bad[0][1]}"
+                                if bad[0][0] == "default" else ""))
     for spec in [args.function] + ([args.factory] if args.factory else []):
         module, sep, attr = spec.partition(":")
         if not sep or not re.fullmatch(r"[A-Za-z_][\w.]*", module) or not re.fullmatch(r"[A-Za-z_][\w.]*", attr):

@@ -214,7 +214,7 @@ def cmd_bless(args) -> int:
             facts = contract_judge.facts_of(out, options) if is_contract else None
             rules = contract.fp8_layer_rules(out.signature) if is_contract else None
             diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
-                                facts, rules)
+                                facts, rules, out.autotune.record() if out.autotune is not None else None)
             if rules and diff and "\n+layers:" in diff:
                 print(f"layer rules written for {where} (every layer seen in FP8 must stay FP8; edit them in the "
                       f"golden's `layers:`):")
@@ -255,7 +255,9 @@ def cmd_show(args) -> int:
     compiler, env = selection.start_compiler(mode, args.timeout, [target], args=args, workers=args.workers or 1,
                                              cases=[case], log=_say)
     with compiler:  # in the environment of the case's `requirements:` when it names them
-        [comp] = list(compiler.imap([runner.request_for(case, target, profile)]))
+        # deviceless `default`: replaying the committed autotune results, as `run` does
+        [comp] = list(compiler.imap([runner.request_for(case, target, profile, None, mode, env["jax"],
+                                                        getattr(args, "goldens", None))]))
     script = render.repro(case, target, profile, env["jax"])
     if args.repro:
         atomic_write(args.repro, script)  # creates missing folders

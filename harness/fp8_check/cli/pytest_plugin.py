@@ -160,6 +160,8 @@ class CaseItem(pytest.Item):
                     lines.append(f"    cost: {out.verdict.cost.text()}")
             if out.reason:
                 lines.append(out.reason if out.code is not UNRESOLVED else out.reason.strip()[-3000:])
+            if out.autotune is not None:  # deviceless `default`: which decisions a results file made
+                lines.append(f"    {out.autotune.summary()}")
             return "\n".join(lines)
         return super().repr_failure(excinfo, style)
 
@@ -234,10 +236,11 @@ class _Session:
         for i in items:
             if not isinstance(i, CaseItem):
                 continue
-            if runner.unsupported_reason(i.profile, self.mode, jax_version):
+            if runner.unsupported_reason(i.profile, self.mode, jax_version, i.target):
                 continue  # UNSUPPORTED without compiling
             targets.setdefault(i.target.name, i.target)
-            requests.append(runner.request_for(i.case, i.target, i.profile))
+            requests.append(runner.request_for(i.case, i.target, i.profile, None, self.mode, jax_version,
+                                               self.goldens_root(i.path)))
         runner.prefetch(compiler, list(targets.values()), self.mode, requests,
                         canary=runner.canary_applies(self.mode, jax_version))
 

@@ -6,10 +6,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['Compilation', 'CompileCache', 'CompileRequest', 'CompileService', 'Compiler', 'CompilerPool', 'DEFAULT_TIMEOUT', 'FailureKind', 'ReplayCompiler', 'WorkerError', 'arg_specs', 'cache_dir', 'case_options', 'check_process', 'cpu_only_without_gpu', 'export_callable', 'find_results', 'non_native_fp8', 'pool', 'results_for', 'sharding_of', 'target_devices']
+__all__ = ['Compilation', 'CompileCache', 'CompileRequest', 'CompileService', 'Compiler', 'CompilerPool', 'DEFAULT_TIMEOUT', 'FailureKind', 'ReplayCompiler', 'WorkerError', 'default_profile_for', 'arg_specs', 'cache_dir', 'case_options', 'check_process', 'cpu_only_without_gpu', 'export_callable', 'find_results', 'non_native_fp8', 'pool', 'replays_autotune', 'results_for', 'sharding_of', 'target_devices']
 
 _MODULES = {  # module -> the names of the face it defines
-    'autotune_replay': ('ReplayCompiler', 'find_results', 'results_for'),
+    'autotune_replay': ('ReplayCompiler', 'default_profile_for', 'find_results', 'replays_autotune', 'results_for'),
     'cache': ('CompileCache', 'cache_dir'),
     'export': ('cpu_only_without_gpu', 'export_callable', 'non_native_fp8', 'sharding_of', 'target_devices'),
     'pool': ('CompilerPool',),
@@ -19,7 +19,7 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.compile.autotune_replay import ReplayCompiler, find_results, results_for
+    from fp8_check.compile.autotune_replay import ReplayCompiler, default_profile_for, find_results, replays_autotune, results_for
     from fp8_check.compile.cache import CompileCache, cache_dir
     from fp8_check.compile.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
     from fp8_check.compile.pool import CompilerPool

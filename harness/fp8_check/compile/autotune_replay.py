@@ -2,16 +2,19 @@
 
 A deviceless compile cannot autotune; `default` deviceless compiles with XLA's defaults, loads the results
 file captured on the device for this target and JAX release when one exists
-(`goldens/<target>/autotune/<jax>.txt`, fp8_check.targets.autotune_results), and reports how many of the
-program's autotuned decisions the file covered and why each other one was missing. The worker runs with
-XLA's autotune lookup log on (`autotune_results.LOG_ENV`); what it logs during one compile is read back from
-its stderr.
+(`goldens/<target>/autotune/<jax>.txt`, fp8_check.targets.autotune_results), else an empty one (the stand-in),
+and reports how many of the program's autotuned decisions the file covered and why each other one was
+missing. `Compiler` (fp8_check.compile.service) does the work for any request whose profile loads a results
+file: a worker of its own with XLA's autotune lookup log on (`autotune_results.LOG_ENV`), a fresh one per file
+(XLA reads a file once per process), and the coverage read back from what it logged during the compile
+(`Compilation.autotune`). The compile cache keys on the file's content (`autotune_results.key_options`).
+
+Every entry point gets `default` deviceless through `default_profile_for`: `run`, `bless`, `matrix`, `bisect` and the
+pytest plugin in the runner's requests, `check` and the API in theirs.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +32,13 @@ class Replayed:
 
     compilation: Compilation
     coverage: ar.Coverage
+
+
+def replays_autotune(profile: Profile | str, target: Target) -> bool:
+    """Whether a deviceless compile of `profile` for `target` replays autotune results (`default` on a platform
+    whose XLA replays them: NVIDIA)."""
+    name = profile if isinstance(profile, str) else profile.name
+    return name == PROFILE_NAME and target.platform.replays_autotune
 
 
 def find_results(target: str, jax_version: str, goldens_root: Path | None = None) -> Path | None:
@@ -60,23 +70,25 @@ def results_for(target: str, jax_version: str, given: Path | None = None, golden
     return path.resolve()
 
 
-def replay_profile(results: Path) -> Profile:
-    """`default` for a deviceless compile: autotuning as XLA does it without a GPU, replaying `results`."""
-    options = ar.replay_options(results)
+def replay_profile(results: Path | None) -> Profile:
+    """`default` for a deviceless compile: autotuning as XLA does it without a GPU, replaying `results` (None: no
+    file for this target and release; the stand-in is loaded)."""
+    options = ar.replay_options(Path(results).resolve() if results else ar.stand_in())  # the worker runs elsewhere
     return Profile(PROFILE_NAME, options, deviceless=True,
                    description="XLA's defaults, deviceless: the device's autotune results replayed where a file has them")
 
 
+def default_profile_for(target: Target, jax_version: str, goldens_root: Path | None = None) -> Profile:
+    """The deviceless `default` for `target` and JAX `jax_version`: replaying the results file under
+    `goldens_root` (`<target>/autotune/<jax>.txt`) when there is one."""
+    return replay_profile(find_results(target.name, jax_version, goldens_root))
+
+
 class ReplayCompiler:
-    """Deviceless compiles of the `default` profile in a worker whose XLA logs every autotune lookup."""
+    """Deviceless compiles of the `default` profile, each with its coverage (one `Compiler`, which does the work)."""
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT, python: str | None = None, codegen_threads: int | None = None):
         self.compiler = Compiler("deviceless", python=python, timeout=timeout, codegen_threads=codegen_threads)
-        self.compiler.worker.extra_env.update(ar.LOG_ENV)
-        # Without a file XLA looks nothing up: an empty one makes it look up (and log) every decision
-        self._none = Path(tempfile.mkdtemp(prefix="fp8-check-autotune-")) / "none.txt"
-        self._none.write_text(ar.format_results([]))
-        self._loads: tuple[str, int] | None = None  # the file the worker's XLA has read
 
     def environment(self) -> dict:
         return self.compiler.environment()
@@ -84,22 +96,14 @@ class ReplayCompiler:
     def compile(self, rendered: Rendered, target: Target, results: Path | None,
                 optional_options: dict | None = None) -> Replayed:
         """Compile `rendered` for `target`, replaying `results` (None: no file for this target and release)."""
-        parsed = ar.load_results(results) if results else None  # AutotuneResultsError: a file that is not one
-        worker = self.compiler.worker
-        # XLA reads a results file once per process, into a process-wide cache: another file needs a fresh worker
-        loads = (str(results or self._none), (results or self._none).stat().st_mtime_ns)
-        if loads != self._loads and worker.proc is not None:
-            worker.close()
-        self._loads = loads
-        pid, mark = (worker.proc.pid if worker.proc else None), worker.stderr_size()
-        comp = self.compiler.compile(rendered, target, replay_profile(results or self._none),
-                                     optional_options=optional_options)
-        log = worker.stderr_since(mark if worker.proc is not None and worker.proc.pid == pid else 0)
-        return Replayed(comp, ar.coverage(log, parsed))
+        if results:
+            ar.load_results(results)  # AutotuneResultsError: a file that is not one
+        comp = self.compiler.compile(rendered, target, replay_profile(results), optional_options=optional_options)
+        coverage = comp.autotune or ar.Coverage(str(results or ""), 0, 0)
+        return Replayed(comp, coverage)
 
     def close(self) -> None:
         self.compiler.close()
-        shutil.rmtree(self._none.parent, ignore_errors=True)
 
     def __enter__(self) -> "ReplayCompiler":
         return self

@@ -30,7 +30,9 @@ What is cached (`cacheable`), and why that is sound:
   (`xla_gpu_autotune_level: 0`): with autotuning, XLA picks kernels by timing
   them on the GPU, so the same inputs can give a different program; the key then
   also holds the GPU's name, compute capability, driver, CUDA, cuBLAS and cuDNN
-  versions. Deviceless compiles never autotune (there is no GPU to time on).
+  versions. Deviceless compiles never autotune (there is no GPU to time on); a deviceless
+  `default` replays a device's autotune results file, which the key holds by its content
+  (`autotune_results.key_options`), and its entry keeps the replay's coverage.
 
 Storage: `<root>/v1/<2 hex>/<key>.json.gz` under `$FP8_CHECK_COMPILE_CACHE`, else
 `compile/` in fp8-check's cache directory (`$FP8_CHECK_CACHE`, XDG, ~/.cache).
@@ -57,6 +59,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fp8_check.core import package_path
+from fp8_check.targets import autotune_results as ar
 
 SCHEMA = "fp8-check/compile-cache/1"
 LAYOUT = "v1"
@@ -181,6 +184,7 @@ class Entry:
     seconds: float
     error: str | None = None
     unsupported: str | None = None  # a declared optional dependency is not installed (the case is UNSUPPORTED)
+    autotune: dict | None = None  # a replay's coverage (`autotune_results.Coverage.to_json(full=True)`)
 
 
 @dataclass
@@ -260,7 +264,8 @@ class CompileCache:
     def put(self, key: str, entry: Entry, note: dict | None = None) -> None:
         doc = {"schema": SCHEMA, "key": key, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "note": note or {}, "hlo": entry.hlo, "stablehlo": entry.stablehlo, "seconds": entry.seconds,
-               "error": entry.error, "unsupported": entry.unsupported}
+               "error": entry.error, "unsupported": entry.unsupported,
+               **({"autotune": entry.autotune} if entry.autotune is not None else {})}
         data = gzip.compress(json.dumps(doc).encode(), compresslevel=6, mtime=0)
         path = self.path(key)
         try:
@@ -347,4 +352,11 @@ def _decode(raw: bytes, key: str) -> Entry | None:
         return None
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
         return None
-    return Entry(hlo=hlo, stablehlo=stablehlo, seconds=float(seconds), error=error, unsupported=unsupported)
+    autotune = doc.get("autotune")
+    if autotune is not None:
+        try:
+            ar.Coverage.from_json(autotune)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+    return Entry(hlo=hlo, stablehlo=stablehlo, seconds=float(seconds), error=error, unsupported=unsupported,
+                 autotune=autotune)

@@ -35,7 +35,7 @@ from fp8_check.compile import _sharing as sharing
 from fp8_check.compile.cache import CompileCache, Entry, KeyMaterial, cacheable, imported_modules
 from fp8_check.compile.render import Rendered
 from fp8_check.compile.service import DEFAULT_TIMEOUT, Compilation, Compiler, CompileRequest, WorkerError
-from fp8_check.targets import Profile, Target
+from fp8_check.targets import Profile, Target, autotune_results as ar
 
 
 def default_jobs() -> int:
@@ -179,7 +179,7 @@ class CompilerPool:
         material = KeyMaterial(
             source=r.rendered.source,
             target_config=r.target.config_text,
-            compiler_options=dict(r.profile.compiler_options,
+            compiler_options=dict(ar.key_options(r.profile.compiler_options),  # a results file: its content
                                   **({"optional_options": r.optional_options} if r.optional_options else {})),
             mode=self.mode,
             versions={k: env.get(k) if self.mode == "device" else probe["environment"].get(k)
@@ -212,7 +212,8 @@ class CompilerPool:
 
     def _store(self, r: CompileRequest, key: _Key, comp: Compilation) -> None:
         if key.key and self.cache is not None and (comp.ok or comp.unsupported):
-            self.cache.put(key.key, Entry(comp.hlo, comp.stablehlo, comp.seconds, comp.error, comp.unsupported),
+            self.cache.put(key.key, Entry(comp.hlo, comp.stablehlo, comp.seconds, comp.error, comp.unsupported,
+                                          comp.autotune.to_json(full=True) if comp.autotune is not None else None),
                            note={"case": r.rendered.case_id, "target": r.target.name, "profile": r.profile.name,
                                  "mode": self.mode})
 
@@ -269,7 +270,8 @@ class CompilerPool:
                 done: Future = Future()
                 done.set_result(Compilation(r.rendered.case_id, r.target.name, r.profile.name, self.mode,
                                             hlo=entry.hlo, stablehlo=entry.stablehlo, seconds=entry.seconds,
-                                            error=entry.error, unsupported=entry.unsupported, cached=True))
+                                            error=entry.error, unsupported=entry.unsupported, cached=True,
+                                            autotune=_cached_coverage(entry, r.profile)))
                 if key.shared:
                     with self._lock:
                         self._shared.setdefault(key.shared, done)
@@ -385,6 +387,15 @@ class CompilerPool:
         self._drop_prefetched()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.kill()
+
+
+def _cached_coverage(entry: Entry, profile: Profile) -> "ar.Coverage | None":
+    """A cached replay's coverage, naming the results file this run loads (the key holds its content, not its path)."""
+    if entry.autotune is None:
+        return None
+    cov = ar.Coverage.from_json(entry.autotune)
+    path = str(profile.compiler_options.get(ar.LOAD_OPTION) or "")
+    return dataclasses.replace(cov, results=ar.shown_path(path)) if cov.results and path else cov
 
 
 def _covered(how: str, rendered: Rendered) -> str:

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Protocol
 
+from fp8_check.compile._replay_worker import ReplayState
 from fp8_check.compile.render import Rendered
 from fp8_check.core import files
-from fp8_check.targets import Profile, Target
+from fp8_check.targets import Profile, Target, autotune_results as ar
 
 CHECKOUT = files.checkout()  # None when installed
 
@@ -116,6 +117,7 @@ class Compilation:
 
     cached: bool = False  # answered from the compile cache (seconds: the original compile's)
     shared_from: str | None = None  # answered from the identical compilation of this case (harness/fp8_check/compile/_sharing.py)
+    autotune: ar.Coverage | None = None  # a replay's (deviceless `default`): what its autotune results file decided
 
     @property
     def ok(self) -> bool:
@@ -320,7 +322,8 @@ class Worker:
 
 
 class Compiler:
-    """Compiles rendered cases for (target, profile) in a worker for `mode`."""
+    """Compiles rendered cases for (target, profile) in a worker for `mode`; a profile that replays autotune results
+    in a worker of its own, one per file, which logs every lookup (fp8_check.compile._replay_worker)."""
 
     def __init__(self, mode: str, python: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                  codegen_threads: int | None = None):
@@ -329,6 +332,7 @@ class Compiler:
         self.worker = Worker(mode, python=python, timeout=timeout, codegen_threads=codegen_threads)
         self._environment: dict | None = None
         self._prepared: set[tuple[int, str]] = set()  # (worker pid, target config) with a device built
+        self.replay = ReplayState()  # the autotune results file the worker's XLA loads (autotune_replay)
 
     def environment(self) -> dict:
         if self._environment is None:
@@ -359,19 +363,35 @@ class Compiler:
             request["inputs"] = inputs
         if optional_options:
             request["optional_options"] = optional_options
+        return self._send(out, request, target, profile, prepare=True)
+
+    def _send(self, out: Compilation, request: dict, target: Target, profile: Profile, prepare: bool) -> Compilation:
+        """Send one compile request to a worker right for `profile`'s autotune replay; fill `out` (and its coverage)."""
+        try:
+            loads = self.replay.ready(self.worker, profile)
+        except (OSError, ar.AutotuneResultsError) as exc:
+            out.error = f"autotune results: {exc}"
+            return out
         try:
             # A fresh worker's start-up and a target's device do not count against the case's timeout.
             proc = self.worker.proc
-            if proc is None or not self.worker.alive or (proc.pid, target.config_text) not in self._prepared:
+            if prepare and (proc is None or not self.worker.alive or (proc.pid, target.config_text) not in self._prepared):
                 ready = self.prepare(target)
                 if not ready.get("ok"):
                     out.error, out.kind = ready.get("error", "unknown error"), FailureKind.BROKEN_ENVIRONMENT
                     return out
-            return _answer(out, self.worker.request(request))
+            mark = self.replay.mark(self.worker)
+            out = _answer(out, self.worker.request(request))
         except WorkerError as exc:
             out.error = f"worker crashed: {exc}"
             out.kind = FailureKind.TIMEOUT if exc.timed_out else FailureKind.CRASH
             return out
+        if loads and out.ok:
+            try:
+                out.autotune = self.replay.coverage(self.worker, mark)
+            except ar.AutotuneResultsError as exc:
+                out.error = str(exc)
+        return out
 
     def compile_exported(self, name: str, exported: bytes, target: Target, profile: Profile,
                          sharding: dict | None = None) -> Compilation:
@@ -389,12 +409,7 @@ class Compiler:
         }
         if sharding:
             request["sharding"] = sharding
-        try:
-            return _answer(out, self.worker.request(request))
-        except WorkerError as exc:
-            out.error = f"worker crashed: {exc}"
-            out.kind = FailureKind.TIMEOUT if exc.timed_out else FailureKind.CRASH
-            return out
+        return self._send(out, request, target, profile, prepare=False)
 
     def prepare(self, target: Target) -> dict:
         """Start the worker if needed and build `target`'s device (the worker's reply; WorkerError if it died)."""

@@ -9,14 +9,14 @@ runs), each writing its files as it goes, so a partial run still leaves results 
 |---|---|---|
 | `environment` | 20 s | `environment.json`: JAX, jaxlib, CUDA plugin, device, driver |
 | `capture` | 20 s | `h100-captured.txtpb`: the device's GpuTargetConfig (`target capture`) |
-| `autotune` | 90 s | `autotune/<target>/<jax>.txt`, `autotune.json`: the device's autotune results (`default`) |
+| `autotune` | 100 s | `autotune/<target>/<jax>.txt`, `autotune.json`: the device's autotune results (`default`) for the library, decoder and FP8-first example cases |
 | `kernels` | 90 s | `kernels.md`/`.json`: FP8/bf16 gemms 1k..16k timed by the profiler; the cost model re-fit |
 | `calibrate` | 30 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
 | `fidelity` | 140 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default` replayed, `cublas`, `triton`) |
 | `numerics` | 30 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
 | `gpu-tests` | 50 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
 
-Total 470 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
+Total 480 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
 budget, its status (ok, failed, timed out, not measured on the device) and its time; they are rewritten after
 each step.
 
@@ -70,8 +70,10 @@ SUBSET = "seed_,epi_relu,epi_bias_bf16,scale_out_divide_e4m3,dequant_f16_plain"
 # Fidelity also over the gradient dtypes, an LLM-sized layout and a flax decoder block (which profile predicts
 # the autotuned `default` for which case family; 14 cases took 23 s of its 130 s on an H200)
 FIDELITY = SUBSET + ",dtype_,layout_llm,decoder_direct_fwd"
-# The autotune capture: the fidelity cases and the flax decoder blocks (forward and train step)
+# The autotune capture: the fidelity cases and the flax decoder blocks (forward and train step), then the
+# FP8-first example's train step (its own cases and module), each at the shapes it declares
 AUTOTUNE = FIDELITY + ",decoder_direct_,decoder_qdq_fwd"
+AUTOTUNE_EXAMPLES = ("docs/examples/fp8first",)  # under the checkout
 CALIBRATE = "seed_plain_f32,seed_relu_bf16,epi_gelu_tanh,epi_bias_bf16,scale_out_divide_e4m3,layout_llm_8192"
 PRODUCTION = (4096, 4096, 4096)  # where a calibrated case without price_at is timed (m, n, k)
 GPU_TEST_FILES = ("tests/test_capture.py", "tests/test_fidelity.py", "tests/test_numerics.py", "tests/test_cost.py")
@@ -93,7 +95,8 @@ STEPS = (
     Step("environment", 20, "JAX, jaxlib, CUDA plugin, the device and its driver"),
     Step("capture", 20, "the device's GpuTargetConfig (fp8-check target capture)"),
     # autotune replay (#49): the device's autotune results, then kernels timed by the profiler
-    Step("autotune", 90, "the device's autotune results for the library and decoder cases (library and production shapes)"),
+    Step("autotune", 100, "the device's autotune results for the library, decoder and FP8-first example cases "
+                          "(library and production shapes)"),
     Step("kernels", 90, "device-timed kernels (profiler) of FP8 and bf16 gemms 1k..16k, and the cost model re-fit"),
     Step("calibrate", 30, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
     Step("fidelity", 140, "deviceless vs device signatures, profiles default (replaying the autotune step), cublas, triton"),
@@ -260,7 +263,10 @@ def step_autotune_replay(step: str, out: Path, dry: bool) -> None:
     if step == "autotune":
         from fp8_check.gpu import _autotune_capture as autotune_capture
 
-        autotune_capture.capture(out, SUBSET + ",decoder_direct_fwd" if dry else AUTOTUNE, session_target(dry), dry)
+        root = files.checkout() or Path()
+        examples = [root / e for e in AUTOTUNE_EXAMPLES if (root / e / "cases").is_dir()]
+        autotune_capture.capture(out, SUBSET + ",decoder_direct_fwd" if dry else AUTOTUNE, session_target(dry), dry,
+                                 examples)
     else:
         from fp8_check.gpu import _kernel_timing as kernel_timing
 

@@ -12,7 +12,11 @@ PROFILES = (
             platforms=GPU_PLATFORMS),
     Profile("triton", {"xla_gpu_autotune_level": 0},
             description="autotuning off: Triton gemm fusions with their default tiling", platforms=GPU_PLATFORMS),
+    # deviceless where the platform replays autotune results (NVIDIA: fp8_check.compile.autotune_replay), opt-in
+    # (`--profile default`): a run without --profile lists the profiles with `deviceless` only
     Profile("default", {}, deviceless=False,
-            description="XLA's defaults, autotuning on: needs a real GPU", platforms=GPU_PLATFORMS),
+            description="XLA's defaults, autotuning on: on the GPU, or deviceless on NVIDIA replaying the device's "
+                        "autotune results (goldens/<target>/autotune/<jax>.txt) where a file has them",
+            platforms=GPU_PLATFORMS),
 )
 CANARY_PROFILE = "cublas"

@@ -105,6 +105,10 @@ class Platform:
     # Why the cost model does not price this platform's programs ('' = it does, from the rate tables of
     # harness/fp8_check/targets/rates/).
     unpriced: str = ""
+    # Its XLA replays a device's autotune results in a deviceless compile (`--xla_gpu_load_autotune_results_from`,
+    # logged per lookup): deviceless `default` then compiles as the device does where a results file has the
+    # decision, and says which decisions XLA's deviceless defaults took (fp8_check.compile.autotune_replay).
+    replays_autotune: bool = False
 
     def install(self, jax_version: str) -> str:
         """`pip install` arguments that give JAX `jax_version` with this platform's plugin."""

@@ -159,5 +159,6 @@ NVIDIA = _Nvidia(
     fp8_gemm_types=CUBLASLT_FP8,
     profiles=xla_gpu.PROFILES,
     canary_profile=xla_gpu.CANARY_PROFILE,
+    replays_autotune=True,
     extra_literals=("jax[cuda12", "cuda12-local", "jax-cuda12", "jax-cuda13", DEVICE_MARKER, SMI, DEVICE_NODE, "nvidia-cuda-nvcc"),
 )

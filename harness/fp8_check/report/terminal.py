@@ -79,6 +79,8 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
         line += f"  ({detail})"
     if out.compile_seconds:
         line += f" {out.compile_seconds:.2f}s" + (" (cached)" if out.cached else "")
+    if out.autotune is not None:  # deviceless `default`: which decisions a results file made, which XLA's defaults
+        line += f"  [{out.autotune.line()}]"
     if out.code is FAIL and out.verdict is not None:
         line += f"  [{out.verdict.cls}]" + (f"  estimated {out.verdict.cost.short()}"
                                             if out.verdict.cost is not None and not saving_from_loss(out) else "")
@@ -111,6 +113,8 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
         text = out.reason if verbose or out.code is not UNRESOLVED else out.reason.strip().splitlines()[0]
         print(f"      {text}", file=stream)
     _print_coverage(out, stream, verbose)
+    if out.autotune is not None and (verbose or (out.autotune.results and not out.autotune.complete)):
+        print(f"      {out.autotune.summary()}", file=stream)
     if out.numerics is not None and out.code is not FAIL:
         print(f"      {out.numerics.summary()}", file=stream)
     stream.flush()

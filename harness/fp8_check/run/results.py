@@ -19,7 +19,7 @@ from fp8_check.compile import render
 from fp8_check.core import BadInput, ReadError, atomic_write, load_json
 from fp8_check.cost import Estimate
 from fp8_check.signature import Signature
-from fp8_check.targets import PROFILES, Profile, parse_target
+from fp8_check.targets import PROFILES, Profile, Target, autotune_results, parse_target
 from fp8_check.verdict import CODES, FieldDiff, NumericsResult, Outcome, Verdict, code
 
 SCHEMA = "fp8-check/results/2"
@@ -65,6 +65,8 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
         d["verdict"] = o.verdict.to_dict()
     if o.estimate is not None:
         d["estimate"] = o.estimate.to_dict(kernels=with_text)  # lean records: the total only
+    if o.autotune is not None:  # deviceless `default`: what its autotune results file decided
+        d["autotune"] = dict(o.autotune.to_json(), summary=o.autotune.summary())
     if with_text:
         d.update({"source": o.source, "yaml": o.yaml, "hlo": o.hlo, "stablehlo": o.stablehlo})
         if o.repro_needs:
@@ -74,7 +76,7 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
 
 # The type of each field a reader relies on (None allowed wherever the field may be absent).
 _TEXT_FIELDS = ("reason", "description", "source", "yaml", "file", "hlo", "stablehlo", "filecheck", "mode", "jax")
-_MAP_FIELDS = ("expected", "known_issue", "signature", "numerics", "verdict", "repro_needs")
+_MAP_FIELDS = ("expected", "known_issue", "signature", "numerics", "verdict", "autotune", "repro_needs")
 _ENV_TYPES = {"jax": str, "jaxlib": str, "mode": str, "targets": list, "profiles": list, "compiler_options": dict,
               "target_versions": dict, "device": dict}
 
@@ -126,6 +128,7 @@ def outcome_from_json(d: dict) -> Outcome:
         verdict=Verdict.from_dict(d.get("verdict")),
         estimate=Estimate.from_dict(d.get("estimate")),
         repro_needs=_repro_needs(d.get("repro_needs")),
+        autotune=autotune_results.Coverage.from_json(d["autotune"]) if d.get("autotune") else None,
     )
 
 

@@ -24,11 +24,13 @@ from fp8_check.compile import (
     CompileService,
     FailureKind,
     case_options,  # noqa: F401  (re-exported for the commands)
+    default_profile_for,
     render,
+    replays_autotune,
 )
 from fp8_check.cost import model as cost, policy as cost_policy
 from fp8_check.signature import extract as signature, run_filecheck
-from fp8_check.targets import PROFILES, Profile, Target, platform_of, profile_applies
+from fp8_check.targets import PROFILES, Profile, Target, autotune_results, platform_of, profile_applies
 from fp8_check.verdict import (  # noqa: F401  (re-exported for the commands)
     CANARY,
     FAIL,
@@ -137,7 +139,7 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
     out = Outcome(
         case=case.id, target=comp.target, profile=comp.profile, mode=comp.mode, jax=jax_version, code=UNRESOLVED,
         compile_seconds=comp.seconds, hlo=comp.hlo, stablehlo=comp.stablehlo, cached=comp.cached,
-        description=case.description, yaml=case.yaml_text, file=case.file,
+        description=case.description, yaml=case.yaml_text, file=case.file, autotune=comp.autotune,
     )
     issue = case.known_issue(jax_version, comp.target, comp.profile)
     if issue:
@@ -197,6 +199,8 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
     # a gemm the platform's library has no kernel for: compiles here, fails on the device (device_validity.py)
     device_diffs = device_validity.diffs(sig, platform_of(out.target))
     out.diffs += device_diffs
+    autotune_diffs = _autotune_diffs(exp, out)
+    out.diffs += autotune_diffs
     if fc_problem:
         out.diffs.append(comparator.FieldDiff("filecheck", "patterns match", fc_problem))
     matches = not out.diffs
@@ -215,12 +219,22 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         out.verdict = classify(exp.signature, sig)
         if fc_problem:
             out.verdict = classify_extra(out.verdict, "filecheck", "patterns match", fc_problem)
-        for d in layer_diffs + device_diffs:
+        for d in layer_diffs + device_diffs + autotune_diffs:
             out.verdict = classify_extra(out.verdict, d.path, d.expected, d.found)
     if source.fallback:
         out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
             + source.fidelity_note()
     return out
+
+
+def _autotune_diffs(exp: golden.Expectation, out: Outcome) -> list:
+    """What the results file decided, against what the golden recorded when it was blessed (`autotune:`): a later
+    capture that changes a decision is a visible change, even where the signature stays the same."""
+    if exp.autotune is None or out.autotune is None:
+        return []
+    found = out.autotune.record()
+    return [comparator.FieldDiff(f"autotune.{k}", exp.autotune.get(k), found[k]) for k in found
+            if exp.autotune.get(k) != found[k]]
 
 
 def _layer_diffs(g: golden.Golden, sig) -> list:
@@ -298,23 +312,45 @@ def unsupported_reason(profile: Profile, mode: str, jax_version: str, target: Ta
         reason = deviceless_unsupported(jax_version, [target] if target is not None else [])
         if reason is None and target is not None:  # the version compiles for the platform, not this architecture
             reason = target.platform.unsupported_reason(jax_version, target.arch) or None
-        if reason is None and not profile.deviceless:
+        if reason is None and not profile.deviceless and not (target is not None and replays_autotune(profile, target)):
             reason = f"profile '{profile.name}' autotunes and needs a real GPU (use --mode device)"
+            if target is not None and profile.name == "default":
+                reason = (f"profile '{profile.name}' autotunes: deviceless, fp8-check replays the device's autotune "
+                          f"results on NVIDIA targets only, not on {target.name} (use --mode device)")
         return reason
     return None
 
 
-def request_for(case: Case, target: Target, profile: Profile, numerics: "NumericsCheck | None" = None) -> CompileRequest:
-    """The compile request of one planned (case, target, profile): the only place requests for cases are built."""
+def compile_profile(profile: Profile, target: Target, mode: str, jax_version: str, goldens_root: Path | None) -> Profile:
+    """The profile a planned compile runs under: deviceless `default` on NVIDIA replays the results file committed
+    for the target and release under `goldens_root` (`<target>/autotune/<jax>.txt`; none: an empty one, XLA's
+    deviceless defaults, said in each result); every other profile as it is."""
+    if mode == "deviceless" and replays_autotune(profile, target) and jax_version:
+        return default_profile_for(target, jax_version, goldens_root)
+    return profile
+
+
+def request_for(case: Case, target: Target, profile: Profile, numerics: "NumericsCheck | None" = None,
+                mode: str = "", jax_version: str = "", goldens_root: Path | None = None) -> CompileRequest:
+    """The compile request of one planned (case, target, profile): the only place requests for cases are built
+    (with `mode`, `jax_version` and `goldens_root`: deviceless `default` replays autotune results, `compile_profile`)."""
     inputs = None
     if numerics is not None and numerics.skip_reason(case) is None:
         inputs = numerics.encode_inputs(case)
-    return CompileRequest(render.render(case), target, profile, inputs, case_options(case),
+    replayed = compile_profile(profile, target, mode, jax_version, goldens_root)
+    options = case_options(case)
+    if replayed is not profile:  # XLA's text format flag, only where this XLA has it (JAX 0.11.1 on): else UNSUPPORTED
+        fmt = autotune_results.FORMAT_OPTION
+        options = dict(options or {}, **{fmt: replayed.compiler_options[fmt]})
+        replayed = dataclasses.replace(replayed, compiler_options={k: v for k, v in replayed.compiler_options.items()
+                                                                   if k != fmt})
+    return CompileRequest(render.render(case), target, replayed, inputs, options,
                           case.requirements.requirements if case.requirements else (), case.env)
 
 
 def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: str, jax_version: str,
-          numerics: "NumericsCheck | None", skip: frozenset[tuple[str, str]] = frozenset()) -> list[Job]:
+          numerics: "NumericsCheck | None", skip: frozenset[tuple[str, str]] = frozenset(),
+          goldens_root: Path | None = None) -> list[Job]:
     """Every planned (case, target, profile) with why it does not compile (UNSUPPORTED) or its compile request."""
     jobs: list[Job] = []
     for case, target, profile in plan(cases, targets, profiles, skip):
@@ -322,7 +358,7 @@ def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: s
         if reason is None and case.requirements:  # its requirements do not install with this JAX
             reason = case.requirements.unsupported(jax_version)
             reason = reason and f"{reason} (run it on another with `fp8-check matrix --jax VERSION`)"
-        request = None if reason else request_for(case, target, profile, numerics)
+        request = None if reason else request_for(case, target, profile, numerics, mode, jax_version, goldens_root)
         jobs.append((case, target, profile, reason, request))
     return jobs
 
@@ -361,7 +397,7 @@ def run(
     env = compiler.environment()
     jax_version = env["jax"]
     canary = canary and canary_applies(mode, jax_version)
-    jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics, skip)
+    jobs = _jobs(cases, targets, profiles, mode, jax_version, numerics, skip, goldens_root)
     requests = []
     for case, _t, _p, _r, request in jobs:
         if request is not None:  # a case with `price_at` is compiled a second time, at those shapes, right behind
@@ -381,6 +417,9 @@ def run(
             comp = next(compiled)
             priced = next(compiled) if case.priced_elsewhere else None
             out = judge(case, comp, jax_version, goldens_root)
+            if out.code is UNSUPPORTED and autotune_results.FORMAT_OPTION in out.reason:
+                out.reason = ("deviceless `default` replays autotune results in XLA's AutotuneResults text format, "
+                              "which this release cannot be told to read: " + out.reason)
             out.source = request.rendered.source
             out.repro_needs = render.repro_needs(case, request.rendered)
             price(out, target, priced, case)

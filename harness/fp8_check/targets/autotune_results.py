@@ -119,11 +119,17 @@ class Coverage:
     decisions: int  # autotuned instructions of the program (hits + misses)
     covered: int
     missing: tuple[Uncovered, ...] = ()
-    loaded: bool = False  # XLA said it loaded the file
+    loaded: bool = False  # XLA loaded the file (in this compile, or earlier in the same process)
+    choices: tuple[str, ...] = ()  # what the file decided for the covered ones (`Choice.text`), sorted
 
     @property
     def complete(self) -> bool:
         return self.decisions == self.covered
+
+    @property
+    def defaults(self) -> int:
+        """How many decisions XLA's deviceless defaults took."""
+        return self.decisions - self.covered
 
     def summary(self) -> str:
         if not self.results:
@@ -137,9 +143,47 @@ class Coverage:
         return head + "; XLA's deviceless defaults for the rest: " + "; ".join(
             f"{m.key.first_line()} ({m.reason})" for m in self.missing)
 
-    def to_json(self) -> dict:
+    def line(self) -> str:
+        """The short form a result line carries: `autotune: 1/1 from <file>` or `autotune: XLA's deviceless defaults
+        (0/1 from a results file: no results file)`."""
+        if not self.decisions:
+            return "autotune: no autotuned decision"
+        if self.covered and self.complete:
+            return f"autotune: {self.covered}/{self.decisions} from {self.results}"
+        reasons = sorted({_reason_kind(m.reason) for m in self.missing}) or ["not loaded"]
+        if not self.covered:
+            return (f"autotune: XLA's deviceless defaults ({self.defaults}/{self.decisions}: {', '.join(reasons)})")
+        return (f"autotune: {self.covered}/{self.decisions} from {self.results}, {self.defaults} XLA's deviceless "
+                f"defaults ({', '.join(reasons)})")
+
+    def record(self) -> dict:
+        """What a golden records of it (`bless`): a later capture that changes a decision changes this."""
+        return {"decisions": self.decisions, "from_results": self.covered, "choices": list(self.choices)}
+
+    def to_json(self, full: bool = False) -> dict:
+        """For the results file; `full` (the compile cache) keeps every missing key whole, for `from_json`."""
         return {"results": self.results, "loaded": self.loaded, "decisions": self.decisions, "covered": self.covered,
-                "missing": [m.to_json() for m in self.missing]}
+                "choices": list(self.choices),
+                "missing": [dict(m.to_json(), **({"hlo": m.key.hlo} if full else {})) for m in self.missing]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Coverage":
+        """A coverage written by `to_json` (ValueError when it is not one)."""
+        if not isinstance(d, dict):
+            raise ValueError("autotune coverage: expected a mapping")
+        missing = tuple(Uncovered(ReplayKey(str(m["device"]), str(m.get("hlo", m.get("instruction", ""))),
+                                            int(m["version"])), str(m["reason"])) for m in d.get("missing") or [])
+        return cls(str(d.get("results") or ""), int(d["decisions"]), int(d["covered"]), missing,
+                   bool(d.get("loaded")), tuple(str(c) for c in d.get("choices") or []))
+
+
+def _reason_kind(reason: str) -> str:
+    """A missing decision's reason, short: `no results file`, `another device`, `another release`, `never captured`."""
+    for start, kind in (("another device", "another device"), ("another release", "another release"),
+                        ("not in the results file", "never captured"), ("in the results file", "not loaded")):
+        if reason.startswith(start):
+            return kind
+    return reason
 
 
 # ------------------------------------------------------------------ where the files live
@@ -148,6 +192,13 @@ class Coverage:
 def results_path(goldens_root: Path, target: str, jax_version: str) -> Path:
     """Where the results captured for `target` with JAX `jax_version` live (`goldens/<target>/autotune/<jax>.txt`)."""
     return Path(goldens_root) / target / AUTOTUNE_DIR / f"{jax_version}.txt"
+
+
+def shown_path(path: Path | str) -> str:
+    """A results file's path as people name it: relative to the working directory when it lies under it."""
+    p = Path(path)
+    cwd = Path.cwd()
+    return str(p.relative_to(cwd)) if p.is_absolute() and p.is_relative_to(cwd) else str(p)
 
 
 def replay_options(path: Path | str, require_complete: bool = False) -> dict[str, object]:
@@ -272,9 +323,16 @@ def format_results(entries: list[Entry]) -> str:
 
 
 _MISS_LINE = re.compile(r"\bAutotune cache miss\b")
-_MISS = re.compile(r"Autotune cache miss: key = <key model='(.*?)', hlo='(.*?)', version=(\d+)>", re.S)
+_KEY = r"key = <key model='(.*?)', hlo='(.*?)', version=(\d+)>"
+_MISS = re.compile(r"Autotune cache miss: " + _KEY, re.S)
 _HIT = re.compile(r"\bautotune cache hit\b", re.I)
+_HIT_KEY = re.compile(r"autotune cache hit: " + _KEY, re.S | re.I)
 _LOADED = re.compile(r"Autotune results loaded from file: (\S+)")
+
+
+def logged_loaded(log: str) -> bool:
+    """Whether XLA said, in `log`, that it loaded a results file (once per process: its first compile that names one)."""
+    return bool(_LOADED.search(log))
 
 
 def logged_misses(log: str) -> list[ReplayKey]:
@@ -305,13 +363,62 @@ def why_missing(key: ReplayKey, results: ResultsFile | None) -> str:
     return "another device: captured on " + (", ".join(diffs) if diffs else same_hlo[0].device) + " (file vs this target)"
 
 
-def coverage(log: str, results: ResultsFile | None) -> Coverage:
-    """What the compile whose XLA log is `log` took from `results` (None: no file for this target and release)."""
+def coverage(log: str, results: ResultsFile | None, loaded: bool | None = None) -> Coverage:
+    """What the compile whose XLA log is `log` took from `results` (None: no file for this target and release).
+    `loaded`: whether the process had loaded the file (XLA says so once per process, at its first compile that
+    names the file; None: read from `log`)."""
     misses = logged_misses(log)
     if len(_MISS_LINE.findall(log)) != len(misses):
         raise AutotuneResultsError("XLA logged autotune misses without their keys: the worker needs "
                                    f"TF_CPP_VMODULE={LOG_ENV['TF_CPP_VMODULE']}")
     hits = len(_HIT.findall(log))
-    loaded = bool(_LOADED.search(log))
+    chosen = {e.key: e.choice for e in results.entries} if results else {}
+    choices = sorted(chosen[k].text() for k in (ReplayKey(m.group(1), m.group(2), int(m.group(3)))
+                                                 for m in _HIT_KEY.finditer(log)) if k in chosen)
+    loaded = logged_loaded(log) if loaded is None else loaded
     missing = tuple(Uncovered(k, why_missing(k, results)) for k in misses)
-    return Coverage(results.path if results else "", hits + len(misses), hits, missing, loaded)
+    return Coverage(results.path if results else "", hits + len(misses), hits, missing, loaded or bool(hits),
+                    tuple(choices))
+
+
+# ------------------------------------------------------------------ what the compile cache keys on
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+_STAND_IN: Path | None = None
+
+
+def stand_in() -> Path:
+    """The empty results file a replay loads where its target and release have none: XLA then still looks up (and
+    logs) every decision. One per process, removed at exit."""
+    global _STAND_IN
+    if _STAND_IN is None or not _STAND_IN.is_file():
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="fp8-check-autotune-"))
+        atexit.register(shutil.rmtree, folder, True)
+        path = folder / "none.txt"
+        path.write_text(format_results([]))
+        _STAND_IN = path
+    return _STAND_IN
+
+
+def key_options(options: dict) -> dict:
+    """`options` as the compile cache keys them: the results file a replay loads by its content's digest, not its
+    path (`none` for the stand-in, the empty file loaded where a target and release have none)."""
+    path = options.get(LOAD_OPTION)
+    if not path:
+        return options
+    import hashlib
+
+    if _STAND_IN is not None and str(path) == str(_STAND_IN):
+        return dict(options, **{LOAD_OPTION: "none"})
+    st = Path(path).stat()
+    ident = (str(path), st.st_mtime_ns, st.st_size)
+    if ident not in _DIGESTS:
+        _DIGESTS[ident] = "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return dict(options, **{LOAD_OPTION: _DIGESTS[ident]})

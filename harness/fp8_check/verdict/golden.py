@@ -13,6 +13,11 @@ recorded once instead of breaking older versions:
     - jax: ">=0.6.1"            # optional; absent means every version
       blessed_with: jax 0.12.0.1
       signature: {...}
+      autotune: {decisions: 1, from_results: 0, choices: []}   # deviceless `default` only
+
+`autotune` records what the replayed autotune results file decided when the golden was blessed
+(fp8_check.compile.autotune_replay): a later capture that covers more decisions, or decides one differently,
+is then a visible change (`autotune.from_results`, `autotune.choices`), never a silent one.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class Expectation:
     jax: str = ""  # PEP 440 specifier set; empty: every version
     blessed_with: str = ""
     contract: dict | None = None  # a model's contract instead of a signature (harness/fp8_check/verdict/contract.py)
+    # deviceless `default`: what the autotune results file decided at bless time (`autotune_results.Coverage.record`)
+    autotune: dict | None = None
 
     def covers(self, jax_version: str) -> bool:
         return not self.jax or Version(jax_version) in SpecifierSet(self.jax)
@@ -73,7 +80,8 @@ class Golden:
             **({"contract_options": self.contract_options} if self.contract_options else {}),
             "expect": [
                 {**({"jax": e.jax} if e.jax else {}), "blessed_with": e.blessed_with,
-                 **({"contract": e.contract} if e.contract is not None else {"signature": e.signature})}
+                 **({"contract": e.contract} if e.contract is not None else {"signature": e.signature}),
+                 **({"autotune": e.autotune} if e.autotune is not None else {})}
                 for e in self.expect
             ],
         }
@@ -123,10 +131,15 @@ def load(path: Path) -> Golden | None:
             raise GoldenError(f"{path}: field 'expect[{i}]': both a signature and a contract; an expectation states one")
         if not isinstance(item, dict) or not (isinstance(item.get("signature"), dict) or contract is not None):
             raise GoldenError(f"{path}: field 'expect[{i}].signature': expected a mapping (or a model's `contract`)")
-        unknown = sorted(set(item) - {"jax", "blessed_with", "signature", "contract"})
+        unknown = sorted(set(item) - {"jax", "blessed_with", "signature", "contract", "autotune"})
         if unknown:
             raise GoldenError(f"{path}: field 'expect[{i}].{unknown[0]}': unknown key; allowed: jax, blessed_with, "
-                              "signature, contract")
+                              "signature, contract, autotune")
+        autotune = item.get("autotune")
+        if autotune is not None and not (isinstance(autotune, dict) and isinstance(autotune.get("decisions"), int)
+                                         and isinstance(autotune.get("from_results"), int)
+                                         and isinstance(autotune.get("choices", []), list)):
+            raise GoldenError(f"{path}: field 'expect[{i}].autotune': expected {{decisions, from_results, choices}}")
         if contract is not None:
             try:
                 contract_mod.validate(contract, f"expect[{i}].contract")
@@ -137,7 +150,8 @@ def load(path: Path) -> Golden | None:
             SpecifierSet(spec)
         except InvalidSpecifier:
             raise GoldenError(f"{path}: field 'expect[{i}].jax': not a version range: {spec!r}") from None
-        expect.append(Expectation(item.get("signature") or {}, spec, str(item.get("blessed_with", "")), contract))
+        expect.append(Expectation(item.get("signature") or {}, spec, str(item.get("blessed_with", "")), contract,
+                                  autotune))
     for key in ("case", "target", "profile", "mode"):
         if key not in doc:
             raise GoldenError(f"{path}: field '{key}': missing")
@@ -180,7 +194,7 @@ def stale(root: Path, case_ids: set[str]) -> list[Path]:
 
 
 def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_version: str, signature: dict,
-          contract: dict | None = None, layers: list[dict] | None = None) -> str:
+          contract: dict | None = None, layers: list[dict] | None = None, autotune: dict | None = None) -> str:
     """Record `signature` (or, for a model, its `contract`) as expected for `jax_version`; returns the unified
     diff applied ('' if unchanged).
 
@@ -188,7 +202,7 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     is added: without a range in a new golden, for `==jax_version` only where other expectations exist (a release
     between ranged ones: it claims no release it was not measured on, and none twice). `layers`: the layer rules
     a golden without rules gets (a model's: every layer seen in FP8 stays FP8); rules already there are the user's
-    and stay.
+    and stay. `autotune`: what a deviceless `default`'s results file decided (`Coverage.record`), recorded with it.
     """
     path = path_for(root, case, target, profile, mode)
     old = load(path)
@@ -199,10 +213,12 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     current = golden.expected_for(jax_version)
     if current is None:
         spec = f"=={jax_version}" if golden.expect else ""
-        golden.expect.append(Expectation({} if contract is not None else signature, spec, f"jax {jax_version}", contract))
+        golden.expect.append(Expectation({} if contract is not None else signature, spec, f"jax {jax_version}", contract,
+                                         autotune))
     else:
         current.signature = {} if contract is not None else signature
         current.contract = contract
+        current.autotune = autotune
         current.blessed_with = f"jax {jax_version}"
     if layers and not golden.layers:
         golden.layers = list(layers)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from fp8_check.cost import Estimate
 from fp8_check.signature import Signature
+from fp8_check.targets import autotune_results
 from fp8_check.verdict.classify import Verdict
 from fp8_check.verdict.comparator import FieldDiff
 
@@ -141,6 +142,8 @@ class Outcome:
     verdict: Verdict | None = None  # FAIL: regression / improvement / neutral / mixed (harness/fp8_check/verdict/classify.py)
     estimate: Estimate | None = None  # the compiled program's roofline price (harness/fp8_check/cost/model.py)
     repro_needs: dict | None = None  # what the repro needs besides JAX: requirements, project files (compile/render.py)
+    # deviceless `default`: which autotuned decisions its results file made and which XLA's deviceless defaults did
+    autotune: autotune_results.Coverage | None = None
 
     @property
     def is_failure(self) -> bool:
