@@ -41,10 +41,10 @@ def test_fp8_types_are_read_from_stablehlo_and_hlo_spellings():
 
 
 def test_the_headline_is_fp8_gemms_over_matmuls_with_the_flop_share():
-    assert Fp8Answer(21, 18, 0.889).headline == "FP8 18/21 (89 %)"
-    assert Fp8Answer(15, 0, 0.0).headline == "FP8 0/15"
-    assert Fp8Answer(20, 17, 0.996).headline == "FP8 17/20 (99.6 %)"  # not a rounded 100 % with 3 wide matmuls
-    assert Fp8Answer(20, 1, 0.002).headline == "FP8 1/20 (0.2 %)"
+    assert Fp8Answer(21, 18, 0.889).headline == "FP8 18/21 gemms, 89 % of FLOPs"
+    assert Fp8Answer(15, 0, 0.0).headline == "FP8 0/15 gemms"
+    assert Fp8Answer(20, 17, 0.996).headline == "FP8 17/20 gemms, 99.6 % of FLOPs"  # not a rounded 100 % with 3 wide matmuls
+    assert Fp8Answer(20, 1, 0.002).headline == "FP8 1/20 gemms, 0.2 % of FLOPs"
     assert Fp8Answer(0, 0, None).headline == ""
 
 
@@ -118,7 +118,7 @@ def test_a_layer_made_plain_is_named_in_the_terminal_job_summary_and_issue_title
     code, out, err = run_cli("run", "cases", "--goldens", "goldens", "--profile", "cublas", "--json", "r.json", cwd=work)
     assert code == 1, out + err
     [head] = [line for line in out.splitlines() if line.startswith("FAIL")]
-    assert re.search(r"fp8first_train  FP8 14/20 \(\d+ %\)", head), head
+    assert re.search(r"fp8first_train  FP8 14/20 gemms, \d+ % of FLOPs", head), head
     assert "estimated -" not in head and "estimated faster" in out and "price_at" in out  # no saving headlined
     for pass_ in ("forward", "backward-input", "backward-weight"):
         assert f"Model/block1/down {pass_}: FP8 -> bf16 (cuBLAS bf16)" in out, out

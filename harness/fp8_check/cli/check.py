@@ -205,6 +205,8 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                     res.verdict = classify_extra(res.verdict or Verdict(NEUTRAL), d.path, d.expected, d.found)
                 if res.diffs:
                     res.code = FAIL
+                elif goldens is None and not expect and res.code is PASS:  # nothing was asserted: say so first
+                    res.reason = NOTHING_JUDGED + (f"; {res.reason}" if res.reason else "")
                 out.append((res, report))
                 if on_result:
                     on_result(res, report)
@@ -213,13 +215,23 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
     return out
 
 
+NOTHING_JUDGED = ("nothing to judge against: no golden and no --expect, so this is what compiled, not a check; "
+                  "`--golden NAME --bless` records a golden, `--expect`/`--expect-layer` state facts")
+UNJUDGED_WORD = "COMPILED"  # the first word of a result with nothing to judge against: it compiled, nothing was asserted
+
+
+def _word(res: Outcome) -> str:
+    """A result's first word: its code, or COMPILED for a PASS that asserted nothing (its reason says so)."""
+    return UNJUDGED_WORD if res.code is PASS and res.reason.startswith(NOTHING_JUDGED) else res.code.name
+
+
 def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbose: bool = False) -> None:
     """The verdict with the FP8 answer first, then a missing-FP8 line, the differences, the layer table and the
     coverage line; kernels, gemms and unfused ops under -v."""
     import yaml
 
     fp8 = answer(res)
-    line = f"{res.code.name:<11} {res.target}/{res.profile:<7} {label}" + (f"  {fp8.headline}" if fp8.headline else "")
+    line = f"{_word(res):<11} {res.target}/{res.profile:<7} {label}" + (f"  {fp8.headline}" if fp8.headline else "")
     if report is not None:
         line += f"  ({gemm_summary(report.signature) if verbose else kernels_text(report.signature)}) {report.seconds:.2f}s"
     if res.verdict is not None:
@@ -269,10 +281,12 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
 def print_across_targets(results: list[Outcome]) -> None:
     """Where FP8 holds and where it does not, one line per target x profile, side by side."""
     width = max(len(f"{r.target}/{r.profile}") for r in results)
+    heads = {id(r): answer(r).headline or "no matmul" for r in results}
+    wide = max(len(h) for h in heads.values())
     print("\nFP8 across targets:")
     for r in results:
         fp8 = answer(r)
-        print(f"  {r.target + '/' + r.profile:<{width}}  {r.code.name:<10} {fp8.headline or 'no matmul':<18}"
+        print(f"  {r.target + '/' + r.profile:<{width}}  {_word(r):<10} {heads[id(r)]:<{wide}}"
               + (f"  {fp8.line()}" if fp8.line() else ""))
 
 

@@ -55,6 +55,7 @@ class Profile:
     deviceless: bool = True
     description: str = ""
     platforms: tuple[str, ...] = ()  # the platforms (by name) that compile under it; () = every one
+    shows: str = ""  # what its rows show, where that is not what the name suggests (run's header, the docs)
 
 
 def version_tuple(text: str) -> tuple[int, int, int]:

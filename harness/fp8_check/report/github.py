@@ -101,7 +101,7 @@ def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
     rows = sorted(m.rows(), key=lambda r: (r not in news_rows,))  # rows with news first, else in run order
     out = ["### Grid", "", "<details" + (" open" if news_rows else "") + "><summary>case × JAX version "
-           f"({len(rows)} rows; FP8 gemms/matmuls (FP8 share of matmul FLOPs); ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
+           f"({len(rows)} rows; ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
            "previous version)</summary>", "",
            "| case | target/profile | " + " | ".join(_md(e.jax) for e in m.versions) + " |",
            "|---|---|" + "---|" * len(m.versions)]

@@ -156,7 +156,7 @@ def _same_failure(o) -> object:
 
 def issue_title(it: Item, model: Model) -> str:
     """One line, whatever the case's description or a results file holds (line breaks, tabs: one space); a result
-    with matmuls ends with its FP8 answer (`, now FP8 14/20 (73 %)`)."""
+    with matmuls ends with its FP8 answer (`, now FP8 14/20 gemms, 73 % of FLOPs`)."""
     fp8 = answer(it.outcome).headline if attributed(it.outcome.signature) else ""  # a model's, not a pattern's
     return " ".join(_title(it, model).split()) + (f" (now {fp8})" if fp8 else "")
 
