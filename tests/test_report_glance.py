@@ -87,7 +87,7 @@ def test_lost_layers_are_one_text_per_layer_with_its_passes():
             "Model/block1/down backward-weight: FP8 -> bf16 (cuBLAS bf16)",
             "DecoderBlock/attn/q_proj/CurrentScalingFp8_0 forward: FP8 -> f16 (the gemm left the library)"]
     assert contract.lost_layers(whys) == ["Model/block1/down: FP8 -> bf16 (fwd, bwd-in, bwd-wt)",
-                                          "DecoderBlock/attn/q_proj: FP8 -> f16 (fwd)"]
+                                          "DecoderBlock/attn/q_proj/CurrentScalingFp8_0: FP8 -> f16 (fwd)"]
     assert contract.lost_layers(["kernels: 3 more kernel launch(es)"]) == []
 
 

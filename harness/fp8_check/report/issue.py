@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from fp8_check.report._diffs import show_expected, show_found, sig_dict, to_yaml
+from fp8_check.verdict.comparator import list_diff
 from fp8_check.report._hlo_text import entry_excerpt
 from fp8_check.report.markup import code_span, md_inline
 from fp8_check.report.model import Item, Model, ReportError, build_model, version_story, vkey
@@ -214,7 +215,7 @@ def summary(it: Item, model: Model) -> str:
                 f"review the change and update the golden with `fp8-check bless -k {it.case} --target {it.target} "
                 f"--profile {it.profile}` (or `fp8-check bless --from-matrix` for a version range).")
     found = gemm_summary(o.signature) or "no gemm"
-    changed = "; ".join(f"`{d.path}`: {show_expected(d)} → {show_found(d)}" for d in o.diffs[:4])
+    changed = "; ".join(f"`{d.path}`: " + " → ".join(_sides(d)) for d in o.diffs[:4])
     if len(o.diffs) > 4:
         changed += f"; and {len(o.diffs) - 4} more"
     older = [v for v in good if vkey(v) < vkey(it.jax)]
@@ -298,12 +299,21 @@ def layers_section(it: Item, model: Model) -> list[str]:
     return ["### FP8 by layer", "", fence(text), ""] if text else []
 
 
+def _sides(d) -> tuple[str, str]:
+    """A differing field's two sides as the body states them: a long list (a model's launches) as its item count and
+    what was added, removed and moved (verdict/comparator.py's `list_diff`), not two walls of values."""
+    ld = list_diff(d.expected, d.found)
+    if ld is not None:
+        return f"{ld.before} items", ld.text(limit=8).split(": ", 1)[1]
+    return show_expected(d), show_found(d)
+
+
 def diff_table(it: Item, model: Model) -> list[str]:
     diffs = it.outcome.diffs
     if not diffs:
         return []
     return (["| field | expected | found |", "|---|---|---|"]
-            + [f"| `{d.path}` | {md_cell(show_expected(d))} | {md_cell(show_found(d))} |" for d in diffs[:30]] + [""])
+            + [f"| `{d.path}` | {md_cell(_sides(d)[0])} | {md_cell(_sides(d)[1])} |" for d in diffs[:30]] + [""])
 
 
 def versions_section(it: Item, model: Model) -> list[str]:

@@ -402,12 +402,12 @@ _LOST = re.compile(r"^(?P<layer>.+) (?P<pass>" + "|".join(re.escape(p) for p in 
 def lost_layers(whys) -> list[str]:
     """The layers a verdict's regression lines say lost FP8/FP4, one text per layer and precision change with the
     passes that lost it, in the lines' order: `Block/mlp/down: FP8 -> bf16 (fwd, bwd-in, bwd-wt)`. The layer is
-    shown without its FP8 op's component (`Block/mlp/down/Fp8DotGeneralOp_0` -> `Block/mlp/down`)."""
+    the one the lines name (the judge already names a layer that lost its FP8 op without that op's component)."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for why in whys:
         m = _LOST.match(str(why))
         if m:
-            key = (fp8_op_stripped(m["layer"]), m["before"], m["after"])
+            key = (m["layer"], m["before"], m["after"])
             short = _SHORT_PASS[m["pass"]]
             if short not in groups.setdefault(key, []):
                 groups[key].append(short)
