@@ -150,7 +150,7 @@ def test_no_fp8_on_a100_and_the_family_and_fix_on_mi300x(tmp_path, monkeypatch):
     assert any(line.strip().startswith("layer ") for line in lines[:40])  # the layer table within the first 40 lines
     a100 = next(i for i, line in enumerate(lines) if line.startswith("COMPILED    a100/cublas"))
     assert "FP8 0/20" in lines[a100] and "warning: no FP8:" in lines[a100 + 1] and "no FP8 tensor cores" in lines[a100 + 1]
-    mi = next(i for i, line in enumerate(lines) if " mi300x/cublas" in line and line.startswith("COMPILED"))
+    mi = next(i for i, line in enumerate(lines) if " mi300x/hipblaslt" in line and line.startswith("COMPILED"))
     assert "OCP FP8" in lines[mi + 1] and "NANOOFp8DotGeneralOp" in lines[mi + 1], lines[mi + 1]
     across = lines[lines.index("FP8 across targets:"):]
     assert len([line for line in across if "no FP8:" in line]) == 2, across

@@ -106,6 +106,9 @@ class Platform:
     # Why the cost model does not price this platform's programs ('' = it does, from the rate tables of
     # harness/fp8_check/targets/rates/).
     unpriced: str = ""
+    # A profile's name as this platform's rows show it, where the shared name reads as another vendor's engine
+    # (AMD: `cublas` -> `hipblaslt`); `--profile` takes it as an alias. Goldens and results keep the shared name.
+    profile_names: dict[str, str] = field(default_factory=dict)
 
     def install(self, jax_version: str) -> str:
         """`pip install` arguments that give JAX `jax_version` with this platform's plugin."""

@@ -14,7 +14,6 @@ from typing import Any
 import yaml
 
 from fp8_check.report._diffs import show_expected, show_found, sig_dict, to_yaml
-from fp8_check.verdict.comparator import list_diff
 from fp8_check.report._hlo_text import entry_excerpt
 from fp8_check.report.markup import code_span, md_inline
 from fp8_check.report.model import Item, Model, ReportError, build_model, version_story, vkey
@@ -23,7 +22,18 @@ from fp8_check.run import Results
 from fp8_check.signature import attributed, layers_text
 from fp8_check.targets import platform_of as _platform
 from fp8_check.upstream import issue as upstream_issue
-from fp8_check.verdict import CODES, FAIL, UNRESOLVED, XFAIL, XPASS, answer, device_validity, is_collective_path, is_contract
+from fp8_check.verdict import (
+    CODES,
+    FAIL,
+    UNRESOLVED,
+    XFAIL,
+    XPASS,
+    answer,
+    comparator,
+    device_validity,
+    is_collective_path,
+    is_contract,
+)
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -302,7 +312,7 @@ def layers_section(it: Item, model: Model) -> list[str]:
 def _sides(d) -> tuple[str, str]:
     """A differing field's two sides as the body states them: a long list (a model's launches) as its item count and
     what was added, removed and moved (verdict/comparator.py's `list_diff`), not two walls of values."""
-    ld = list_diff(d.expected, d.found)
+    ld = comparator.list_diff(d.expected, d.found)
     if ld is not None:
         return f"{ld.before} items", ld.text(limit=8).split(": ", 1)[1]
     return show_expected(d), show_found(d)

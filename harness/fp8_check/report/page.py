@@ -37,8 +37,7 @@ from fp8_check.report.model import Item, Model, build_model
 from fp8_check.report.terminal import cost_lines, lost_text, saving_from_loss
 from fp8_check.run import Results
 from fp8_check.signature import layers_text
-from fp8_check.verdict import CODES, PASS, answer, is_contract
-from fp8_check.verdict.comparator import list_diff
+from fp8_check.verdict import CODES, PASS, answer, comparator, is_contract
 
 SIZE_BUDGET = 4_500_000  # bytes; the report must stay under 5 MB
 REPORT_LIMIT = 5_000_000  # over this, `report` says so on the terminal (the page says so where it can tell)
@@ -224,7 +223,7 @@ def _lines(strings: "_Strings", lines: list[dict]) -> list[list]:
     """[path, before, after, class, why, diff]: `diff` the list change's counts and items, one a line (-1: none)."""
     out = []
     for x in lines:
-        ld = list_diff(x["before"], x["after"])
+        ld = comparator.list_diff(x["before"], x["after"])
         out.append([strings.one(x["path"]), strings.one(show(x["before"])), strings.one(show(x["after"])),
                     x["class"], strings.one(x["why"]),
                     strings.one("\n".join([ld.counts(), *ld.items()])) if ld is not None else -1])

@@ -9,7 +9,8 @@ from typing import TextIO
 
 from fp8_check.signature import Signature, attributed, layer_table, summary as collectives_summary
 from fp8_check.signature.coverage import coverage
-from fp8_check.verdict import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome, answer
+from fp8_check.targets import PROFILES, profile_label
+from fp8_check.verdict import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome, answer, contract
 
 
 def gemm_summary(sig: Signature | None) -> str:
@@ -58,8 +59,6 @@ def price_hint(out: Outcome) -> str:
 
 def lost_text(out: Outcome) -> list[str]:
     """The layers a FAIL (or XFAIL) says lost FP8, one text each: `Block/mlp/down: FP8 -> bf16 (fwd, bwd-in, bwd-wt)`."""
-    from fp8_check.verdict import contract
-
     v = out.verdict
     return contract.lost_layers(x.why for x in v.regressions) if v is not None and out.code in (FAIL, XFAIL) else []
 
@@ -90,7 +89,7 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
     stream = stream or sys.stdout
     name = out.code.paint(_tty(stream))
     pad = " " * max(0, 11 - len(out.code.name))
-    line = f"{name}{pad} {out.target}/{out.profile:<7} {out.case}"
+    line = f"{name}{pad} {out.target}/{_profile(out):<7} {out.case}"
     fp8 = answer(out)
     if fp8.headline:
         line += f"  {fp8.headline}"
@@ -154,6 +153,14 @@ def _classes(out: Outcome, path: str) -> str:
     return ("  [" + "; ".join(f"{x.cls}: {x.why}" for x in lines) + "]") if lines else ""
 
 
+def _profile(out: Outcome) -> str:
+    """The profile as the target's rows show it (`hipblaslt` on AMD: targets.profile_label)."""
+    try:
+        return profile_label(out.target, out.profile)
+    except Exception:  # a results file from elsewhere may name a target this checkout lacks
+        return out.profile
+
+
 def plain(out: Outcome) -> bool:
     """A plain expected PASS: it matches its golden and warns of nothing new (no missing FP8 that is news). The
     main run's terminal leaves these to one summary line per group (`print_groups`); `-v` prints each."""
@@ -164,13 +171,11 @@ def groups_lines(outcomes: list[Outcome]) -> list[str]:
     """One line per group of plain expected results that `run` did not print: `88 PASS not shown ...; 76 of them no
     FP8 by design: ...`, grouped by target/profile with the case files they come from, and what a profile shows
     where its rows read no FP8 by design (the Triton profile)."""
-    from fp8_check.targets import PROFILES
-
     shown = [o for o in outcomes if plain(o)]
     if not shown:
         return []
     out = []
-    for where, rows in _by(shown, lambda o: f"{o.target}/{o.profile}").items():
+    for where, rows in _by(shown, lambda o: f"{o.target}/{_profile(o)}").items():
         design = [o for o in rows if answer(o).by_design]
         line = f"{len(rows)} PASS on {where}"
         if design:
