@@ -249,3 +249,42 @@ def test_a_main_run_report_s_first_screen(tmp_path, browser):  # noqa: F811
     _shot(w.page, "report-main-run.png", tmp_path)
     assert w.errors == [] and w.requests == []
     w.ctx.close()
+
+
+@pytest.mark.slow
+def test_check_with_nothing_to_judge_against_says_so_in_its_first_word(tmp_path):
+    """A flax model checked with no golden and no --expect: its first line is not PASS (nothing was asserted); the
+    same check with an --expect-layer is judged and says PASS."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "docs" / "examples")}
+    base = [sys.executable, "-m", "fp8_check.cli.main", "check", "flax_mlp:grad", "--args", "flax_mlp:grad_args"]
+    proc = subprocess.run(base, cwd=tmp_path, capture_output=True, text=True, timeout=1200, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.split()[0] == "COMPILED" and not first.startswith("PASS"), first
+    assert "nothing to judge against" in proc.stdout
+    proc = subprocess.run([*base, "--expect-layer", "*/Dense_0/*=fp8"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=1200, env=env)
+    assert proc.returncode == 0 and proc.stdout.split()[0] == "PASS", proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_the_main_run_on_the_shipped_library_is_short_and_v_prints_every_result(run_cli, tmp_path):
+    """`fp8-check run` as README's first command: at most 60 lines, the same closing verdict as `-v`, which prints
+    one line per result. (The second run is served by the compile cache.)"""
+    code, out, err = run_cli("run", "--json", tmp_path / "r.json", cwd=REPO)
+    code_v, out_v, err_v = run_cli("run", "-v", "--json", tmp_path / "v.json", cwd=REPO)
+    assert code == code_v == 0, out + err
+    lines, lines_v = out.splitlines(), out_v.splitlines()
+    assert len(lines) <= 60, out
+    assert lines[-1] == lines_v[-1] and lines[-1].startswith("verdict: no regressions against goldens"), lines[-1]
+    rows = results.load(tmp_path / "v.json").outcomes
+    heads = [x for x in lines_v if re.match(r"(PASS|XFAIL|FAIL|XPASS|NEW|UNRESOLVED|UNSUPPORTED) +\S+/\S+ ", x)]
+    assert len(heads) == len(rows), (len(heads), len(rows))
+    shown = [x for x in lines if re.match(r"(PASS|XFAIL|FAIL|XPASS|NEW|UNRESOLVED|UNSUPPORTED) +\S+/\S+ ", x)]
+    assert len(shown) == sum(not terminal.plain(o) for o in rows)
+    counted = sum(int(m.group(1)) for x in lines if (m := re.match(r"  (\d+) PASS on \S+", x)))
+    assert counted == sum(terminal.plain(o) for o in rows)
+    assert "triton rows show the kernels" in lines[1]  # the header says what the Triton profile shows
+    assert not any(x.startswith("fp8-check: requirements") for x in lines)  # qwix is installed here: no announcement
