@@ -288,3 +288,18 @@ def test_the_main_run_on_the_shipped_library_is_short_and_v_prints_every_result(
     assert counted == sum(terminal.plain(o) for o in rows)
     assert "triton rows show the kernels" in lines[1]  # the header says what the Triton profile shows
     assert not any(x.startswith("fp8-check: requirements") for x in lines)  # qwix is installed here: no announcement
+
+
+def test_the_header_lists_only_the_profiles_the_selected_cases_use_and_amd_reads_hipblaslt(monkeypatch):
+    from fp8_check.cli import commands
+    from fp8_check.run import selection
+    from fp8_check.targets import profile_alias, profile_label
+
+    monkeypatch.syspath_prepend(str(REPO / "docs" / "examples" / "flax_train"))
+    cases = selection.load_cases([REPO / "docs" / "examples" / "flax_train" / "cases"])  # profiles: [cublas]
+    sel = selection.Selection(cases, selection.targets("h100"), selection.profiles(None, "deviceless"), "deviceless")
+    assert sel.profiles[:2] == ["cublas", "triton"] and commands._used_profiles(sel) == ["cublas"]
+    header = commands._header({"jax": "0.12.0.1", "jaxlib": "0.12.0.1", "cuda_plugin": "0.12.0.1"}, sel)
+    assert "profiles cublas, 1 cases" in header and "triton" not in header, header
+    assert profile_label("mi300x", "cublas") == "hipblaslt" and profile_label("h100", "cublas") == "cublas"
+    assert profile_alias("hipblaslt") == "cublas" and selection.profiles("hipblaslt", "deviceless") == ["cublas"]
