@@ -176,8 +176,8 @@ def test_check_cli_prints_signature_and_follows_run_exit_codes(run_cli, tmp_path
                              "--expect", "fp8_gemms=1", "--expect", "epilogue=RELU", cwd=tmp_path)
     assert code == 1, out + err
     # each result line leads with the FP8 answer (#45); a100 has no FP8 tensor cores, and the line says so
-    assert "PASS        h100/cublas  usermodel_i16.scaled_relu  FP8 1/1 (100 %)  (" in out
-    assert "FAIL        a100/cublas  usermodel_i16.scaled_relu  FP8 0/1  (" in out
+    assert "PASS        h100/cublas  usermodel_i16.scaled_relu  FP8 1/1 gemms, 100 % of FLOPs  (" in out
+    assert "FAIL        a100/cublas  usermodel_i16.scaled_relu  FP8 0/1 gemms  (" in out
     assert "no FP8: the program quantizes to f8e4m3fn but a100 (sm_80) has no FP8 tensor cores" in out
     assert "      fp8_gemms: expected 1, found 0 (__cublas$lt$matmul f32xf32->f32)" in out
     assert "every kernel and gemm with -v" in out

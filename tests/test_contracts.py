@@ -153,7 +153,7 @@ def test_the_cli_exit_code_summary_and_issue_title_name_the_layer(tmp_path, run_
     code, out, _ = run_cli("ci", "summary", tmp_path / "m.json", "--summary-file", summary,
                            "--issues-dir", tmp_path / "issues", cwd=tmp_path)
     text = summary.read_text()
-    assert "DecoderBlock/attn/q_proj/CurrentScalingFp8_0 forward: FP8 -&gt; f16" in text, text
+    assert "lost FP8: DecoderBlock/attn/q_proj/CurrentScalingFp8_0: FP8 -&gt; f16 (fwd" in text, text  # the layer and passes
     assert "::error" in out and "q_proj" in out  # the CI annotation
     titles = [p.read_text().splitlines()[0] for p in (tmp_path / "issues").glob("*.md")]
     assert titles and all("DecoderBlock/" in t and "gemms[" not in t for t in titles), titles

@@ -256,7 +256,7 @@ def test_filecheck_patterns_are_checked_against_the_optimized_hlo(workspace, run
         seed.replace("  - id: seed_plain_f32\n", "  - id: seed_plain_f32\n" + good)
         .replace("  - id: seed_plain_bf16\n", "  - id: seed_plain_bf16\n" + bad)
     )
-    code, out, _ = run_cli("run", *DL, "-k", "seed_plain", "--profile", "cublas", cwd=workspace)
+    code, out, _ = run_cli("run", *DL, "-k", "seed_plain", "--profile", "cublas", "-v", cwd=workspace)
     assert code == 1
     assert re.search(r"PASS\s+h100/cublas\s+seed_plain_f32", out)
     assert re.search(r"FAIL\s+h100/cublas\s+seed_plain_bf16", out)

@@ -47,7 +47,7 @@ def test_run_installs_maxtext_and_the_llama2_7b_step_has_21_fp8_gemms_and_passes
     monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))
     code, out, err = run_cli("run", CASES, "-k", "maxtext_llama2_7b_fp8", "--target", "h100x8", "-v",
                              "--goldens", GOLDENS, "--json", tmp_path / "r.json", cwd=tmp_path)
-    assert "fp8-check: requirements maxtext: " in out and str(TEST_CACHE) in out, out[:2000]
+    assert "fp8-check: requirements maxtext (case maxtext_llama2_7b_fp8): " in out and str(TEST_CACHE) in out, out[:2000]
     [row] = json.loads((tmp_path / "r.json").read_text())["results"]
     fp8 = _fp8(row)
     # MaxText's test_fp8_gemm_llama2_7b: 21 = 7 projections x (forward, input gradient, weight gradient), scanned

@@ -58,11 +58,11 @@ def test_click_data_has_the_classified_field_diff_against_the_previous_version()
     S = data["strings"]
     [r] = [r for r in data["results"] if (r["case"], r["profile"], r["jax"]) == (*SCALED_TRITON, "0.12.0.1")]
     assert r["change"]["from"] == "0.8.0" and r["change"]["class"] == "improvement"
-    lines = {(S[p], cls) for p, _, _, cls, _ in r["change"]["lines"]}
+    lines = {(S[p], cls) for p, _, _, cls, _, _ in r["change"]["lines"]}
     assert ("kernels", "improvement") in lines and ("gemms[0].output", "improvement") in lines
     [bad] = [r for r in data["results"] if (r["case"], r["profile"], r["jax"]) == (*BF16_CUBLAS, "0.12.0.1")]
     assert bad["verdict"]["class"] in ("regression", "mixed")
-    assert ("gemms[0].operand_dtypes", "regression") in {(S[p], cls) for p, _, _, cls, _ in bad["verdict"]["lines"]}
+    assert ("gemms[0].operand_dtypes", "regression") in {(S[p], cls) for p, _, _, cls, _, _ in bad["verdict"]["lines"]}
 
 
 def test_one_timeline_per_row_well_formed_and_escaped():

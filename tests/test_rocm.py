@@ -115,9 +115,9 @@ def test_check_reports_the_native_fp8_gemm_and_warns_on_the_other_family(run_cli
     assert gemms["mi300x"] == [("__cublas$lt$matmul", ("f16", "f16")), ("__cublas$lt$matmul$f8", ("f8e4m3fnuz", "f8e4m3fnuz"))]
     assert gemms["mi350x"] == [("__cublas$lt$matmul", ("f16", "f16")), ("__cublas$lt$matmul$f8", ("f8e4m3fn", "f8e4m3fn"))]
     assert "coverage: 2 matmuls, 1 FP8/FP4 (1 hipBLASLt FP8), 1 wider (1 hipBLASLt f16)" in out
-    assert ("warning: fp8mm_rocm.two_matmuls on mi300x/cublas: float8_e4m3fn is not native on mi300x (gfx942 runs "
+    assert ("warning: fp8mm_rocm.two_matmuls on mi300x/hipblaslt: float8_e4m3fn is not native on mi300x (gfx942 runs "
             "float8_e4m3fnuz, float8_e5m2fnuz in FP8 gemms)") in err
-    assert "on mi350x/cublas: float8_e4m3fnuz is not native on mi350x (gfx950 runs float8_e4m3fn, float8_e5m2" in err
+    assert "on mi350x/hipblaslt: float8_e4m3fnuz is not native on mi350x (gfx950 runs float8_e4m3fn, float8_e5m2" in err
     # the results file (the standard one, as `run` writes it) carries the warning as the result's reason
     assert reports["mi300x"]["reason"].startswith("warning: ") and "float8_e4m3fn is not native" in reports["mi300x"]["reason"]
     assert reports["mi300x"]["jax"] == ROCM_JAX  # compiled in the ROCm environment, not the main one

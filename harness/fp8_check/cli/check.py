@@ -35,7 +35,7 @@ from fp8_check.core import WriteError, outputs
 from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
 from fp8_check.signature import attributed, layer_table
 from fp8_check.signature.coverage import coverage
-from fp8_check.targets import PROFILES, load_target, platform_of, profile_applies, resolve_mode
+from fp8_check.targets import PROFILES, load_target, platform_of, profile_alias, profile_applies, profile_label, resolve_mode
 from fp8_check.verdict import LayerRuleError, answer, parse as parse_layer
 from fp8_check.worker import target_view
 
@@ -180,7 +180,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                 res.autotune = report.autotune  # deviceless `default`: which decisions a results file made
                 res.diffs = api.fusion_diffs(report.signature, **expect)
                 for warning in report.warnings:
-                    print(f"fp8-check check: warning: {label} on {t}/{p}: {warning}", file=sys.stderr)
+                    print(f"fp8-check check: warning: {label} on {t}/{profile_label(t, p)}: {warning}", file=sys.stderr)
                 if report.warnings:  # also in the results file: the result's reason (a NEW's hint replaces it)
                     res.reason = "warning: " + "; ".join(report.warnings)
                 for problem in baked_in(report.hlo, report.stablehlo):
@@ -207,6 +207,8 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                     res.verdict = classify_extra(res.verdict or Verdict(NEUTRAL), d.path, d.expected, d.found)
                 if res.diffs:
                     res.code = FAIL
+                elif goldens is None and not expect and res.code is PASS:  # nothing asserted: its first word says so
+                    res.reason = NOTHING_JUDGED + (f"; {res.reason}" if res.reason else "")
                 out.append((res, report))
                 if on_result:
                     on_result(res, report)
@@ -215,13 +217,22 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
     return out
 
 
+NOTHING_JUDGED = ("nothing to judge against: no golden and no --expect, so this is what compiled, not a check; "
+                  "`--golden NAME --bless` records a golden, `--expect`/`--expect-layer` state facts")
+
+
+def _word(res: Outcome) -> str:
+    """A result's first word: its code, or COMPILED for a PASS that asserted nothing (its reason says so)."""
+    return "COMPILED" if res.code is PASS and res.reason.startswith(NOTHING_JUDGED) else res.code.name
+
+
 def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbose: bool = False) -> None:
     """The verdict with the FP8 answer first, then a missing-FP8 line, the differences, the layer table and the
     coverage line; kernels, gemms and unfused ops under -v."""
     import yaml
 
     fp8 = answer(res)
-    line = f"{res.code.name:<11} {res.target}/{res.profile:<7} {label}" + (f"  {fp8.headline}" if fp8.headline else "")
+    line = f"{_word(res):<11} {res.target}/{profile_label(res.target, res.profile):<7} {label}" + (f"  {fp8.headline}" if fp8.headline else "")
     if report is not None:
         line += f"  ({gemm_summary(report.signature) if verbose else kernels_text(report.signature)}) {report.seconds:.2f}s"
     if res.autotune is not None:  # deviceless `default`: whose autotuned decisions, as `run` says it
@@ -272,11 +283,12 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
 
 def print_across_targets(results: list[Outcome]) -> None:
     """Where FP8 holds and where it does not, one line per target x profile, side by side."""
-    width = max(len(f"{r.target}/{r.profile}") for r in results)
+    width = max(len(f"{r.target}/{profile_label(r.target, r.profile)}") for r in results)
+    wide = max(len(answer(r).headline or "no matmul") for r in results)
     print("\nFP8 across targets:")
     for r in results:
         fp8 = answer(r)
-        print(f"  {r.target + '/' + r.profile:<{width}}  {r.code.name:<10} {fp8.headline or 'no matmul':<18}"
+        print(f"  {r.target + '/' + profile_label(r.target, r.profile):<{width}}  {_word(r):<10} {fp8.headline or 'no matmul':<{wide}}"
               + (f"  {fp8.line()}" if fp8.line() else ""))
 
 
@@ -362,7 +374,7 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
             load_target(t)
         except KeyError as exc:
             raise CheckUsage(f"--target: {exc.args[0]}") from None
-    profiles = _csv(args.profile or "")
+    profiles = list(dict.fromkeys(profile_alias(p) for p in _csv(args.profile or "")))  # `hipblaslt` is AMD's cublas
     for p in profiles:
         if p not in PROFILES:
             raise CheckUsage(f"--profile: unknown profile '{p}'; allowed: {', '.join(PROFILES)}")

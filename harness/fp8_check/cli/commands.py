@@ -34,7 +34,9 @@ def register(sub) -> dict:
     selection.add_options(p)
     formats.add_options(p, {"--json": Path("reports/results.json"),
                             "--html": "next to the results JSON, named after it: results.json -> report.html, amd.json -> amd.html"})
-    p.add_argument("-v", "--verbose", action="store_true", help="print field diffs and full error texts")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print every result (by default a plain expected PASS is only counted, per target/profile), "
+                        "field diffs and full error texts")
     selection.add_timeout(p)
     pool.add_options(p)
     p.add_argument("--numerics", action="store_true",
@@ -72,15 +74,24 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+def _used_profiles(sel: selection.Selection) -> list[str]:
+    """The selected profiles some selected case runs under on some selected target (the header lists these)."""
+    used = {p.name for _, _, p in runner.plan(sel.cases, sel.targets, sel.profiles)}
+    return [p for p in sel.profiles if p in used]
+
+
 def _header(env: dict, sel: selection.Selection) -> str:
     """The run's first line: the JAX that compiles and its plugin for the targets' platform; when that is another
-    environment than this one (a ROCm plugin for AMD targets), which release and why."""
+    environment than this one (a ROCm plugin for AMD targets), which release and why; the profiles the selected
+    cases use, and what a profile's rows show where that is not what its name suggests (triton)."""
     platform = (selection.env_platform(sel.targets) if sel.mode == "deviceless" else None) or platforms.DEFAULT
     note = selection.environment_note(sel.targets, env) if sel.mode == "deviceless" else ""
+    used = _used_profiles(sel)
+    shows = [PROFILES[p].shows for p in used if PROFILES[p].shows]
     return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, {platform.plugin_label} "
             f"{env.get(platform.report_key + '_plugin')}{'; ' + note if note else ''}), "
-            f"mode {sel.mode}, targets {', '.join(t.name for t in sel.targets)}, profiles {', '.join(sel.profiles)}, "
-            f"{len(sel.cases)} cases")
+            f"mode {sel.mode}, targets {', '.join(t.name for t in sel.targets)}, profiles {', '.join(used)}, "
+            f"{len(sel.cases)} cases" + "".join(f"\nfp8-check: {s}" for s in shows))
 
 
 def _stale(args) -> list[Path] | None:
@@ -115,7 +126,9 @@ def cmd_run(args) -> int:
         numerics_check = numerics_module
     written = formats.chosen(args, lambda f: html_for(args.json) if f is formats.HtmlReport else None)
     formats.check_paths(written)  # fail before compiling, not after
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
+    running = list(dict.fromkeys(c.id for c, _, _ in runner.plan(sel.cases, sel.targets, sel.profiles)))
+    needs = [c for c in sel.cases if c.id in running]  # requirement sets are announced for the cases that run
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=needs, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
         stale = _stale(args)  # warned after every input error: those stay one line
@@ -132,13 +145,14 @@ def cmd_run(args) -> int:
         for t in sel.targets:
             for note in t.notes:
                 print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
-        skip = selection.unshipped_profiles(sel.goldens, sel.targets, sel.profiles) if not args.profile else {}
+        skip = selection.unshipped_profiles(sel.goldens, sel.targets, _used_profiles(sel)) if not args.profile else {}
         for line in skip.values():
             print(f"fp8-check: {line}", flush=True)
         outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
-                              on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose),
+                              on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose)
+                              if args.verbose or not terminal.plain(o) else None,
                               numerics=numerics_check, canary=True, skip=frozenset(skip))
-    terminal.print_summary(outcomes)
+    terminal.print_summary(outcomes, verbose=args.verbose)
     print(f"{compiler.cache_summary()}; {compiler.jobs} worker(s)")
     res = results_mod.Results(
         {**env, "mode": sel.mode, "targets": [t.name for t in sel.targets], "profiles": sel.profiles,

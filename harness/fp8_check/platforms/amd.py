@@ -155,4 +155,5 @@ AMD = _Amd(
     canary_profile=xla_gpu.CANARY_PROFILE,
     default_release=PLUGIN_RELEASES[-1],
     extra_literals=("jax-rocm", "jax_rocm", "xla_rocm", ARCH_NAME, "hipblaslt", "hipBLASLt"),
+    profile_names={"cublas": "hipblaslt"},  # the gemm rewriter's profile: hipBLASLt behind the same custom-calls
 )

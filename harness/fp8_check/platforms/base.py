@@ -55,6 +55,7 @@ class Profile:
     deviceless: bool = True
     description: str = ""
     platforms: tuple[str, ...] = ()  # the platforms (by name) that compile under it; () = every one
+    shows: str = ""  # what its rows show, where that is not what the name suggests (run's header, the docs)
 
 
 def version_tuple(text: str) -> tuple[int, int, int]:
@@ -109,6 +110,9 @@ class Platform:
     # logged per lookup): deviceless `default` then compiles as the device does where a results file has the
     # decision, and says which decisions XLA's deviceless defaults took (fp8_check.compile.autotune_replay).
     replays_autotune: bool = False
+    # A profile's name as this platform's rows show it, where the shared name reads as another vendor's engine
+    # (AMD: `cublas` -> `hipblaslt`); `--profile` takes it as an alias. Goldens and results keep the shared name.
+    profile_names: dict[str, str] = field(default_factory=dict)
 
     def install(self, jax_version: str) -> str:
         """`pip install` arguments that give JAX `jax_version` with this platform's plugin."""

@@ -27,6 +27,7 @@ from fp8_check.report.issue import first_bad_items, issue_markdown
 from fp8_check.report.issue_filing import MARKER, Group, groups
 from fp8_check.report.markup import code_span, md_inline
 from fp8_check.report.model import build_model
+from fp8_check.report.terminal import lost_text
 from fp8_check.run import results
 from fp8_check.verdict import NEW, XPASS, answer
 
@@ -44,6 +45,10 @@ def one_line(f: Finding) -> str:
     o = f.outcome
     fp8 = answer(o)
     head = f"{fp8.headline}: " if fp8.headline else ""
+    lost = lost_text(o)
+    if lost:  # what broke: the layers that lost FP8, with their passes
+        return f"{head}{o.verdict.cls if o.verdict else 'regression'}: lost FP8: {'; '.join(lost[:3])}" + \
+            (f"; and {len(lost) - 3} more layers" if len(lost) > 3 else "")
     if o.verdict is not None and o.verdict.lines:
         return f"{head}{o.verdict.cls}: {o.verdict.summary(limit=1)}"
     if fp8.line():
@@ -119,7 +124,7 @@ def grid_markdown(m: Matrix, news_rows: set) -> list[str]:
     changed = {(c.case, c.target, c.profile, c.after): c.cls for c in m.changes()}
     rows = sorted(m.rows(), key=lambda r: (r not in news_rows,))  # rows with news first, else in run order
     out = ["### Grid", "", "<details" + (" open" if news_rows else "") + "><summary>case × JAX version "
-           f"({len(rows)} rows; FP8 gemms/matmuls (FP8 share of matmul FLOPs); ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
+           f"({len(rows)} rows; ✓ PASS, ✗ FAIL, x XFAIL, - UNSUPPORTED, ? UNRESOLVED, N NEW; ▼▲~± changed since the "
            "previous version)</summary>", "",
            "| case | target/profile | " + " | ".join(_md(e.jax) for e in m.versions) + " |",
            "|---|---|" + "---|" * len(m.versions)]

@@ -22,7 +22,18 @@ from fp8_check.run import Results
 from fp8_check.signature import attributed, layers_text
 from fp8_check.targets import platform_of as _platform
 from fp8_check.upstream import issue as upstream_issue
-from fp8_check.verdict import CODES, FAIL, UNRESOLVED, XFAIL, XPASS, answer, device_validity, is_collective_path, is_contract
+from fp8_check.verdict import (
+    CODES,
+    FAIL,
+    UNRESOLVED,
+    XFAIL,
+    XPASS,
+    answer,
+    comparator,
+    device_validity,
+    is_collective_path,
+    is_contract,
+)
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
 
@@ -156,7 +167,7 @@ def _same_failure(o) -> object:
 
 def issue_title(it: Item, model: Model) -> str:
     """One line, whatever the case's description or a results file holds (line breaks, tabs: one space); a result
-    with matmuls ends with its FP8 answer (`, now FP8 14/20 (73 %)`)."""
+    with matmuls ends with its FP8 answer (`, now FP8 14/20 gemms, 73 % of FLOPs`)."""
     fp8 = answer(it.outcome).headline if attributed(it.outcome.signature) else ""  # a model's, not a pattern's
     return " ".join(_title(it, model).split()) + (f" (now {fp8})" if fp8 else "")
 
@@ -214,7 +225,7 @@ def summary(it: Item, model: Model) -> str:
                 f"review the change and update the golden with `fp8-check bless -k {it.case} --target {it.target} "
                 f"--profile {it.profile}` (or `fp8-check bless --from-matrix` for a version range).")
     found = gemm_summary(o.signature) or "no gemm"
-    changed = "; ".join(f"{code_span(d.path)}: {md_inline(show_expected(d))} → {md_inline(show_found(d))}"
+    changed = "; ".join(f"{code_span(d.path)}: " + " → ".join(md_inline(s) for s in _sides(d))
                         for d in o.diffs[:4])
     if len(o.diffs) > 4:
         changed += f"; and {len(o.diffs) - 4} more"
@@ -300,12 +311,21 @@ def layers_section(it: Item, model: Model) -> list[str]:
     return ["### FP8 by layer", "", fence(text), ""] if text else []
 
 
+def _sides(d) -> tuple[str, str]:
+    """A differing field's two sides as the body states them: a long list (a model's launches) as its item count and
+    what was added, removed and moved (verdict/comparator.py's `list_diff`), not two walls of values."""
+    ld = comparator.list_diff(d.expected, d.found)
+    if ld is not None:
+        return f"{ld.before} items", ld.text(limit=8).split(": ", 1)[1]
+    return show_expected(d), show_found(d)
+
+
 def diff_table(it: Item, model: Model) -> list[str]:
     diffs = it.outcome.diffs
     if not diffs:
         return []
     return (["| field | expected | found |", "|---|---|---|"]
-            + [f"| {code_span(d.path).replace('|', '\\|')} | {md_cell(show_expected(d))} | {md_cell(show_found(d))} |"
+            + [f"| {code_span(d.path).replace('|', '\\|')} | {md_cell(_sides(d)[0])} | {md_cell(_sides(d)[1])} |"
                for d in diffs[:30]] + [""])
 
 

@@ -34,9 +34,10 @@ from fp8_check.report._diffs import hlo_diff, show, signature_rows
 from fp8_check.report._hlo_text import normalize_hlo
 from fp8_check.report.issue import first_bad_items, issue_markdown, issue_title
 from fp8_check.report.model import Item, Model, build_model
+from fp8_check.report.terminal import cost_lines, lost_text, saving_from_loss
 from fp8_check.run import Results
 from fp8_check.signature import layers_text
-from fp8_check.verdict import CODES, PASS, answer, is_contract
+from fp8_check.verdict import CODES, PASS, answer, comparator, is_contract
 
 SIZE_BUDGET = 4_500_000  # bytes; the report must stay under 5 MB
 REPORT_LIMIT = 5_000_000  # over this, `report` says so on the terminal (the page says so where it can tell)
@@ -119,6 +120,11 @@ def _precompute(model: Model) -> dict[Any, Any]:  # result index -> its texts, a
     return out
 
 
+NO_UPSTREAM = ("No upstream filing: this model's result differs from its golden on one JAX version, and a model's "
+               "FAIL there is as likely a change in the model's own code as in XLA. Run it across releases "
+               "(`fp8-check matrix`): a change between two JAX versions gets a ready issue body.")
+
+
 def _upstream_change(it: Item) -> bool:
     """Whether an upstream filing is offered: a model's contract result only for a change between JAX versions (a
     FAIL on one version is a change in the model's own code as likely as in XLA); a library pattern always."""
@@ -185,10 +191,14 @@ def _payload(model: Model, pre: dict[Any, Any], level: int) -> tuple[dict, list[
             # the change against the previous version with a signature, and a FAIL's verdict against the golden:
             # lines are [path, before, after, class, why], texts as string indices
             "change": {"from": ch.change_from, "class": ch.cls, "lines": _lines(strings, ch.lines),
-                       "cost": ch.cost.text() if ch.cost else ""} if ch and ch.cls else None,
+                       "cost": ch.cost.text() if ch.cost else "",
+                       "caveat": COST_CAVEAT if _loss_as_saving(ch) else ""} if ch and ch.cls else None,
             "verdict": {"class": o.verdict.cls, "lines": _lines(strings, [x.to_dict() for x in o.verdict.lines]),
-                        "cost": o.verdict.cost.text() if o.verdict.cost else ""}
+                        "cost": o.verdict.cost.text() if o.verdict.cost else "",
+                        "cost_lines": cost_lines(o), "lost": lost_text(o)}
             if o.verdict is not None else None,
+            "fp8": answer(o).headline,
+            "no_upstream": NO_UPSTREAM if it.code.file_upstream and not md and not _upstream_change(it) else "",
             **texts,
         })
     if omitted:
@@ -210,8 +220,14 @@ def _payload(model: Model, pre: dict[Any, Any], level: int) -> tuple[dict, list[
 
 
 def _lines(strings: "_Strings", lines: list[dict]) -> list[list]:
-    return [[strings.one(x["path"]), strings.one(show(x["before"])), strings.one(show(x["after"])),
-             x["class"], strings.one(x["why"])] for x in lines]
+    """[path, before, after, class, why, diff]: `diff` the list change's counts and items, one a line (-1: none)."""
+    out = []
+    for x in lines:
+        ld = comparator.list_diff(x["before"], x["after"])
+        out.append([strings.one(x["path"]), strings.one(show(x["before"])), strings.one(show(x["after"])),
+                    x["class"], strings.one(x["why"]),
+                    strings.one("\n".join([ld.counts(), *ld.items()])) if ld is not None else -1])
+    return out
 
 
 def _row_changes(model: Model) -> dict[tuple, list[changes_mod.CellChange]]:
@@ -249,22 +265,50 @@ def _grid(model: Model, row_changes: dict | None = None) -> list[dict]:
                                                    + ("as the golden expects" if expects else "differs from the golden"))
                                   if ch and ch.cls else "",
                                   "verdict": v.cls if v is not None else "",
+                                  "lost": lost_text(c.outcome),
                                   # one answer per cell; the ⚠ only where no FP8 is news (not "by design", as the terminal says)
                                   **_fp8_cell(answer(c.outcome))})
             changed = any(c and c["change"] for c in out_cells)
             regressed = any(c and (c["change"] in ("regression", "mixed") or c["verdict"] in ("regression", "mixed"))
                             for c in out_cells)
-            costs = [ch.cost.delta_us for ch in row_changes.get(row, []) if ch.cost is not None]
-            costs += [c.outcome.verdict.cost.delta_us for c in cells if c and c.outcome.verdict and c.outcome.verdict.cost]
+            # (µs, whether it is a lost FP8 priced as a saving: then it is never shown as a bare negative number)
+            costs = [(ch.cost.delta_us, _loss_as_saving(ch)) for ch in row_changes.get(row, []) if ch.cost is not None]
+            costs += [(c.outcome.verdict.cost.shown_us, saving_from_loss(c.outcome)) for c in cells
+                      if c and c.outcome.verdict and c.outcome.verdict.cost]
+            worst = max(costs) if costs else None
             svg = changes_mod.timeline_svg(f"{case} {row[1]}/{row[2]}", row_changes.get(row, [])) \
                 if len(model.versions) > 1 and any(x.kernels is not None for x in row_changes.get(row, [])) else ""
             grid.append({"case": case, "first": k == 0, "span": len(rows), "target": row[1], "profile": row[2],
                          "mode": row[3], "description": descriptions.get(case, ""),
                          "search": f"{case} {descriptions.get(case, '')} {row[1]} {row[2]} {row[3]}".lower(),
                          "changed": changed, "regressed": regressed, "timeline": Markup(svg),  # escaped by timeline_svg
-                         "cost": round(max(costs), 3) if costs else None,  # the row's costliest change (µs per call)
+                         "cost": round(worst[0], 3) if worst else None,  # the row's costliest change (µs per call)
+                         "cost_caveat": COST_CAVEAT if worst and worst[1] else "",
                          "cells": out_cells})
     return grid
+
+
+COST_CAVEAT = ("FP8 lost: the wider gemm is estimated faster only at the case shapes; FP8 pays back at production "
+               "sizes (give the case `price_at`, docs/cost.md)")
+
+
+def _loss_as_saving(ch: changes_mod.CellChange) -> bool:
+    """A change between versions that lost FP8 and is priced as a saving (as `saving_from_loss` for a verdict)."""
+    return (ch.cost is not None and ch.cost.shown_us < 0 and ch.cls in ("regression", "mixed")
+            and any(x.get("class") == "regression" and ("FP8" in str(x.get("why", "")) or "fp8" in str(x.get("path", "")))
+                    for x in ch.lines))
+
+
+def _attention(items: list[Item]) -> dict[int, dict]:
+    """What a "Needs attention" entry says besides its case: the FP8 answer, the class, the lost layers, the cost."""
+    out = {}
+    for it in items:
+        o = it.outcome
+        lost = lost_text(o)
+        out[it.idx] = {"fp8": answer(o).headline, "cls": o.verdict.cls if o.verdict is not None else "",
+                       "lost": lost, "cost": (COST_CAVEAT if saving_from_loss(o) else
+                                              (o.verdict.cost.short() if o.verdict is not None and o.verdict.cost else ""))}
+    return out
 
 
 MAX_FIELD = 20_000  # characters of any other text (description, reason, YAML, ...) kept in the page
@@ -337,7 +381,7 @@ def render_html(inputs: list[Results], title: str | None = None, notes: Sequence
             inputs=model.inputs, versions=model.versions, counts=counts, codes=[c.name for c in CODES],
             total=len(model.items), targets=sorted({r[1] for r in model.rows}),
             profiles=sorted({r[2] for r in model.rows}), modes=modes, grid=grid, attention=attention,
-            notes=page_notes, show_mode=len(modes) > 1, verdict=verdict, verdict_ok=NO_REGRESSIONS in verdict,
+            notes=page_notes, show_mode=len(modes) > 1, att=_attention(attention), verdict=verdict, verdict_ok=NO_REGRESSIONS in verdict,
             legend_codes=CODES, data=json_island(payload), script=script, style=style,
             script_hash=script_hash, n_rows=len(model.rows), timelines=any(r["timeline"] for r in grid),
         )

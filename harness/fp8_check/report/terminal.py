@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import TextIO
 
 from fp8_check.signature import Signature, attributed, layer_table, summary as collectives_summary
 from fp8_check.signature.coverage import coverage
-from fp8_check.verdict import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome, answer
+from fp8_check.targets import PROFILES, profile_label
+from fp8_check.verdict import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome, answer, contract
 
 
 def gemm_summary(sig: Signature | None) -> str:
@@ -55,6 +57,24 @@ def price_hint(out: Outcome) -> str:
             "docs/cost.md)")
 
 
+def lost_text(out: Outcome) -> list[str]:
+    """The layers a FAIL (or XFAIL) says lost FP8, one text each: `Block/mlp/down: FP8 -> bf16 (fwd, bwd-in, bwd-wt)`."""
+    v = out.verdict
+    return contract.lost_layers(x.why for x in v.regressions) if v is not None and out.code in (FAIL, XFAIL) else []
+
+
+def cost_lines(out: Outcome) -> list[str]:
+    """What a FAIL or XFAIL says about its cost, in the words every output uses: a lost FP8 priced as a saving says
+    why instead of headlining the saving; otherwise the estimate and the totals behind it."""
+    v = out.verdict
+    if v is None or v.cost is None or out.code not in (FAIL, XFAIL):
+        return []
+    if saving_from_loss(out):
+        return [price_hint(out)]
+    known = "known issue's " if out.code is XFAIL else ""
+    return [f"{known}cost: {v.cost.text()} ({v.cost.detail()})"]
+
+
 def estimate_line(est) -> str:
     """`1234.5 µs per call on H100 SXM at x=[8, 2048, 1024]; FP8 gemms 61.0 % of it` (a model's step time)."""
     share = f"; FP8 gemms {est.fp8_us / est.total_us * 100:.1f} % of it" if est.total_us > 0 else ""
@@ -69,7 +89,7 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
     stream = stream or sys.stdout
     name = out.code.paint(_tty(stream))
     pad = " " * max(0, 11 - len(out.code.name))
-    line = f"{name}{pad} {out.target}/{out.profile:<7} {out.case}"
+    line = f"{name}{pad} {out.target}/{_profile(out):<7} {out.case}"
     fp8 = answer(out)
     if fp8.headline:
         line += f"  {fp8.headline}"
@@ -87,11 +107,10 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
     print(line, file=stream)
     if fp8.line():
         print(f"      {'warning: ' if fp8.warns else ''}{fp8.line()}", file=stream)
-    if saving_from_loss(out):
-        print(f"      {price_hint(out)}", file=stream)
-    if out.code in (FAIL, XFAIL) and out.verdict is not None and out.verdict.cost is not None and not saving_from_loss(out):
-        known = "known issue's " if out.code is XFAIL else ""
-        print(f"      {known}cost: {out.verdict.cost.text()} ({out.verdict.cost.detail()})", file=stream)
+    for lost in lost_text(out):
+        print(f"      lost FP8: {lost}", file=stream)
+    for text in cost_lines(out):
+        print(f"      {text}", file=stream)
     if out.estimate is not None and out.estimate.shape:  # priced at production shapes (`price_at`)
         print(f"      estimate: {estimate_line(out.estimate)}", file=stream)
     if out.code is FAIL or (verbose and out.diffs):
@@ -138,10 +157,61 @@ def _classes(out: Outcome, path: str) -> str:
     return ("  [" + "; ".join(f"{x.cls}: {x.why}" for x in lines) + "]") if lines else ""
 
 
-def print_summary(outcomes: list[Outcome], stream: TextIO | None = None) -> None:
+def _profile(out: Outcome) -> str:
+    """The profile as the target's rows show it (`hipblaslt` on AMD: targets.profile_label)."""
+    try:
+        return profile_label(out.target, out.profile)
+    except Exception:  # a results file from elsewhere may name a target this checkout lacks
+        return out.profile
+
+
+def plain(out: Outcome) -> bool:
+    """A plain expected PASS: it matches its golden and warns of nothing new (no missing FP8 that is news). The
+    main run's terminal leaves these to one summary line per group (`print_groups`); `-v` prints each."""
+    return out.code is PASS and not answer(out).warns and out.numerics is None and not out.reason.startswith("warning")
+
+
+def groups_lines(outcomes: list[Outcome]) -> list[str]:
+    """One line per group of plain expected results that `run` did not print: `88 PASS not shown ...; 76 of them no
+    FP8 by design: ...`, grouped by target/profile with the case files they come from, and what a profile shows
+    where its rows read no FP8 by design (the Triton profile)."""
+    shown = [o for o in outcomes if plain(o)]
+    if not shown:
+        return []
+    out = []
+    for where, rows in _by(shown, lambda o: f"{o.target}/{_profile(o)}").items():
+        design = [o for o in rows if answer(o).by_design]
+        line = f"{len(rows)} PASS on {where}"
+        if design:
+            files = Counter(Path(o.file).stem if o.file else "?" for o in design)
+            line += (f"; {len(design)} of them no FP8 by design ("
+                     + ", ".join(f"{n} {f}" for f, n in files.most_common(4))
+                     + (f", {len(files) - 4} more files" if len(files) > 4 else "") + ")")
+            shows = getattr(PROFILES.get(rows[0].profile), "shows", "")
+            if shows:  # the header says why in full
+                line += f": {shows.split(': ', 1)[0]}"
+            else:
+                line += ": the golden states no FP8 gemm for this target"
+        out.append(line)
+    return out
+
+
+def _by(items, key) -> dict:
+    groups: dict = {}
+    for it in items:
+        groups.setdefault(key(it), []).append(it)
+    return groups
+
+
+def print_summary(outcomes: list[Outcome], stream: TextIO | None = None, verbose: bool = True) -> None:
     stream = stream or sys.stdout
     counts = Counter(o.code.name for o in outcomes)
     parts = [f"{counts[c.name]} {c.name}" for c in CODES if counts[c.name]]
+    hidden = [] if verbose else groups_lines(outcomes)
+    if hidden:
+        print("\nnot shown (plain expected PASS; -v prints every result):", file=stream)
+        for line in hidden:
+            print(f"  {line}", file=stream)
     print(f"\n{len(outcomes)} results: " + (", ".join(parts) if parts else "nothing ran"), file=stream)
     bad = [o for o in outcomes if o.code.is_failure]
     if bad:

@@ -31,6 +31,7 @@ from fp8_check.targets import (
     all_target_names,
     gpu_present,
     load_target,
+    profile_alias,
     profile_applies,
     resolve_mode,
 )
@@ -92,7 +93,7 @@ def profiles(value: str | None, mode: str, option: str = "--profile", for_target
     """The named profiles, or every profile the mode supports (of the platforms of `for_targets` when given: an
     NVIDIA run does not list the TPU's profile)."""
     if value:
-        names = csv(value)
+        names = list(dict.fromkeys(profile_alias(n) for n in csv(value)))  # `hipblaslt`: AMD's name for cublas
         for n in names:
             if n not in PROFILES:
                 raise UsageError(f"{option}: unknown profile '{n}'; allowed: {', '.join(PROFILES)}")

@@ -113,6 +113,19 @@ def profile_applies(profile: Profile | str, target: "Target") -> bool:
     return p is not None and (not p.platforms or target.platform.name in p.platforms)
 
 
+def profile_label(target: "str | Target", profile: str) -> str:
+    """`profile` as `target`'s rows show it: `hipblaslt` for `cublas` on AMD (Platform.profile_names), else itself."""
+    platform = platform_of(target) if isinstance(target, str) else target.platform
+    return platform.profile_names.get(profile, profile)
+
+
+def profile_alias(name: str) -> str:
+    """The profile a name given on the command line means: a platform's shown name (`hipblaslt`) is its profile."""
+    if name in PROFILES:
+        return name
+    return next((p for pl in platforms.PLATFORMS for p, shown in pl.profile_names.items() if shown == name), name)
+
+
 def target_names() -> tuple[str, ...]:
     """The shipped GPU specs (one GPU each)."""
     return tuple(sorted(p.stem for p in TARGET_DIR.glob("*.txtpb")))
@@ -379,7 +392,7 @@ def resolve_mode(mode: str) -> str:
 
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['AutotuneResultsError', 'BrokenEnvironmentError', 'MAX_SPEC_BYTES', 'MODES', 'MULTI_DEVICE_TARGETS', 'PROFILES', 'Path', 'Platform', 'Profile', 'TARGET_DIR', 'TOPOLOGY_LINE', 'Target', 'TargetSpecError', 'TargetVersions', 'all_target_names', 'as_profile', 'as_target', 'autotune_results', 'cache', 'canonical_target', 'dataclass', 'device_count', 'gpu_present', 'gpu_spec_names', 'load_target', 'names', 'nvidia', 'os', 'package_path', 'parse_target', 'parse_versions', 'platform_of', 'platform_target_names', 'platforms', 'profile_applies', 're', 'resolve_mode', 'safe_yaml', 'shutil', 'strip_version_fields', 'subprocess', 'target_names', 'topology_of']
+__all__ = ['AutotuneResultsError', 'BrokenEnvironmentError', 'MAX_SPEC_BYTES', 'MODES', 'MULTI_DEVICE_TARGETS', 'PROFILES', 'Path', 'Platform', 'Profile', 'TARGET_DIR', 'TOPOLOGY_LINE', 'Target', 'TargetSpecError', 'TargetVersions', 'all_target_names', 'as_profile', 'as_target', 'autotune_results', 'cache', 'canonical_target', 'dataclass', 'device_count', 'gpu_present', 'gpu_spec_names', 'load_target', 'names', 'nvidia', 'os', 'package_path', 'parse_target', 'parse_versions', 'platform_of', 'platform_target_names', 'platforms', 'profile_alias', 'profile_applies', 'profile_label', 're', 'resolve_mode', 'safe_yaml', 'shutil', 'strip_version_fields', 'subprocess', 'target_names', 'topology_of']
 
 _MODULES = {  # module -> the names of the face it defines
     'autotune_results': ('AutotuneResultsError',),

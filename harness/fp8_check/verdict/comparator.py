@@ -14,6 +14,8 @@ is one); other lists of records item by item; other values as a whole. Pure: no 
 
 from __future__ import annotations
 
+import difflib
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +41,9 @@ class FieldDiff:
     found: Any
 
     def __str__(self) -> str:
+        ld = list_diff(self.expected, self.found)
+        if ld is not None:  # a long list (a model's launches): what was added, removed and moved, not two walls
+            return f"{self.path}: {ld.text()}"
         return f"{self.path}: expected {show(self.expected)}, found {show(self.found)}"
 
     def to_json(self) -> dict:
@@ -111,3 +116,64 @@ def _normal(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+# ------------------------------------------------------------------ a long list's change as a diff
+
+LONG_LIST = 6  # items: a list longer than this on either side is shown as what changed, not as both values
+
+
+@dataclass(frozen=True)
+class ListDiff:
+    """A list field's change as items: `added`/`removed` (item, times), in order of first appearance, and how many
+    items both sides hold moved to another place (what a pure reordering is)."""
+
+    before: int
+    after: int
+    added: tuple[tuple[str, int], ...]
+    removed: tuple[tuple[str, int], ...]
+    moved: int
+
+    def items(self) -> list[str]:
+        """`+1 fusion kLoop [convert]`, `−2 gemm ...` (added first), then `3 moved`: one per line."""
+        out = [f"+{n} {x}" for x, n in self.added] + [f"\u2212{n} {x}" for x, n in self.removed]
+        return out + ([f"{self.moved} moved"] if self.moved else [])
+
+    def counts(self) -> str:
+        """`190 -> 191 items: 2 added, 1 removed, 3 moved`."""
+        add, rem = sum(n for _, n in self.added), sum(n for _, n in self.removed)
+        return f"{self.before} -> {self.after} items: {add} added, {rem} removed, {self.moved} moved"
+
+    def text(self, limit: int = 4) -> str:
+        """One line: the counts, then up to `limit` changed items (`; … N more`)."""
+        items = self.items()
+        more = f"; … {len(items) - limit} more" if len(items) > limit else ""
+        return self.counts() + (": " + "; ".join(items[:limit]) + more if items else "")
+
+
+def list_diff(before: Any, after: Any, long: int = LONG_LIST) -> ListDiff | None:
+    """The change of a list of plain values (launch texts, op names) longer than `long` items on either side; None
+    for anything else (short lists, pairs of dtypes, records: their whole values read better)."""
+    a = before if isinstance(before, list) else [] if before is MISSING or before is None else None
+    b = after if isinstance(after, list) else [] if after is MISSING or after is None else None
+    if a is None or b is None or max(len(a), len(b)) <= long:
+        return None
+    if any(isinstance(x, (dict, list)) for x in [*a, *b]):
+        return None
+    sa, sb = [str(x) for x in a], [str(x) for x in b]
+    ca, cb = Counter(sa), Counter(sb)
+    added, removed = cb - ca, ca - cb
+    common = ca & cb
+    left, keep = [], Counter(common)
+    for x in sa:
+        if keep[x] > 0:
+            keep[x] -= 1
+            left.append(x)
+    right, keep = [], Counter(common)
+    for x in sb:
+        if keep[x] > 0:
+            keep[x] -= 1
+            right.append(x)
+    same = sum(m.size for m in difflib.SequenceMatcher(None, left, right, autojunk=False).get_matching_blocks())
+    return ListDiff(len(a), len(b), tuple((x, added[x]) for x in dict.fromkeys(sb) if added[x]),
+                    tuple((x, removed[x]) for x in dict.fromkeys(sa) if removed[x]), len(left) - same)

@@ -389,3 +389,26 @@ def _check_cost(want: Any, have: float | None, options: Options, j: Judgement) -
     j.add("cost_us", round(float(want), 1), round(float(have), 1), REGRESSION if pct > 0 else IMPROVEMENT,
           f"{text}: beyond the contract's {options.cost_tolerance:g} % tolerance")
 
+
+
+# ------------------------------------------------------------------ what a person reads first: the lost layers
+
+_SHORT_PASS = {attribution.FORWARD: "fwd", attribution.BACKWARD_INPUT: "bwd-in", attribution.BACKWARD_WEIGHT: "bwd-wt",
+               attribution.BACKWARD: "bwd", "*": "every pass"}
+_LOST = re.compile(r"^(?P<layer>.+) (?P<pass>" + "|".join(re.escape(p) for p in sorted(_SHORT_PASS, key=len, reverse=True))
+                   + r"): (?P<before>FP8|FP4) -> (?P<after>[^\s(]+)")
+
+
+def lost_layers(whys) -> list[str]:
+    """The layers a verdict's regression lines say lost FP8/FP4, one text per layer and precision change with the
+    passes that lost it, in the lines' order: `Block/mlp/down: FP8 -> bf16 (fwd, bwd-in, bwd-wt)`. The layer is
+    the one the lines name (the judge already names a layer that lost its FP8 op without that op's component)."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for why in whys:
+        m = _LOST.match(str(why))
+        if m:
+            key = (m["layer"], m["before"], m["after"])
+            short = _SHORT_PASS[m["pass"]]
+            if short not in groups.setdefault(key, []):
+                groups[key].append(short)
+    return [f"{layer}: {before} -> {after} ({', '.join(passes)})" for (layer, before, after), passes in groups.items()]

@@ -1,7 +1,7 @@
 """The FP8 answer of a result: how many matmuls run in FP8 and their FLOP share, and, when a program
 quantizes to FP8 but no gemm runs in FP8, why — the one place every output takes it from.
 
-    FP8 18/21 (89 %)                       the headline: FP8/FP4 gemms / matmuls (share of matmul FLOPs)
+    FP8 18/21 gemms, 89 % of FLOPs         the headline: FP8/FP4 gemms / matmuls, their share of matmul FLOPs
     no FP8: the program quantizes to f8e4m3fn, f8e5m2 (OCP FP8) but mi300x (gfx942) runs only ...
 
 The reason is found in the program and the target, in this order: the target has no FP8 gemms at all
@@ -46,14 +46,16 @@ class Fp8Answer:
 
     @property
     def headline(self) -> str:
-        """`FP8 18/21 (89 %)`; `FP8 0/15` when none; '' without a matmul."""
+        """`FP8 18/21 gemms, 89 % of FLOPs` (18 of 21 matmuls run as FP8/FP4 gemms, doing 89 % of the matmul FLOPs;
+        18/21 by count is 86 %: the two numbers say different things, so both are labeled); `FP8 0/15 gemms` when
+        none; '' without a matmul. The one home of this label: every output takes it from here."""
         if not self.matmuls:
             return ""
         if self.share is None or not self.fp8:
-            return f"FP8 {self.fp8}/{self.matmuls}"
+            return f"FP8 {self.fp8}/{self.matmuls} gemms"
         pct = 100 * self.share
         text = f"{pct:.1f}" if (round(pct) == 100 and self.share < 1) or round(pct) == 0 else f"{pct:.0f}"
-        return f"FP8 {self.fp8}/{self.matmuls} ({text} %)"  # 99.6 % stays 99.6, never a rounded 100
+        return f"FP8 {self.fp8}/{self.matmuls} gemms, {text} % of FLOPs"  # 99.6 % stays 99.6, never a rounded 100
 
     @property
     def warns(self) -> bool:

@@ -84,13 +84,22 @@ class RequirementEnvironments:
 
 def sets_of(cases) -> dict[tuple[str, ...], tuple[str, str, int]]:
     """requirements -> (name, jax range, how many cases) of the cases that name `requirements:`."""
-    out: dict[tuple[str, ...], tuple[str, str, int]] = {}
+    return {k: (name, jax, len(ids)) for k, (name, jax, ids) in _sets(cases).items()}
+
+
+def _sets(cases) -> dict[tuple[str, ...], tuple[str, str, list[str]]]:
+    out: dict[tuple[str, ...], tuple[str, str, list[str]]] = {}
     for case in cases:
         if case.requirements:
             wanted = case.requirements.requirements
-            name, jax, n = out.get(wanted, (case.requirements.name, case.requirements.jax, 0))
-            out[wanted] = (name, jax, n + 1)
+            out.setdefault(wanted, (case.requirements.name, case.requirements.jax, []))[2].append(case.id)
     return out
+
+
+def _for_cases(ids: list[str]) -> str:
+    """`case qwix_dense`, `cases a, b and 3 more`: which selected cases need a requirement set."""
+    shown = ", ".join(ids[:2]) + (f" and {len(ids) - 2} more" if len(ids) > 2 else "")
+    return f"case{'s' if len(ids) > 1 else ''} {shown}"
 
 
 def wrap(main, cases, jax_version: str, mode: str, timeout: float = DEFAULT_TIMEOUT, cache=None, platform=None,
@@ -100,21 +109,27 @@ def wrap(main, cases, jax_version: str, mode: str, timeout: float = DEFAULT_TIME
     pools: dict[tuple[str, ...], CompilerPool] = {}
     names: dict[tuple[str, ...], str] = {}
     try:
-        for reqs, (name, jax_range, count) in sets_of(cases).items():
+        for reqs, (name, jax_range, ids) in _sets(cases).items():
+            count = len(ids)
             if outside(jax_range, jax_version, name):
                 continue  # its cases are UNSUPPORTED here (the runner says why)
             manager = envs.Manager(extras=list(reqs), kind=wheels.kind_for_mode(mode), platform=platform)
-            log(f"fp8-check: requirements {name}: the environment for jax {jax_version} ({len(reqs)} requirements, "
-                "installed on first use) ...")
+            said: list[str] = []
+
+            def building(line: str, name=name, reqs=reqs, ids=ids, said=said) -> None:  # only when one is built
+                if not said:
+                    said.append(line)
+                    log(f"fp8-check: requirements {name} ({_for_cases(ids)}): building the environment for jax "
+                        f"{jax_version} ({len(reqs)} requirements; once, then cached) ...")
+
             try:
-                env = manager.ensure(jax_version)
+                env = manager.ensure(jax_version, log=building)
             except envs.InstallError as exc:
                 raise BrokenEnvironmentError(f"cannot install the requirements {name} for jax {jax_version}: {exc}") from None
             if env.info.get("own_environment"):
-                log(f"fp8-check: requirements {name}: installed here; compiled in this environment")
-                continue
-            log(f"fp8-check: requirements {name}: " + (f"built in {env.seconds:.0f} s" if env.built else "cached")
-                + f": {env.path}")
+                continue  # installed here: those cases compile in this environment, nothing to announce
+            log(f"fp8-check: requirements {name} ({_for_cases(ids)}): "
+                + (f"built in {env.seconds:.0f} s" if env.built else "cached") + f": {env.path}")
             pools[reqs] = CompilerPool(mode, jobs=min(main.jobs, count), python=str(env.python), timeout=timeout,
                                        cache=cache)
             names[reqs] = name
