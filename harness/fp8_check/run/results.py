@@ -19,7 +19,7 @@ from fp8_check.compile import render
 from fp8_check.core import BadInput, ReadError, atomic_write, load_json
 from fp8_check.cost import Estimate
 from fp8_check.signature import Signature
-from fp8_check.targets import PROFILES, Profile, Target, autotune_results, parse_target
+from fp8_check.targets import PROFILES, Profile, autotune_results, parse_target
 from fp8_check.verdict import CODES, FieldDiff, NumericsResult, Outcome, Verdict, code
 
 SCHEMA = "fp8-check/results/2"
