@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it 
 from fp8_check.compile import target_devices
 from fp8_check.core import WriteError, outputs
 from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
-from fp8_check.signature import attributed, layer_table
+from fp8_check.signature import KERNEL_CONVENTION, attributed, layer_table
 from fp8_check.signature.coverage import coverage
 from fp8_check.targets import PROFILES, load_target, platform_of, profile_applies, resolve_mode
 from fp8_check.verdict import LayerRuleError, answer, parse as parse_layer
@@ -256,7 +256,7 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
             print(f"  ({sig['kernels']} kernels, {len(sig['gemms'])} gemms, unfused: {', '.join(sig['unfused']) or 'none'}; "
                   "every kernel and gemm with -v)")
         else:
-            print(f"  kernels: {sig['kernels']}")
+            print(f"  kernels: {sig['kernels']}  ({KERNEL_CONVENTION})")
             for launch in sig["launches"]:
                 print(f"    {launch}")
             print(f"  gemms: {len(sig['gemms'])} ({report.fp8_gemms} on FP8 operands)")
