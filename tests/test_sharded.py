@@ -217,6 +217,22 @@ def test_a_move_between_tensorcore_and_sparsecore_is_a_classed_change():
     assert back.cls == "regression" and any("back on the TensorCore" in x.why for x in back.lines), back.lines
 
 
+def test_a_contract_states_the_sparsecore_and_judges_a_move_off_it():
+    from fp8_check.verdict import contract
+
+    offloaded = extract(SPARSECORE)
+    on_tc = extract(SPARSECORE.replace('execution_thread="sparsecore"', 'execution_thread="parallel"')
+                    .replace("async-start()", "call()"))
+    facts = contract.facts(offloaded, None)
+    assert facts["collectives"] == [{"layer": "fsdp_dense", "op": "all-gather", "dtype": "f8e4m3fn", "core": "sparsecore"}]
+    assert "core" not in contract.facts(on_tc, None)["collectives"][0]  # the TensorCore: no key (GPU contracts unchanged)
+    back = contract.check(facts, on_tc, None)
+    assert [c.cls for c in back.changes] == ["regression"] and "back on the TensorCore" in back.changes[0].why
+    there = contract.check(contract.facts(on_tc, None), offloaded, None)
+    assert [c.cls for c in there.changes] == ["improvement"] and "SparseCore" in there.changes[0].why
+    assert not contract.check(facts, offloaded, None).changes
+
+
 def test_async_wrapped_all_gather():
     (c,) = extract(ASYNC_WRAPPED).collectives
     assert (c.op, c.dtype, c.shape, c.groups, c.asynchronous, c.layer) == (

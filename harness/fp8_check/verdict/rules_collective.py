@@ -119,7 +119,7 @@ def _core_name(core: Any) -> str:
 
 @explained("moved back from an offload core (the SparseCore) to the main core (the TensorCore): it now takes the "
            "TensorCore's time", "offloaded from the TensorCore to the SparseCore (the TensorCore keeps computing)")
-def _core(before: Any, after: Any) -> list[tuple[str, str]]:
+def core_change(before: Any, after: Any) -> list[tuple[str, str]]:
     b, a = ("" if x in (MISSING, None) else str(x) for x in (before, after))
     if b == a:
         return [(NEUTRAL, "core unchanged")]
@@ -139,6 +139,6 @@ COLLECTIVE_RULES: dict[str, "Callable[[Any, Any], list[tuple[str, str]]] | Neutr
     "bytes": _bytes,
     "asynchronous": _asynchronous,
     "loop": _loop,
-    "core": _core,
+    "core": core_change,
     **{key: Neutral(why) for key, why in NEUTRAL_WHY.items()},
 }
