@@ -38,7 +38,7 @@ from typing import Any
 
 from fp8_check.core import dtypes
 from fp8_check.signature import Gemm, Signature, attribution, engine
-from fp8_check.signature.coverage import coverage
+from fp8_check.signature.coverage import coverage, is_low_engine
 from fp8_check.verdict._contract_schema import (
     CONTRACT_KEYS as CONTRACT_KEYS,
     DEFAULT_COST_TOLERANCE as DEFAULT_COST_TOLERANCE,
@@ -54,7 +54,6 @@ REGRESSION, IMPROVEMENT, NEUTRAL = "regression", "improvement", "neutral"
 
 FLOP_SHARE_SLACK = 0.1  # percentage points: rounding of the stated share
 DEFAULT_OPTIONS = Options()
-_LOW_ENGINES = ("cuBLASLt FP8", "Triton FP8", "cuDNN block-scaled")
 
 
 # ------------------------------------------------------------------ facts of a signature
@@ -70,7 +69,9 @@ def operands(g: Gemm) -> str:
 
 
 def is_low(eng: str) -> bool:
-    return eng in _LOW_ENGINES
+    """FP8/FP4 engines of every platform, from the platforms' data (a TPU's `TPU matmul FP8` too; this was a GPU
+    list, so a TPU contract wrote no layer rules and a TPU layer that lost FP8 was no regression)."""
+    return is_low_engine(eng) or eng == "cuDNN block-scaled"
 
 
 def is_loop_fusion(eng: str) -> bool:
