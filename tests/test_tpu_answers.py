@@ -7,13 +7,21 @@ Fp8DirectDotGeneralOp layers and one Fp8DotGeneralOp layer) deviceless through l
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
+
 import pytest
 
 from fp8_check.platforms.tpu import TPU
+from fp8_check.run import results
 from fp8_check.platforms.tpu.generations import GENERATIONS
 from fp8_check.signature.extract import Gemm, Signature
 from fp8_check.targets import load_target
 from fp8_check.verdict.fp8_answer import Fp8Answer, lost_layers, reason
+from tests.conftest import REPO
 
 
 def _tpu(layer: str, pass_: str, fp8: bool) -> Gemm:
@@ -66,3 +74,43 @@ def test_an_fp8_layer_not_fp8_on_tpu_is_named_with_its_passes_cause_and_fix():
     gpu = lost_layers(sig, ("f8e4m3fn",), load_target("h100"))
     assert gpu and "rewrote its matmul into no FP8 gemm" in gpu[0]
     assert lost_layers(sig, (), load_target("v6e")) == ()  # no FP8 in the program: nothing asked for
+
+
+EXAMPLE = REPO / "docs" / "examples" / "tpu_train"
+
+
+@pytest.mark.slow
+def test_the_tpu_train_step_names_its_qdq_layer_then_a_direct_layer_made_plain_fails(tmp_path, run_cli, monkeypatch):
+    """docs/examples/tpu_train through libtpu: `check --target v6e,tpu7x` names the Fp8DotGeneralOp layer as not
+    FP8 with the cause and the fix in the FP8-first lines; `bless` writes its layer rules; a Direct layer made
+    plain is then a FAIL naming it (and an estimate from the TPU roofline)."""
+    work = tmp_path / "tpu_train"
+    shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns("__pycache__"))
+    proc = subprocess.run([sys.executable, "-m", "fp8_check.cli.main", "check", "model:train_step", "--args",
+                           "model:train_args", "--target", "v6e,tpu7x", "--json", "c.json"], cwd=work,
+                          capture_output=True, text=True, timeout=1500, env={**os.environ, "PYTHONPATH": str(work)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    for target in ("v6e", "tpu7x"):
+        at = next(i for i, x in enumerate(lines) if x.startswith(f"PASS        {target}/tpu"))
+        assert re.search(r"FP8 \d+/\d+", lines[at]), lines[at]
+        first = lines[at + 1]  # the FP8-first line, right under the result
+        assert "not FP8 in 1 FP8 layer: Model/block1/up/Fp8DotGeneralOp_0 (forward, backward-input, backward-weight)" \
+            in first, first
+        assert "does not fold dequantize -> dot" in first and "Fp8DirectDotGeneralOp" in first, first
+    assert "estimate:" in proc.stdout and "TPU roofline" in proc.stdout, proc.stdout
+
+    code, out, err = run_cli("bless", "cases", "--goldens", "goldens", "--target", "v6e", cwd=work)
+    assert code == 0, out + err
+    assert "layer rules written for v6e/tpu tpu_train_direct" in out and "  Model/block0/down/*: FP8" in out, out
+    assert "Model/block1/up/*" not in out.split("layer rules written", 1)[1].split("\n---", 1)[0]  # never FP8 here
+    model = work / "model.py"
+    model.write_text(model.read_text().replace('PLAIN: tuple[str, ...] = ()', 'PLAIN: tuple[str, ...] = ("block0/down",)'))
+    monkeypatch.delitem(sys.modules, "model", raising=False)
+    code, out, err = run_cli("run", "cases", "--goldens", "goldens", "--target", "v6e", "--json", "r.json", cwd=work)
+    assert code == 1, out + err
+    [o] = results.load(work / "r.json").outcomes
+    assert o.code.name == "FAIL" and o.verdict.cls == "regression"
+    for pass_ in ("forward", "backward-input", "backward-weight"):
+        assert f"Model/block0/down {pass_}: FP8 -> bf16 (TPU matmul bf16)" in o.reason, o.reason
+    assert o.estimate is not None and "TPU roofline" in o.estimate.hardware

@@ -53,6 +53,9 @@ class Hardware:
     part: Part | None = None
     per_host: int = 0  # a multi-host target (h100x2x4): GPUs per host; a group across hosts runs over `network`
     network: float = 0.0  # bytes/s one way per GPU between hosts
+    matmul_unit: str = ""  # `MXU`: a TPU, whose matmuls are fusions priced at the MXU's rate (not a library call)
+    link_name: str = "NVLink"
+    model: str = ""  # the roofline's name, said with every estimate (`TPU roofline: ...`)
 
     def class_used(self, cls: str) -> str:
         """The class a gemm of class `cls` runs at: its own where the part has tensor cores for it, else the next
@@ -76,6 +79,8 @@ def hardware(target) -> Hardware:
     """The `Hardware` of a `targets.Target` (or a shipped target's name)."""
     if isinstance(target, str):
         target = load_target(target)
+    if target.platform.name == "tpu":
+        return tpu_hardware(target)
     if target.platform.unpriced:  # a program the model cannot price stays unpriced, and says why
         raise ValueError(f"{target.name}: not priced: {target.platform.unpriced}")
     text = target.config_text
@@ -95,6 +100,26 @@ def hardware(target) -> Hardware:
     per_host = hosts[2] if hosts[0] * hosts[1] > 1 else 0
     return Hardware(part.name, hbm, fp32, dict(part.peak), part.nvlink / 2, LAUNCH_US, tuple(notes), part,
                     per_host, cost_table.NETWORK_PER_GPU / 2 if per_host else 0.0)
+
+
+TPU_MODEL = ("TPU roofline: each fusion max(matmul FLOPs / the MXU's published peak for its operands' class, "
+             "bytes / HBM bandwidth), no launch cost; collectives over half the published bidirectional ICI")
+
+
+def tpu_hardware(target) -> Hardware:
+    """A TPU generation's roofline from its published per-chip peaks (fp8_check.platforms.tpu.generations, each
+    with its source). What is not published is not invented, and is said: an FP8 matmul runs at the bf16 rate
+    where no FP8 rate above bf16 is published (v5e, v5p, v6e), an f32 matmul at the bf16 rate (a lower bound: no
+    f32 MXU rate is published), a non-matmul fusion by its HBM traffic alone (no vector-unit rate is published)."""
+    from fp8_check.platforms.tpu.generations import GENERATIONS
+
+    g = GENERATIONS[target.arch]
+    peak = {"bf16": g.bf16_flops, "fp8": g.fp8_flops or g.bf16_flops}
+    notes = (TPU_MODEL, f"rates: {g.source}; FP8: {g.fp8_source}",
+             "f32 matmuls priced at the bf16 rate (no f32 MXU rate is published: a lower bound); non-matmul fusions "
+             "by HBM traffic only (no vector-unit rate is published)")
+    return Hardware(f"{g.product} (TPU roofline)", g.hbm_bytes_per_s, math.inf, peak, g.ici_bytes_per_s / 2, 0.0,
+                    notes, None, matmul_unit="MXU", link_name="ICI", model=TPU_MODEL)
 
 
 # ------------------------------------------------------------------ arrays
@@ -150,7 +175,8 @@ def roofline(flops: float, nbytes_: float, peak: float, hw: Hardware) -> tuple[f
     """(microseconds, what bounds it): the larger of compute and memory time, plus a launch."""
     compute, memory = flops / peak * 1e6, nbytes_ / hw.hbm * 1e6
     work = max(compute, memory)
-    bound = "launch" if work < hw.launch_us else ("compute" if compute >= memory else "memory")
+    bound = "launch" if work < hw.launch_us else ("compute" if compute > memory or (compute == memory and compute)
+                                                   else "memory")
     return work + hw.launch_us, bound
 
 
@@ -248,7 +274,7 @@ def price_kernel(k: sigmod.Kernel, hw: Hardware) -> KernelCost:
         link = link_for(k.attrs, hw)
         us = collective_us(base, size, group_size(k.attrs), link)
         return KernelCost(k.label, us + hw.launch_us, 0.0, moved, "link" if us > hw.launch_us else "launch",
-                          engine="network" if hw.per_host and link == hw.network else "NVLink")
+                          engine="network" if hw.per_host and link == hw.network else hw.link_name)
     if k.gemm is not None:
         dims = gemm_dims(k.dot_types, k.gemm.dims)
         if dims:
@@ -261,7 +287,8 @@ def price_kernel(k: sigmod.Kernel, hw: Hardware) -> KernelCost:
     ops = max(1, len(_label_ops(k.label)))
     flops = float(ops * max([elements(t) for t in (*k.operand_types, *results)] or [0]))
     us, bound = roofline(flops, moved, hw.fp32, hw)
-    return KernelCost(k.label, us, flops, moved, bound, engine=cost_engine.CUDA_CORES)
+    return KernelCost(k.label, us, flops, moved, bound,
+                      engine=cost_engine.VECTOR_UNIT if hw.matmul_unit else cost_engine.CUDA_CORES)
 
 
 def _label_ops(label: str) -> list[str]:

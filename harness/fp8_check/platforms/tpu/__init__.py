@@ -118,9 +118,9 @@ class _Tpu(Platform):
         if g.fp8_flops:
             return (f"{g.name} ({g.product}) publishes an FP8 rate: {g.fp8_flops / 1e12:.0f} TFLOP/s FP8, "
                     f"{g.bf16_flops / 1e12:.0f} TFLOP/s bf16 ({g.source})")
-        return (f"{g.name} ({g.product}) publishes no FP8 rate, only {g.bf16_flops / 1e12:.0f} TFLOP/s bf16 and "
-                f"{g.int8_ops / 1e12:.0f} TOPS int8 ({g.source}): FP8 operands the compiler keeps may be widened inside "
-                "the MXU")
+        return (f"{g.name} ({g.product}) publishes no FP8 rate above bf16, only {g.bf16_flops / 1e12:.0f} TFLOP/s bf16 "
+                f"and {g.int8_ops / 1e12:.0f} TOPS int8 ({g.source}; {g.fp8_source}): FP8 operands the compiler keeps "
+                "may be widened inside the MXU")
 
     def unfolded_dequantize(self, types: str) -> str:
         return (f"fed by a dequantize pattern ({types} converted to a wider type and scaled before the matmul): XLA's "
@@ -164,8 +164,6 @@ TPU = _Tpu(
     matmul_ops=("convolution",),
     fused_matmul_label="TPU matmul",
     alone=True,
-    unpriced=("the cost model's rates and kernel-launch roofline are GPU data; a TPU program is priced by no table "
-              "(the generations' published peaks are in fp8_check.platforms.tpu.generations, docs/tpu.md)"),
     install_hint="jax[tpu]",
     default_release=tuple(LIBTPU_PINS)[-1],
     extra_literals=("jax[tpu", "libtpu", "TPU_WORKER", DEVICE_NODE_GLOB),
