@@ -12,7 +12,7 @@ import pytest
 from fp8_check.api import fusion_signature
 from fp8_check.cost import _rates as cost_rates, _table as cost_table, model as cost
 from fp8_check.cost._engine import LOOP_DOT
-from fp8_check.targets import PROFILES, Profile, all_target_names, load_target
+from fp8_check.targets import PROFILES, Profile, load_target
 
 from .conftest import REPO
 
