@@ -114,3 +114,20 @@ def test_the_tpu_train_step_names_its_qdq_layer_then_a_direct_layer_made_plain_f
     for pass_ in ("forward", "backward-input", "backward-weight"):
         assert f"Model/block0/down {pass_}: FP8 -> bf16 (TPU matmul bf16)" in o.reason, o.reason
     assert o.estimate is not None and "TPU roofline" in o.estimate.hardware
+
+
+def test_a_multi_device_target_whose_program_is_not_partitioned_says_so_in_one_line():
+    from fp8_check.report import unsharded_note
+    from fp8_check.verdict import PASS, Outcome
+
+    def out(target: str, header: str) -> Outcome:
+        return Outcome("c", target, "tpu", "deviceless", "0.12.0.1", PASS, hlo=header + "\n\nENTRY %main () -> f32[] {\n}\n")
+
+    one = "HloModule jit_fp8_dot, is_scheduled=true, entry_computation_layout={(f8e4m3fn[256,512])->f32[256,256]}"
+    sharded = "HloModule jit_fsdp, is_scheduled=true, num_partitions=8"  # as libtpu prints tpu_fsdp_fp8_weights_k
+    note = unsharded_note(out("tpu7x-2x2x1", one))
+    assert note.startswith("no sharding: tpu7x-2x2x1 has 8 devices but the program is not partitioned") and "\n" not in note
+    assert unsharded_note(out("h100x8", one)).startswith("no sharding: h100x8 has 8 devices")  # a GPU target alike
+    assert unsharded_note(out("tpu7x-2x2x1", sharded)) == ""
+    assert unsharded_note(out("tpu7x-2x2x1", one.replace("is_scheduled", "num_replicas=8, is_scheduled"))) == ""
+    assert unsharded_note(out("v6e", one)) == ""  # one chip: nothing to say

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it 
     from fp8_check.api import FusionReport
 from fp8_check.compile import target_devices
 from fp8_check.core import WriteError, outputs
-from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
+from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss, unsharded_note
 from fp8_check.signature import KERNEL_CONVENTION, attributed, layer_table
 from fp8_check.signature.coverage import coverage
 from fp8_check.targets import PROFILES, load_target, platform_of, profile_applies, resolve_mode
@@ -227,6 +227,8 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
     print(line)
     if fp8.line():
         print(f"      {'warning: ' if fp8.warns else ''}{fp8.line()}")
+    if unsharded_note(res):
+        print(f"      {unsharded_note(res)}")
     if res.verdict is not None and saving_from_loss(res):
         print(f"      {price_hint(res)}")
     for d in res.diffs:
