@@ -48,9 +48,7 @@ def rate_table(target) -> list[tuple[str, str, str, str]]:
 
 def _tpu_rows(target, hw) -> list[tuple[str, str, str, str]]:
     """A TPU generation's roofline rows (fp8_check.platforms.tpu.generations: the published peaks and their pages)."""
-    from fp8_check.platforms.tpu.generations import GENERATIONS
-
-    g = GENERATIONS[target.arch]
+    g = target.platform.generation(target.arch)
     rows = [("bf16", "bf16 (and f32: a lower bound) matmul fusions on the MXU", f"{g.bf16_flops / 1e12:g} TFLOP/s", g.source),
             ("fp8", "FP8 matmul fusions on the MXU",
              f"{g.fp8_flops / 1e12:g} TFLOP/s" if g.fp8_flops else f"priced as bf16 ({g.bf16_flops / 1e12:g} TFLOP/s)",

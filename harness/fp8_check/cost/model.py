@@ -27,6 +27,7 @@ from fp8_check.cost import _engine as cost_engine, _pairs as cost_pairs, _table 
 from fp8_check.cost._delta import AT_LEAST, AT_MOST, CostDelta as CostDelta
 from fp8_check.cost._engine import in_library
 from fp8_check.cost._table import DTYPE_BYTES, DTYPE_CLASS, LAUNCH_US, Part
+from fp8_check.cost._tpu import tpu_hardware
 from fp8_check.signature import device_groups, extract as sigmod
 from fp8_check.targets import load_target
 
@@ -79,8 +80,8 @@ def hardware(target) -> Hardware:
     """The `Hardware` of a `targets.Target` (or a shipped target's name)."""
     if isinstance(target, str):
         target = load_target(target)
-    if target.platform.name == "tpu":
-        return tpu_hardware(target)
+    if target.platform.generation(target.arch) is not None:  # a generation's published roofline (cost/_tpu.py)
+        return Hardware(**tpu_hardware(target))
     if target.platform.unpriced:  # a program the model cannot price stays unpriced, and says why
         raise ValueError(f"{target.name}: not priced: {target.platform.unpriced}")
     text = target.config_text
@@ -100,26 +101,6 @@ def hardware(target) -> Hardware:
     per_host = hosts[2] if hosts[0] * hosts[1] > 1 else 0
     return Hardware(part.name, hbm, fp32, dict(part.peak), part.nvlink / 2, LAUNCH_US, tuple(notes), part,
                     per_host, cost_table.NETWORK_PER_GPU / 2 if per_host else 0.0)
-
-
-TPU_MODEL = ("TPU roofline: each fusion max(matmul FLOPs / the MXU's published peak for its operands' class, "
-             "bytes / HBM bandwidth), no launch cost; collectives over half the published bidirectional ICI")
-
-
-def tpu_hardware(target) -> Hardware:
-    """A TPU generation's roofline from its published per-chip peaks (fp8_check.platforms.tpu.generations, each
-    with its source). What is not published is not invented, and is said: an FP8 matmul runs at the bf16 rate
-    where no FP8 rate above bf16 is published (v5e, v5p, v6e), an f32 matmul at the bf16 rate (a lower bound: no
-    f32 MXU rate is published), a non-matmul fusion by its HBM traffic alone (no vector-unit rate is published)."""
-    from fp8_check.platforms.tpu.generations import GENERATIONS
-
-    g = GENERATIONS[target.arch]
-    peak = {"bf16": g.bf16_flops, "fp8": g.fp8_flops or g.bf16_flops}
-    notes = (TPU_MODEL, f"rates: {g.source}; FP8: {g.fp8_source}",
-             "f32 matmuls priced at the bf16 rate (no f32 MXU rate is published: a lower bound); non-matmul fusions "
-             "by HBM traffic only (no vector-unit rate is published)")
-    return Hardware(f"{g.product} (TPU roofline)", g.hbm_bytes_per_s, math.inf, peak, g.ici_bytes_per_s / 2, 0.0,
-                    notes, None, matmul_unit="MXU", link_name="ICI", model=TPU_MODEL)
 
 
 # ------------------------------------------------------------------ arrays

@@ -9,6 +9,7 @@ from typing import TextIO
 
 from fp8_check.signature import Signature, attributed, layer_table, summary as collectives_summary
 from fp8_check.signature.coverage import coverage
+from fp8_check.targets import load_target
 from fp8_check.verdict import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome, answer
 
 
@@ -65,8 +66,6 @@ def estimate_line(est) -> str:
 def unsharded_note(out: Outcome) -> str:
     """One line for a multi-device target whose program is not partitioned (no `num_partitions` above 1 in the
     optimized HLO's module line): nothing is sharded, so the result is the single-device one ('' otherwise)."""
-    from fp8_check.targets import load_target
-
     try:
         devices = load_target(out.target).devices
     except Exception:  # a results file from elsewhere may name a target this checkout lacks

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp8_check.core import dtypes
-from fp8_check.signature import Gemm, Signature, attribution, engine
-from fp8_check.signature.coverage import coverage, is_low_engine
+from fp8_check.signature import Gemm, Signature, attribution, engine, is_low_engine
+from fp8_check.signature.coverage import coverage
 from fp8_check.verdict._contract_schema import (
     CONTRACT_KEYS as CONTRACT_KEYS,
     DEFAULT_COST_TOLERANCE as DEFAULT_COST_TOLERANCE,

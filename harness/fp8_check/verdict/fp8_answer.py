@@ -21,6 +21,7 @@ from fp8_check import targets
 from fp8_check.core import dtypes
 from fp8_check.signature import Signature
 from fp8_check.signature.coverage import coverage
+from fp8_check.verdict.contract import fp8_op_stripped, lost_fp8  # the one reader of FP8 op components
 from fp8_check.verdict.outcome import Outcome
 
 OCP = ("f8e4m3fn", "f8e5m2")
@@ -131,8 +132,6 @@ def _dequantized(gemms, program_fp8: tuple[str, ...]) -> str:
 def lost_layers(sig: Signature, program_fp8: tuple[str, ...], target: targets.Target | None) -> tuple[str, ...]:
     """Where some matmuls run FP8: each FP8 layer (an FP8 op in its path, or FP8 in another of its passes) with
     a matmul that is not FP8, its passes and the cause (the platform's, else XLA's missed rewrite)."""
-    from fp8_check.verdict.contract import fp8_op_stripped  # the one reader of FP8 op components
-
     if not program_fp8 or not any(g.fp8 for g in sig.gemms):
         return ()
     by_layer: dict[str, list] = {}
@@ -156,8 +155,6 @@ def _golden_states_wide(expected: dict | None, sig: Signature) -> bool:
     c = expected.get("contract") if isinstance(expected, dict) else None
     if not isinstance(c, dict):
         return False
-    from fp8_check.verdict.contract import lost_fp8
-
     return not lost_fp8(c, sig)
 
 

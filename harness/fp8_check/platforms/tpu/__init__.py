@@ -110,6 +110,10 @@ class _Tpu(Platform):
             return None
         return spec_text(generation, layout)
 
+    def generation(self, arch: str) -> Generation | None:
+        """The generation's data (its published peaks with their pages): what the cost model's TPU roofline reads."""
+        return GENERATIONS.get(arch)
+
     def fp8_capability(self, arch: str) -> str:
         """Per generation, from its published peaks (generations.py, with their source)."""
         g = GENERATIONS.get(arch)
