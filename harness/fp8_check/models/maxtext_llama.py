@@ -43,7 +43,8 @@ TEST = ("model_name=llama2-7b", "ici_tensor_parallelism=8", "ici_fsdp_parallelis
 # On TPU targets (compile-only): llama2-7b's layer shapes with 2 decoder layers, so that its train state fits one
 # v6e chip's 32 GB (libtpu refuses a program that does not fit HBM), fully sharded (FSDP) over whatever devices the
 # target has: 1 on v6e, 8 on tpu7x-2x2x1.
-TPU = ("model_name=llama2-7b", "override_model_config=true", "base_num_decoder_layers=2", "ici_fsdp_parallelism=-1", "per_device_batch_size=1",
+TPU = ("model_name=llama2-7b", "override_model_config=true", "base_num_decoder_layers=2", "ici_fsdp_parallelism=-1",
+       "per_device_batch_size=1",
        "max_target_length=2048", "attention=dot_product", "dataset_type=synthetic", "enable_checkpointing=false")
 CONFIGS = {"shape": SHAPE, "test": TEST, "two_layers": TPU}
 
