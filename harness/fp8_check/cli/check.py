@@ -20,7 +20,7 @@ import importlib
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -227,8 +227,9 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
     print(line)
     if fp8.line():
         print(f"      {'warning: ' if fp8.warns else ''}{fp8.line()}")
-    if unsharded_note(res):
-        print(f"      {unsharded_note(res)}")
+    sharding = unsharded_note(res if res.hlo or report is None else replace(res, hlo=report.hlo))
+    if sharding:
+        print(f"      {sharding}")
     if res.verdict is not None and saving_from_loss(res):
         print(f"      {price_hint(res)}")
     for d in res.diffs:
