@@ -12,7 +12,7 @@ import pytest
 from fp8_check.api import fusion_signature
 from fp8_check.cost import _rates as cost_rates, _table as cost_table, model as cost
 from fp8_check.cost._engine import LOOP_DOT
-from fp8_check.targets import PROFILES, Profile, all_target_names, load_target
+from fp8_check.targets import PROFILES, Profile, load_target
 
 from .conftest import REPO
 
@@ -76,6 +76,8 @@ def test_an_fp8_gemm_falling_back_to_bf16_at_production_shapes_costs_1_6_to_2_4_
 
 def test_every_engine_has_a_rate_and_a_source_in_every_target_table():
     for name in cost_rates.priced_target_names():
+        if cost.hardware(name).matmul_unit:  # a TPU roofline: its own rows (the TPU test below)
+            continue
         rows = cost_rates.rate_table(name)
         keys = [r[0] for r in rows]
         assert {"fp8_tensor", "bf16_tensor", "tf32_tensor", "fp32_cuda", "hbm", "launch"} <= set(keys), name
@@ -91,11 +93,26 @@ def test_the_docs_hold_the_current_tables():
         assert cost_rates.rate_markdown(name) in text, f"docs/cost_model.md: regenerate the table of {name}"
 
 
-def test_a_tpu_target_is_not_priced_and_says_so():
-    # the platform states why; the cost model refuses rather than price a TPU program with a GPU's table
-    assert set(all_target_names()) - set(cost_rates.priced_target_names()) >= {"v5e", "v6e", "tpu7x", "tpu7x-2x2x1"}
-    with pytest.raises(ValueError, match="v6e: not priced: "):
-        cost.hardware("v6e")
+def test_a_tpu_target_is_priced_by_its_generations_published_roofline():
+    # the rates are the generation's published peaks with their pages (platforms/tpu/generations.py), never a GPU's
+    from fp8_check.platforms.tpu.generations import GENERATIONS
+
+    for name in ("v5e", "v5p", "v6e", "tpu7x", "tpu7x-2x2x1"):
+        hw = cost.hardware(name)
+        g = GENERATIONS[load_target(name).arch]
+        assert hw.matmul_unit == "MXU" and hw.launch_us == 0 and hw.hbm == g.hbm_bytes_per_s, name
+        assert hw.peak["bf16"] == g.bf16_flops and hw.peak["fp8"] == (g.fp8_flops or g.bf16_flops), name
+        assert hw.link == g.ici_bytes_per_s / 2 and "TPU roofline" in hw.model, name
+        rows = cost_rates.rate_table(name)
+        assert {"bf16", "fp8", "hbm", "launch"} <= {r[0] for r in rows} and all(r[3].strip() for r in rows), name
+    assert "ici" in [r[0] for r in cost_rates.rate_table("tpu7x-2x2x1")]
+    # an FP8 matmul is twice as fast as bf16 only where an FP8 rate above bf16 is published (tpu7x)
+    for name, ratio in (("tpu7x", 2.0), ("v6e", 1.0)):
+        hw = cost.hardware(name)
+        f8 = cost.price_gemm(1, 8192, 8192, 8192, "f8e4m3fn", "f8e4m3fn", "bf16", hw, target="fusion kOutput")
+        bf = cost.price_gemm(1, 8192, 8192, 8192, "bf16", "bf16", "bf16", hw, target="fusion kOutput")
+        assert f8.engine == "fp8 MXU" and bf.engine == "bf16 MXU" and f8.bound == bf.bound == "compute"
+        assert bf.us / f8.us == pytest.approx(ratio), name
 
 
 def test_a_new_part_is_one_data_file(tmp_path: Path):

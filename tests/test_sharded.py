@@ -169,6 +169,70 @@ ENTRY %main (p: bf16[256,1024], q: bf16[64,64]) -> (bf16[256,1024], bf16[8,64], 
 """
 
 
+# XLA's TPU compiler (libtpu of JAX 0.12.0.1, tpu7x-2x2x1) offloading an FSDP all-gather to the SparseCore: an
+# async-start on thread "sparsecore" whose computation `call`s the one holding the all-gather, operands given
+# through an async-update (reduced from the measured HLO of tpu_fsdp_fp8_weights_k; JAX 0.8.2 passes them to the
+# start instead).
+SPARSECORE = """\
+HloModule m
+
+%called_computation (param_0.3: f8e4m3fn[128,1024]) -> f8e4m3fn[1024,1024] {
+  %param_0.3 = f8e4m3fn[128,1024]{1,0:T(32,128)(4,1)} parameter(0)
+  ROOT %all-gather.3 = f8e4m3fn[1024,1024]{1,0:T(32,128)(4,1)} all-gather(%param_0.3), channel_id=2, replica_groups=mesh['axis_0'=8] {'axis_0'}, dimensions={0}, use_global_device_ids=true, metadata={op_name="jit(f)/fsdp_dense/dot_general"}
+}, execution_thread="sparsecore"
+
+%async_computation (param_0.4: f8e4m3fn[128,1024]) -> f8e4m3fn[1024,1024] {
+  %param_0.4 = f8e4m3fn[128,1024]{1,0:T(32,128)(4,1)} parameter(0)
+  ROOT %all-gather.4.cloned.1 = f8e4m3fn[1024,1024]{1,0:T(32,128)(4,1)} call(%param_0.4), to_apply=%called_computation
+}, execution_thread="sparsecore"
+
+ENTRY %main (p: f8e4m3fn[128,1024]) -> f8e4m3fn[1024,1024] {
+  %p = f8e4m3fn[128,1024]{1,0} parameter(0)
+  %s = ((), (), (s32[1]{0:T(128)S(2)})) async-start(), async_execution_thread="sparsecore", calls=%async_computation
+  %u = ((f8e4m3fn[128,1024]{1,0}), f8e4m3fn[1024,1024]{1,0}) async-update(%s, %p)
+  ROOT %d = f8e4m3fn[1024,1024]{1,0} async-done(%u), calls=%async_computation
+}
+"""
+
+
+def test_a_collective_an_async_start_reaches_through_calls_is_asynchronous_on_its_core():
+    sig = extract(SPARSECORE)
+    (c,) = sig.collectives
+    assert (c.op, c.dtype, c.groups, c.asynchronous, c.core, c.layer) == (
+        "all-gather", "f8e4m3fn", "1x8", True, "sparsecore", "fsdp_dense")
+    assert "async on the SparseCore" in c.text()
+    # the triple is one launch, though the done names the computation again (the kernel-count convention)
+    assert sig.kernels == 1 and sig.launches == ["all-gather"]
+    # the same all-gather on the main thread: synchronous, no core
+    (plain,) = extract(SPARSECORE.replace('execution_thread="sparsecore"', 'execution_thread="parallel"')
+                       .replace("async-start()", "call()")).collectives
+    assert plain.core == "" and "core" not in plain.to_dict()
+
+
+def test_a_move_between_tensorcore_and_sparsecore_is_a_classed_change():
+    before, after = _sig(AG_F8), _sig(dict(AG_F8, asynchronous=True, core="sparsecore"))
+    to_sc = verdict.classify(before, after)
+    assert to_sc.cls == "improvement" and any("SparseCore" in x.why for x in to_sc.lines), to_sc.lines
+    back = verdict.classify(after, before)
+    assert back.cls == "regression" and any("back on the TensorCore" in x.why for x in back.lines), back.lines
+
+
+def test_a_contract_states_the_sparsecore_and_judges_a_move_off_it():
+    from fp8_check.verdict import contract
+
+    offloaded = extract(SPARSECORE)
+    on_tc = extract(SPARSECORE.replace('execution_thread="sparsecore"', 'execution_thread="parallel"')
+                    .replace("async-start()", "call()"))
+    facts = contract.facts(offloaded, None)
+    assert facts["collectives"] == [{"layer": "fsdp_dense", "op": "all-gather", "dtype": "f8e4m3fn", "core": "sparsecore"}]
+    assert "core" not in contract.facts(on_tc, None)["collectives"][0]  # the TensorCore: no key (GPU contracts unchanged)
+    back = contract.check(facts, on_tc, None)
+    assert [c.cls for c in back.changes] == ["regression"] and "back on the TensorCore" in back.changes[0].why
+    there = contract.check(contract.facts(on_tc, None), offloaded, None)
+    assert [c.cls for c in there.changes] == ["improvement"] and "SparseCore" in there.changes[0].why
+    assert not contract.check(facts, offloaded, None).changes
+
+
 def test_async_wrapped_all_gather():
     (c,) = extract(ASYNC_WRAPPED).collectives
     assert (c.op, c.dtype, c.shape, c.groups, c.asynchronous, c.layer) == (
@@ -284,7 +348,7 @@ def test_collectives_gained_lost_and_loops():
 @pytest.mark.parametrize("name", [f.name for f in fields(collectives.Collective)])
 def test_every_collective_field_has_a_rule_or_a_stated_neutral_reason(name):
     changed = {"op": "all-to-all", "dtype": "f8e5m2", "shape": "f8e4m3fn[8,128,1024]", "bytes": 2,
-               "groups": "2x4", "asynchronous": False, "layer": "x", "loop": "windowed-einsum"}[name]
+               "groups": "2x4", "asynchronous": False, "layer": "x", "loop": "windowed-einsum", "core": "sparsecore"}[name]
     lines = verdict.classify(_sig(AG_F8), _sig(dict(AG_F8, **{name: changed}))).lines
     assert lines and all("no cost rule" not in x.why for x in lines), lines
 

@@ -20,7 +20,7 @@ import importlib
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it 
     from fp8_check.api import FusionReport
 from fp8_check.compile import replays_autotune, target_devices
 from fp8_check.core import WriteError, outputs
-from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
-from fp8_check.signature import attributed, layer_table
+from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss, unsharded_note
+from fp8_check.signature import KERNEL_CONVENTION, attributed, layer_table
 from fp8_check.signature.coverage import coverage
 from fp8_check.targets import PROFILES, load_target, platform_of, profile_alias, profile_applies, profile_label, resolve_mode
 from fp8_check.verdict import LayerRuleError, answer, parse as parse_layer
@@ -242,6 +242,9 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
     print(line)
     if fp8.line():
         print(f"      {'warning: ' if fp8.warns else ''}{fp8.line()}")
+    sharding = unsharded_note(res if res.hlo or report is None else replace(res, hlo=report.hlo))
+    if sharding:
+        print(f"      {sharding}")
     if res.verdict is not None and saving_from_loss(res):
         print(f"      {price_hint(res)}")
     for d in res.diffs:
@@ -271,7 +274,7 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
             print(f"  ({sig['kernels']} kernels, {len(sig['gemms'])} gemms, unfused: {', '.join(sig['unfused']) or 'none'}; "
                   "every kernel and gemm with -v)")
         else:
-            print(f"  kernels: {sig['kernels']}")
+            print(f"  kernels: {sig['kernels']}  ({KERNEL_CONVENTION})")
             for launch in sig["launches"]:
                 print(f"    {launch}")
             print(f"  gemms: {len(sig['gemms'])} ({report.fp8_gemms} on FP8 operands)")

@@ -15,6 +15,8 @@ def rate_table(target) -> list[tuple[str, str, str, str]]:
     links of a multi-GPU target and the launch overhead."""
     target = load_target(target) if isinstance(target, str) else target
     hw = cost.hardware(target)
+    if hw.matmul_unit:
+        return _tpu_rows(target, hw)
     part = hw.part
     assert part is not None
     rows = []
@@ -44,11 +46,28 @@ def rate_table(target) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _tpu_rows(target, hw) -> list[tuple[str, str, str, str]]:
+    """A TPU generation's roofline rows (fp8_check.platforms.tpu.generations: the published peaks and their pages)."""
+    g = target.platform.generation(target.arch)
+    rows = [("bf16", "bf16 (and f32: a lower bound) matmul fusions on the MXU", f"{g.bf16_flops / 1e12:g} TFLOP/s", g.source),
+            ("fp8", "FP8 matmul fusions on the MXU",
+             f"{g.fp8_flops / 1e12:g} TFLOP/s" if g.fp8_flops else f"priced as bf16 ({g.bf16_flops / 1e12:g} TFLOP/s)",
+             g.fp8_source),
+            ("hbm", "bytes every fusion reads and writes (non-matmul fusions: their only cost)",
+             f"{hw.hbm / 1e12:.3f} TB/s", g.source)]
+    if target.devices > 1:
+        rows.append(("ici", "collectives (one direction: half the bidirectional figure)", f"{hw.link / 1e9:g} GB/s one way",
+                     g.source))
+    rows.append(("launch", "every fusion", "0 µs", "one TPU program: no per-kernel launch is modelled"))
+    return rows
+
+
 def rate_markdown(target) -> str:
     """A target's `rate_table` as a Markdown table."""
     target = load_target(target) if isinstance(target, str) else target
     hw = cost.hardware(target)
-    lines = [f"### `{target.name}`: {hw.name}" + (f", {target.devices} GPUs ({target.topology})"
+    unit = "devices" if hw.matmul_unit else "GPUs"
+    lines = [f"### `{target.name}`: {hw.name}" + (f", {target.devices} {unit} ({target.topology})"
                                                    if target.devices > 1 else ""), "",
              "| rate | executes | value | source |", "|---|---|---|---|"]
     for row in rate_table(target):

@@ -27,6 +27,7 @@ from fp8_check.cost import _engine as cost_engine, _pairs as cost_pairs, _table 
 from fp8_check.cost._delta import AT_LEAST, AT_MOST, CostDelta as CostDelta
 from fp8_check.cost._engine import in_library
 from fp8_check.cost._table import DTYPE_BYTES, DTYPE_CLASS, LAUNCH_US, Part
+from fp8_check.cost._tpu import tpu_hardware
 from fp8_check.signature import device_groups, extract as sigmod
 from fp8_check.targets import load_target
 
@@ -53,6 +54,9 @@ class Hardware:
     part: Part | None = None
     per_host: int = 0  # a multi-host target (h100x2x4): GPUs per host; a group across hosts runs over `network`
     network: float = 0.0  # bytes/s one way per GPU between hosts
+    matmul_unit: str = ""  # `MXU`: a TPU, whose matmuls are fusions priced at the MXU's rate (not a library call)
+    link_name: str = "NVLink"
+    model: str = ""  # the roofline's name, said with every estimate (`TPU roofline: ...`)
 
     def class_used(self, cls: str) -> str:
         """The class a gemm of class `cls` runs at: its own where the part has tensor cores for it, else the next
@@ -76,6 +80,8 @@ def hardware(target) -> Hardware:
     """The `Hardware` of a `targets.Target` (or a shipped target's name)."""
     if isinstance(target, str):
         target = load_target(target)
+    if target.platform.generation(target.arch) is not None:  # a generation's published roofline (cost/_tpu.py)
+        return Hardware(**tpu_hardware(target))
     if target.platform.unpriced:  # a program the model cannot price stays unpriced, and says why
         raise ValueError(f"{target.name}: not priced: {target.platform.unpriced}")
     text = target.config_text
@@ -150,7 +156,8 @@ def roofline(flops: float, nbytes_: float, peak: float, hw: Hardware) -> tuple[f
     """(microseconds, what bounds it): the larger of compute and memory time, plus a launch."""
     compute, memory = flops / peak * 1e6, nbytes_ / hw.hbm * 1e6
     work = max(compute, memory)
-    bound = "launch" if work < hw.launch_us else ("compute" if compute >= memory else "memory")
+    bound = "launch" if work < hw.launch_us else ("compute" if compute > memory or (compute == memory and compute)
+                                                   else "memory")
     return work + hw.launch_us, bound
 
 
@@ -248,7 +255,7 @@ def price_kernel(k: sigmod.Kernel, hw: Hardware) -> KernelCost:
         link = link_for(k.attrs, hw)
         us = collective_us(base, size, group_size(k.attrs), link)
         return KernelCost(k.label, us + hw.launch_us, 0.0, moved, "link" if us > hw.launch_us else "launch",
-                          engine="network" if hw.per_host and link == hw.network else "NVLink")
+                          engine="network" if hw.per_host and link == hw.network else hw.link_name)
     if k.gemm is not None:
         dims = gemm_dims(k.dot_types, k.gemm.dims)
         if dims:
@@ -261,7 +268,8 @@ def price_kernel(k: sigmod.Kernel, hw: Hardware) -> KernelCost:
     ops = max(1, len(_label_ops(k.label)))
     flops = float(ops * max([elements(t) for t in (*k.operand_types, *results)] or [0]))
     us, bound = roofline(flops, moved, hw.fp32, hw)
-    return KernelCost(k.label, us, flops, moved, bound, engine=cost_engine.CUDA_CORES)
+    return KernelCost(k.label, us, flops, moved, bound,
+                      engine=cost_engine.VECTOR_UNIT if hw.matmul_unit else cost_engine.CUDA_CORES)
 
 
 def _label_ops(label: str) -> list[str]:

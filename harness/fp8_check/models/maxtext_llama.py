@@ -31,14 +31,29 @@ import os
 
 import jax
 
+from fp8_check.platforms import TPU as TPU_PLATFORM
+
 SHAPE = ("model_name=llama2-7b", "ici_tensor_parallelism=8", "per_device_batch_size=1", "max_target_length=2048",
-         "attention=dot_product", "dataset_type=synthetic", "enable_checkpointing=false", "hardware=gpu")
+         "attention=dot_product", "dataset_type=synthetic", "enable_checkpointing=false")
 # MaxText's own test (tests/end_to_end/gpu/test_fp8_gemm_llama2_7b.sh): its overrides of base.yml, except
 # attention=dot_product for cudnn_flash_te; remat_policy=minimal_with_context and scan_layers are set per case.
 TEST = ("model_name=llama2-7b", "ici_tensor_parallelism=8", "ici_fsdp_parallelism=1", "per_device_batch_size=0.125",
         "max_target_length=4096", "use_iota_embed=true", "logits_dot_in_fp32=false", "attention=dot_product",
-        "dataset_type=synthetic", "enable_checkpointing=false", "hardware=gpu")
-CONFIGS = {"shape": SHAPE, "test": TEST}
+        "dataset_type=synthetic", "enable_checkpointing=false")
+# On TPU targets (compile-only): llama2-7b's layer shapes with 2 decoder layers, so that its train state fits one
+# v6e chip's 32 GB (libtpu refuses a program that does not fit HBM), fully sharded (FSDP) over whatever devices the
+# target has: 1 on v6e, 8 on tpu7x-2x2x1.
+TPU = ("model_name=llama2-7b", "override_model_config=true", "base_num_decoder_layers=2", "ici_fsdp_parallelism=-1",
+       "per_device_batch_size=1",
+       "max_target_length=2048", "attention=dot_product", "dataset_type=synthetic", "enable_checkpointing=false")
+CONFIGS = {"shape": SHAPE, "test": TEST, "two_layers": TPU}
+
+
+def hardware() -> str:
+    """MaxText's `hardware` setting from the compile target: `tpu` when fp8-check answers jax.devices() with a TPU
+    target's devices, else `gpu` (the builder never fixes it)."""
+    devices = jax.devices()
+    return TPU_PLATFORM.jax_platform if devices and devices[0].platform == TPU_PLATFORM.jax_platform else "gpu"
 
 _BUILT: dict = {}
 
@@ -59,7 +74,8 @@ def _build(recipe: str, scan: bool = True, remat: str = "full", config_name: str
     base = os.path.join(os.path.dirname(maxtext.__file__), "configs", "base.yml")
     out = tempfile.mkdtemp(prefix="fp8-check-maxtext-")
     qwix = [] if recipe == "fp8" else ["use_qwix_quantization=true"]  # fp8_full, fp8_gpu, fp8_e4m3 are qwix recipes
-    argv = ["fp8-check", base, *CONFIGS[config_name], *qwix, f"quantization={recipe}", f"scan_layers={str(scan).lower()}",
+    argv = ["fp8-check", base, *CONFIGS[config_name], f"hardware={hardware()}", *qwix, f"quantization={recipe}",
+            f"scan_layers={str(scan).lower()}",
             f"remat_policy={remat}", f"base_output_directory={out}", "run_name=fp8-check"]
     config = pyconfig.initialize(argv)
     devices = jax.devices()  # the compile target's devices while fp8-check compiles (its view of the device)
@@ -164,3 +180,22 @@ def train_step_fp8_e4m3(state, batch):
 
 def args_fp8_e4m3():
     return _build("fp8_e4m3", True, *_T)["args"]
+
+
+# ---- TPU targets, compile-only (config TPU): MaxText's quantization settings that apply to TPU
+def train_step_tpu_fp8(state, batch):
+    """quantization=fp8 (MaxText's flax Fp8DotGeneralOp path: quantize, dequantize, dot) on a TPU target."""
+    return _train_step("fp8", True, state, batch, "minimal", "two_layers")
+
+
+def args_tpu_fp8():
+    return _build("fp8", True, "minimal", "two_layers")["args"]
+
+
+def train_step_tpu_fp8_full(state, batch):
+    """quantization=fp8_full (qwix, quantization-aware training) on a TPU target."""
+    return _train_step("fp8_full", True, state, batch, "minimal", "two_layers")
+
+
+def args_tpu_fp8_full():
+    return _build("fp8_full", True, "minimal", "two_layers")["args"]

@@ -190,6 +190,21 @@ class Platform:
         """Called in the compile worker after JAX is importable and before any backend starts: whatever
         lets the plugin initialise without the vendor's GPU (deviceless mode only)."""
 
+    def generation(self, arch: str):
+        """A platform that names its generations' published peaks itself (TPU): that generation's data, which the
+        cost model's roofline reads; None: the cost model's rate tables price it."""
+        return None
+
+    # ---- what fp8-check says when a program that quantizes to FP8 runs a matmul in a wider type
+    def fp8_capability(self, arch: str) -> str:
+        """What the architecture's vendor publishes about FP8 matmuls, with its source ('' : nothing to add)."""
+        return ""
+
+    def unfolded_dequantize(self, types: str) -> str:
+        """Why a matmul fed by a dequantize pattern (FP8 values converted, scaled, then a wide matmul) is not FP8
+        here, and how to keep FP8 operands ('' : the platform's compiler folds the pattern; the generic reason)."""
+        return ""
+
     def engine_of(self, target: str) -> Engine | None:
         for e in self.engines:
             if target.startswith(e.prefix):

@@ -6,7 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['FilingError', 'REPORT_LIMIT', 'ReportError', 'case_lines', 'error_annotations', 'estimate_line', 'file_issues', 'formats', 'gemm_summary', 'job_summary', 'kernels_text', 'load', 'markdown_for', 'md_inline', 'no_commands', 'not_run_annotations', 'price_hint', 'saving_from_loss', 'terminal', 'write_issue_bodies', 'write_report']
+__all__ = ['FilingError', 'REPORT_LIMIT', 'ReportError', 'case_lines', 'error_annotations', 'estimate_line', 'file_issues', 'formats', 'gemm_summary', 'job_summary', 'kernels_text', 'load', 'markdown_for', 'md_inline', 'no_commands', 'not_run_annotations', 'price_hint', 'saving_from_loss', 'terminal', 'unsharded_note', 'write_issue_bodies', 'write_report']
 
 _MODULES = {  # module -> the names of the face it defines
     'github': ('case_lines', 'error_annotations', 'job_summary', 'not_run_annotations', 'write_issue_bodies'),
@@ -15,7 +15,7 @@ _MODULES = {  # module -> the names of the face it defines
     'markup': ('md_inline', 'no_commands'),
     'model': ('ReportError', 'load'),
     'page': ('REPORT_LIMIT', 'write_report'),
-    'terminal': ('estimate_line', 'gemm_summary', 'kernels_text', 'price_hint', 'saving_from_loss'),
+    'terminal': ('estimate_line', 'gemm_summary', 'kernels_text', 'price_hint', 'saving_from_loss', 'unsharded_note'),
 }
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from fp8_check.report.markup import md_inline, no_commands
     from fp8_check.report.model import ReportError, load
     from fp8_check.report.page import REPORT_LIMIT, write_report
-    from fp8_check.report.terminal import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss
+    from fp8_check.report.terminal import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss, unsharded_note
 
 
 def __getattr__(name: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import TextIO
 
 from fp8_check.signature import Signature, attributed, layer_table, summary as collectives_summary
 from fp8_check.signature.coverage import coverage
-from fp8_check.targets import PROFILES, profile_label
+from fp8_check.targets import PROFILES, load_target, profile_label
 from fp8_check.verdict import CODES, FAIL, PASS, UNRESOLVED, XFAIL, Outcome, answer, contract
 
 
@@ -81,6 +82,24 @@ def estimate_line(est) -> str:
     return f"{est.total_us:.1f} µs per call on {est.hardware} at {est.shape or 'the case shapes'}{share}"
 
 
+def unsharded_note(out: Outcome) -> str:
+    """One line for a multi-device target whose program is not partitioned (no `num_partitions` above 1 in the
+    optimized HLO's module line): nothing is sharded, so the result is the single-device one ('' otherwise)."""
+    try:
+        devices = load_target(out.target).devices
+    except Exception:  # a results file from elsewhere may name a target this checkout lacks
+        return ""
+    header = (out.hlo or "").lstrip().split("\n", 1)[0]
+    if devices <= 1 or not header.startswith("HloModule"):
+        return ""
+    counts = [int(n) for n in re.findall(r"\bnum_(?:partitions|replicas)=(\d+)", header)]
+    if max(counts, default=1) > 1:
+        return ""
+    return (f"no sharding: {out.target} has {devices} devices but the program is not partitioned (its inputs carry no "
+            "sharding), so this is the one-device result; shard its inputs (a case's `mesh` and `sharding`, "
+            "docs/sharded.md) to check the multi-device program")
+
+
 def _tty(stream: TextIO) -> bool:
     return bool(getattr(stream, "isatty", None) and stream.isatty())
 
@@ -107,6 +126,8 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
     print(line, file=stream)
     if fp8.line():
         print(f"      {'warning: ' if fp8.warns else ''}{fp8.line()}", file=stream)
+    if unsharded_note(out):
+        print(f"      {unsharded_note(out)}", file=stream)
     for lost in lost_text(out):
         print(f"      lost FP8: {lost}", file=stream)
     for text in cost_lines(out):

@@ -6,25 +6,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['Gemm', 'Signature', 'attributed', 'attribution', 'baked_in', 'device_groups', 'engine', 'hlo', 'identity', 'layer_table', 'layers_text', 'match_bracket', 'run_filecheck', 'split_top_level', 'summary']
+__all__ = ['Gemm', 'KERNEL_CONVENTION', 'Signature', 'attributed', 'attribution', 'baked_in', 'device_groups', 'engine', 'hlo', 'identity', 'is_low_engine', 'layer_table', 'layers_text', 'match_bracket', 'run_filecheck', 'split_top_level', 'summary']
 
 _MODULES = {  # module -> the names of the face it defines
     'collectives': ('device_groups', 'summary'),
     'constants': ('baked_in',),
-    'coverage': ('attributed', 'engine', 'layer_table', 'layers_text'),
+    'coverage': ('attributed', 'engine', 'is_low_engine', 'layer_table', 'layers_text'),
     'filecheck': ('run_filecheck',),
     'hlo': ('match_bracket', 'split_top_level'),
-    'types': ('Gemm', 'Signature'),
+    'types': ('Gemm', 'KERNEL_CONVENTION', 'Signature'),
 }
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
     from fp8_check.signature.collectives import device_groups, summary
     from fp8_check.signature.constants import baked_in
-    from fp8_check.signature.coverage import attributed, engine, layer_table, layers_text
+    from fp8_check.signature.coverage import attributed, engine, is_low_engine, layer_table, layers_text
     from fp8_check.signature.filecheck import run_filecheck
     from fp8_check.signature.hlo import match_bracket, split_top_level
-    from fp8_check.signature.types import Gemm, Signature
+    from fp8_check.signature.types import KERNEL_CONVENTION, Gemm, Signature
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,12 @@ all-reduce, all-to-all and collective-permute — synchronous, `*-start`/`*-done
   of the same weight moves half the bytes of a bf16 one);
 - `groups`: the replica groups, summarised as `GROUPSxDEVICES` (`1x8`: one group of all 8
   devices; `2x4`), or `N pairs` for a collective-permute;
-- `asynchronous`: a start/done pair (or an async wrapper) not marked `is_sync`: it can overlap compute;
+- `asynchronous`: a start/done pair (or an async wrapper) not marked `is_sync`: it can overlap compute; a
+  collective inside a computation an `async-start` runs, directly or through `call`s at any depth (XLA's TPU
+  compiler offloads an all-gather to the SparseCore as `async-start` -> `call` -> `all-gather`), is asynchronous;
+- `core`: where it runs when that is not the main compute core: `sparsecore` for an `async-start` with
+  `async_execution_thread="sparsecore"` or a computation with `execution_thread="sparsecore"` (a TPU's
+  SparseCore); '' for the TensorCore (on a GPU: the SMs);
 - `layer`: the named scopes around the op that made it (`metadata op_name` without the
   jit/transform wrappers and the primitive), '' when the function names none;
 - `loop`: `windowed-einsum` when it sits in a while loop whose body also runs a gemm (XLA's
@@ -47,6 +52,7 @@ class Collective:
     asynchronous: bool = False
     layer: str = ""
     loop: str = ""
+    core: str = ""  # `sparsecore` (offloaded), '' for the TensorCore / the GPU's SMs
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -60,17 +66,23 @@ class Collective:
         """`all-gather f8e4m3fn[1024,1024] 1.0 MiB 1x8 @layer`, for the terminal, the report and issue bodies."""
         where = f" @{self.layer}" if self.layer else ""
         loop = f" ({self.loop})" if self.loop else ""
-        return f"{self.op} {self.shape} {size_text(self.bytes)} {self.groups}{loop}{where}"
+        return f"{self.op} {self.shape} {size_text(self.bytes)} {self.groups}{loop}{_runs(self)}{where}"
+
+
+def _runs(c: Collective) -> str:
+    """` async on the SparseCore` / ` async`: how it runs, when that is more than a synchronous op on the main core."""
+    core = {"sparsecore": "SparseCore"}.get(c.core, c.core)
+    return (" async" if c.asynchronous else "") + (f" on the {core}" if core else "")
 
 
 def summary(collectives: list[Collective]) -> str:
     """`all-gather f8e4m3fn 1.0 MiB, 8x collective-permute bf16 512.0 KiB (windowed-einsum)`: one entry per kind."""
     counts: dict[tuple, int] = {}
     for c in collectives:
-        key = (c.op, c.dtype, c.bytes, c.loop)
+        key = (c.op, c.dtype, c.bytes, c.loop, f" on the {'SparseCore' if c.core == 'sparsecore' else c.core}" if c.core else "")
         counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{f'{n}x ' if n > 1 else ''}{op} {dtype} {size_text(size)}{f' ({loop})' if loop else ''}"
-                     for (op, dtype, size, loop), n in counts.items())
+    return ", ".join(f"{f'{n}x ' if n > 1 else ''}{op} {dtype} {size_text(size)}{f' ({loop})' if loop else ''}{core}"
+                     for (op, dtype, size, loop, core), n in counts.items())
 
 
 def size_text(n: int) -> str:
@@ -187,13 +199,15 @@ def _has_gemm(module: hlo.Module, comp: hlo.Computation, depth: int = 0) -> bool
 
 def extract(module: hlo.Module) -> list[Collective]:
     """Every collective in `module`, in a stable order."""
-    async_callers: dict[str, hlo.Instruction] = {}  # async computation -> its async-start
+    async_callers: dict[str, hlo.Instruction] = {}  # a computation an async-start runs (through calls) -> the start
     loop_bodies: set[str] = set()  # while bodies that run a gemm (and whatever they call)
     for comp in module.computations.values():
         for instr in comp.instructions:
             if instr.opcode == "async-start":
                 for name in instr.called:
-                    async_callers[name] = instr
+                    callee = module.computations.get(name)
+                    for reached in _reachable(module, callee, limit=None) if callee is not None else {name}:
+                        async_callers.setdefault(reached, instr)
             if instr.opcode == "while":
                 body = instr.attr("body")
                 name = body.lstrip("%") if body else ""
@@ -221,9 +235,22 @@ def extract(module: hlo.Module) -> list[Collective]:
                 asynchronous=(start or caller is not None) and not (_is_sync(instr) or _is_sync(caller)),
                 layer=group_of(_op_name(instr) or (_op_name(caller) if caller is not None else "")),
                 loop="windowed-einsum" if in_loop else "",
+                core=_core(comp, caller),
             ))
-    out.sort(key=lambda c: (c.op, c.layer, c.dtype, c.shape, c.groups, c.loop, c.asynchronous))
+    out.sort(key=lambda c: (c.op, c.layer, c.dtype, c.shape, c.groups, c.loop, c.asynchronous, c.core))
     return out
+
+
+# Execution threads that are another core, not a schedule of the main one (a GPU's async computations run on
+# thread "parallel", on the same SMs).
+OFFLOAD_THREADS = ("sparsecore",)
+
+
+def _core(comp: hlo.Computation, caller: hlo.Instruction | None) -> str:
+    """The core a collective runs on when it is not the main one: `sparsecore` (else '')."""
+    thread = (caller.attr("async_execution_thread") or "").strip('"') if caller is not None else ""
+    thread = thread if thread in OFFLOAD_THREADS else comp.thread
+    return thread if thread in OFFLOAD_THREADS else ""
 
 
 def dtype_text(results: list[str]) -> str:
@@ -256,14 +283,21 @@ def _operand_types(module: hlo.Module, comp: hlo.Computation, instr: hlo.Instruc
     return out
 
 
-def _reachable(module: hlo.Module, comp: hlo.Computation, depth: int = 0) -> set[str]:
+def _reachable(module: hlo.Module, comp: hlo.Computation, depth: int = 0, limit: int | None = 6) -> set[str]:
+    """`comp` and the computations it calls, to `limit` levels (None: any depth; each computation visited once)."""
     names = {comp.name}
-    if depth < 6:
-        for instr in comp.instructions:
-            for name in instr.called:
-                callee = module.computations.get(name)
-                if callee is not None and name not in names:
-                    names |= _reachable(module, callee, depth + 1)
+    frontier = [comp]
+    while frontier and (limit is None or depth < limit):
+        depth += 1
+        nxt = []
+        for c in frontier:
+            for instr in c.instructions:
+                for name in instr.called:
+                    callee = module.computations.get(name)
+                    if callee is not None and name not in names:
+                        names.add(name)
+                        nxt.append(callee)
+        frontier = nxt
     return names
 
 

@@ -69,8 +69,12 @@ class Coverage:
                 "flop_fraction": None if self.flop_fraction is None else round(self.flop_fraction, 4)}
 
 
-def _is_low(engine_name: str) -> bool:
+def is_low_engine(engine_name: str) -> bool:
+    """An engine label of FP8/FP4 matmuls on any platform (`cuBLASLt FP8`, `hipBLASLt FP8`, `TPU matmul FP8`)."""
     return engine_name == "Triton FP8" or any(engine_name in p.low_precision_labels() for p in platforms.PLATFORMS)
+
+
+_is_low = is_low_engine
 
 
 def coverage(sig: Signature, platform: Platform = platforms.DEFAULT) -> Coverage:

@@ -37,6 +37,13 @@ _COLLECTIVE_DONE = {op + "-done" for op in ("all-gather", "all-reduce", "collect
                                             "reduce-scatter")}
 # Wrappers whose called computations hold the real kernels (command buffers, async).
 _WRAPPERS = {"call", "async-start", "async-update", "async-done", "while", "conditional"}
+# The kernel-count convention for asynchronous ops (types.KERNEL_CONVENTION, docs/sharded.md, `check -v`): an async op counts once, at
+# its start. A collective's `*-start`/`*-done` pair is one kernel, labelled without `-start`; an `async-start` /
+# `async-update` / `async-done` triple counts the kernels of the computation it runs (through `call`s), once, at
+# the `async-start` (the update and done only wait on it, whether or not XLA prints `calls=` on them); any other
+# start/done pair (`copy-start`/`copy-done`: a DMA and its wait) is two.
+_ASYNC_TAIL = {"async-update", "async-done"}
+
 # The ops of an FP8 matmul pattern worth naming when they stay outside a gemm.
 PATTERN_OPS = {
     "convert", "multiply", "divide", "clamp", "maximum", "minimum", "abs", "reduce",
@@ -227,7 +234,7 @@ def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> Bloc
 
 def _collect_kernels(module: hlo.Module, comp: hlo.Computation, out: list, depth: int) -> None:
     for instr in comp.instructions:
-        if instr.opcode in _NO_KERNEL or instr.opcode in _COLLECTIVE_DONE:
+        if instr.opcode in _NO_KERNEL or instr.opcode in _COLLECTIVE_DONE or instr.opcode in _ASYNC_TAIL:
             continue
         if instr.opcode in _WRAPPERS and depth < 8:
             for name in instr.called:

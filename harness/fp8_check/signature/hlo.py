@@ -80,6 +80,7 @@ class Computation:
     name: str
     entry: bool
     instructions: list[Instruction] = field(default_factory=list)
+    thread: str = ""  # `}, execution_thread="sparsecore"`: the execution thread it runs on ('' : the main one)
     _index: dict[str, Instruction] = field(default_factory=dict, repr=False, compare=False)
 
     def by_name(self) -> dict[str, Instruction]:
@@ -141,6 +142,8 @@ def parse(text: str) -> Module:
                 current = Computation(m.group(2), bool(m.group(1)))
             continue
         if stripped == "}" or stripped.startswith("},"):  # `}, execution_thread="parallel"` closes one too
+            thread = re.search(r'execution_thread="([^"]*)"', stripped)
+            current.thread = thread.group(1) if thread and thread.group(1) != "main" else ""
             computations[current.name] = current
             if current.entry:
                 entry = current

@@ -17,6 +17,10 @@ FP4_TYPES = dtypes.FP4_TYPES
 LOW_PRECISION = dtypes.NARROW_TYPES
 # Custom-call targets of a block-scaled dot: XLA's cuDNN call after rewriting, and JAX's op before it.
 
+# How `Signature.kernels` counts asynchronous ops (extract._collect_kernels; docs/sharded.md; printed by `check -v`).
+KERNEL_CONVENTION = ("an async op counts once, at its start: a collective's -start/-done pair is one kernel, an "
+                     "async-start/update/done triple the kernels of the computation it runs, once; copy-start/copy-done two")
+
 
 @dataclass
 class Gemm:

@@ -63,7 +63,7 @@ def options_from(d: Any, where: str = "contract_options") -> Options:
 
 # The contract's schema: per key, what its value must be (checked by `validate`, one line naming the field).
 MATMUL_KEYS = {"layer": str, "pass": str, "engine": str, "operands": str, "amax": bool, "epilogue": str}
-COLLECTIVE_KEYS = {"layer": str, "op": str, "dtype": str}
+COLLECTIVE_KEYS = {"layer": str, "op": str, "dtype": str, "core": str}  # core: `sparsecore` (absent: the TensorCore)
 
 
 def _rows(rows: Any, where: str, schema: dict, required: tuple[str, ...]) -> None:

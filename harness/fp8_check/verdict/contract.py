@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp8_check.core import dtypes
-from fp8_check.signature import Gemm, Signature, attribution, engine
+from fp8_check.signature import Gemm, Signature, attribution, engine, is_low_engine
 from fp8_check.signature.coverage import coverage
 from fp8_check.verdict._contract_schema import (
     CONTRACT_KEYS as CONTRACT_KEYS,
@@ -48,12 +48,12 @@ from fp8_check.verdict._contract_schema import (
     options_from as options_from,
     validate as validate,
 )
+from fp8_check.verdict.rules_collective import core_change
 
 REGRESSION, IMPROVEMENT, NEUTRAL = "regression", "improvement", "neutral"
 
 FLOP_SHARE_SLACK = 0.1  # percentage points: rounding of the stated share
 DEFAULT_OPTIONS = Options()
-_LOW_ENGINES = ("cuBLASLt FP8", "Triton FP8", "cuDNN block-scaled")
 
 
 # ------------------------------------------------------------------ facts of a signature
@@ -69,7 +69,9 @@ def operands(g: Gemm) -> str:
 
 
 def is_low(eng: str) -> bool:
-    return eng in _LOW_ENGINES
+    """FP8/FP4 engines of every platform, from the platforms' data (a TPU's `TPU matmul FP8` too; this was a GPU
+    list, so a TPU contract wrote no layer rules and a TPU layer that lost FP8 was no regression)."""
+    return is_low_engine(eng) or eng == "cuDNN block-scaled"
 
 
 def is_loop_fusion(eng: str) -> bool:
@@ -98,9 +100,10 @@ def facts(sig: Signature, cost_us: float | None, options: Options = DEFAULT_OPTI
         {"layer": glob_escape(layer) if layer else "", "pass": pass_, "engine": eng, "operands": ops, **extra}
         for (layer, pass_, eng, ops), extra in sorted(rows.items(), key=lambda r: (r[0][0], order.get(r[0][1], 9),
                                                                                    r[0][2], r[0][3]))]}
-    colls = sorted({(c.layer, c.op, c.dtype) for c in sig.collectives})
-    if colls:
-        out["collectives"] = [{"layer": glob_escape(layer), "op": op, "dtype": dt} for layer, op, dt in colls]
+    colls = sorted({(c.layer, c.op, c.dtype, c.core) for c in sig.collectives})
+    if colls:  # `core` only where it runs on an offload core (the SparseCore): GPU contracts state none
+        out["collectives"] = [{"layer": glob_escape(layer), "op": op, "dtype": dt, **({"core": core} if core else {})}
+                              for layer, op, dt, core in colls]
     share = coverage(sig).flop_fraction
     if share is not None:
         out["fp8_flops"] = round(100 * share, 1)
@@ -336,15 +339,22 @@ def _check_collectives(rows: list[dict], sig: Signature, j: Judgement) -> None:
     """Per layer x op, the dtypes the contract states (one op may move several: E4M3 activations and E5M2
     gradients); a found dtype the contract does not state is judged against them."""
     wanted: dict[tuple[str, str], list[str]] = {}
+    cores: dict[tuple[str, str], set[str]] = {}  # where the contract says they run ('' : the TensorCore)
     for row in rows:
         wanted.setdefault((str(row.get("layer", "")), str(row["op"])), []).append(str(row["dtype"]))
+        cores.setdefault((str(row.get("layer", "")), str(row["op"])), set()).add(str(row.get("core", "") or ""))
     for (layer, op), wants in wanted.items():
-        have = sorted({c.dtype for c in sig.collectives if c.op == op
-                       and (attribution.layer_matches(layer, c.layer) if layer else not c.layer)})
+        found = [c for c in sig.collectives if c.op == op
+                 and (attribution.layer_matches(layer, c.layer) if layer else not c.layer)]
+        have = sorted({c.dtype for c in found})
         where = f"{layer or '(no layer)'} {op}"
         if not have:
             j.notes.append(f"{where}: no such collective any more")
             continue
+        for core in sorted({c.core for c in found} - cores[(layer, op)]):
+            want_core = "/".join(sorted(cores[(layer, op)]))
+            for cls, why in core_change(want_core, core):
+                j.add(f"{where} core", want_core or "tensorcore", core or "tensorcore", cls, f"{where}: {why}")
         want = " / ".join(wants)
         widths = [w for w in (_width(x) for x in wants) if w]
         for dt in have:

@@ -21,6 +21,7 @@ from fp8_check import targets
 from fp8_check.core import dtypes
 from fp8_check.signature import Signature
 from fp8_check.signature.coverage import coverage
+from fp8_check.verdict.contract import fp8_op_stripped, lost_fp8  # the one reader of FP8 op components
 from fp8_check.verdict.outcome import Outcome
 
 OCP = ("f8e4m3fn", "f8e5m2")
@@ -43,6 +44,10 @@ class Fp8Answer:
     program_fp8: tuple[str, ...] = ()  # FP8 types the program computes with (StableHLO or optimized HLO)
     no_fp8: str = ""  # why a program that quantizes to FP8 runs no FP8 gemm ('' when that is not the case)
     by_design: bool = False  # the golden states no FP8 gemm here
+    # FP8 layers (an FP8 op in their path, or FP8 in another pass) with a matmul that is not FP8 here, with the
+    # cause: `Model/block1/up/Fp8DotGeneralOp_0 (forward, backward-input): fed by a dequantize pattern ...`
+    lost_layers: tuple[str, ...] = ()
+    layers_by_design: bool = False  # the golden states each of them wide
 
     @property
     def headline(self) -> str:
@@ -60,10 +65,15 @@ class Fp8Answer:
     @property
     def warns(self) -> bool:
         """No FP8 where FP8 was asked for, and no golden says that is by design."""
-        return bool(self.no_fp8) and not self.by_design
+        return (bool(self.no_fp8) and not self.by_design) or (bool(self.lost_layers) and not self.layers_by_design)
 
     def line(self) -> str:
-        """The result's own line about a missing FP8 answer ('' when FP8 runs or was never asked for)."""
+        """The result's own line about a missing FP8 answer ('' when FP8 runs or was never asked for); where some
+        matmuls run FP8, the FP8 layers that do not, by name, with the cause."""
+        if not self.no_fp8 and self.lost_layers:
+            head = "by design (the golden states them wide): " if self.layers_by_design else ""
+            n = len(self.lost_layers)
+            return f"{head}not FP8 in {n} FP8 layer{'s' if n != 1 else ''}: " + "; ".join(self.lost_layers)
         if not self.no_fp8:
             return ""
         if self.by_design:
@@ -94,6 +104,11 @@ def reason(sig: Signature, program_fp8: tuple[str, ...], target: targets.Target 
     if not program_fp8 or any(g.fp8 for g in sig.gemms) or not sig.gemms:
         return ""
     types = ", ".join(program_fp8)
+    unfolded = target.platform.unfolded_dequantize(_dequantized(sig.gemms, program_fp8)) if target is not None else ""
+    if unfolded:  # a platform whose compiler does not fold the dequantize pattern (TPU): that is the cause
+        capability = target.platform.fp8_capability(target.arch) if target is not None else ""
+        return (f"the program quantizes to {types} but every matmul is {unfolded}"
+                + (f". {capability[0].upper()}{capability[1:]}" if capability else ""))
     if target is not None and not target.native_fp8:
         return (f"the program quantizes to {types} but {target.name} ({target.arch or 'this architecture'}) has no FP8 "
                 "tensor cores: every matmul runs in a wider type (expected on this GPU)")
@@ -107,6 +122,42 @@ def reason(sig: Signature, program_fp8: tuple[str, ...], target: targets.Target 
                     f"them. Fix: {FIX.get(runs, 'quantize to ' + ', '.join(native))}")
     return (f"the program quantizes to {types} but XLA rewrote no matmul into an FP8 gemm (a pattern it did not "
             "match: see the unfused kernels with -v)")
+
+
+def _dequantized(gemms, program_fp8: tuple[str, ...]) -> str:
+    """The FP8 types the wide matmuls' fusions convert from (`f8e4m3fn`), else the program's."""
+    found = sorted({c.split("->", 1)[0] for g in gemms if not g.fp8 for c in (g.converts or [])
+                    if dtypes.is_narrow(c.split("->", 1)[0])})
+    return ", ".join(found or program_fp8)
+
+
+def lost_layers(sig: Signature, program_fp8: tuple[str, ...], target: targets.Target | None) -> tuple[str, ...]:
+    """Where some matmuls run FP8: each FP8 layer (an FP8 op in its path, or FP8 in another of its passes) with
+    a matmul that is not FP8, its passes and the cause (the platform's, else XLA's missed rewrite)."""
+    if not program_fp8 or not any(g.fp8 for g in sig.gemms):
+        return ()
+    by_layer: dict[str, list] = {}
+    for g in sig.gemms:
+        if g.layer:
+            by_layer.setdefault(g.layer, []).append(g)
+    out = []
+    for layer, gemms in sorted(by_layer.items()):
+        wide = [g for g in gemms if not g.fp8]
+        if not wide or not (fp8_op_stripped(layer) != layer or any(g.fp8 for g in gemms)):
+            continue
+        passes = ", ".join(dict.fromkeys(g.pass_ or "forward" for g in wide))
+        cause = target.platform.unfolded_dequantize(_dequantized(wide, program_fp8)) if target is not None else ""
+        out.append(f"{layer} ({passes}): " + (cause or "XLA rewrote its matmul into no FP8 gemm (a pattern it did not "
+                                                        "match: see the unfused kernels with -v)"))
+    return tuple(out)
+
+
+def _golden_states_wide(expected: dict | None, sig: Signature) -> bool:
+    """The golden's contract states every lost layer's matmuls wide (blessed so)."""
+    c = expected.get("contract") if isinstance(expected, dict) else None
+    if not isinstance(c, dict):
+        return False
+    return not lost_fp8(c, sig)
 
 
 def _golden_says_no_fp8(expected: dict | None) -> bool:
@@ -139,6 +190,9 @@ def answer(out: Outcome) -> Fp8Answer:
         return Fp8Answer(0, 0, None)
     cov = coverage(sig)
     program = program_fp8_types(out.stablehlo, out.hlo)
-    why = reason(sig, program, _target(out.target)) if program and not cov.low_precision else ""
+    target = _target(out.target)
+    why = reason(sig, program, target) if program and not cov.low_precision else ""
+    layers = lost_layers(sig, program, target) if program and cov.low_precision else ()
     return Fp8Answer(cov.matmuls, cov.low_precision, cov.flop_fraction, program, why,
-                     bool(why) and _golden_says_no_fp8(out.expected))
+                     bool(why) and _golden_says_no_fp8(out.expected), layers,
+                     bool(layers) and _golden_states_wide(out.expected, sig))

@@ -113,6 +113,24 @@ def _loop(before: Any, after: Any) -> list[tuple[str, str]]:
     return [(NEUTRAL, f"loop {before} -> {after}")]
 
 
+def _core_name(core: Any) -> str:
+    return {"sparsecore": "SparseCore", "": "TensorCore"}.get("" if core in (MISSING, None) else str(core), str(core))
+
+
+@explained("moved back from an offload core (the SparseCore) to the main core (the TensorCore): it now takes the "
+           "TensorCore's time", "offloaded from the TensorCore to the SparseCore (the TensorCore keeps computing)")
+def core_change(before: Any, after: Any) -> list[tuple[str, str]]:
+    b, a = ("" if x in (MISSING, None) else str(x) for x in (before, after))
+    if b == a:
+        return [(NEUTRAL, "core unchanged")]
+    move = f"{_core_name(b)} -> {_core_name(a)}"
+    if not b:
+        return [(IMPROVEMENT, f"collective offloaded to the {_core_name(a)} ({move}): the TensorCore keeps computing")]
+    if not a:
+        return [(REGRESSION, f"collective back on the TensorCore ({move}): it no longer runs beside the matmuls")]
+    return [(NEUTRAL, f"collective moved between offload cores ({move})")]
+
+
 # Every field of fp8_check.signature.collectives.Collective: its rule (before, after) -> [(class, why)], or
 # why it is neutral. collective_field dispatches through this table; tests/test_verdict_fields.py fails for a
 # field with neither and proves every entry reachable.
@@ -121,5 +139,6 @@ COLLECTIVE_RULES: dict[str, "Callable[[Any, Any], list[tuple[str, str]]] | Neutr
     "bytes": _bytes,
     "asynchronous": _asynchronous,
     "loop": _loop,
+    "core": core_change,
     **{key: Neutral(why) for key, why in NEUTRAL_WHY.items()},
 }

@@ -27,6 +27,13 @@ PROFILE = Profile("tpu", {}, description="XLA's TPU compiler with its defaults (
 DEVICE_NODE_GLOB = "/dev/accel*"  # TPU VMs expose their chips here
 
 
+# How to hand XLA's TPU compiler FP8 operands (it keeps them: an f8 convolution; docs/tpu.md).
+FP8_OPERANDS_FIX = ("give the matmul FP8 operands: flax `fp8_ops.Fp8DirectDotGeneralOp` instead of `Fp8DotGeneralOp`; "
+                    "qwix post-training quantization (`qwix.PtqProvider` with an FP8 `QtRule`); in JAX, "
+                    "`lax.dot_general` on the f8 arrays with `preferred_element_type` and the scales applied to its "
+                    "result")
+
+
 class _Tpu(Platform):
     def claims_spec(self, config_text: str) -> bool:
         return _SPEC.search(config_text or "") is not None
@@ -103,6 +110,27 @@ class _Tpu(Platform):
             return None
         return spec_text(generation, layout)
 
+    def generation(self, arch: str) -> Generation | None:
+        """The generation's data (its published peaks with their pages): what the cost model's TPU roofline reads."""
+        return GENERATIONS.get(arch)
+
+    def fp8_capability(self, arch: str) -> str:
+        """Per generation, from its published peaks (generations.py, with their source)."""
+        g = GENERATIONS.get(arch)
+        if g is None:
+            return ""
+        if g.fp8_flops:
+            return (f"{g.name} ({g.product}) publishes an FP8 rate: {g.fp8_flops / 1e12:.0f} TFLOP/s FP8, "
+                    f"{g.bf16_flops / 1e12:.0f} TFLOP/s bf16 ({g.source})")
+        return (f"{g.name} ({g.product}) publishes no FP8 rate above bf16, only {g.bf16_flops / 1e12:.0f} TFLOP/s bf16 "
+                f"and {g.int8_ops / 1e12:.0f} TOPS int8 ({g.source}; {g.fp8_source}): FP8 operands the compiler keeps "
+                "may be widened inside the MXU")
+
+    def unfolded_dequantize(self, types: str) -> str:
+        return (f"fed by a dequantize pattern ({types} converted to a wider type and scaled before the matmul): XLA's "
+                f"TPU compiler does not fold dequantize -> dot into an FP8 matmul as the GPU rewriters do, so it runs "
+                f"in the wider type. Fix: {FP8_OPERANDS_FIX}")
+
     def parse_versions(self, text: str, where: str):
         return (), (), "a TPU target states no runtime or library versions (libtpu is the JAX release's pin)", ()
 
@@ -140,8 +168,6 @@ TPU = _Tpu(
     matmul_ops=("convolution",),
     fused_matmul_label="TPU matmul",
     alone=True,
-    unpriced=("the cost model's rates and kernel-launch roofline are GPU data; a TPU program is priced by no table "
-              "(the generations' published peaks are in fp8_check.platforms.tpu.generations, docs/tpu.md)"),
     install_hint="jax[tpu]",
     default_release=tuple(LIBTPU_PINS)[-1],
     extra_literals=("jax[tpu", "libtpu", "TPU_WORKER", DEVICE_NODE_GLOB),

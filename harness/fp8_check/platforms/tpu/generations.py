@@ -1,8 +1,13 @@
 """The TPU generations fp8-check compiles for, and the libtpu each JAX release pins: plain data.
 
-Peaks are Google's published per-chip figures (Cloud TPU documentation, "TPU versions" pages), dense, per chip;
-`fp8` is None where the generation publishes no FP8 rate (its matrix units have none: an FP8 matmul there is
-priced at the bf16 rate, docs/tpu.md).
+Peaks are Google's published per-chip figures, dense, per chip, each with the page it comes from (`source`): the
+Cloud TPU documentation's "TPU v5e", "TPU v5p", "TPU v6e" and "TPU7x (Ironwood)" pages (docs.cloud.google.com/tpu/
+docs/<generation>). `fp8` is None where the generation publishes no FP8 rate above its bf16 one: the TPU7x page's
+comparison table lists v5p and v6e at "FP8 459 / 918 TFLOP/s", their bf16 figures (FP8 operands run at the bf16
+rate), v5e at none. `ici` is the bidirectional inter-chip interconnect bandwidth per chip as published; the cost
+model prices a collective over half of it (one direction, as NVLink). Where the pages disagree (v6e's ICI was
+published as 3200 Gbps, 3584 Gbps and later 800 GB/s bidirectional; its HBM as 1600, 1638 and 1640 GB/s) the value
+taken is named in `source`. The cost model's TPU roofline (fp8_check.cost.model) reads these and nothing else.
 """
 
 from __future__ import annotations
@@ -26,18 +31,30 @@ class Generation:
     fp8_flops: float | None = None
     hbm_bytes_per_s: float = 0.0
     source: str = ""
+    ici_bytes_per_s: float = 0.0  # bidirectional, per chip, as published
+    fp8_source: str = ""  # where its FP8 figure (or the absence of one) is published
 
 
 GENERATIONS: dict[str, Generation] = {g.name: g for g in (
     Generation("v5e", "TPU v5e", "1x1", "0.6.1", bf16_flops=197e12, int8_ops=394e12, hbm_bytes_per_s=819e9,
-               source="Cloud TPU docs, TPU v5e: 197 TFLOP/s bf16, 394 TOPS int8, 819 GB/s HBM"),
+               ici_bytes_per_s=200e9,
+               source="Cloud TPU docs, TPU v5e: 197 TFLOP/s bf16, 394 TOPS int8, 819 GB/s HBM, 1600 Gbps ICI",
+               fp8_source="Cloud TPU docs, TPU v5e: no FP8 figure published"),
     Generation("v5p", "TPU v5p", "1x1x1", "0.6.1", bf16_flops=459e12, int8_ops=918e12, hbm_bytes_per_s=2765e9,
-               source="Cloud TPU docs, TPU v5p: 459 TFLOP/s bf16, 918 TOPS int8, 2765 GB/s HBM"),
+               ici_bytes_per_s=1200e9,
+               source="Cloud TPU docs, TPU v5p: 459 TFLOP/s bf16, 918 TOPS int8, 2765 GB/s HBM, "
+                      "1200 GB/s bidirectional ICI (earlier: 4800 Gbps)",
+               fp8_source="Cloud TPU docs, TPU v5p and TPU7x pages: FP8 459 TFLOP/s, its bf16 rate"),
     Generation("v6e", "TPU v6e Trillium", "1x1", "0.6.1", bf16_flops=918e12, int8_ops=1836e12, hbm_bytes_per_s=1640e9,
-               source="Cloud TPU docs, TPU v6e: 918 TFLOP/s bf16, 1836 TOPS int8, 1640 GB/s HBM"),
+               ici_bytes_per_s=800e9,
+               source="Cloud TPU docs, TPU v6e: 918 TFLOP/s bf16, 1836 TOPS int8, 1640 GB/s HBM; TPU7x page: 800 GB/s "
+                      "bidirectional ICI (the v6e page has said 3200 and 3584 Gbps)",
+               fp8_source="Cloud TPU docs, TPU7x page: v6e FP8 918 TFLOP/s, its bf16 rate"),
     Generation("tpu7x", "TPU7x Ironwood", "1x1x1", "0.8.1", cores_per_chip=2, native_fp8=OCP_FP8, bf16_flops=2307e12,
-               fp8_flops=4614e12, hbm_bytes_per_s=7380e9,
-               source="Cloud TPU docs, TPU7x (Ironwood): 4614 TFLOP/s FP8, 2307 TFLOP/s bf16, 7.38 TB/s HBM"),
+               fp8_flops=4614e12, hbm_bytes_per_s=7380e9, ici_bytes_per_s=1200e9,
+               source="Cloud TPU docs, TPU7x (Ironwood): 4614 TFLOP/s FP8, 2307 TFLOP/s bf16, 7380 GB/s HBM, "
+                      "1200 GB/s bidirectional ICI",
+               fp8_source="Cloud TPU docs, TPU7x (Ironwood): 4614 TFLOP/s FP8, twice its bf16 rate"),
 )}
 
 # Multi-chip targets the case library and goldens use; any `<generation>-<topology>` up to 256 chips is accepted.
