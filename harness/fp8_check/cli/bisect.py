@@ -106,10 +106,9 @@ def _cmd_bisect(args) -> int:
             print(f"untestable versions in between (the first changed one may be any of): {', '.join(res.skipped)}")
         print(xla_commits.xla_range(res.last_good, res.first_bad).text())
         return Verdict.BAD.exit_code
-    sig_good, sig_bad = tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0]
-    step = verdict_mod.classify(sig_good, sig_bad)
-    if sig_good is not None and sig_bad is not None and contract_judge.is_model(sig_good):
-        step = contract_judge.signature_change(sig_good, sig_bad)[1]  # by layer and pass
+    good_out, bad_out = tester.outcome_on(res.last_good)[0], tester.outcome_on(res.first_bad)[0]
+    step = contract_judge.change(good_out, bad_out)[1] if good_out is not None and bad_out is not None \
+        else verdict_mod.Verdict("")  # the comparison matrix uses (a model: by layer and pass)
     if step.lines and not step.is_regression:  # an improvement or a rename: nothing went bad
         print(f"\nfirst changed version: jax {res.first_bad} (last unchanged: jax {res.last_good}) — "
               f"{step.cls}, not a regression; `--criterion regression` finds where fusion got worse")
@@ -128,7 +127,7 @@ def _cmd_bisect(args) -> int:
             raise selection.UsageError("--explain compiles deviceless only (give --mode deviceless)")
         print(f"\nexplaining jax {res.last_good} -> {res.first_bad}:", flush=True)
         known = {v: sig.to_dict() for v in (res.last_good, res.first_bad)
-                 if v in tester.cache and (sig := tester.cache[v][0]) is not None}
+                 if v in tester.cache and (sig := tester.signature_on(v)[0]) is not None}
         try:
             exp = explain.investigate(case, target, profile, res.last_good, res.first_bad, known, manager)
         except (RuntimeError, InstallError, ValueError) as exc:
