@@ -45,8 +45,11 @@ PATTERN_OPS = {
 # A platform's own matmul forms join them (a TPU matmul is a `convolution` in an output fusion).
 _DOT_OPS = {"dot", "scaled-dot"} | platforms.matmul_ops()
 _PLATFORM_MATMULS = platforms.matmul_ops()
+# Block-scaled library calls of every platform (cuDNN's blockScaledDot; the BLAS-Lt MX gemm hipBLASLt runs),
+# and the op before any rewrite: the signature's `block_scaled.form`, with the scale dtypes at the kernel.
 BLOCK_SCALED_TARGETS = {**{t: form for p in platforms.PLATFORMS for t, form in p.block_scaled_targets.items()},
                         "__op$block_scaled_dot": "unrewritten"}
+BLAS_LT = "blaslt"  # the form of a BLAS-Lt block-scaled gemm: read as a cuBLASLt/hipBLASLt gemm plus its scales
 
 
 @functools.lru_cache(maxsize=4)
@@ -302,10 +305,10 @@ def _is_constant_one(module: hlo.Module, comp: hlo.Computation, name: str) -> bo
 def _gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> Gemm | None:
     if instr.opcode == "custom-call":
         target = instr.custom_call_target or ""
-        if target in BLOCK_SCALED_TARGETS:
+        if target in BLOCK_SCALED_TARGETS and BLOCK_SCALED_TARGETS[target] != BLAS_LT:
             return _block_scaled_gemm(module, instr, comp, target)
-        if "gemm" in target or "matmul" in target:
-            return _cublas_gemm(module, instr, comp, target)
+        if "gemm" in target or "matmul" in target:  # a BLAS-Lt block-scaled call: its scales are a_/b_scale
+            return _cublas_gemm(module, instr, comp, target, block_scaled=target in BLOCK_SCALED_TARGETS)
         return None
     if instr.opcode == "fusion":
         dots = [(i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS]
@@ -327,7 +330,8 @@ def _block_scaled_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Com
                 output=hlo.dtype_of(results[0]) if results else "?")
 
 
-def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, target: str) -> Gemm:
+def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, target: str,
+                 block_scaled: bool = False) -> Gemm:
     bc = instr.backend_config
     # Older XLA (quoted-string backend_config) printed GemmBackendConfig unwrapped.
     cfg = bc.get("gemm_backend_config") or (bc if "dot_dimension_numbers" in bc else {})
@@ -338,6 +342,10 @@ def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computati
     for role in ("a", "b"):
         if rest:
             operands[role] = hlo.dtype_of(rest.pop(0)[1])
+    if block_scaled:  # a BLAS-Lt MX gemm: a, b, a_scale, b_scale (per-block scale arrays)
+        for role in ("a_scale", "b_scale"):
+            if rest:
+                operands[role] = hlo.dtype_of(rest.pop(0)[1])
     if beta != 0 and rest and hlo.rank_of(rest[0][1]) >= 2:
         operands["c"] = hlo.dtype_of(rest.pop(0)[1])
     scalars = [(n, t) for n, t in rest if hlo.rank_of(t) == 0]

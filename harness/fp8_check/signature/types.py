@@ -52,7 +52,7 @@ class Gemm:
 class BlockScaling:
     """How a block-scaled matmul was compiled (present only when the module has one)."""
 
-    form: str  # cudnn | cudnn-fusion | triton | scaled-dot | unrewritten | decomposed
+    form: str  # cudnn | cudnn-fusion | blaslt (hipBLASLt MX) | triton | scaled-dot | unrewritten | decomposed
     target: str  # the kernel doing the math: custom-call target, fusion kind, or the decomposed gemm's target
     data_dtypes: list[str]  # a, b as the block-scaled kernel reads them (decomposed: the dot's operand dtypes)
     scale_dtypes: list[str] = field(default_factory=list)  # a_scale, b_scale at the block-scaled kernel (not decomposed)

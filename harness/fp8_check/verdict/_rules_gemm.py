@@ -243,13 +243,22 @@ def _rule_fused_ops(before: Any, after: Any, gb: dict, ga: dict, sub: str | None
 @explained('the gemm fusion loads fewer FP8 arrays (dequantized outside)',
            'more')
 def _rule_inputs(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
-    b, a = _list(before), _list(after)
+    # a library call (no `inputs`: not a fusion) loads its operands as they are (a BLAS-Lt MX gemm: FP8 data and
+    # E8M0 scales), so a move to a fusion loading the same arrays is no change in what is loaded
+    b = _list(before) if before is not MISSING else _library_loads(gb)
+    a = _list(after) if after is not MISSING else _library_loads(ga)
     fb, fa = sum(map(_is_fp8, b)), sum(map(_is_fp8, a))
     if fa < fb:
         return [(REGRESSION, f"gemm fusion loads fewer FP8 arrays ({', '.join(b)} -> {', '.join(a)}): dequantized outside")]
     if fa > fb:
         return [(IMPROVEMENT, f"gemm fusion loads FP8 arrays ({', '.join(b)} -> {', '.join(a)})")]
     return [(NEUTRAL, f"gemm fusion inputs {', '.join(b) or '-'} -> {', '.join(a) or '-'}")]
+
+
+def _library_loads(g: dict) -> list:
+    """What a gemm library call reads: its operands' dtypes (a, b, then scales and the rest), in their order."""
+    ops = g.get("operands") if isinstance(g, dict) else None
+    return [str(t) for t in ops.values()] if isinstance(ops, dict) else []
 
 
 @explained("always: an FP8 gemm the platform's library has no kernel for (compiles deviceless, fails on the "
