@@ -8,9 +8,9 @@ from pathlib import Path
 from fp8_check.cases import CaseError
 from fp8_check.run import selection
 from fp8_check.targets import PROFILES
-from fp8_check.upstream import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, explain, search
+from fp8_check.upstream import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, commit_ranges, explain, search
 from fp8_check.verdict import classify as verdict_mod, contract_judge, golden
-from fp8_check.versions import InstallError, Manager, VersionError, requirements, wheels, xla_commits
+from fp8_check.versions import InstallError, Manager, VersionError, requirements, wheels
 
 
 def register(subparsers) -> dict:
@@ -104,7 +104,7 @@ def _cmd_bisect(args) -> int:
               f"{'did not' if now == 'compiles' else 'did'}: jax {res.last_good})")
         if res.skipped:
             print(f"untestable versions in between (the first changed one may be any of): {', '.join(res.skipped)}")
-        print(xla_commits.xla_range(res.last_good, res.first_bad).text())
+        print("\n".join(commit_ranges(tester, res.last_good, res.first_bad)))
         return Verdict.BAD.exit_code
     good_out, bad_out = tester.outcome_on(res.last_good)[0], tester.outcome_on(res.first_bad)[0]
     step = contract_judge.change(good_out, bad_out)[1] if good_out is not None and bad_out is not None \
@@ -121,7 +121,7 @@ def _cmd_bisect(args) -> int:
         why = "; ".join(f"{x.cls}: {x.why}" for x in step.for_path(d.path))
         print(f"    {d}" + (f"  [{why}]" if why else ""))
 
-    print(xla_commits.xla_range(res.last_good, res.first_bad).text())
+    print("\n".join(commit_ranges(tester, res.last_good, res.first_bad)))
     if args.explain:
         if mode != "deviceless":
             raise selection.UsageError("--explain compiles deviceless only (give --mode deviceless)")

@@ -37,6 +37,7 @@ other bisection tools:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -55,7 +56,7 @@ from fp8_check.verdict import (
     comparator,
     contract_judge,
 )
-from fp8_check.versions import InstallError, Manager, between, parse_version
+from fp8_check.versions import InstallError, Manager, between, parse_version, xla_commits
 
 CRITERIA = ("signature", "golden", "regression", "compiles")
 BY_REFERENCE = ("signature", "regression", "compiles")  # criteria judged against the --good version
@@ -203,6 +204,29 @@ class Tester:
             return Judgment(version, Verdict.BAD, f"{change.cls or 'changed'} against {against}: "
                             f"{change.summary() or f'{len(diffs)} field(s) differ'}", sig, diffs, out)
         return Judgment(version, Verdict.GOOD, f"unchanged from {against}", sig, outcome=out)
+
+
+_LOCATIONS = re.compile(r"^#loc.*$|\s*loc\((?:[^()]|\([^()]*\))*\)", re.M)
+
+
+def lowering_changed(before: Outcome | None, after: Outcome | None) -> bool | None:
+    """Whether JAX lowered the case differently on the two releases: their StableHLO differs (source locations
+    aside); None when either has none to compare."""
+    if before is None or after is None or not before.stablehlo or not after.stablehlo:
+        return None
+    return _LOCATIONS.sub("", before.stablehlo).strip() != _LOCATIONS.sub("", after.stablehlo).strip()
+
+
+def commit_ranges(tester: "Tester", good: str, bad: str) -> list[str]:
+    """The commit ranges to look at between the last good and the first bad release: XLA's, and JAX's beside it
+    when JAX's lowering changed (the StableHLO differs), from what the installed distributions record."""
+    lines = [xla_commits.xla_range(good, bad).text()]
+    changed = lowering_changed(tester.outcome_on(good)[0], tester.outcome_on(bad)[0])
+    if changed:
+        lines.append(f"JAX's lowering changed too (the StableHLO differs): {xla_commits.jax_range(good, bad).text()}")
+    elif changed is False:
+        lines.append("the StableHLO is the same on both: the change is in XLA")
+    return lines
 
 
 def step(before: Judgment, after: Judgment) -> tuple[list[comparator.FieldDiff], verdict_mod.Verdict]:
