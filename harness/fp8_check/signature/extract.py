@@ -313,7 +313,7 @@ def _gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> 
     if instr.opcode == "fusion":
         dots = [(i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS]
         if dots:
-            return _fusion_gemm(module, instr, dots[0])
+            return _fusion_gemm(module, instr, dots[0], comp=comp)
     if instr.opcode in _DOT_OPS:
         return _fusion_gemm(module, instr, (instr, comp), target=instr.opcode)
     return None
@@ -387,7 +387,32 @@ def _dims_attr(dot: hlo.Instruction, key: str) -> list[int]:
     return [int(x) for x in raw.strip("{}").split(",") if x.strip()]
 
 
-def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm:
+def _split_k(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation | None) -> int | None:
+    """A Triton gemm fusion split along K: its `triton_gemm_config.split_k`, or (nested gemm fusions) a result with
+    one dimension more than the reduce kernel consuming it, whose size is the split; None when not split."""
+    cfg = (instr.backend_config or {}).get("fusion_backend_config") or {}
+    try:
+        k = int((cfg.get("triton_gemm_config") or {}).get("split_k") or 1)
+    except (TypeError, ValueError):
+        k = 1
+    if k > 1:
+        return k
+    if comp is None or not instr.result_types:
+        return None
+    shape = hlo.shape_of(instr.result_types[0])
+    for user in comp.instructions:
+        if instr.name not in user.operands or user.opcode != "fusion" or not user.result_types:
+            continue
+        if not any(i.opcode == "reduce" for i, _ in _inner_instructions(module, user)):
+            continue
+        reduced = hlo.shape_of(user.result_types[0])
+        split = [n for i, n in enumerate(shape) if shape[:i] + shape[i + 1:] == reduced]
+        if split and split[0] > 1:
+            return split[0]
+    return None
+
+
+def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None, comp: hlo.Computation | None = None) -> Gemm:
     dot, dot_comp = dot_and_comp
     dot_types = [hlo.dtype_of(t) for _, t in _operand_types(module, dot_comp, dot)]
     operand_dtypes = dot_types[:2]
@@ -396,8 +421,9 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm
     results = instr.result_types
     inside = {i.opcode for i, _ in _inner_instructions(module, instr)} if instr.opcode == "fusion" else set()
     converts = _converts(module, instr) if dot.opcode in _PLATFORM_MATMULS else []
+    kind = target or _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}"
     return Gemm(
-        target=target or _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}",
+        target=kind,
         operand_dtypes=operand_dtypes,
         operands=dict(zip(("a", "b"), operand_dtypes), **scales) if scales else {},
         output=hlo.dtype_of(results[0]),
@@ -414,6 +440,7 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm
         inputs=sorted(
             hlo.dtype_of(t) for _, t in _operand_types(module, module.entry, instr) if hlo.rank_of(t) > 0
         ) if instr.opcode == "fusion" else [],
+        split_k=_split_k(module, instr, comp) if instr.opcode == "fusion" and "triton" in kind else None,
     )
 
 

@@ -36,6 +36,9 @@ class Gemm:
     # what type its multiply runs in (empty elsewhere).
     converts: list[str] = field(default_factory=list)
     matmul_op: str | None = None  # a platform matmul's opcode (`convolution` on TPU); None for gemm calls and dots
+    # A Triton gemm split along K (the partial sums reduced by a kernel of their own); None: not split. Where
+    # autotuning is off (deviceless) XLA's default configuration decides it; a GPU autotunes it.
+    split_k: int | None = None
     # Where it comes from (attribution.py); layer and pass compared where a golden states them.
     layer: str | None = None  # layer path from the HLO metadata, e.g. "Decoder/mlp/Dense_0"
     pass_: str | None = None  # forward | backward | backward-input | backward-weight ("pass" in dicts)

@@ -267,6 +267,12 @@ def _rule_device(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -
     return [(REGRESSION, device_validity.reason(before))]
 
 
+# What XLA's default configuration decides where autotuning is off (a deviceless compile): Triton's tiles and
+# split-K. A split-K gemm writes its partial sums in f32 and a kernel of its own reduces them; on a GPU the
+# autotuner chooses. Such a change is neutral with this reason, never a regression with a price (classify.py).
+DEVICELESS_DEFAULT = ("decided by XLA's deviceless default configuration (autotuning off: Triton tiles and "
+                      "split-K), not by the program; a GPU autotunes this choice")
+
 # Every field of fp8_check.signature.extract.Gemm: its rule, or why it is neutral; `device` is no field of a
 # gemm but the device-validity rule's difference (`gemms[i].device`, judged by classify_extra).
 GEMM_RULES: dict[str, "Rule | Neutral"] = {
@@ -292,6 +298,7 @@ GEMM_RULES: dict[str, "Rule | Neutral"] = {
     "converts": Neutral("the type conversions inside the matmul's fusion (where a dequantization sits, which type it "
                         "computes in)", label="converts"),
     "matmul_op": Neutral("the HLO op a platform matmul is written as", label="matmul op"),
+    "split_k": Neutral(DEVICELESS_DEFAULT, label="split-K"),
 }
 
 
