@@ -121,7 +121,7 @@ class Tester:
         python = None
         if version != "current":
             if self.mode == "deviceless" and runner.deviceless_unsupported(version, [self.target]):
-                return None, runner.deviceless_unsupported(version, [self.target])
+                return None, runner.deviceless_unsupported(version, [self.target]) or ""
             try:
                 env = self.manager.ensure(version)
             except InstallError as exc:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fp8_check.verdict import golden
+from fp8_check.verdict.golden import Expectation
 from fp8_check.verdict.outcome import FAIL, NEW, PASS, Outcome
 
 FALLBACK_MODE = "deviceless"
@@ -31,7 +32,7 @@ class GoldenSource:
     path: Path
     mode: str  # the mode of the golden used (differs from the result's on a fallback)
     fallback: bool = False
-    expectation: golden.Expectation | None = None  # what the result is judged against (None: NEW, nothing blessed)
+    expectation: Expectation | None = None  # what the result is judged against (None: NEW, nothing blessed)
     nearest: str = ""  # the release `expectation` was blessed on, when none covers the result's own release
 
     def nearest_note(self) -> str:
