@@ -116,3 +116,32 @@ def test_a_model_blessed_on_one_release_fails_on_an_earlier_one_where_a_layer_lo
     assert res["reason"].startswith("against the golden of 0.11.2: this release has none"), res["reason"]
     assert "DecoderBlock/attn/q_proj/CurrentScalingFp8_0 forward: FP8 -> f16" in res["reason"], res["reason"]
     assert "1 regression against goldens" in out, out
+
+
+@pytest.mark.slow
+def test_the_api_and_the_pytest_fixture_judge_by_the_nearest_golden_too(tmp_path):
+    """`check_golden` (what the pytest fixture `fp8.check_golden` calls): a bf16 program against a golden blessed
+    on 0.11.2 only that states the FP8 gemm: FAIL naming the golden's release, a regression; its own signature
+    blessed on 0.11.2: passes here (another release) with nothing to record."""
+    import jax
+    import jax.numpy as jnp
+
+    from fp8_check import api
+
+    def bf16_dot(a, b):
+        return jnp.dot(a, b)
+
+    args = (jax.ShapeDtypeStruct((64, 64), jnp.bfloat16), jax.ShapeDtypeStruct((64, 32), jnp.bfloat16))
+    report = api.fusion_signature(bf16_dot, *args, target="h100", profile="cublas")
+    assert report.jax != "0.11.2" and not report.signature.fp8_gemms
+    path = golden.path_for(tmp_path, "bf16_dot", "h100", "cublas", "deviceless")
+    fp8 = _sig("0.12.0.1")  # the recorded FP8 gemm of the same shapes' pattern
+    atomic_write(path, golden.Golden("bf16_dot", "h100", "cublas", "deviceless",
+                                     [golden.Expectation(fp8.to_dict(), "==0.11.2", "jax 0.11.2")]).to_yaml())
+    with pytest.raises(api.FusionMismatch, match=r"FAIL .*\(against the golden of 0\.11\.2: this release has none\)") as exc:
+        api.check_golden(report, tmp_path, name="bf16_dot")
+    assert exc.value.verdict is not None and exc.value.verdict.is_regression
+    atomic_write(path, golden.Golden("bf16_dot", "h100", "cublas", "deviceless", [golden.Expectation(
+        report.signature.to_dict(), "==0.11.2", "jax 0.11.2")]).to_yaml())
+    assert api.check_golden(report, tmp_path, name="bf16_dot") == ""
+    assert api.judge_golden(report, tmp_path, name="bf16_dot").reason == "against the golden of 0.11.2: this release has none"
