@@ -194,16 +194,19 @@ class Tester:
         # the one comparison matrix flags changes by (a model against its contract: by layer and pass)
         found = contract_judge.change(self.reference, out)
         diffs, change = found
+        by_facts = contract_judge.is_contract(out)  # a model against its contract: its FP8 facts by layer and pass
+        same = f"the FP8 facts of {against} hold" if by_facts else f"signature equal to {against}"
         if self.criterion == "regression":
             if change.is_regression:
                 return Judgment(version, Verdict.BAD, f"{change.cls} against {against}: {change.summary()}", sig, diffs, out)
             if contract_judge.changed(found):
                 return Judgment(version, Verdict.GOOD, f"{change.cls} against {against}, not a regression", sig, diffs, out)
-            return Judgment(version, Verdict.GOOD, f"unchanged from {against}", sig, outcome=out)
+            return Judgment(version, Verdict.GOOD, same, sig, outcome=out)
         if contract_judge.changed(found):
-            return Judgment(version, Verdict.BAD, f"{change.cls or 'changed'} against {against}: "
-                            f"{change.summary() or f'{len(diffs)} field(s) differ'}", sig, diffs, out)
-        return Judgment(version, Verdict.GOOD, f"unchanged from {against}", sig, outcome=out)
+            what = "FP8 facts differ" if by_facts else "signature differs"
+            return Judgment(version, Verdict.BAD, f"{what} from {against} in {len(diffs)} field(s) [{change.cls}]: "
+                            f"{change.summary()}", sig, diffs, out)
+        return Judgment(version, Verdict.GOOD, same, sig, outcome=out)
 
 
 _LOCATIONS = re.compile(r"^#loc.*$|\s*loc\((?:[^()]|\([^()]*\))*\)", re.M)
