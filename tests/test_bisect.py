@@ -126,9 +126,11 @@ def _tester_with(criterion, sig_of):
     """The real Tester (its judge), with signatures filled in per version instead of compiled."""
     from fp8_check.signature.extract import Signature
 
+    from fp8_check.verdict.outcome import NEW, Outcome
+
     t = bisect.Tester(None, None, None, "deviceless", "goldens", criterion)
     for v in VERSIONS:
-        t.cache[v] = (Signature.from_dict(sig_of(v)), v)
+        t.cache[v] = (Outcome("plain", "h100", "triton", "deviceless", v, NEW, signature=Signature.from_dict(sig_of(v))), v)
     return t
 
 

@@ -217,8 +217,9 @@ def test_grid_shows_symbols_kernels_and_highlights_changes():
     assert "case" in header
     # the change's class (harness/fp8_check/verdict/classify.py): a renamed Triton kind with the same structure is neutral (~),
     # one kernel fewer an improvement (▲)
-    assert grid_cells(text, "a") == ["-", "✗1", "E", "✓1~", "✓1"]
-    assert grid_cells(text, "b") == ["-", "✓2", "E", "✓2", "✗1▲"]
+    # each cell leads with the FP8 answer (one FP8 gemm of one matmul) and the change mark; the kernel count last
+    assert grid_cells(text, "a") == ["-", "✗ FP8 1/1 1", "E", "✓ FP8 1/1~ 1", "✓ FP8 1/1 1"]
+    assert grid_cells(text, "b") == ["-", "✓ FP8 1/1 2", "E", "✓ FP8 1/1 2", "✗ FP8 1/1▲ 1"]
     # b's change ends in a FAIL (news, listed); a's ends in a PASS: blessed history, collapsed to one line
     assert "h100/triton b: 0.7.1 -> 0.10.1  [improvement]" in text
     assert "h100/triton a: 0.6.1 -> 0.7.1" not in text
@@ -300,7 +301,7 @@ def test_matrix_across_versions_real(workspace, run_cli, cache_env):
     # PASS with 1 kernel marked as changed
     triton_row = next(line for line in stdout.splitlines() if "seed_scaled_clamp_f32" in line and "h100/triton" in line)
     # 0.8.0 against the golden (the fused requantization): a regression (r); 0.8.0 -> newest: an improvement (▲)
-    assert [c.strip() for c in triton_row.split("│")[3:-1]] == ["-", "E", "✗2r", "✓1▲"]
+    assert [c.strip() for c in triton_row.split("│")[3:-1]] == ["-", "E", "✗ FP8 1/1r 2", "✓ FP8 1/1▲ 1"]
     assert old.verdict.cls == "regression" and change[0].cls == "improvement"
     assert m.regressions() == []  # the newest version is clean
 

@@ -397,11 +397,16 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
                             report.signature.to_dict(),
                             autotune=report.autotune.record() if report.autotune is not None else None)
     out = judge_golden(report, goldens_root, name=case)
-    if out.code is NEW:
-        raise FusionMismatch(new_golden_message(report, out, path), [], report)
+    if out.code is NEW:  # nothing blessed; or, against the nearest release's golden, differences but no regression
+        message = new_golden_message(report, out, path)
+        if out.diffs:
+            message = mismatch_message(report, out.diffs, message)
+        raise FusionMismatch(message, out.diffs, report, out.verdict)
     if out.diffs:
+        nearest = out.reason.split(";")[0] if out.reason.startswith("against the golden of") else ""
         raise FusionMismatch(mismatch_message(report, out.diffs, f"FAIL {report.where()}: {len(out.diffs)} field(s) "
                                                                  f"differ from {path}"
+                                              + (f" ({nearest})" if nearest else "")
                                               + (f" [{out.verdict.cls}]" if out.verdict else "")
                                               + (f"; {out.verdict.cost.text()}" if out.verdict and out.verdict.cost
                                                  else "")),

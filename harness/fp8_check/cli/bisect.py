@@ -8,9 +8,9 @@ from pathlib import Path
 from fp8_check.cases import CaseError
 from fp8_check.run import selection
 from fp8_check.targets import PROFILES
-from fp8_check.upstream import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, explain, search
+from fp8_check.upstream import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, commit_ranges, explain, search
 from fp8_check.verdict import classify as verdict_mod, contract_judge, golden
-from fp8_check.versions import InstallError, Manager, VersionError, requirements, wheels, xla_commits
+from fp8_check.versions import InstallError, Manager, VersionError, requirements, wheels
 
 
 def register(subparsers) -> dict:
@@ -104,12 +104,11 @@ def _cmd_bisect(args) -> int:
               f"{'did not' if now == 'compiles' else 'did'}: jax {res.last_good})")
         if res.skipped:
             print(f"untestable versions in between (the first changed one may be any of): {', '.join(res.skipped)}")
-        print(xla_commits.xla_range(res.last_good, res.first_bad).text())
+        print("\n".join(commit_ranges(tester, res.last_good, res.first_bad)))
         return Verdict.BAD.exit_code
-    sig_good, sig_bad = tester.signature_on(res.last_good)[0], tester.signature_on(res.first_bad)[0]
-    step = verdict_mod.classify(sig_good, sig_bad)
-    if sig_good is not None and sig_bad is not None and contract_judge.is_model(sig_good):
-        step = contract_judge.signature_change(sig_good, sig_bad)[1]  # by layer and pass
+    good_out, bad_out = tester.outcome_on(res.last_good)[0], tester.outcome_on(res.first_bad)[0]
+    step = contract_judge.change(good_out, bad_out)[1] if good_out is not None and bad_out is not None \
+        else verdict_mod.Verdict("")  # the comparison matrix uses (a model: by layer and pass)
     if step.lines and not step.is_regression:  # an improvement or a rename: nothing went bad
         print(f"\nfirst changed version: jax {res.first_bad} (last unchanged: jax {res.last_good}) — "
               f"{step.cls}, not a regression; `--criterion regression` finds where fusion got worse")
@@ -122,13 +121,13 @@ def _cmd_bisect(args) -> int:
         why = "; ".join(f"{x.cls}: {x.why}" for x in step.for_path(d.path))
         print(f"    {d}" + (f"  [{why}]" if why else ""))
 
-    print(xla_commits.xla_range(res.last_good, res.first_bad).text())
+    print("\n".join(commit_ranges(tester, res.last_good, res.first_bad)))
     if args.explain:
         if mode != "deviceless":
             raise selection.UsageError("--explain compiles deviceless only (give --mode deviceless)")
         print(f"\nexplaining jax {res.last_good} -> {res.first_bad}:", flush=True)
         known = {v: sig.to_dict() for v in (res.last_good, res.first_bad)
-                 if v in tester.cache and (sig := tester.cache[v][0]) is not None}
+                 if v in tester.cache and (sig := tester.signature_on(v)[0]) is not None}
         try:
             exp = explain.investigate(case, target, profile, res.last_good, res.first_bad, known, manager)
         except (RuntimeError, InstallError, ValueError) as exc:

@@ -193,13 +193,17 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                         res.reason = "golden changed" if diff else "golden unchanged"
                     else:
                         judged = api.judge_golden(report, goldens, name=label)  # as check_golden and `run` judge
-                        if judged.code is NEW:
+                        if judged.code is NEW:  # nothing blessed, or no regression against the nearest release's
                             res.code = NEW
                             res.reason = api.new_golden_message(report, judged, golden.path_for(
                                 goldens, label, report.target, report.profile, report.mode), how=bless_hint)
+                            res.diffs += judged.diffs  # the differences from the nearest golden, listed
+                            res.verdict, res.expected = judged.verdict, judged.expected
                         elif judged.diffs:
                             res.diffs += judged.diffs
                             res.verdict, res.expected = judged.verdict, judged.expected
+                        if judged.code is not NEW and judged.reason.startswith("against the golden of"):
+                            res.reason = judged.reason  # this release has no golden of its own: says whose
                 # a gemm the platform's library has no kernel for (the golden's judge already added it)
                 unrunnable = [d for d in device_validity.diffs(report.signature, platform_of(t)) if d not in res.diffs]
                 res.diffs += unrunnable

@@ -24,11 +24,9 @@ from pathlib import Path
 from packaging.version import Version
 
 from fp8_check.core import BadInput, ReadError, atomic_write, load_json, shown_path
-from fp8_check.cost import model as cost
 from fp8_check.matrix.jobs import MissingJob
 from fp8_check.run import deviceless_unsupported, fails, results
-from fp8_check.verdict import CODES, NEW, UNSUPPORTED, Code, FieldDiff, Outcome, Verdict, comparator, contract_judge
-from fp8_check.verdict.classify import classify
+from fp8_check.verdict import CODES, NEW, UNSUPPORTED, Code, FieldDiff, Outcome, Verdict, contract_judge
 from fp8_check.versions import parse_version
 
 SCHEMA = "fp8-check/matrix/2"
@@ -151,26 +149,20 @@ class Matrix:
         return ran[-1] if ran else None
 
     def changes(self) -> list[Change]:
+        """Per row, each change from the previous version with a signature: `contract_judge.change`, the one
+        comparison the HTML report and bisect use too (a model against its contract: by layer and pass)."""
         out = []
         for row in self.rows():
-            prev_v, prev_sig, prev_est, prev_o = None, None, None, None
+            prev: tuple[str, Outcome] | None = None
             for e in self.versions:
                 o = e.outcome(row)
                 if o is None or o.signature is None:
                     continue
-                sig = o.signature.to_dict()
-                if prev_o is not None and contract_judge.is_contract(o):  # a model: its FP8 facts, by layer and pass
-                    diffs, v = contract_judge.between(prev_o, o)
-                    if diffs and prev_v is not None:
-                        out.append(Change(*row, prev_v, e.jax, diffs, v))
-                elif prev_sig is not None:
-                    diffs = comparator.compare(prev_sig, sig)
-                    v = classify(prev_sig, sig)
-                    if prev_est is not None and o.estimate is not None:  # both compiled: priced exactly (cost.py)
-                        v = Verdict(v.cls, v.lines, cost.between(prev_est, o.estimate))
-                    if (diffs or v.lines) and prev_v is not None:
-                        out.append(Change(*row, prev_v, e.jax, diffs, v))
-                prev_v, prev_sig, prev_est, prev_o = e.jax, sig, o.estimate, o
+                if prev is not None:
+                    found = contract_judge.change(prev[1], o)
+                    if contract_judge.changed(found):
+                        out.append(Change(*row, prev[0], e.jax, *found))
+                prev = (e.jax, o)
         return out
 
     def row_costs(self) -> dict[Row, float]:

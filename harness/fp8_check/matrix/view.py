@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from fp8_check.matrix.document import Matrix, Status, VersionEntry
 from fp8_check.matrix.news import not_run, split_changes
-from fp8_check.verdict import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, is_contract
+from fp8_check.verdict import FAIL, NEW, PASS, UNRESOLVED, UNSUPPORTED, XFAIL, XPASS, answer, is_contract
 from fp8_check.versions import Env
 
 # The signature changed since the previous version: marker and background by the change's class.
@@ -22,7 +22,8 @@ CHANGE_BACKGROUNDS = {"regression": "red", "improvement": "green", "neutral": "y
 VERDICT_MARKS = {"regression": "r", "improvement": "i", "neutral": "n", "mixed": "m"}
 
 LEGEND = ("  ".join(f"{c.symbol} {c.name}" for c in (PASS, FAIL, XFAIL, XPASS, UNSUPPORTED, UNRESOLVED)) + f"  {NEW.symbol} {NEW.name} (no golden for "
-          "the version); the number is the kernel count; the signature changed since the previous version: "
+          "the version); then the FP8 answer (FP8 gemms/matmuls; ⚠ no FP8 where it was asked for), the change mark "
+          "and, last, the kernel count; the signature changed since the previous version: "
           "▼ regression, ▲ improvement, ~ neutral (rename), ± mixed — on a coloured background when the result differs "
           "from the golden, plain when the golden expects the change (blessed history); a FAIL's verdict against the "
           "golden: r i n m; "
@@ -59,7 +60,7 @@ def grid_table(m: Matrix, sort: str = "case"):
             if o is None:
                 cells.append(Text(""))
                 continue
-            text = o.code.symbol + (str(o.signature.kernels) if o.signature else "")
+            text = o.code.symbol + fp8_cell(o)  # the FP8 answer first, as the HTML cell and the job summary
             style = o.code.style
             if row + (e.jax,) in changed:  # news: differs from the golden
                 cls = changed[row + (e.jax,)]
@@ -69,11 +70,20 @@ def grid_table(m: Matrix, sort: str = "case"):
                 text += CHANGE_MARKS.get(blessed[row + (e.jax,)], "*")
             if o.code is FAIL and o.verdict is not None:
                 text += VERDICT_MARKS.get(o.verdict.cls, "")
+            if o.signature is not None:
+                text += f" {o.signature.kernels}"
             cells.append(Text(text, style=style))
         if sort == "cost":
             cells.append(Text(f"{costs[row]:+.1f} µs" if row in costs else ""))
         table.add_row(row[0], f"{row[1]}/{row[2]}", *cells)
     return table
+
+
+def fp8_cell(o) -> str:
+    """A grid cell's FP8 answer (`verdict.answer`, as the HTML cell and the job summary show it): ` FP8 n/m`
+    (FP8 gemms / matmuls), ` ⚠` where FP8 was asked for and none runs; '' without a matmul."""
+    fp8 = answer(o)
+    return (f" FP8 {fp8.fp8}/{fp8.matmuls}" if fp8.matmuls else "") + (" ⚠" if fp8.warns else "")
 
 
 def summary_text(e: VersionEntry) -> str:

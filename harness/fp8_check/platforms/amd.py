@@ -150,6 +150,8 @@ AMD = _Amd(
         Engine("__cublas", "cublas", "hipBLASLt"),
     ),
     install_hint=PLUGIN,
+    # hipBLASLt's MX block-scaled gemm (gfx950, JAX 0.10.0): a, b and their E8M0 block scales in one library call
+    block_scaled_targets={"__cublas$lt$matmul$mx": "blaslt"},
     fp8_gemm_types=HIPBLASLT_FP8,
     profiles=xla_gpu.PROFILES,
     canary_profile=xla_gpu.CANARY_PROFILE,

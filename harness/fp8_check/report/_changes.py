@@ -5,7 +5,7 @@ Pure functions over typed outcomes (harness/fp8_check/verdict/outcome.py): for e
 
 - `cell_changes`: per version, the kernel count and — where the signature differs
   from the previous version that has one — the change's class and its classified
-  field lines (harness/fp8_check/verdict/classify.py);
+  field lines, by `contract_judge.change` (the comparison matrix and bisect use);
 - `features`: what the row's signature fuses (FP8 gemm, epilogue, abs-max, FP8 output);
 - `timeline_svg`: a small inline SVG of the kernel count and those features across
   versions. Every text in it is escaped; it carries no script and no links.
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from html import escape
 
 from fp8_check.core import dtypes
-from fp8_check.cost import CostDelta, between
+from fp8_check.cost import CostDelta
 from fp8_check.signature import Signature
-from fp8_check.verdict import Outcome, classify as verdict
+from fp8_check.verdict import Outcome, contract_judge
 
 FEATURES = ("FP8 gemm", "epilogue", "abs-max", "FP8 output")
 CLASS_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "neutral": "#9e9e9e", "mixed": "#8e24aa"}
@@ -66,19 +66,19 @@ def features(sig: Signature | dict | None) -> dict[str, bool] | None:
 def cell_changes(outcomes: list[Outcome]) -> list[CellChange]:
     """One entry per outcome of a row (given oldest version first)."""
     out: list[CellChange] = []
-    prev_sig, prev_v, prev_est = None, None, None
+    prev: Outcome | None = None
     for o in outcomes:
         sig = o.signature.to_dict() if o.signature is not None else None
         c = CellChange(o.jax, sig.get("kernels") if sig else None, features(sig))
         if sig is not None:
-            if prev_sig is not None:
-                v = verdict.classify(prev_sig, sig)
-                if v.lines:
-                    c.change_from, c.cls, c.summary = prev_v, v.cls, v.summary()
+            if prev is not None:  # the matrix's own comparison (a model against its contract: by layer and pass)
+                found = contract_judge.change(prev, o)
+                v = found[1]
+                if contract_judge.changed(found):
+                    c.change_from, c.cls, c.summary = prev.jax, v.cls, v.summary()
                     c.lines = [x.to_dict() for x in v.lines]
-                    if prev_est is not None and o.estimate is not None:
-                        c.cost = between(prev_est, o.estimate)
-            prev_sig, prev_v, prev_est = sig, c.jax, o.estimate
+                    c.cost = v.cost
+            prev = o
         out.append(c)
     return out
 

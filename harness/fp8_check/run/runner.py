@@ -172,13 +172,14 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
     Shared by `judge` (every case of every entry point) and fp8_check.api.check_golden (your own functions)."""
     out.signature = sig
     # the mode's own golden, else (device mode) the deviceless one: golden_source.py
+    # and, for a release without an expectation of its own, the nearest release's (source.settle decides)
     source = golden_source.find(goldens_root, out.case, out.target, out.profile, out.mode, out.jax)
-    g, gpath = source.golden, source.path
-    exp = g.expected_for(out.jax) if g else None
+    g, gpath, exp = source.golden, source.path, source.expectation
+    hint = f"bless it with: fp8-check bless -k {out.case} --target {out.target} --profile {out.profile}"
     if g is None or exp is None:
         out.code = NEW
         out.reason = "no golden yet" if g is None else f"the golden has no expectation covering jax {out.jax}"
-        out.reason += f"; bless it with: fp8-check bless -k {out.case} --target {out.target} --profile {out.profile}"
+        out.reason += f"; {hint}"
         return out
     if exp.contract is not None:  # a model's contract: FP8 facts per layer x pass (contract_judge.py)
         try:
@@ -186,7 +187,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
         except ValueError as exc:
             out.reason = f"{gpath}: field {exc}"
             return out
-        return contract_judge.judge(out, sig, g, exp, gpath, issue, rules)
+        return source.settle(contract_judge.judge(out, sig, g, exp, gpath, issue, rules), hint)
     out.expected, out.expected_range = exp.signature, exp.jax or ""
     out.diffs = comparator.compare(exp.signature, sig.to_dict())
     try:
@@ -224,7 +225,7 @@ def judge_signature(out: Outcome, sig: signature.Signature, goldens_root: Path, 
     if source.fallback:
         out.reason = (f"fidelity finding: {out.reason}; " if out.code is FAIL else (out.reason + "; " if out.reason else "")) \
             + source.fidelity_note()
-    return out
+    return source.settle(out, hint)
 
 
 def _autotune_diffs(exp: golden.Expectation, out: Outcome) -> list:

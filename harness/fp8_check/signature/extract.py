@@ -52,8 +52,11 @@ PATTERN_OPS = {
 # A platform's own matmul forms join them (a TPU matmul is a `convolution` in an output fusion).
 _DOT_OPS = {"dot", "scaled-dot"} | platforms.matmul_ops()
 _PLATFORM_MATMULS = platforms.matmul_ops()
+# Block-scaled library calls of every platform (cuDNN's blockScaledDot; the BLAS-Lt MX gemm hipBLASLt runs),
+# and the op before any rewrite: the signature's `block_scaled.form`, with the scale dtypes at the kernel.
 BLOCK_SCALED_TARGETS = {**{t: form for p in platforms.PLATFORMS for t, form in p.block_scaled_targets.items()},
                         "__op$block_scaled_dot": "unrewritten"}
+BLAS_LT = "blaslt"  # the form of a BLAS-Lt block-scaled gemm: read as a cuBLASLt/hipBLASLt gemm plus its scales
 
 
 @functools.lru_cache(maxsize=4)
@@ -309,15 +312,15 @@ def _is_constant_one(module: hlo.Module, comp: hlo.Computation, name: str) -> bo
 def _gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> Gemm | None:
     if instr.opcode == "custom-call":
         target = instr.custom_call_target or ""
-        if target in BLOCK_SCALED_TARGETS:
+        if target in BLOCK_SCALED_TARGETS and BLOCK_SCALED_TARGETS[target] != BLAS_LT:
             return _block_scaled_gemm(module, instr, comp, target)
-        if "gemm" in target or "matmul" in target:
-            return _cublas_gemm(module, instr, comp, target)
+        if "gemm" in target or "matmul" in target:  # a BLAS-Lt block-scaled call: its scales are a_/b_scale
+            return _cublas_gemm(module, instr, comp, target, block_scaled=target in BLOCK_SCALED_TARGETS)
         return None
     if instr.opcode == "fusion":
         dots = [(i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS]
         if dots:
-            return _fusion_gemm(module, instr, dots[0])
+            return _fusion_gemm(module, instr, dots[0], comp=comp)
     if instr.opcode in _DOT_OPS:
         return _fusion_gemm(module, instr, (instr, comp), target=instr.opcode)
     return None
@@ -334,7 +337,8 @@ def _block_scaled_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Com
                 output=hlo.dtype_of(results[0]) if results else "?")
 
 
-def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, target: str) -> Gemm:
+def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation, target: str,
+                 block_scaled: bool = False) -> Gemm:
     bc = instr.backend_config
     # Older XLA (quoted-string backend_config) printed GemmBackendConfig unwrapped.
     cfg = bc.get("gemm_backend_config") or (bc if "dot_dimension_numbers" in bc else {})
@@ -345,6 +349,10 @@ def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computati
     for role in ("a", "b"):
         if rest:
             operands[role] = hlo.dtype_of(rest.pop(0)[1])
+    if block_scaled:  # a BLAS-Lt MX gemm: a, b, a_scale, b_scale (per-block scale arrays)
+        for role in ("a_scale", "b_scale"):
+            if rest:
+                operands[role] = hlo.dtype_of(rest.pop(0)[1])
     if beta != 0 and rest and hlo.rank_of(rest[0][1]) >= 2:
         operands["c"] = hlo.dtype_of(rest.pop(0)[1])
     scalars = [(n, t) for n, t in rest if hlo.rank_of(t) == 0]
@@ -386,7 +394,32 @@ def _dims_attr(dot: hlo.Instruction, key: str) -> list[int]:
     return [int(x) for x in raw.strip("{}").split(",") if x.strip()]
 
 
-def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm:
+def _split_k(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation | None) -> int | None:
+    """A Triton gemm fusion split along K: its `triton_gemm_config.split_k`, or (nested gemm fusions) a result with
+    one dimension more than the reduce kernel consuming it, whose size is the split; None when not split."""
+    cfg = (instr.backend_config or {}).get("fusion_backend_config") or {}
+    try:
+        k = int((cfg.get("triton_gemm_config") or {}).get("split_k") or 1)
+    except (TypeError, ValueError):
+        k = 1
+    if k > 1:
+        return k
+    if comp is None or not instr.result_types:
+        return None
+    shape = hlo.shape_of(instr.result_types[0])
+    for user in comp.instructions:
+        if instr.name not in user.operands or user.opcode != "fusion" or not user.result_types:
+            continue
+        if not any(i.opcode == "reduce" for i, _ in _inner_instructions(module, user)):
+            continue
+        reduced = hlo.shape_of(user.result_types[0])
+        split = [n for i, n in enumerate(shape) if shape[:i] + shape[i + 1:] == reduced]
+        if split and split[0] > 1:
+            return split[0]
+    return None
+
+
+def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None, comp: hlo.Computation | None = None) -> Gemm:
     dot, dot_comp = dot_and_comp
     dot_types = [hlo.dtype_of(t) for _, t in _operand_types(module, dot_comp, dot)]
     operand_dtypes = dot_types[:2]
@@ -395,8 +428,9 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm
     results = instr.result_types
     inside = {i.opcode for i, _ in _inner_instructions(module, instr)} if instr.opcode == "fusion" else set()
     converts = _converts(module, instr) if dot.opcode in _PLATFORM_MATMULS else []
+    kind = target or _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}"
     return Gemm(
-        target=target or _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}",
+        target=kind,
         operand_dtypes=operand_dtypes,
         operands=dict(zip(("a", "b"), operand_dtypes), **scales) if scales else {},
         output=hlo.dtype_of(results[0]),
@@ -413,6 +447,7 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None) -> Gemm
         inputs=sorted(
             hlo.dtype_of(t) for _, t in _operand_types(module, module.entry, instr) if hlo.rank_of(t) > 0
         ) if instr.opcode == "fusion" else [],
+        split_k=_split_k(module, instr, comp) if instr.opcode == "fusion" and "triton" in kind else None,
     )
 
 

@@ -40,6 +40,9 @@ class Gemm:
     # what type its multiply runs in (empty elsewhere).
     converts: list[str] = field(default_factory=list)
     matmul_op: str | None = None  # a platform matmul's opcode (`convolution` on TPU); None for gemm calls and dots
+    # A Triton gemm split along K (the partial sums reduced by a kernel of their own); None: not split. Where
+    # autotuning is off (deviceless) XLA's default configuration decides it; a GPU autotunes it.
+    split_k: int | None = None
     # Where it comes from (attribution.py); layer and pass compared where a golden states them.
     layer: str | None = None  # layer path from the HLO metadata, e.g. "Decoder/mlp/Dense_0"
     pass_: str | None = None  # forward | backward | backward-input | backward-weight ("pass" in dicts)
@@ -56,7 +59,7 @@ class Gemm:
 class BlockScaling:
     """How a block-scaled matmul was compiled (present only when the module has one)."""
 
-    form: str  # cudnn | cudnn-fusion | triton | scaled-dot | unrewritten | decomposed
+    form: str  # cudnn | cudnn-fusion | blaslt (hipBLASLt MX) | triton | scaled-dot | unrewritten | decomposed
     target: str  # the kernel doing the math: custom-call target, fusion kind, or the decomposed gemm's target
     data_dtypes: list[str]  # a, b as the block-scaled kernel reads them (decomposed: the dot's operand dtypes)
     scale_dtypes: list[str] = field(default_factory=list)  # a_scale, b_scale at the block-scaled kernel (not decomposed)

@@ -7,16 +7,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['BY_REFERENCE', 'CRITERIA', 'NO_COMPILE', 'RegressionError', 'Tester', 'Verdict', 'explain', 'issue', 'search', 'to_yaml']
+__all__ = ['BY_REFERENCE', 'CRITERIA', 'NO_COMPILE', 'RegressionError', 'Tester', 'Verdict', 'commit_ranges', 'explain', 'issue', 'search', 'to_yaml']
 
 _MODULES = {  # module -> the names of the face it defines
-    'bisect': ('BY_REFERENCE', 'CRITERIA', 'NO_COMPILE', 'Tester', 'Verdict', 'search'),
+    'bisect': ('BY_REFERENCE', 'CRITERIA', 'NO_COMPILE', 'Tester', 'Verdict', 'commit_ranges', 'search'),
     'reduce': ('RegressionError', 'to_yaml'),
 }
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.upstream.bisect import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, search
+    from fp8_check.upstream.bisect import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, commit_ranges, search
     from fp8_check.upstream.reduce import RegressionError, to_yaml
 
 

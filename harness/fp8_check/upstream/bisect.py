@@ -1,14 +1,16 @@
 """`fp8-check bisect CASE --good V1 --bad V2`: the first released JAX version where a case changed.
 
 What "good" and "bad" mean (`--criterion`):
-- `signature` (default): a version is good when the case's fusion signature is
-  equal, field by field, to its signature on the --good version; bad when it
-  differs. This finds where XLA's behaviour changed, whatever the goldens say.
+- `signature` (default): a version is good when the case's result is unchanged from
+  the --good version's, bad when it changed — by the one comparison `matrix` uses
+  (`contract_judge.change`: the signatures field by field, or a model judged
+  against its contract by its FP8 facts per layer and pass), so that bisect names
+  the release the matrix flags. This finds where XLA's behaviour changed.
 - `golden`: good when the signature equals the golden expectation covering that
   version (goldens/<target>/<profile>/<mode>/<case>.yaml, known issues ignored);
   bad when it differs. This finds where a case started failing `fp8-check run`.
-- `regression`: bad when the change from the --good version's signature is a
-  regression or mixed (harness/fp8_check/verdict/classify.py); improvements and renames are good.
+- `regression`: bad when that change from the --good version is a regression or
+  mixed (its classification, as `matrix` classifies it); improvements and renames are good.
   This finds where fusion got worse, stepping over renames and improvements.
 - `compiles`: good when the case compiles, or fails to compile, as on the --good
   (older) version; bad when that changed. With an older side that does not
@@ -35,6 +37,7 @@ other bisection tools:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -53,7 +56,7 @@ from fp8_check.verdict import (
     comparator,
     contract_judge,
 )
-from fp8_check.versions import InstallError, Manager, between, parse_version
+from fp8_check.versions import InstallError, Manager, between, parse_version, xla_commits
 
 CRITERIA = ("signature", "golden", "regression", "compiles")
 BY_REFERENCE = ("signature", "regression", "compiles")  # criteria judged against the --good version
@@ -78,13 +81,14 @@ class Verdict(Enum):
 
 @dataclass
 class Judgment:
-    """The verdict on one version, why, and the signature it was judged on."""
+    """The verdict on one version, why, and the signature (the result) it was judged on."""
 
     version: str
     verdict: Verdict
     reason: str = ""
     signature: Signature | None = None
     diffs: list[comparator.FieldDiff] = field(default_factory=list)
+    outcome: Outcome | None = None  # the version's result (judged against the goldens, as `run` and `matrix` judge)
 
 
 class Tester:
@@ -96,24 +100,28 @@ class Tester:
         self.goldens_root, self.criterion = Path(goldens_root), criterion
         self.manager = manager or Manager()
         self.log = log
-        self.reference: Signature | None = None
+        self.reference: Outcome | None = None  # the --good version's result
         self.reference_version: str | None = None
         self.reference_compiles: bool | None = None
-        self.cache: dict[str, tuple[Signature | None, str]] = {}
+        self.cache: dict[str, tuple[Outcome | None, str]] = {}
+
+    def outcome_on(self, version: str) -> tuple[Outcome | None, str]:
+        """(the result, with a signature, the jax version it ran on) or (None, why it is untestable) for `version`
+        ('current': this interpreter's JAX)."""
+        if version not in self.cache:
+            self.cache[version] = self._outcome_on(version)
+        return self.cache[version]
 
     def signature_on(self, version: str) -> tuple[Signature | None, str]:
-        """(signature, the jax version it ran on) or (None, why it is untestable) for `version`
-        ('current': this interpreter's JAX)."""
-        if version in self.cache:
-            return self.cache[version]
-        self.cache[version] = out = self._signature_on(version)
-        return out
+        """(signature, the jax version it ran on) or (None, why it is untestable) for `version`."""
+        out, why = self.outcome_on(version)
+        return (out.signature, out.jax) if out is not None else (None, why)
 
-    def _signature_on(self, version: str):
+    def _outcome_on(self, version: str) -> tuple[Outcome | None, str]:
         python = None
         if version != "current":
             if self.mode == "deviceless" and runner.deviceless_unsupported(version, [self.target]):
-                return None, runner.deviceless_unsupported(version, [self.target])
+                return None, runner.deviceless_unsupported(version, [self.target]) or ""
             try:
                 env = self.manager.ensure(version)
             except InstallError as exc:
@@ -134,7 +142,7 @@ class Tester:
             return None, out.reason
         if out.signature is None:
             return None, f"{NO_COMPILE}{out.reason.strip().splitlines()[0] if out.reason else '?'}"
-        return out.signature, out.jax
+        return out, out.jax
 
     def compiles_on(self, version: str) -> tuple[bool | None, str]:
         """(whether the case compiles on `version`, why); None when the version is untestable."""
@@ -150,57 +158,88 @@ class Tester:
                 return Judgment(version, Verdict.SKIP, why)
             self.reference_compiles, self.reference_version = compiles, version
             return Judgment(version, Verdict.GOOD, f"reference: {why}", self.signature_on(version)[0])
-        sig, why = self.signature_on(version)
-        if sig is None:
+        out, why = self.outcome_on(version)
+        if out is None:
             return Judgment(version, Verdict.SKIP, why)
-        self.reference, self.reference_version = sig, version
-        return Judgment(version, Verdict.GOOD, "reference signature", sig)
+        self.reference, self.reference_version = out, version
+        return Judgment(version, Verdict.GOOD, "reference signature", out.signature, outcome=out)
 
     def judge(self, version: str) -> Judgment:
         if self.criterion == "compiles":
             compiles, why = self.compiles_on(version)
             if compiles is None:
                 return Judgment(version, Verdict.SKIP, why)
-            same = compiles == self.reference_compiles
-            return Judgment(version, Verdict.GOOD if same else Verdict.BAD,
-                            f"{why}, {'as' if same else 'unlike'} jax {self.reference_version}", self.signature_on(version)[0])
-        sig, info = self.signature_on(version)
-        if sig is None:
+            alike = compiles == self.reference_compiles
+            return Judgment(version, Verdict.GOOD if alike else Verdict.BAD,
+                            f"{why}, {'as' if alike else 'unlike'} jax {self.reference_version}", self.signature_on(version)[0])
+        out, info = self.outcome_on(version)
+        if out is None or out.signature is None:
             return Judgment(version, Verdict.SKIP, info)
-        jax_version = info
-        if self.criterion == "golden":
+        sig = out.signature
+        if self.criterion == "golden":  # against the goldens, known issues ignored
             judged = runner.judge_signature(
-                Outcome(self.case.id, self.target.name, self.profile.name, self.mode, jax_version, UNRESOLVED),
+                Outcome(self.case.id, self.target.name, self.profile.name, self.mode, out.jax, UNRESOLVED),
                 sig, self.goldens_root)
-            if judged.code is NEW:
-                return Judgment(version, Verdict.SKIP, f"no golden expectation covers jax {jax_version}", sig)
-            expected, against = judged.expected or {}, f"the golden ({judged.expected_range or 'every version'})"
-        else:
-            if self.reference is None:
-                raise RuntimeError("no reference signature")
-            expected, against = self.reference.to_dict(), f"jax {self.reference_version}"
-        if self.criterion == "golden" and contract_judge.is_contract(judged):  # a model's contract
-            bad = judged.code is FAIL or judged.code is XFAIL
-            why = judged.verdict.summary() if judged.verdict else f"{len(judged.diffs)} FP8 fact(s) changed"
-            return Judgment(version, Verdict.BAD if bad else Verdict.GOOD,
-                            f"{why} against {against}" if bad else f"every FP8 fact of {against} holds", sig, judged.diffs)
-        if self.criterion != "golden" and self.reference is not None and contract_judge.is_model(self.reference):
-            diffs, change = contract_judge.signature_change(self.reference, sig)  # layers and passes, not indices
-            if self.criterion == "signature" or change.is_regression:
-                if diffs:
-                    return Judgment(version, Verdict.BAD, f"{change.cls} against {against}: {change.summary()}", sig, diffs)
-            return Judgment(version, Verdict.GOOD, f"the FP8 facts of {against} hold", sig)
-        diffs = comparator.compare(expected, sig.to_dict())
+            against = f"the golden ({judged.expected_range or 'every version'})"
+            if judged.code is NEW:  # nothing blessed, or no regression against the nearest release's golden
+                return Judgment(version, Verdict.SKIP, judged.reason.split("; bless it")[0] or
+                                f"no golden expectation covers jax {out.jax}", sig, judged.diffs, out)
+            if judged.code is FAIL or judged.code is XFAIL:
+                why = judged.verdict.summary() if judged.verdict else f"{len(judged.diffs)} field(s) differ"
+                return Judgment(version, Verdict.BAD, f"{why} against {against}", sig, judged.diffs, out)
+            return Judgment(version, Verdict.GOOD, f"as {against} expects", sig, [], out)
+        if self.reference is None:
+            raise RuntimeError("no reference signature")
+        against = f"jax {self.reference_version}"
+        # the one comparison matrix flags changes by (a model against its contract: by layer and pass)
+        found = contract_judge.change(self.reference, out)
+        diffs, change = found
+        by_facts = contract_judge.is_contract(out)  # a model against its contract: its FP8 facts by layer and pass
+        same = f"the FP8 facts of {against} hold" if by_facts else f"signature equal to {against}"
         if self.criterion == "regression":
-            change = verdict_mod.classify(expected, sig)
             if change.is_regression:
-                return Judgment(version, Verdict.BAD, f"{change.cls} against {against}: {change.summary()}", sig, diffs)
-            if change.lines:
-                return Judgment(version, Verdict.GOOD, f"{change.cls} against {against}, not a regression", sig, diffs)
-            return Judgment(version, Verdict.GOOD, f"signature equal to {against}", sig)
-        if diffs:
-            return Judgment(version, Verdict.BAD, f"signature differs from {against} in {len(diffs)} field(s)", sig, diffs)
-        return Judgment(version, Verdict.GOOD, f"signature equal to {against}", sig)
+                return Judgment(version, Verdict.BAD, f"{change.cls} against {against}: {change.summary()}", sig, diffs, out)
+            if contract_judge.changed(found):
+                return Judgment(version, Verdict.GOOD, f"{change.cls} against {against}, not a regression", sig, diffs, out)
+            return Judgment(version, Verdict.GOOD, same, sig, outcome=out)
+        if contract_judge.changed(found):
+            what = "FP8 facts differ" if by_facts else "signature differs"
+            return Judgment(version, Verdict.BAD, f"{what} from {against} in {len(diffs)} field(s) [{change.cls}]: "
+                            f"{change.summary()}", sig, diffs, out)
+        return Judgment(version, Verdict.GOOD, same, sig, outcome=out)
+
+
+_LOCATIONS = re.compile(r"^#loc.*$|\s*loc\((?:[^()]|\([^()]*\))*\)", re.M)
+
+
+def lowering_changed(before: Outcome | None, after: Outcome | None) -> bool | None:
+    """Whether JAX lowered the case differently on the two releases: their StableHLO differs (source locations
+    aside); None when either has none to compare."""
+    if before is None or after is None or not before.stablehlo or not after.stablehlo:
+        return None
+    return _LOCATIONS.sub("", before.stablehlo).strip() != _LOCATIONS.sub("", after.stablehlo).strip()
+
+
+def commit_ranges(tester: "Tester", good: str, bad: str) -> list[str]:
+    """The commit ranges to look at between the last good and the first bad release: XLA's, and JAX's beside it
+    when JAX's lowering changed (the StableHLO differs), from what the installed distributions record."""
+    lines = [xla_commits.xla_range(good, bad).text()]
+    changed = lowering_changed(tester.outcome_on(good)[0], tester.outcome_on(bad)[0])
+    if changed:
+        lines.append(f"JAX's lowering changed too (the StableHLO differs): {xla_commits.jax_range(good, bad).text()}")
+    elif changed is False:
+        lines.append("the StableHLO is the same on both: the change is in XLA")
+    return lines
+
+
+def step(before: Judgment, after: Judgment) -> tuple[list[comparator.FieldDiff], verdict_mod.Verdict]:
+    """The change from the last good version to the first bad one, by the comparison matrix uses
+    (`contract_judge.change`); the signatures field by field where the results are not at hand."""
+    if before.outcome is not None and after.outcome is not None:
+        return contract_judge.change(before.outcome, after.outcome)
+    b = before.signature.to_dict() if before.signature else {}
+    a = after.signature.to_dict() if after.signature else {}
+    return comparator.compare(b, a), verdict_mod.classify(b, a)
 
 
 @dataclass
@@ -261,8 +300,5 @@ def search(tester: Tester, good: str, bad: str, versions: list[str] | None = Non
         else:
             skipped.add(pick)
     left = sorted((v for v in skipped if parse_version(lo) < parse_version(v) < parse_version(hi)), key=parse_version)
-    before, after = judged[lo].signature, judged[hi].signature
-    diffs = comparator.compare(before.to_dict(), after.to_dict()) if before and after else []
-    if before and after and contract_judge.is_model(before):
-        diffs = contract_judge.signature_change(before, after)[0]
+    diffs = step(judged[lo], judged[hi])[0] if judged[lo].signature and judged[hi].signature else []
     return Result(Verdict.BAD, first_bad=hi, last_good=lo, skipped=left, diffs=diffs, steps=steps)

@@ -243,7 +243,10 @@ def _rule_fused_ops(before: Any, after: Any, gb: dict, ga: dict, sub: str | None
 @explained('the gemm fusion loads fewer FP8 arrays (dequantized outside)',
            'more')
 def _rule_inputs(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
-    b, a = _list(before), _list(after)
+    # a library call (no `inputs`: not a fusion) loads its operands as they are (a BLAS-Lt MX gemm: FP8 data and
+    # E8M0 scales), so a move to a fusion loading the same arrays is no change in what is loaded
+    b = _list(before) if before is not MISSING else _library_loads(gb)
+    a = _list(after) if after is not MISSING else _library_loads(ga)
     fb, fa = sum(map(_is_fp8, b)), sum(map(_is_fp8, a))
     if fa < fb:
         return [(REGRESSION, f"gemm fusion loads fewer FP8 arrays ({', '.join(b)} -> {', '.join(a)}): dequantized outside")]
@@ -252,11 +255,23 @@ def _rule_inputs(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -
     return [(NEUTRAL, f"gemm fusion inputs {', '.join(b) or '-'} -> {', '.join(a) or '-'}")]
 
 
+def _library_loads(g: dict) -> list:
+    """What a gemm library call reads: its operands' dtypes (a, b, then scales and the rest), in their order."""
+    ops = g.get("operands") if isinstance(g, dict) else None
+    return [str(t) for t in ops.values()] if isinstance(ops, dict) else []
+
+
 @explained("always: an FP8 gemm the platform's library has no kernel for (compiles deviceless, fails on the "
            "device; verdict/device_validity.py)", "—")
 def _rule_device(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
     return [(REGRESSION, device_validity.reason(before))]
 
+
+# What XLA's default configuration decides where autotuning is off (a deviceless compile): Triton's tiles and
+# split-K. A split-K gemm writes its partial sums in f32 and a kernel of its own reduces them; on a GPU the
+# autotuner chooses. Such a change is neutral with this reason, never a regression with a price (classify.py).
+DEVICELESS_DEFAULT = ("decided by XLA's deviceless default configuration (autotuning off: Triton tiles and "
+                      "split-K), not by the program; a GPU autotunes this choice")
 
 # Every field of fp8_check.signature.extract.Gemm: its rule, or why it is neutral; `device` is no field of a
 # gemm but the device-validity rule's difference (`gemms[i].device`, judged by classify_extra).
@@ -283,6 +298,7 @@ GEMM_RULES: dict[str, "Rule | Neutral"] = {
     "converts": Neutral("the type conversions inside the matmul's fusion (where a dequantization sits, which type it "
                         "computes in)", label="converts"),
     "matmul_op": Neutral("the HLO op a platform matmul is written as", label="matmul op"),
+    "split_k": Neutral(DEVICELESS_DEFAULT, label="split-K"),
 }
 
 

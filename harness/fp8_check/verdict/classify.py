@@ -30,6 +30,7 @@ from fp8_check.verdict._rules_gemm import (  # noqa: F401
     _SIGNATURE_KEYS,
     BLOCK_RULES,
     CLASSES,
+    DEVICELESS_DEFAULT,
     GEMM_RULES,
     IMPROVEMENT,
     LINE_CLASSES,
@@ -172,10 +173,35 @@ def classify(before: Signature | dict | None, after: Signature | dict | None) ->
     a_by_label = _by_label(b, a)  # `gemms[i]` in a path is the golden's i-th gemm and its counterpart
     for d in comparator.compare(b, a, symmetric=symmetric):
         lines += classify_field(d.path, d.expected, d.found, b, a_by_label)
+    lines = _deviceless_default(lines, b, a_by_label)
     # A line whose rule says it decides (the FP8 gemm became a wider one): whatever else XLA changed
     # meanwhile, the FP8 matmul is gone.
     decided = [x.cls for x in lines if x.decides]
     return Verdict(overall(decided) if decided else overall(x.cls for x in lines), tuple(lines))
+
+
+_SPLIT_K_EFFECTS = re.compile(r"^(?:kernels|launches|unfused)$|^gemms\[(\d+)\]\.(?:output|split_k)$")
+
+
+def _deviceless_default(lines: list[Line], b: dict, a: dict) -> list[Line]:
+    """Where a Triton gemm's split-K changed (`gemms[i].split_k`: XLA's default configuration decides it when
+    autotuning is off), what the split brings with it — its wider (f32) partial-sum output and the reduce kernel
+    after it — is neutral with that reason (`DEVICELESS_DEFAULT`), not a regression."""
+    gb, ga = b.get("gemms"), a.get("gemms")
+    if not (isinstance(gb, list) and isinstance(ga, list)):
+        return lines
+    split = {i for i, g in enumerate(gb) if isinstance(g, dict) and i < len(ga) and isinstance(ga[i], dict)
+             and g.get("split_k") != ga[i].get("split_k")}
+    if not split:
+        return lines
+    out, told = [], False
+    for x in lines:
+        m = _SPLIT_K_EFFECTS.match(x.path)
+        if m and (m.group(1) is None or int(m.group(1)) in split) and x.cls != NEUTRAL:
+            x = Line(x.path, x.before, x.after, NEUTRAL, f"split-K: {x.why}" if told else f"{DEVICELESS_DEFAULT}: {x.why}")
+            told = True
+        out.append(x)
+    return out
 
 
 def _by_label(b: dict, a: dict) -> dict:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from fp8_check.cost import model as cost
 from fp8_check.signature import Signature, attributed
-from fp8_check.verdict import contract, golden as golden_mod, rules_layer as layer_rules
-from fp8_check.verdict.classify import Line, Verdict, overall
+from fp8_check.verdict import comparator, contract, golden as golden_mod, rules_layer as layer_rules
+from fp8_check.verdict.classify import Line, Verdict, classify, overall
 from fp8_check.verdict.comparator import FieldDiff
 from fp8_check.verdict.golden import Expectation, Golden
 from fp8_check.verdict.outcome import FAIL, PASS, XFAIL, XPASS, Outcome
@@ -115,6 +115,29 @@ def between(before: Outcome, after: Outcome, options: dict | None = None) -> tup
     lines = tuple(Line(c.path, c.expected, c.found, c.cls, c.why) for c in j.changes)
     delta = cost.between(eb, ea) if eb is not None and ea is not None else None
     return [FieldDiff(c.path, c.expected, c.found) for c in j.changes], Verdict(overall(x.cls for x in lines), lines, delta)
+
+
+def change(before: Outcome, after: Outcome) -> tuple[list[FieldDiff], Verdict]:
+    """The change of one row from one release's result to a later one's: the one comparison and classification that
+    matrix (its grid, news and job summary), the HTML report and bisect all use, so that they tell one story.
+    A model judged against its contract (`is_contract(after)`): its FP8 facts by layer and pass, and the estimated
+    cost beyond the tolerance (`between`); otherwise the signatures field by field, classified
+    (harness/fp8_check/verdict/classify.py) and priced when both programs were (`Outcome.estimate`).
+    No change: ([], a verdict without lines)."""
+    assert before.signature is not None and after.signature is not None
+    if is_contract(after):
+        return between(before, after)
+    b, a = before.signature.to_dict(), after.signature.to_dict()
+    diffs, v = comparator.compare(b, a), classify(b, a)
+    if before.estimate is not None and after.estimate is not None:  # both compiled: priced exactly (cost.py)
+        v = Verdict(v.cls, v.lines, cost.between(before.estimate, after.estimate))
+    return diffs, v
+
+
+def changed(change_of: tuple[list[FieldDiff], Verdict]) -> bool:
+    """Whether `change(...)` found a change (a field differs or a line is classified)."""
+    diffs, v = change_of
+    return bool(diffs or v.lines)
 
 
 def signature_change(before: Signature, after: Signature) -> tuple[list[FieldDiff], Verdict]:

@@ -23,12 +23,13 @@ is then a visible change (`autotune.from_results`, `autotune.choices`), never a 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from fp8_check.core import BadInput, atomic_write, names, safe_yaml
 from fp8_check.verdict import contract as contract_mod
@@ -71,6 +72,22 @@ class Golden:
                 return exp
         return None
 
+    def nearest(self, jax_version: str) -> tuple[Expectation, str] | None:
+        """For a release no expectation covers: the expectation blessed on the nearest release, and that release —
+        the newest blessed release before `jax_version`, else the oldest after it (None: nothing blessed). A release
+        with no golden of its own is judged against it (runner.judge_signature: NEW never hides a regression)."""
+        v = Version(jax_version)
+        blessed = [(Version(r), r, e) for e in self.expect for r in blessed_releases(e)]
+        before = [b for b in blessed if b[0] < v]
+        after = [b for b in blessed if b[0] > v]
+        if before:
+            _, release, exp = max(before, key=lambda b: b[0])
+        elif after:
+            _, release, exp = min(after, key=lambda b: b[0])
+        else:
+            return None
+        return exp, release
+
     def to_yaml(self) -> str:
         doc = {
             "case": self.case,
@@ -88,6 +105,25 @@ class Golden:
         if self.layers:
             doc["layers"] = self.layers
         return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100)
+
+
+_BLESSED = re.compile(r"jax ([0-9][0-9A-Za-z.+-]*?)(?:\.\.([0-9][0-9A-Za-z.+-]*))?(?=[\s,;()]|$)")
+
+
+def blessed_releases(e: Expectation) -> list[str]:
+    """The releases `e` was blessed from: its `blessed_with` (`jax 0.11.2`, `jax 0.10.0..0.11.2 (fp8-check matrix,
+    3 versions)`: the first and the last), else the bounds its range names (`>=0.10.0,<0.11.0`: 0.10.0; `==0.11.2`)."""
+    m = _BLESSED.match(e.blessed_with.strip())
+    found = [x for x in (m.groups() if m else ()) if x]
+    if not found and e.jax:
+        found = [s.version for s in SpecifierSet(e.jax) if s.operator in (">=", "==", "~=", "===")]
+    out = []
+    for x in found:
+        try:
+            out.append(str(Version(x)))
+        except InvalidVersion:
+            continue
+    return out
 
 
 class _Dumper(yaml.SafeDumper):

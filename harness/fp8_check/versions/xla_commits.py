@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fp8_check.core import package_path
-from fp8_check.versions.envs import Manager, own_jax
+from fp8_check.versions.envs import InstallError, Manager, own_jax
 from fp8_check.versions.releases import VersionError, parse_version, select_range
 
 TABLE = package_path("versions", "xla_commits.json")
@@ -61,6 +61,8 @@ class XlaRange:
     bad_version: str
     good: str | None  # XLA commit of the good version
     bad: str | None
+    project = "XLA"  # what the commits are of, and where they live (JaxRange: JAX's own)
+    repo = XLA_REPO
 
     @property
     def known(self) -> bool:
@@ -68,22 +70,32 @@ class XlaRange:
 
     @property
     def url(self) -> str | None:
-        return f"{XLA_REPO}/compare/{self.good}...{self.bad}" if self.known else None
+        return f"{self.repo}/compare/{self.good}...{self.bad}" if self.known else None
 
     def text(self) -> str:
+        p = self.project
         if not self.known or self.good is None or self.bad is None:
             missing = [v for v, c in ((self.good_version, self.good), (self.bad_version, self.bad)) if not c]
-            return f"XLA commit range unknown (no XLA commit recorded for jax {', '.join(missing)})"
+            return f"{p} commit range unknown (no {p} commit recorded for jax {', '.join(missing)})"
         if self.good == self.bad:
-            return f"XLA {self.good[:12]} in both (jax {self.good_version} and {self.bad_version} ship the same XLA)"
-        return f"XLA {self.good[:12]}..{self.bad[:12]} ({self.url})"
+            return f"{p} {self.good[:12]} in both (jax {self.good_version} and {self.bad_version} ship the same {p})"
+        return f"{p} {self.good[:12]}..{self.bad[:12]} ({self.url})"
 
     def markdown(self) -> str:
         if not self.known or self.good is None or self.bad is None:
             return self.text()
         if self.good == self.bad:
-            return f"XLA [`{self.good[:12]}`]({XLA_REPO}/commit/{self.good}) in both versions"
-        return f"XLA [`{self.good[:12]}..{self.bad[:12]}`]({self.url})"
+            return f"{self.project} [`{self.good[:12]}`]({self.repo}/commit/{self.good}) in both versions"
+        return f"{self.project} [`{self.good[:12]}..{self.bad[:12]}`]({self.url})"
+
+
+@dataclass(frozen=True)
+class JaxRange(XlaRange):
+    """The JAX commits between the last good and the first bad JAX version: where to look when JAX's lowering
+    changed (the StableHLO differs), beside the XLA range."""
+
+    project = "JAX"
+    repo = JAX_REPO
 
 
 def load(path: Path = TABLE) -> dict[str, Entry]:
@@ -104,6 +116,20 @@ def xla_range(good: str, bad: str, table: dict[str, Entry] | None = None) -> Xla
     table = table if table is not None else load()
     g, b = entry(good, table), entry(bad, table)
     return XlaRange(good, bad, g.xla_commit if g else None, b.xla_commit if b else None)
+
+
+def jax_range(good: str, bad: str, table: dict[str, Entry] | None = None) -> JaxRange:
+    """The JAX commits of two releases: what their installed `jax` distributions record (`jax/version.py`'s
+    `_git_hash` in the per-version environments, else jaxlib's), else the shipped table's `jax_commit`. Reads
+    files only: no network."""
+    table = table if table is not None else load()
+
+    def commit(version: str) -> str | None:
+        found = wheel_git_hash(version, "jax") or wheel_git_hash(version)
+        e = entry(version, table)
+        return found or (e.jax_commit if e else None)
+
+    return JaxRange(good, bad, commit(good), commit(bad))
 
 
 # ---- regeneration (needs GitHub, or a local clone of jax-ml/jax) ---------------------------------
@@ -129,13 +155,17 @@ def release_tags(git_dir: str | None = None) -> dict[str, str]:
     return {**plain, **peeled}
 
 
-def wheel_git_hash(version: str) -> str | None:
-    """`jaxlib.version._git_hash` of an installed per-version environment (fp8_check.versions.envs), if any."""
-    env = Manager(reuse_self=False).cached(version)
+def wheel_git_hash(version: str, package: str = "jaxlib") -> str | None:
+    """`<package>.version._git_hash` (jaxlib, or jax) of an installed per-version environment
+    (fp8_check.versions.envs), if any."""
+    try:
+        env = Manager(reuse_self=False).cached(version)
+    except InstallError:  # a damaged cached environment: nothing recorded to read
+        env = None
     roots = [env.path] if env else []
     if own_jax().get("jaxlib") == version:
         roots.append(Path(sys.prefix))
-    for f in (f for root in roots for f in root.glob("lib/python*/site-packages/jaxlib/version.py")):
+    for f in (f for root in roots for f in root.glob(f"lib/python*/site-packages/{package}/version.py")):
         m = _GIT_HASH.search(f.read_text())
         if m:
             return m.group(1)
