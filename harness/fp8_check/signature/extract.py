@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fp8_check import platforms
 from fp8_check.core import dtypes
 from fp8_check.signature import _provenance as provenance, attribution, hlo
+from fp8_check.signature._triton import dims_attr, split_k
 from fp8_check.signature.collectives import extract as extract_collectives
 
 # The typed signature lives in signature_types.py; its names are re-exported here for every reader.
@@ -108,7 +109,7 @@ def kernels(text: str) -> list[Kernel]:
     _collect_kernels(module, module.entry, found, depth=0)
     for instr, comp in found:
         gemm, operands = _gemm(module, instr, comp), tuple(t for _, t in _operand_types(module, comp, instr))
-        dot = next(((i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS), (instr, comp))
+        dot = next(((i, c) for i, c in hlo.called_instructions(module, instr) if i.opcode in _DOT_OPS), (instr, comp))
         dots = operands[:2] if instr.opcode == "custom-call" else tuple(t for _, t in _operand_types(module, dot[1], dot[0]))[:2]
         label = f"gemm {gemm.target}" if gemm else _kernel_label(module, instr, comp)
         out.append(Kernel(label, instr.opcode, operands, tuple(instr.result_types), gemm, dots if gemm else (), instr.attrs))
@@ -118,7 +119,7 @@ def kernels(text: str) -> list[Kernel]:
 def _attribute(text: str, module: hlo.Module, kernels: list, gemms: list[Gemm]) -> None:
     """Each gemm's layer, pass, source line and FLOPs from its dot's metadata (harness/fp8_check/signature/attribution.py)."""
     found = [(k, c) for k, c in kernels if _gemm(module, k, c) is not None]
-    dots = [next(((i, ic) for i, ic in _inner_instructions(module, k) if i.opcode in _DOT_OPS), (k, c))
+    dots = [next(((i, ic) for i, ic in hlo.called_instructions(module, k) if i.opcode in _DOT_OPS), (k, c))
             if k.opcode == "fusion" else (k, c) for k, c in found]
     called_by = provenance.callers(module)
     attribution.annotate(text, gemms, [(d.attr("metadata") or k.attr("metadata"),
@@ -190,7 +191,7 @@ def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> Bloc
             block_kernel = (instr, comp, "scaled-dot", "scaled-dot", instr)
             break
         if instr.opcode == "fusion":
-            inner = [(i, c) for i, c in _inner_instructions(module, instr)
+            inner = [(i, c) for i, c in hlo.called_instructions(module, instr)
                      if i.opcode == "scaled-dot" or (i.opcode == "custom-call" and (i.custom_call_target or "") in BLOCK_SCALED_TARGETS)]
             if inner:
                 backend = _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}"
@@ -256,22 +257,10 @@ def _fusion_backend_kind(instr: hlo.Instruction) -> str | None:
     return kind or None
 
 
-def _inner_instructions(module: hlo.Module, instr: hlo.Instruction, depth: int = 0):
-    """Every instruction in the computations `instr` calls, recursively (nested fusions too)."""
-    for name in instr.called:
-        callee = module.computations.get(name)
-        if callee is None:
-            continue
-        for inner in callee.instructions:
-            yield inner, callee
-            if inner.called and depth < 8:
-                yield from _inner_instructions(module, inner, depth + 1)
-
-
 def _ops_inside(module: hlo.Module, instr: hlo.Instruction) -> set[str]:
     if instr.opcode != "fusion":
         return {instr.opcode} & PATTERN_OPS
-    return {inner.opcode for inner, _ in _inner_instructions(module, instr)} & PATTERN_OPS
+    return {inner.opcode for inner, _ in hlo.called_instructions(module, instr)} & PATTERN_OPS
 
 
 def _type_of(module: hlo.Module, comp: hlo.Computation, name: str, index: int | None = None) -> str:
@@ -300,7 +289,7 @@ def _is_constant_one(module: hlo.Module, comp: hlo.Computation, name: str) -> bo
         except ValueError:
             return False
     if instr.opcode == "fusion":  # a constant wrapped into its own fusion
-        inner = [i for i, _ in _inner_instructions(module, instr) if i.opcode != "parameter"]
+        inner = [i for i, _ in hlo.called_instructions(module, instr) if i.opcode != "parameter"]
         if len(inner) == 1 and inner[0].opcode == "constant":
             try:
                 return float(inner[0].operand_text.strip()) == 1.0
@@ -318,7 +307,7 @@ def _gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> 
             return _cublas_gemm(module, instr, comp, target, block_scaled=target in BLOCK_SCALED_TARGETS)
         return None
     if instr.opcode == "fusion":
-        dots = [(i, c) for i, c in _inner_instructions(module, instr) if i.opcode in _DOT_OPS]
+        dots = [(i, c) for i, c in hlo.called_instructions(module, instr) if i.opcode in _DOT_OPS]
         if dots:
             return _fusion_gemm(module, instr, dots[0], comp=comp)
     if instr.opcode in _DOT_OPS:
@@ -387,38 +376,6 @@ def _cublas_gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computati
     )
 
 
-def _dims_attr(dot: hlo.Instruction, key: str) -> list[int]:
-    raw = dot.attr(key)
-    if not raw:
-        return []
-    return [int(x) for x in raw.strip("{}").split(",") if x.strip()]
-
-
-def _split_k(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation | None) -> int | None:
-    """A Triton gemm fusion split along K: its `triton_gemm_config.split_k`, or (nested gemm fusions) a result with
-    one dimension more than the reduce kernel consuming it, whose size is the split; None when not split."""
-    cfg = (instr.backend_config or {}).get("fusion_backend_config") or {}
-    try:
-        k = int((cfg.get("triton_gemm_config") or {}).get("split_k") or 1)
-    except (TypeError, ValueError):
-        k = 1
-    if k > 1:
-        return k
-    if comp is None or not instr.result_types:
-        return None
-    shape = hlo.shape_of(instr.result_types[0])
-    for user in comp.instructions:
-        if instr.name not in user.operands or user.opcode != "fusion" or not user.result_types:
-            continue
-        if not any(i.opcode == "reduce" for i, _ in _inner_instructions(module, user)):
-            continue
-        reduced = hlo.shape_of(user.result_types[0])
-        split = [n for i, n in enumerate(shape) if shape[:i] + shape[i + 1:] == reduced]
-        if split and split[0] > 1:
-            return split[0]
-    return None
-
-
 def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None, comp: hlo.Computation | None = None) -> Gemm:
     dot, dot_comp = dot_and_comp
     dot_types = [hlo.dtype_of(t) for _, t in _operand_types(module, dot_comp, dot)]
@@ -426,7 +383,7 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None, comp: h
     # A scaled-dot's third and fourth operands are the block scales.
     scales = dict(zip(("a_scale", "b_scale"), dot_types[2:4])) if dot.opcode == "scaled-dot" else {}
     results = instr.result_types
-    inside = {i.opcode for i, _ in _inner_instructions(module, instr)} if instr.opcode == "fusion" else set()
+    inside = {i.opcode for i, _ in hlo.called_instructions(module, instr)} if instr.opcode == "fusion" else set()
     converts = _converts(module, instr) if dot.opcode in _PLATFORM_MATMULS else []
     kind = target or _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}"
     return Gemm(
@@ -436,10 +393,10 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None, comp: h
         output=hlo.dtype_of(results[0]),
         amax=any(hlo.rank_of(t) == 0 for t in results[1:]),
         dims=_convolution_dims(dot) if dot.opcode in _PLATFORM_MATMULS else {
-            "lhs_contracting": _dims_attr(dot, "lhs_contracting_dims"),
-            "rhs_contracting": _dims_attr(dot, "rhs_contracting_dims"),
-            "lhs_batch": _dims_attr(dot, "lhs_batch_dims"),
-            "rhs_batch": _dims_attr(dot, "rhs_batch_dims"),
+            "lhs_contracting": dims_attr(dot, "lhs_contracting_dims"),
+            "rhs_contracting": dims_attr(dot, "rhs_contracting_dims"),
+            "lhs_batch": dims_attr(dot, "lhs_batch_dims"),
+            "rhs_batch": dims_attr(dot, "rhs_batch_dims"),
         },
         fused_ops=sorted((inside & PATTERN_OPS) - _DOT_OPS),
         converts=converts,
@@ -447,7 +404,7 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None, comp: h
         inputs=sorted(
             hlo.dtype_of(t) for _, t in _operand_types(module, module.entry, instr) if hlo.rank_of(t) > 0
         ) if instr.opcode == "fusion" else [],
-        split_k=_split_k(module, instr, comp) if instr.opcode == "fusion" and "triton" in kind else None,
+        split_k=split_k(module, instr, comp) if instr.opcode == "fusion" and "triton" in kind else None,
     )
 
 
@@ -466,7 +423,7 @@ def _converts(module: hlo.Module, instr: hlo.Instruction) -> list[str]:
     if instr.opcode != "fusion":
         return []
     found: list[str] = []
-    for inner, comp in _inner_instructions(module, instr):
+    for inner, comp in hlo.called_instructions(module, instr):
         if inner.opcode == "convert" and inner.operands:
             step = f"{hlo.dtype_of(_operand_types(module, comp, inner)[0][1])}->{hlo.dtype_of(inner.type)}"
             if step not in found:

@@ -276,3 +276,15 @@ def _unquote(raw: str) -> str:
         except json.JSONDecodeError:
             return raw[1:-1].replace('\\"', '"').replace("\\\\", "\\")
     return raw
+
+
+def called_instructions(module: Module, instr: Instruction, depth: int = 0):
+    """Every instruction in the computations `instr` calls, recursively (nested fusions too)."""
+    for name in instr.called:
+        callee = module.computations.get(name)
+        if callee is None:
+            continue
+        for inner in callee.instructions:
+            yield inner, callee
+            if inner.called and depth < 8:
+                yield from called_instructions(module, inner, depth + 1)
