@@ -16,6 +16,7 @@ from fp8_check.matrix import (
     Progress,
     closing_line,
     merge,
+    needed_sets,
     print_report,
     run_matrix,
     versions_from_args,
@@ -85,21 +86,24 @@ def cmd_matrix(args) -> int:
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
-            extras, jax_range = requirements.extras_from_args(args, cases)  # and the cases' `requirements:`
+            extras, jax_range = requirements.extras_from_args(args)  # every version's: --with, --with-requirements
+            skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
+            # the cases' `requirements:`: one environment per set per version, for the cases planned here only
+            sets = needed_sets(cases, targets, profiles, frozenset(skip))
             manager = Manager(args.cache, index_url=args.jax_index, extras=extras, jax_range=jax_range,
                               kind=wheels.kind_for_mode(mode), platform=selection.env_platform(targets))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"
-                  + (f"; with {', '.join(manager.extras)}" if manager.extras else ""), flush=True)
+                  + (f"; with {', '.join(manager.extras)}" if manager.extras else "")
+                  + "".join(f"; requirements {n} ({c} cases, jax{r or ' any'})" for n, r, c in sets.values()), flush=True)
             if args.jobs < 1 or (args.workers is not None and args.workers < 1):
                 raise ValueError("--jobs and -j/--workers must be at least 1")
             workers = max(1, (args.workers or pool_mod.default_jobs()) // args.jobs)
             cache = None if args.no_cache else CompileCache()
-            skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
             for line in skip.values():
                 print(f"fp8-check matrix: {line}", flush=True)
             m = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,
-                           Progress(), workers=workers, cache=cache, skip=frozenset(skip))
+                           Progress(), workers=workers, cache=cache, skip=frozenset(skip), sets=sets)
     except (VersionError, MatrixError, ValueError) as exc:
         if isinstance(exc, (CaseError, golden.GoldenError)):
             raise

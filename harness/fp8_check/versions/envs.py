@@ -29,6 +29,7 @@ was built before fast and cheap on disk.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import hashlib
 import json
@@ -182,6 +183,13 @@ class Manager:
         self._tag: str | None = None
         _uv_timeout()  # a bad FP8_CHECK_UV_TIMEOUT is one line before anything is built, not after the first wait
 
+    def adding(self, extras) -> "Manager":
+        """A manager of the same environments folder, index, wheel set and platform whose environments also have
+        `extras` (a case's requirement set, in `matrix` and `bisect`)."""
+        other = copy.copy(self)
+        other.extras = sorted({*self.extras, *(check_requirement(r) for r in extras)})
+        return other
+
     @property
     def tag(self) -> str:
         if self._tag is None:
@@ -252,7 +260,7 @@ class Manager:
 
     def ensure(self, version: str, log=None) -> Env:
         """The environment for `version`: the cached one, or a new one built now (raises InstallError)."""
-        if problem := outside(self.jax_range, version, "(--with-requirements, the cases' requirements:)"):
+        if problem := outside(self.jax_range, version, "(--with-requirements)"):
             raise InstallError(version, problem)
         start = time.perf_counter()
         own = own_jax() if self.reuse_self else {}
