@@ -13,9 +13,9 @@ import jax
 import pytest
 
 from fp8_check.cases import load as case_mod
-from fp8_check.run import selection
 from fp8_check.cases.requirement_sets import NAMED, read_set
 from fp8_check.matrix import needed_sets
+from fp8_check.run import selection
 from fp8_check.verdict import outcome
 from fp8_check.versions import requirements
 from tests.conftest import write_cases
