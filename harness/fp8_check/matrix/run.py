@@ -23,7 +23,7 @@ and a case x version grid on the terminal.
 Exit code (`--fail-on`): `any` (default) 1 if any version has a bad outcome
 (FAIL, XPASS, UNRESOLVED, NEW), else 3 if a version could not be installed or is
 broken, else 0; `newest`: only the newest version that ran counts (the nightly's
-rule: "a case regressed on the newest version"), and 3 when the newest version asked for
+rule: "a case regressed on the newest version"), and 3 when a version asked for
 could not be installed or is broken (a broken release never passes); `never`: 0.
 """
 
@@ -165,7 +165,8 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             else:
                 outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
                                       on_outcome=lambda o: progress.case_done(version, o),
-                                      canary=not reason and not (shared and shared.get("replay")), skip=skip)
+                                      canary=not reason and not (shared and shared.get("replay")), skip=skip,
+                                      broken_targets=entry.broken_targets)
         except (WorkerError, runner.CanaryError) as exc:
             entry.status, entry.error = Status.BROKEN, str(exc).strip()
             progress.cases_skipped(version, total)

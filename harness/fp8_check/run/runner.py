@@ -352,12 +352,15 @@ def run(
     numerics: "NumericsCheck | None" = None,
     canary: bool = False,
     skip: frozenset[tuple[str, str]] = frozenset(),
+    broken_targets: dict[str, str] | None = None,
 ) -> list[Outcome]:
     """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
     several at once) and outcomes are reported and returned in plan order.
 
-    With `canary`, each target passes the canary gate first (`CanaryGate`; CanaryError before any
-    outcome), its canaries compiled alongside the cases (`prefetch`)."""
+    With `canary`, each target passes the canary gate first (`CanaryGate`), its canaries compiled alongside the
+    cases (`prefetch`): a target whose canary fails is broken in this environment, its rows UNRESOLVED saying
+    why, and the other targets go on; CanaryError (before any outcome) only when every target's canary fails.
+    `broken_targets` (a dict) gets target name -> why, also for a broken target no case runs on."""
     env = compiler.environment()
     jax_version = env["jax"]
     canary = canary and canary_applies(mode, jax_version)
@@ -368,14 +371,24 @@ def run(
             requests += [request] + ([price_request(case, request)] if case.priced_elsewhere else [])
     prefetch(compiler, targets, mode, requests, canary=canary)
     gate = CanaryGate(mode)
-    for t in supported(targets, jax_version) if canary else ():
-        if (problem := gate.problem(compiler, t)) is not None:
-            raise CanaryError(problem)
+    checked = supported(targets, jax_version) if canary else []
+    broken = {t.name: problem for t in checked if (problem := gate.problem(compiler, t)) is not None}
+    if broken_targets is not None:
+        broken_targets.update(broken)
+    if checked and len(broken) == len(checked):  # no target may be judged here: the environment is broken
+        raise CanaryError("; ".join(dict.fromkeys(broken.values())))
     compiled = compiler.imap(requests) if requests else iter(())
     outcomes: list[Outcome] = []
     for case, target, profile, reason, request in jobs:
         if reason or request is None:
             out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNSUPPORTED, reason or "",
+                          description=case.description, yaml=case.yaml_text, file=case.file)
+        elif target.name in broken:  # this target's canary failed: its outcomes would be noise, the others go on
+            next(compiled)
+            if case.priced_elsewhere:
+                next(compiled)
+            out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNRESOLVED,
+                          f"target {target.name} is broken on jax {jax_version}: {broken[target.name]}",
                           description=case.description, yaml=case.yaml_text, file=case.file)
         else:
             comp = next(compiled)

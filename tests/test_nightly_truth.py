@@ -1,0 +1,147 @@
+"""Issue 52: the nightly across releases tells the truth.
+
+- a target whose canary fails is broken on that release: its rows say why, the other targets go on;
+- an older libtpu gets the chips-per-host bounds a TPU layout needs (one chip and multi-chip);
+- the closing verdict counts regressions, errors (UNRESOLVED) and rows to review apart, and never says
+  "no regressions" when a release did not run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from fp8_check.cases import load as case_mod
+from fp8_check.compile import Compiler
+from fp8_check.matrix import closing_line, not_run
+from fp8_check.matrix.document import Matrix, Status, VersionEntry, entry_from_json, entry_to_json
+from fp8_check.platforms.tpu import TPU, host_bounds
+from fp8_check.run import runner
+from fp8_check.signature.extract import Gemm, Signature
+from fp8_check.targets import load_target
+from fp8_check.verdict import outcome
+from fp8_check.verdict.classify import classify
+from fp8_check.verdict.outcome import Outcome
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ TPU layouts on an older libtpu
+
+
+@pytest.mark.parametrize("layout, bounds", [
+    ("1x1x1", [1, 1, 1]), ("1x1", [1, 1, 1]),  # one chip: as before
+    ("2x1x1", [2, 1, 1]),  # multi-chip: libtpu 0.8.1-0.11.2 refused tpu7x:2x1x1 against its default 2x2x1
+    ("2x2x1", None), ("4x4x1", None), ("2x2", None), ("4x8", None),  # divisible by the default: nothing added
+])
+def test_a_layout_the_default_chips_per_host_does_not_divide_gets_bounds_that_do(layout, bounds):
+    assert host_bounds(layout) == bounds
+
+
+def test_tpu7x_2x1x1_gets_its_bounds_before_0_12_only():
+    spec = TPU.spec_for("tpu7x-2x1x1")
+    assert TPU.topology_arguments(spec, "", "0.10.0") == {"topology_name": "tpu7x:2x1x1", "chips_per_host_bounds": [2, 1, 1]}
+    assert TPU.topology_arguments(spec, "", "0.12.0") == {"topology_name": "tpu7x:2x1x1"}
+    assert "chips_per_host_bounds" not in TPU.topology_arguments(TPU.spec_for("tpu7x-2x2x1"), "", "0.8.2")
+
+
+# ------------------------------------------------------------------ the closing verdict
+
+
+def _sig(kernels: int, out: str = "f8e4m3fn") -> Signature:
+    return Signature(kernels, [], [Gemm("__cublas$lt$matmul$f8", ["f8e4m3fn", "f8e4m3fn"], output=out)], [])
+
+
+def _fail(case: str, jax: str) -> Outcome:
+    o = Outcome(case, "h100", "cublas", "deviceless", jax, outcome.FAIL, "1 field(s) differ", signature=_sig(3, "f32"))
+    o.verdict = classify(_sig(3).to_dict(), _sig(3, "f32"))
+    return o
+
+
+def _row(case: str, jax: str, code: str, reason: str = "") -> Outcome:
+    return Outcome(case, "h100", "cublas", "deviceless", jax, outcome.code(code), reason, signature=_sig(3))
+
+
+def test_the_verdict_counts_regressions_errors_and_rows_to_review_apart():
+    """Before: `verdict: 3 regressions against goldens` where two rows were import errors (UNRESOLVED)."""
+    err = "ImportError: cannot import name 'scaled_dot' from 'jax.lax'"
+    m = Matrix([VersionEntry("0.7.0", outcomes=[_fail("lost", "0.7.0"), _row("user_a", "0.7.0", "UNRESOLVED", err),
+                                                _row("user_b", "0.7.0", "UNRESOLVED", err),
+                                                _row("fresh", "0.7.0", "NEW", "no golden yet"),
+                                                _row("ok", "0.7.0", "PASS")])])
+    assert m.versions[0].outcomes[0].verdict.is_regression
+    line = closing_line(m)
+    assert line.startswith("verdict: 1 regression against goldens, 2 errors (UNRESOLVED: a case that does not "
+                           "compile or import; user_a on jax 0.7.0: ImportError: cannot import name 'scaled_dot'"), line
+    assert ", 1 row to review (" in line and "no regressions" not in line
+
+
+def test_the_verdict_never_says_no_regressions_when_a_release_did_not_run():
+    """Before: `verdict: no regressions against goldens (nothing ran on 0 JAX versions)`, and with one release
+    that ran, `no regressions` beside the install-failed ones."""
+    why = "uv could not install jax==0.6.2: no matching distribution"
+    failed = [VersionEntry(v, Status.INSTALL_FAILED, why) for v in ("0.6.2", "0.7.0")]
+    line = closing_line(Matrix(failed))
+    assert line.startswith(f"verdict: nothing ran on 0.6.2, 0.7.0: install-failed: {why}"), line
+    assert "no regressions" not in line and Matrix(failed).exit_code("regression") == 3
+    ran = VersionEntry("0.12.0", outcomes=[_row("ok", "0.12.0", "PASS")])
+    m = Matrix([*failed, ran])
+    assert closing_line(m).startswith("verdict: nothing ran on 0.6.2, 0.7.0: install-failed") and "no regressions" \
+        not in closing_line(m)
+    assert m.exit_code("regression") == 3 and m.exit_code("newest") == 3 and m.exit_code("any") == 3
+    assert closing_line(Matrix([ran])).startswith("verdict: no regressions against goldens (1 PASS")
+    # a release whose one target is broken: said, never a pass, and kept in the matrix JSON
+    ran.broken_targets = {"tpu7x-2x1x1": "the canary did not compile: Topology layout ... not divisible"}
+    m = Matrix([ran])
+    assert "nothing ran for tpu7x-2x1x1 on 0.12.0: broken target: the canary" in closing_line(m)
+    assert m.exit_code("regression") == 3
+    assert entry_from_json(json.loads(json.dumps(entry_to_json(ran)))).broken_targets == ran.broken_targets
+    assert any(n.line().startswith("broken target tpu7x-2x1x1 on jax 0.12.0: the canary") for n in not_run(m))
+
+
+# ------------------------------------------------------------------ canaries per target (real compiles)
+
+
+@pytest.mark.slow
+def test_a_target_whose_canary_fails_is_broken_and_the_other_targets_go_on(tmp_path):
+    """Before: the first failing canary raised CanaryError and every other target of the release was discarded."""
+    h100 = load_target("h100")
+    no_runtime = dataclasses.replace(h100, name="h100_no_runtime",
+                                     versions=dataclasses.replace(h100.versions, runtime=None))
+    cases = [c for c in case_mod.load([REPO / "cases" / "seed.yaml"]) if c.id == "seed_plain_f32"]
+    broken: dict[str, str] = {}
+    with Compiler("deviceless") as compiler:
+        outs = runner.run(cases, [h100, no_runtime], ["cublas"], "deviceless", compiler, REPO / "goldens",
+                          canary=True, broken_targets=broken)
+        by_target = {o.target: o for o in outs}
+        assert by_target["h100"].code is outcome.PASS, by_target["h100"].reason
+        bad = by_target["h100_no_runtime"]
+        assert bad.code is outcome.UNRESOLVED and bad.reason.startswith("target h100_no_runtime is broken on jax ")
+        assert "did not become an FP8 gemm" in bad.reason and list(broken) == ["h100_no_runtime"]
+        with pytest.raises(runner.CanaryError):  # every target broken: the environment is
+            runner.run(cases, [no_runtime], ["cublas"], "deviceless", compiler, REPO / "goldens", canary=True)
+
+
+@pytest.mark.slow
+def test_tpu7x_2x1x1_compiles_on_an_older_libtpu_beside_v6e(tmp_path, run_cli):
+    """`matrix cases/tpu.yaml --jax 0.8.2 --target tpu7x-2x1x1,v6e`: before, tpu7x-2x1x1's canary failed
+    (`Topology layout "tpu7x:2x1x1" is not divisible by ... chips_per_host_bounds "2x2x1"`) and the release was broken.
+    A case of our own runs on tpu7x-2x1x1 (the library has none for that topology): it compiles (NEW: no golden)."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("cases:\n- id: mine_fp8_dot\n  kind: python\n  callable: mod:step\n  profiles: [tpu]\n"
+                    "  targets: [tpu7x-2x1x1]\n  args: [{name: a, shape: [256, 256], dtype: float8_e4m3fn},"
+                    " {name: b, shape: [256, 256], dtype: float8_e4m3fn}]\n")
+    (tmp_path / "mod.py").write_text("import jax, jax.numpy as jnp\n\ndef step(a, b):\n"
+                                     "    return jnp.dot(a, b, preferred_element_type=jnp.float32)\n")
+    code, out, err = run_cli("matrix", REPO / "cases" / "tpu.yaml", mine, "--jax", "0.8.2", "--target",
+                             "tpu7x-2x1x1,v6e", "--out", tmp_path / "m.json", "--no-html", "--goldens",
+                             REPO / "goldens", "--fail-on", "regression", cwd=tmp_path)
+    [entry] = json.loads((tmp_path / "m.json").read_text())["versions"]
+    assert entry["status"] == "ran" and not entry.get("broken_targets"), entry["error"] or entry.get("broken_targets")
+    rows = {(r["case"], r["target"]): r["outcome"] for r in entry["results"]}
+    assert rows[("mine_fp8_dot", "tpu7x-2x1x1")] == "NEW"
+    assert {o for (c, t), o in rows.items() if t == "v6e"} == {"PASS"}
+    assert code == 0, out + err
