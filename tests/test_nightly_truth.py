@@ -13,18 +13,20 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from fp8_check.cases import load as case_mod
 from fp8_check.compile import Compiler
-from fp8_check.matrix import closing_line, not_run
+from fp8_check.matrix import closing_line, not_run, plan_release
 from fp8_check.matrix.document import Matrix, Status, VersionEntry, entry_from_json, entry_to_json
 from fp8_check.platforms.tpu import TPU, host_bounds
 from fp8_check.run import runner
 from fp8_check.signature.extract import Gemm, Signature
-from fp8_check.targets import load_target
+from fp8_check.targets import PROFILES, all_target_names, load_target, profile_applies
 from fp8_check.verdict import outcome
 from fp8_check.verdict.classify import classify
 from fp8_check.verdict.outcome import Outcome
+from fp8_check.versions import sort_versions, xla_commits
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,3 +147,50 @@ def test_tpu7x_2x1x1_compiles_on_an_older_libtpu_beside_v6e(tmp_path, run_cli):
     assert rows[("mine_fp8_dot", "tpu7x-2x1x1")] == "NEW"
     assert {o for (c, t), o in rows.items() if t == "v6e"} == {"PASS"}
     assert code == 0, out + err
+
+
+# ------------------------------------------------------------------ CI guards: the nightly's plan, offline
+
+
+LIBRARY = sorted((REPO / "cases").glob("*.yaml"))
+RELEASES = [v for v in sort_versions(xla_commits.load()) if not runner.deviceless_unsupported(v)]
+
+
+def test_the_whole_library_plans_on_every_supported_release_for_every_shipped_target():
+    """Nothing installed or compiled: requirement ranges resolved per release, the same rules the matrix runs by
+    (`plan_release`). Each release runs its cases on every shipped target its platform and chips exist for; a
+    requirement set's cases are UNSUPPORTED only where its range excludes the release, and its environment is
+    built only where a selected target runs them (before: qwix's JAX >= 0.12 made every older release
+    install-failed, for an h100 run too)."""
+    cases = case_mod.load(LIBRARY)
+    sets = {c.requirements.name: c.requirements.jax for c in cases if c.requirements}
+    assert sets == {"qwix": ">=0.12.0"}  # what the shipped library needs (a new set: extend the assertions)
+    for name in all_target_names():
+        target = load_target(name)
+        profiles = [p for p in PROFILES if PROFILES[p].deviceless and profile_applies(p, target)]
+        planned = [c for c, _t, _p in runner.plan(cases, [target], profiles)]
+        if not planned:
+            continue
+        for v in RELEASES:
+            plan = plan_release(v, cases, [target], profiles)
+            if target.platform.unsupported_reason(v, target.arch):  # no plugin, or no such chip in this release
+                assert plan.runs == 0 and plan.sets == (), (name, v, plan)
+                continue
+            assert plan.reason == "" and plan.runs > 0, (name, v, plan)
+            for why in plan.unsupported:
+                assert why.startswith("requirements qwix need jax>=0.12.0; this is jax "), (name, v, why)
+            qwix = any(c.requirements and c.requirements.name == "qwix" for c in planned)
+            assert plan.sets == (("qwix",) if qwix and Version(v) >= Version("0.12.0") else ()), (name, v, plan)
+            assert plan.runs + sum(plan.unsupported.values()) == len(planned)
+
+
+def test_the_readmes_nightly_plans_every_release_through_the_cli(run_cli):
+    """`matrix --plan` (the README's nightly, whole library, h100): every release runs its 170-odd rows, no
+    requirement set is built for it."""
+    code, out, err = run_cli("matrix", *LIBRARY, "--jax", ",".join(RELEASES), "--target", "h100", "--plan",
+                             "--format", "json")
+    assert code == 0, err
+    plans = json.loads(out)
+    assert [p["jax"] for p in plans] == RELEASES
+    assert all(p["reason"] == "" and p["runs"] > 100 and not p["unsupported"] and not p["requirement_sets"]
+               for p in plans), plans

@@ -17,6 +17,7 @@ from fp8_check.matrix import (
     closing_line,
     merge,
     needed_sets,
+    plan_release,
     print_report,
     run_matrix,
     versions_from_args,
@@ -44,7 +45,10 @@ def register(subparsers) -> dict:
     p.add_argument("--select", choices=SELECTIONS, default="all",
                    help="with --jax-range: all released versions, or 'minor': the newest of each minor series plus the oldest")
     p.add_argument("--list-versions", action="store_true", help="print the versions --jax/--jax-range selects and exit")
-    p.add_argument("--format", choices=("lines", "json", "github"), default="lines", help="for --list-versions")
+    p.add_argument("--plan", action="store_true",
+                   help="print what each version would run (rows compiled, UNSUPPORTED ones by reason, the requirement "
+                        "sets' environments it builds) and exit; installs and compiles nothing")
+    p.add_argument("--format", choices=("lines", "json", "github"), default="lines", help="for --list-versions and --plan")
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
@@ -69,6 +73,26 @@ def register(subparsers) -> dict:
     return {"matrix": cmd_matrix}
 
 
+def _print_plan(versions, cases, targets, profiles, mode, skip, jax_range, fmt) -> int:
+    """`matrix --plan`: one line (or one JSON record) per version, from `plan_release`."""
+    import json
+
+    plans = [plan_release(v, cases, targets, profiles, mode, skip, jax_range) for v in versions]
+    if fmt == "json":
+        print(json.dumps([p.to_json() for p in plans], indent=1))
+        return EXIT_OK
+    for p in plans:
+        if p.reason:
+            print(f"jax {p.jax}: nothing runs: {p.reason}")
+            continue
+        skipped = sum(p.unsupported.values())
+        print(f"jax {p.jax}: {p.runs} runs" + (f", {skipped} UNSUPPORTED" if skipped else "")
+              + (f"; environments of requirements {', '.join(p.sets)}" if p.sets else ""))
+        for why, n in p.unsupported.items():
+            print(f"    {n} UNSUPPORTED: {why}")
+    return EXIT_OK
+
+
 def cmd_matrix(args) -> int:
     try:
         if args.merge:
@@ -90,6 +114,8 @@ def cmd_matrix(args) -> int:
             skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
             # the cases' `requirements:`: one environment per set per version, for the cases planned here only
             sets = needed_sets(cases, targets, profiles, frozenset(skip))
+            if args.plan:
+                return _print_plan(versions, cases, targets, profiles, mode, frozenset(skip), jax_range, args.format)
             manager = Manager(args.cache, index_url=args.jax_index, extras=extras, jax_range=jax_range,
                               kind=wheels.kind_for_mode(mode), platform=selection.env_platform(targets))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "

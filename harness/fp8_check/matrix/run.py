@@ -110,6 +110,41 @@ def needed_sets(cases, targets, profiles, skip: frozenset = frozenset()) -> dict
     return requirement_envs.sets_of(seen.values())
 
 
+@dataclasses.dataclass(frozen=True)
+class ReleasePlan:
+    """What `matrix` would do on one release, decided without installing anything (`matrix --plan`): `reason`
+    why nothing runs there ('' when it runs), the planned rows that compile (`runs`) and the UNSUPPORTED ones by
+    reason, and the requirement sets whose environments it builds besides its own."""
+
+    jax: str
+    reason: str
+    runs: int
+    unsupported: dict[str, int]
+    sets: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"jax": self.jax, "runs": self.runs, "reason": self.reason, "unsupported": self.unsupported,
+                "requirement_sets": list(self.sets)}
+
+
+def plan_release(version: str, cases, targets, profiles, mode: str = "deviceless", skip: frozenset = frozenset(),
+                 jax_range: str = "") -> ReleasePlan:
+    """The plan of one release: the same rules `run_version` and the runner apply (`jax_range`: the
+    `--with-requirements` range), nothing built or compiled."""
+    reason = outside(jax_range, version, "--with-requirements") or (
+        runner.deviceless_unsupported(version, targets) if mode == "deviceless" else None) or ""
+    runs, unsupported = 0, dict[str, int]()
+    for case, target, profile in runner.plan(cases, targets, profiles, skip):
+        why = reason or runner.job_unsupported(case, target, profile, mode, version)
+        if why:
+            unsupported[why] = unsupported.get(why, 0) + 1
+        else:
+            runs += 1
+    sets = needed_sets(cases, targets, profiles, skip)
+    built = tuple(n for n, r, _c in sets.values() if not reason and not outside(r, version, n))
+    return ReleasePlan(version, reason, runs, unsupported, built)
+
+
 def run_version(version: str, env_future: Future | None, cases, targets, profiles, mode: str, goldens_root: Path,
                 out_dir: Path, progress: Progress, workers: int = 1, cache: CompileCache | None = None,
                 shared: dict | None = None, skip: frozenset = frozenset(), reason: str | None = None) -> VersionEntry:

@@ -304,6 +304,17 @@ def unsupported_reason(profile: Profile, mode: str, jax_version: str, target: Ta
     return None
 
 
+def job_unsupported(case: Case, target: Target, profile: Profile, mode: str, jax_version: str) -> str | None:
+    """Why one planned (case, target, profile) does not compile on `jax_version` (UNSUPPORTED), or None: the
+    profile, target or release (`unsupported_reason`), or the case's requirement set's range. Nothing is built:
+    `matrix --plan` asks it for every release."""
+    reason = unsupported_reason(profile, mode, jax_version, target)
+    if reason is None and case.requirements:  # its requirements do not install with this JAX
+        reason = case.requirements.unsupported(jax_version)
+        reason = reason and f"{reason} (run it on another with `fp8-check matrix --jax VERSION`)"
+    return reason
+
+
 def request_for(case: Case, target: Target, profile: Profile, numerics: "NumericsCheck | None" = None) -> CompileRequest:
     """The compile request of one planned (case, target, profile): the only place requests for cases are built."""
     inputs = None
@@ -318,10 +329,7 @@ def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: s
     """Every planned (case, target, profile) with why it does not compile (UNSUPPORTED) or its compile request."""
     jobs: list[Job] = []
     for case, target, profile in plan(cases, targets, profiles, skip):
-        reason = unsupported_reason(profile, mode, jax_version, target)
-        if reason is None and case.requirements:  # its requirements do not install with this JAX
-            reason = case.requirements.unsupported(jax_version)
-            reason = reason and f"{reason} (run it on another with `fp8-check matrix --jax VERSION`)"
+        reason = job_unsupported(case, target, profile, mode, jax_version)
         request = None if reason else request_for(case, target, profile, numerics)
         jobs.append((case, target, profile, reason, request))
     return jobs
