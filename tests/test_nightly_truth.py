@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from packaging.version import Version
 
 from fp8_check.cases import load as case_mod
@@ -194,3 +200,51 @@ def test_the_readmes_nightly_plans_every_release_through_the_cli(run_cli):
     assert [p["jax"] for p in plans] == RELEASES
     assert all(p["reason"] == "" and p["runs"] > 100 and not p["unsupported"] and not p["requirement_sets"]
                for p in plans), plans
+
+
+def _step(job: dict, needle: str) -> str:
+    return next(s["run"] for s in job["steps"] if needle in s.get("run", ""))
+
+
+def test_the_nightlys_plan_step_runs_offline_and_every_release_it_lists_runs_its_cases(tmp_path, run_cli):
+    """nightly.yml's `versions` job (the plan step) as written, with the shipped release table standing in for the
+    index (FP8_CHECK_JAX_VERSIONS: nothing asked from the network), then each listed release planned as the
+    `matrix` job would run it: every one runs the library's cases."""
+    doc = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    listing = _step(doc["jobs"]["versions"], "fp8_check.versions.releases")
+    command = shlex.split(listing.split(">>")[0].replace('"$JAX_RANGE"', "0.6.1.."))
+    command = command[command.index("python"):]  # after `uv run --no-project --with packaging`
+    command[0] = sys.executable
+    table = ",".join(sort_versions(xla_commits.load()))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "harness"), "FP8_CHECK_JAX_VERSIONS": table}
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert out.returncode == 0, out.stderr
+    [line] = [x for x in out.stdout.splitlines() if x.startswith("versions=")]
+    listed = json.loads(line.split("=", 1)[1])
+    assert listed == [v for v in sort_versions(xla_commits.load()) if Version(v) >= Version("0.6.1")]
+    matrix = _step(doc["jobs"]["matrix"], "fp8-check matrix")
+    args = shlex.split(matrix.replace("\\\n", " ").split("fp8-check", 1)[1])
+    assert args[:2] == ["matrix", "--jax"] and "--with" not in args and not any(a.endswith(".yaml") for a in args)
+    code, printed, err = run_cli("matrix", "--jax", ",".join(listed), "--mode", "deviceless", "--plan",
+                                 "--format", "json")  # the job's cases (cases/) and target (h100), planned
+    assert code == 0, err
+    assert all(p["reason"] == "" and p["runs"] > 100 and not p["unsupported"] for p in json.loads(printed))
+
+
+def test_rebless_plans_every_group_offline_and_each_release_runs():
+    """scripts/rebless.sh --plan: each group's matrix, planned (nothing installed, the shipped release table):
+    no release of any group is left with nothing to run (before, tpu_qwix.yaml's range made the nvidia group's
+    releases before 0.12 install-failed)."""
+    out = subprocess.run(["bash", "scripts/rebless.sh", "--plan"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=600, cwd=REPO)  # one stream: a group's heading before its lines
+    assert out.returncode == 0, out.stdout[-2000:]
+    per_group: dict[str, list[str]] = {}
+    group = ""
+    for line in out.stdout.splitlines():
+        if line.startswith("rebless.sh: ") and ": targets " in line:
+            group = line.split(":")[1].strip()
+        elif line.startswith("jax ") and group:
+            per_group.setdefault(group, []).append(line)
+    assert sorted(per_group) == ["amd", "multi", "nvidia"], out.stdout
+    for name, lines in per_group.items():
+        assert lines and all(re.fullmatch(r"jax [\d.]+: \d+ runs", x) for x in lines), (name, lines)
