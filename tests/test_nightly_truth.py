@@ -248,3 +248,20 @@ def test_rebless_plans_every_group_offline_and_each_release_runs():
     assert sorted(per_group) == ["amd", "multi", "nvidia"], out.stdout
     for name, lines in per_group.items():
         assert lines and all(re.fullmatch(r"jax [\d.]+: \d+ runs", x) for x in lines), (name, lines)
+
+
+@pytest.mark.slow
+def test_the_readmes_nightly_runs_the_whole_library_on_the_oldest_and_a_middle_release(tmp_path, run_cli):
+    """The README's nightly (`matrix ... --target h100 --fail-on regression`, the whole library, each case's own
+    requirements and nothing added) on the oldest supported release and one in the middle: both run, zero FAIL,
+    NEW and install-failed. Before: `install-failed: requirements ... need jax>=0.12.0` on both, exit 3."""
+    oldest, middle = RELEASES[0], RELEASES[len(RELEASES) // 2]
+    code, out, err = run_cli("matrix", "--jax", f"{oldest},{middle}", "--target", "h100", "--fail-on", "regression",
+                             "--out", tmp_path / "matrix.json", "--no-html")
+    doc = json.loads((tmp_path / "matrix.json").read_text())
+    assert [(e["jax"], e["status"]) for e in doc["versions"]] == [(oldest, "ran"), (middle, "ran")], out + err
+    for e in doc["versions"]:
+        assert e["summary"]["PASS"] > 100 and e["summary"]["FAIL"] == e["summary"]["NEW"] == 0, (e["jax"], e["summary"])
+        assert e["summary"]["UNRESOLVED"] == e["summary"]["XPASS"] == 0, (e["jax"], e["summary"])
+    assert out.splitlines()[-1].startswith("verdict: no regressions against goldens ("), out[-500:]
+    assert code == 0, out[-2000:] + err[-2000:]
