@@ -265,3 +265,19 @@ def test_the_readmes_nightly_runs_the_whole_library_on_the_oldest_and_a_middle_r
         assert e["summary"]["UNRESOLVED"] == e["summary"]["XPASS"] == 0, (e["jax"], e["summary"])
     assert out.splitlines()[-1].startswith("verdict: no regressions against goldens ("), out[-500:]
     assert code == 0, out[-2000:] + err[-2000:]
+
+
+@pytest.mark.slow
+def test_a_requirement_sets_cases_compile_in_its_environment_only_where_its_range_includes_the_release(tmp_path,
+                                                                                                      run_cli):
+    """cases/tpu_qwix.yaml on v6e: on 0.11.2 the qwix case is UNSUPPORTED (the set needs JAX >= 0.12) and the
+    release ran; on 0.12.0.1 it compiles in the qwix environment the matrix built for it, and PASSes."""
+    code, out, err = run_cli("matrix", REPO / "cases" / "tpu_qwix.yaml", "--jax", "0.11.2,0.12.0.1", "--target", "v6e",
+                             "--out", tmp_path / "m.json", "--no-html", "--goldens", REPO / "goldens")
+    old, new = json.loads((tmp_path / "m.json").read_text())["versions"]
+    assert old["status"] == new["status"] == "ran", (old["error"], new["error"])
+    assert {r["outcome"] for r in old["results"]} == {"UNSUPPORTED"} and "requirements" not in old["env"]
+    assert all(r["reason"].startswith("requirements qwix need jax>=0.12.0; this is jax 0.11.2") for r in old["results"])
+    assert {r["outcome"] for r in new["results"]} == {"PASS"}
+    assert "-with-" in new["env"]["requirements"]["qwix"]["path"]
+    assert code == 0, out[-2000:] + err[-2000:]

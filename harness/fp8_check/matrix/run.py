@@ -278,7 +278,8 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
             progress.env_done(v, None, str(exc))
             raise
         progress.env_done(v, env, "")
-        found = requirement_envs.ensure_sets(sets, v, manager.adding, log=progress.say) if sets else None
+        found = requirement_envs.ensure_sets(sets, v, lambda r: requirement_envs.adding(manager, r),
+                                                log=progress.say) if sets else None
         return env, found
 
     def one(v: str) -> VersionEntry:

@@ -29,7 +29,6 @@ was built before fast and cheap on disk.
 
 from __future__ import annotations
 
-import copy
 import fcntl
 import hashlib
 import json
@@ -182,13 +181,6 @@ class Manager:
         self.reuse_self = reuse_self
         self._tag: str | None = None
         _uv_timeout()  # a bad FP8_CHECK_UV_TIMEOUT is one line before anything is built, not after the first wait
-
-    def adding(self, extras) -> "Manager":
-        """A manager of the same environments folder, index, wheel set and platform whose environments also have
-        `extras` (a case's requirement set, in `matrix` and `bisect`)."""
-        other = copy.copy(self)
-        other.extras = sorted({*self.extras, *(check_requirement(r) for r in extras)})
-        return other
 
     @property
     def tag(self) -> str:

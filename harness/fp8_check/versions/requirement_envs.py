@@ -13,10 +13,11 @@ UNSUPPORTED (the runner says so); an environment that cannot be built is a broke
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from fp8_check.cases import outside
+from fp8_check.cases import check_requirement, outside
 from fp8_check.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, CompilerPool
 from fp8_check.core import BrokenEnvironmentError
 from fp8_check.versions import envs, wheels
@@ -113,6 +114,14 @@ class SetEnvironments:
     failed: dict[tuple[str, ...], str] = field(default_factory=dict)
     names: dict[tuple[str, ...], str] = field(default_factory=dict)
     counts: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+
+def adding(manager: envs.Manager, requirements) -> envs.Manager:
+    """A manager of the same environments folder, index, wheel set and platform as `manager` whose environments
+    also have `requirements` (a case's set, per release in `matrix`)."""
+    other = copy.copy(manager)
+    other.extras = sorted({*manager.extras, *(check_requirement(r) for r in requirements)})
+    return other
 
 
 def ensure_sets(sets: dict[tuple[str, ...], tuple[str, str, int]], jax_version: str, manager_for,
