@@ -2,6 +2,7 @@
 # Re-bless the case library over every release it claims, per target group, when a JAX release comes out:
 #   1. python -m fp8_check.versions.xla_commits --update   (the release table: which releases exist)
 #   2. bash scripts/rebless.sh [GROUP ...]                 (this script; default: every group)
+#      bash scripts/rebless.sh --plan [GROUP ...]          (what each group's matrix would run; installs nothing)
 #   3. review `git diff goldens/`, commit
 #
 # Each group runs `fp8-check matrix` over its targets' claimed releases (the shipped release table, less those the
@@ -19,7 +20,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT="${REBLESS_OUT:-reports/rebless}"
-mkdir -p "$OUT"
+PLAN=0
+if [ "${1:-}" = "--plan" ]; then PLAN=1; shift; fi
+[ "$PLAN" = 1 ] || mkdir -p "$OUT"
 GROUPS_WANTED=("$@")
 [ ${#GROUPS_WANTED[@]} -gt 0 ] || GROUPS_WANTED=(nvidia amd multi)
 
@@ -42,6 +45,11 @@ one_group() {
   local jax
   jax="$(releases "${targets%%,*}")"
   echo "rebless.sh: $group: targets $targets, jax $jax" >&2
+  if [ "$PLAN" = 1 ]; then  # the same matrix, planned only: every release must run its cases
+    # shellcheck disable=SC2086
+    fp8 matrix $files --target "$targets" --jax "$jax" --mode deviceless "${extra[@]}" --plan
+    return 0
+  fi
   # shellcheck disable=SC2086
   fp8 matrix $files --target "$targets" --jax "$jax" --mode deviceless "${extra[@]}" \
     --out "$OUT/$group-before.json" --no-html --fail-on never

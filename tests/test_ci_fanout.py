@@ -1,4 +1,4 @@
-"""The CI `fp8-check init` writes: nothing to edit, the cases' requirements in `with:`, actionlint + shellcheck clean;
+"""The CI `fp8-check init` writes: nothing to edit, what the cases' `requires:` name in `with:`, actionlint + shellcheck clean;
 the reusable workflow's per-version jobs merged once; what did not run named with its reason; the pytest plugin's
 `requirements:`; and (slow) the workflow's jobs replayed locally (scripts/replay_ci.py) on three releases."""
 
@@ -90,13 +90,16 @@ def test_init_in_a_fresh_repository_writes_a_ci_with_nothing_to_edit(tmp_path, c
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-def test_init_writes_the_packages_of_requirements_too_and_refuses_a_broken_case(tmp_path, capsys):
+def test_init_writes_what_requires_names_not_a_requirement_set_and_refuses_a_broken_case(tmp_path, capsys):
+    """A set's packages stay out of `with:` (every version's environment): `matrix` builds the set's own
+    environment for its cases, on the releases its range includes (issue 52: before, a `jax>=0.12` set in
+    `with:` left every older release with nothing run)."""
     (tmp_path / "mod.py").write_text("import jax.numpy as jnp\n\ndef step(x):\n    return jnp.dot(x, x)\n")
     (tmp_path / "cases").mkdir()
     (tmp_path / "cases" / "reqs.txt").write_text("tomli-w>=1.0\njax>=0.6.1\n")
     write_cases(tmp_path / "cases" / "c.yaml", "cases:\n- id: c\n  kind: python\n  callable: mod:step\n"
                 "  args: [{name: x, shape: [16, 16], dtype: bfloat16}]\n  requires: [flax]\n  requirements: reqs.txt\n")
-    assert scaffold.case_requirements(tmp_path) == ("flax", "tomli-w>=1.0")
+    assert scaffold.case_requirements(tmp_path) == ("flax",)
     write_cases(tmp_path / "cases" / "bad.yaml", "cases:\n- id: bad\n  kind: python\n  callable: mod:step\n  args: 3\n")
     args = SimpleNamespace(directory=tmp_path, uses=scaffold.DEFAULT_USES, requirement="fp8-check==0.1.0", force=False)
     assert scaffold.cmd_init(args) == 2

@@ -7,12 +7,15 @@ tests/test_maxtext.py."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jax
 import pytest
 
 from fp8_check.cases import load as case_mod
 from fp8_check.cases.requirement_sets import NAMED, read_set
+from fp8_check.matrix import needed_sets
+from fp8_check.run import selection
 from fp8_check.verdict import outcome
 from fp8_check.versions import requirements
 from tests.conftest import write_cases
@@ -65,15 +68,28 @@ def test_a_bad_requirements_field_is_one_line_naming_file_case_and_field(tmp_pat
     assert f"{path}" in err and "case 'needs_more'" in err and "field 'requirements'" in err
 
 
-def test_matrix_adds_the_cases_requirements_and_their_jax_range(tmp_path):
+def test_every_versions_environment_gets_the_command_lines_requirements_only(tmp_path):
+    """`--with`/`--with-requirements` go into every version's environment; a case's `requirements:` never do
+    (the matrix builds one environment per set, for that set's cases: `needed_sets`)."""
     path = _write(tmp_path, "reqs.txt", "somepkg\njax>=0.11.1\n")
-    cases = case_mod.load([path])
+    (tmp_path / "mine.txt").write_text("other\njax>=0.9\n")
+    case_mod.load([path])
 
     class Args:
         with_ = ["flax"]
-        with_requirements = None
+        with_requirements = tmp_path / "mine.txt"
 
-    assert requirements.extras_from_args(Args(), cases) == (["flax", "somepkg"], ">=0.11.1")
+    assert requirements.extras_from_args(Args()) == (["flax", "other"], ">=0.9")
+
+
+def test_only_the_sets_of_cases_planned_on_the_selected_targets_are_needed():
+    """The shipped library: qwix's cases run on v6e and tpu7x only, so an h100 matrix needs no requirement set
+    (before, its JAX >= 0.12 range made every older release install-failed); a v6e one needs qwix alone."""
+    cases = case_mod.load(sorted(p for p in Path("cases").glob("*.yaml") if p.name != "models.yaml"))
+    h100 = selection.targets("h100")
+    assert needed_sets(cases, h100, ["cublas", "triton"]) == {}
+    [(name, jax_range, count)] = needed_sets(cases, selection.targets("v6e"), ["tpu"]).values()
+    assert name == "qwix" and jax_range == ">=0.12.0" and count >= 1
 
 
 @pytest.mark.slow
@@ -87,3 +103,24 @@ def test_a_jax_outside_the_sets_range_is_unsupported_naming_the_range(tmp_path, 
     assert "fp8-check matrix --jax" in row["reason"]
     assert "the environment for jax" not in out  # nothing was built for it
     assert code == 0
+
+
+@pytest.mark.slow
+def test_a_sets_range_excluding_a_release_makes_its_cases_unsupported_and_the_release_runs_the_rest(tmp_path,
+                                                                                                     run_cli):
+    """Before, the set's `jax>=99` applied to the whole matrix: the release was install-failed (exit 3)."""
+    path = _write(tmp_path, "reqs.txt", "somepkg\njax>=99\n")
+    with path.open("a") as f:
+        f.write("- id: plain_one\n  kind: python\n  callable: mod:step\n"
+                "  args: [{name: x, shape: [16, 16], dtype: bfloat16}]\n")
+    code, out, err = run_cli("matrix", path, "--jax", jax.__version__, "--target", "h100", "--profile", "cublas",
+                             "--out", tmp_path / "m.json", "--no-html", "--goldens", tmp_path / "g", "--fail-on",
+                             "regression", cwd=tmp_path)
+    doc = json.loads((tmp_path / "m.json").read_text())
+    [entry] = doc["versions"]
+    assert entry["status"] == "ran", entry["error"]
+    rows = {r["case"]: r for r in entry["results"]}
+    assert rows["needs_more"]["outcome"] == outcome.UNSUPPORTED.name
+    assert rows["needs_more"]["reason"].startswith(f"requirements reqs.txt need jax>=99; this is jax {jax.__version__}")
+    assert rows["plain_one"]["outcome"] == outcome.NEW.name
+    assert "install-failed" not in out + err and code == 0, out + err

@@ -4,7 +4,8 @@ A requirements file lists one PEP 508 requirement a line (`#` comments, no pip o
 version range (`jax>=0.11.1`) states the JAX versions the set works with: JAX itself is chosen per version (the
 run's own, or `matrix --jax`), never installed from the file. A case names a set shipped with fp8-check
 (`requirements: maxtext`) or a file relative to its case file; it then compiles in a cached environment with the
-set installed (harness/fp8_check/versions/requirement_envs.py; `matrix` and `bisect` add the set to every version's environment).
+set installed (harness/fp8_check/versions/requirement_envs.py; `matrix` and `bisect` build, per release its range
+includes, one environment per set for the cases that need it).
 """
 
 from __future__ import annotations

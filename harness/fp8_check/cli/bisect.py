@@ -66,7 +66,9 @@ def _cmd_bisect(args) -> int:
         raise selection.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
     selection.check_spec_files(args.target, mode)
     try:
-        extras, jax_range = requirements.extras_from_args(args, [case])  # and the case's `requirements:`
+        extras, jax_range = requirements.extras_from_args(args)  # --with, --with-requirements
+        if case.requirements:  # and the case's `requirements:`, where its range includes the release (Tester)
+            extras += case.requirements.requirements
     except ValueError as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
         return Verdict.ABORT.exit_code

@@ -19,6 +19,8 @@ from fp8_check.matrix import (
     closing_line,
     jobs as matrix_jobs,
     merge,
+    needed_sets,
+    plan_release,
     print_report,
     run_matrix,
     versions_from_args,
@@ -53,7 +55,10 @@ def register(subparsers) -> dict:
     p.add_argument("--expect-jobs", type=Path, metavar="JSON",
                    help="with --merge: the planned jobs (--list-jobs --format json); each that uploaded nothing is "
                         "kept in the merged matrix as missing (version, target group, why) and the exit code is not 0")
-    p.add_argument("--format", choices=("lines", "json", "github"), default="lines", help="for --list-versions, --list-jobs")
+    p.add_argument("--plan", action="store_true",
+                   help="print what each version would run (rows compiled, UNSUPPORTED ones by reason, the requirement "
+                        "sets' environments it builds) and exit; installs and compiles nothing")
+    p.add_argument("--format", choices=("lines", "json", "github"), default="lines", help="for --list-versions, --list-jobs and --plan")
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
@@ -76,6 +81,26 @@ def register(subparsers) -> dict:
     pool_mod.add_options(p, "compile workers in all, split over the --jobs versions running at once")
     p.set_defaults(mode="deviceless")  # across versions, deviceless unless asked (--mode device on a GPU host)
     return {"matrix": cmd_matrix}
+
+
+def _print_plan(versions, cases, targets, profiles, mode, skip, jax_range, fmt) -> int:
+    """`matrix --plan`: one line (or one JSON record) per version, from `plan_release`."""
+    import json
+
+    plans = [plan_release(v, cases, targets, profiles, mode, skip, jax_range) for v in versions]
+    if fmt == "json":
+        print(json.dumps([p.to_json() for p in plans], indent=1))
+        return EXIT_OK
+    for p in plans:
+        if p.reason:
+            print(f"jax {p.jax}: nothing runs: {p.reason}")
+            continue
+        skipped = sum(p.unsupported.values())
+        print(f"jax {p.jax}: {p.runs} runs" + (f", {skipped} UNSUPPORTED" if skipped else "")
+              + (f"; environments of requirements {', '.join(p.sets)}" if p.sets else ""))
+        for why, n in p.unsupported.items():
+            print(f"    {n} UNSUPPORTED: {why}")
+    return EXIT_OK
 
 
 def cmd_matrix(args) -> int:
@@ -108,21 +133,26 @@ def cmd_matrix(args) -> int:
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
-            extras, jax_range = requirements.extras_from_args(args, cases)  # and the cases' `requirements:`
+            extras, jax_range = requirements.extras_from_args(args)  # every version's: --with, --with-requirements
+            skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
+            # the cases' `requirements:`: one environment per set per version, for the cases planned here only
+            sets = needed_sets(cases, targets, profiles, frozenset(skip))
+            if args.plan:
+                return _print_plan(versions, cases, targets, profiles, mode, frozenset(skip), jax_range, args.format)
             manager = Manager(args.cache, index_url=args.jax_index, extras=extras, jax_range=jax_range,
                               kind=wheels.kind_for_mode(mode), platform=selection.env_platform(targets))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"
-                  + (f"; with {', '.join(manager.extras)}" if manager.extras else ""), flush=True)
+                  + (f"; with {', '.join(manager.extras)}" if manager.extras else "")
+                  + "".join(f"; requirements {n} ({c} cases, jax{r or ' any'})" for n, r, c in sets.values()), flush=True)
             if args.jobs < 1 or (args.workers is not None and args.workers < 1):
                 raise ValueError("--jobs and -j/--workers must be at least 1")
             workers = max(1, (args.workers or pool_mod.default_jobs()) // args.jobs)
             cache = None if args.no_cache else CompileCache()
-            skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
             for line in skip.values():
                 print(f"fp8-check matrix: {line}", flush=True)
             m = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,
-                           Progress(), workers=workers, cache=cache, skip=frozenset(skip))
+                           Progress(), workers=workers, cache=cache, skip=frozenset(skip), sets=sets)
     except (VersionError, MatrixError, ValueError) as exc:
         if isinstance(exc, (CaseError, golden.GoldenError)):
             raise

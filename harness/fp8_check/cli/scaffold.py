@@ -17,8 +17,8 @@ it finds and `pytest tests/test_fp8_fusion.py --fp8-bless` (the test's `fp8.chec
 could not record it names, and the CI's first run stays green with a job summary saying how to bless it.
 
 Nothing to edit: the caller names the local copy (`uses: ./…`) and the committed wheel; the modules the project's
-cases `requires:` and the packages of their `requirements:` go into the workflow's `with:` (every per-version
-environment). docs/ci.md says why a committed wheel.
+cases `requires:` go into the workflow's `with:` (every per-version environment; a case's `requirements:` set gets
+an environment of its own from `matrix`). docs/ci.md says why a committed wheel.
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ WORKFLOW = """\
 # cases/ across JAX versions, one job per version x target group (fp8-check-reusable.yml), merged into one job
 # summary (the HTML report is the artifact `fp8-check-report`), and the pytest tests in tests/ once per target group.
 # A newer run of the same event and branch cancels the one still running.
-# Written by `fp8-check init`: `with:` lists what the cases need (their `requires:` and `requirements:`); add to it
+# Written by `fp8-check init`: `with:` lists what the cases' `requires:` name (a `requirements:` set gets its own
+# environment); add to it
 # when they need more.
 name: fp8-check
 
@@ -170,7 +171,7 @@ def files(uses: str, requirement: str, file_issues: bool = False, with_: tuple[s
             uses=uses, requirement_line=f"      requirement: {_yaml_string(requirement)}\n" if requirement else "",
             # file-issues: the called `issues` job takes the token this job grants (issues: write)
             issues_permission="      issues: write\n" if file_issues else "",
-            with_line=(f"      # what the cases need (requires: and requirements:), in every per-version environment\n"
+            with_line=(f"      # what the cases' requires: name, in every per-version environment\n"
                        # one word each: the workflow splits the input on whitespace (PEP 508 needs none)
                        f"      with: {_yaml_string(' '.join(''.join(r.split()) for r in with_))}\n") if with_ else "",
             issues_line="      file-issues: true\n" if file_issues else ""),
@@ -182,7 +183,8 @@ def files(uses: str, requirement: str, file_issues: bool = False, with_: tuple[s
 
 def case_requirements(root: Path) -> tuple[str, ...]:
     """What the project's cases need in every per-version environment: the distributions of the modules their
-    `requires:` names (as installed here, else the module's own name) and the packages of their `requirements:`.
+    `requires:` names (as installed here, else the module's own name). Their `requirements:` sets are not among
+    them: `matrix` builds each set's environment for its cases alone, on the releases the set's range includes.
     A case file that does not load is bad input (CaseError: one line naming file, case and field)."""
     from importlib import metadata
 
@@ -196,9 +198,6 @@ def case_requirements(root: Path) -> tuple[str, ...]:
             top = module.split(".")[0]
             for name in dists.get(top, [top])[:1]:
                 out.setdefault(name, None)
-        if case.requirements:
-            for req in case.requirements.requirements:
-                out.setdefault(req, None)
     return tuple(out)
 
 

@@ -64,6 +64,8 @@ class VersionEntry:
     run_seconds: float = 0.0
     results_file: str | None = None  # the full per-version results (with HLO and source texts)
     outcomes: list[Outcome] = field(default_factory=list)
+    # targets whose canary failed on this version (name -> why): their rows are UNRESOLVED, the others ran
+    broken_targets: dict[str, str] = field(default_factory=dict)
     _index: dict[Row, Outcome] | None = field(default=None, init=False, repr=False, compare=False)
 
     def summary(self) -> dict[str, int]:
@@ -205,14 +207,15 @@ class Matrix:
             if any(r.code is not NEW for r in self.regressions()) or self.only_newest_rows():
                 # a case checked on the newest release only fails too
                 return EXIT_FAIL
-            # the newest version asked for could not be installed (or is broken): a broken release must not pass
-            return EXIT_ENV if self.versions and self.versions[-1].status.not_run else EXIT_OK
+            # a version asked for could not be installed (or is broken): a broken release must not pass, and the
+            # closing line says "nothing ran on" it
+            return EXIT_ENV if any(e.status.not_run or e.broken_targets for e in self.versions) else EXIT_OK
         if fail_on == "regression" or fail_on.startswith("cost:"):
             if any(fails(o, fail_on) for e in self.versions for o in e.outcomes):
                 return EXIT_FAIL
         elif any(o.is_failure for e in self.versions for o in e.outcomes):
             return EXIT_FAIL
-        if any(e.status.not_run for e in self.versions):
+        if any(e.status.not_run or e.broken_targets for e in self.versions):
             return EXIT_ENV
         return EXIT_OK
 
@@ -226,6 +229,7 @@ def entry_to_json(e: VersionEntry, base: Path | None = None) -> dict:
         rf = _relative(Path(rf), base)
     return {"jax": e.jax, "status": e.status.value, "error": e.error, "environment": e.environment, "env": e.env,
             "run_seconds": e.run_seconds, "results_file": rf, "summary": e.summary(),
+            **({"broken_targets": e.broken_targets} if e.broken_targets else {}),
             "results": [results.outcome_to_json(o, with_text=False) for o in e.outcomes]}
 
 
@@ -235,7 +239,8 @@ def entry_from_json(d: dict, base: Path | None = None) -> VersionEntry:
         rf = str((base / rf).resolve())
     return VersionEntry(str(parse_version(str(d["jax"]))), Status(d.get("status") or "ran"), d.get("error") or "",
                         dict(d.get("environment") or {}), dict(d.get("env") or {}), float(d.get("run_seconds") or 0.0),
-                        rf, [results.outcome_from_json(r) for r in d.get("results") or []])
+                        rf, [results.outcome_from_json(r) for r in d.get("results") or []],
+                        {str(k): str(v) for k, v in (d.get("broken_targets") or {}).items()})
 
 
 def to_json(m: Matrix, base: Path | None = None) -> dict:

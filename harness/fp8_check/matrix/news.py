@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from fp8_check.matrix.document import Change, Matrix, Status
 from fp8_check.run import is_regression
-from fp8_check.verdict import CODES, FAIL, UNSUPPORTED, Outcome
+from fp8_check.verdict import CODES, FAIL, UNRESOLVED, UNSUPPORTED, Outcome
 from fp8_check.worker import missing_module
 
 NO_REGRESSIONS = "no regressions against goldens"
@@ -90,8 +90,13 @@ def first_bad(m: Matrix) -> list[Finding]:
     return out
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def closing_line(m: Matrix) -> str:
-    """The one-line verdict every view ends with (led by the planned jobs that uploaded nothing, if any)."""
+    """The one-line verdict every view ends with, led by the planned jobs that uploaded nothing, if any (the rest:
+    `_closing_line`)."""
     line = _closing_line(m)
     if not m.missing_jobs:
         return line
@@ -102,14 +107,28 @@ def closing_line(m: Matrix) -> str:
 
 
 def _closing_line(m: Matrix) -> str:
+    """The verdict but for missing jobs. It counts what it names, each apart: regressions (a FAIL
+    classified a regression), errors (UNRESOLVED: a case that cannot compile or import on a release, with the
+    first one's cause) and rows to review (the other findings); a row counts once, by its worst finding. It never
+    says "no regressions" when a release did not run (install-failed, broken): "nothing ran on V1, V2: why"."""
     ran = m.ran()
     total = sum(len(e.outcomes) for e in ran)
     found = findings(m)
     versions = f"{len(ran)} JAX version{'s' if len(ran) != 1 else ''}"
+    missing = [e for e in m.versions if e.status in (Status.INSTALL_FAILED, Status.BROKEN)]
+    nothing = ""
+    if missing:
+        nothing = (f"nothing ran on {', '.join(e.jax for e in missing)}: {missing[0].status}: "
+                   f"{_first_line(missing[0].error, 'no error text')[:200]}")
+    broken = [(e.jax, t, why) for e in m.versions for t, why in e.broken_targets.items()]
+    if broken:
+        nothing += ("; " if nothing else "") + (
+            f"nothing ran for {', '.join(f'{t} on {v}' for v, t, _ in broken)}: broken target: "
+            f"{_first_line(broken[0][2], 'no error text')[:200]}")
     if not found:
         counts = {c.name: sum(o.code is c for e in ran for o in e.outcomes) for c in CODES}
         told = ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "nothing ran"
-        return f"verdict: {NO_REGRESSIONS} ({told} on {versions})"
+        return f"verdict: {nothing or NO_REGRESSIONS} ({told} on {versions})"
     rows: dict[tuple, list[Finding]] = {}
     for f in found:
         rows.setdefault((f.outcome.case, f.outcome.target, f.outcome.profile), []).append(f)
@@ -119,9 +138,24 @@ def _closing_line(m: Matrix) -> str:
         kinds[k] = kinds.get(k, 0) + 1
     order = sorted(kinds, key=lambda k: (_RANK.get(k, 2) if k.islower() else 2, k))
     told = ", ".join(f"{k} {kinds[k]}" for k in order)
-    regressed = sum(any(f.is_regression for f in fs) for fs in rows.values())
-    head = (f"{regressed} regression{'s' if regressed != 1 else ''} against goldens" if regressed
-            else f"{NO_REGRESSIONS}, but {len(rows)} row{'s' if len(rows) != 1 else ''} to review")
+    regressed = sum(any(f.is_regression and f.outcome.code is not UNRESOLVED for f in fs) for fs in rows.values())
+    erring = [fs for fs in rows.values() if not any(f.is_regression and f.outcome.code is not UNRESOLVED for f in fs)
+              and any(f.outcome.code is UNRESOLVED for f in fs)]
+    review = len(rows) - regressed - len(erring)
+    parts = []
+    if regressed:
+        parts.append(f"{_plural(regressed, 'regression')} against goldens")
+    if erring:
+        cause = next(f for f in erring[0] if f.outcome.code is UNRESOLVED).outcome
+        parts.append(f"{_plural(len(erring), 'error')} (UNRESOLVED: a case that does not compile or import; "
+                     f"{cause.case} on jax {cause.jax}: {_first_line(cause.reason, 'no error text')[:160]})")
+    if review:
+        parts.append(_plural(review, "row") + " to review")
+    head = ", ".join(parts)
+    if not (regressed or erring) and not nothing:
+        head = f"{NO_REGRESSIONS}, but {head}"
+    if nothing:
+        head = f"{nothing}; {head}"
     return (f"verdict: {head} (case/target/profile rows: {told}; {len(found)} of {total} results on {versions} "
             "differ from the goldens)")
 
@@ -187,6 +221,8 @@ def not_run(m: Matrix) -> list[NotRun]:
            for j in m.missing_jobs]
     out += [NotRun((), (), (e.jax,), str(e.status), _first_line(e.error, "no error text"), status=e.status)
             for e in m.versions if e.status in (Status.INSTALL_FAILED, Status.BROKEN)]
+    out += [NotRun((), (t,), (e.jax,), f"broken target {t} on", _first_line(why, "no error text"), status=Status.BROKEN)
+            for e in m.versions for t, why in e.broken_targets.items()]
     whole = [e for e in m.versions if e.status is Status.UNSUPPORTED]
     if whole:
         first = next((o.reason for e in whole for o in e.outcomes if o.reason), "")

@@ -23,7 +23,7 @@ and a case x version grid on the terminal.
 Exit code (`--fail-on`): `any` (default) 1 if any version has a bad outcome
 (FAIL, XPASS, UNRESOLVED, NEW), else 3 if a version could not be installed or is
 broken, else 0; `newest`: only the newest version that ran counts (the nightly's
-rule: "a case regressed on the newest version"), and 3 when the newest version asked for
+rule: "a case regressed on the newest version"), and 3 when a version asked for
 could not be installed or is broken (a broken release never passes); `never`: 0.
 """
 
@@ -36,12 +36,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
+from fp8_check.cases import outside
 from fp8_check.compile import Compilation, CompileCache, CompilerPool, WorkerError
 from fp8_check.core import WriteError, names
 from fp8_check.matrix.document import Matrix, Status, VersionEntry
 from fp8_check.matrix.view import Progress
 from fp8_check.run import environment_entry, results, runner
 from fp8_check.targets import PROFILES
+from fp8_check.verdict import UNSUPPORTED, Outcome
 from fp8_check.versions import (
     Env,
     InstallError,
@@ -49,6 +51,7 @@ from fp8_check.versions import (
     VersionError,
     jax_index,
     newest_on_index,
+    requirement_envs,
     select_range,
     shared_xla,
     sort_versions,
@@ -98,17 +101,63 @@ def planned(cases, targets, profiles, skip: frozenset = frozenset()) -> int:
     return sum(1 for _ in runner.plan(cases, targets, profiles, skip))
 
 
+def needed_sets(cases, targets, profiles, skip: frozenset = frozenset()) -> dict:
+    """The requirement sets (`requirement_envs.sets_of`) of the cases planned on the selected targets and
+    profiles: only those get an environment per release (an h100 run never installs a TPU case's qwix)."""
+    seen: dict[str, object] = {}
+    for case, _t, _p in runner.plan(cases, targets, profiles, skip):
+        seen.setdefault(case.id, case)
+    return requirement_envs.sets_of(seen.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleasePlan:
+    """What `matrix` would do on one release, decided without installing anything (`matrix --plan`): `reason`
+    why nothing runs there ('' when it runs), the planned rows that compile (`runs`) and the UNSUPPORTED ones by
+    reason, and the requirement sets whose environments it builds besides its own."""
+
+    jax: str
+    reason: str
+    runs: int
+    unsupported: dict[str, int]
+    sets: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"jax": self.jax, "runs": self.runs, "reason": self.reason, "unsupported": self.unsupported,
+                "requirement_sets": list(self.sets)}
+
+
+def plan_release(version: str, cases, targets, profiles, mode: str = "deviceless", skip: frozenset = frozenset(),
+                 jax_range: str = "") -> ReleasePlan:
+    """The plan of one release: the same rules `run_version` and the runner apply (`jax_range`: the
+    `--with-requirements` range), nothing built or compiled."""
+    reason = outside(jax_range, version, "--with-requirements") or (
+        runner.deviceless_unsupported(version, targets) if mode == "deviceless" else None) or ""
+    runs, unsupported = 0, dict[str, int]()
+    for case, target, profile in runner.plan(cases, targets, profiles, skip):
+        why = reason or runner.job_unsupported(case, target, profile, mode, version)
+        if why:
+            unsupported[why] = unsupported.get(why, 0) + 1
+        else:
+            runs += 1
+    sets = needed_sets(cases, targets, profiles, skip)
+    built = tuple(n for n, r, _c in sets.values() if not reason and not outside(r, version, n))
+    return ReleasePlan(version, reason, runs, unsupported, built)
+
+
 def run_version(version: str, env_future: Future | None, cases, targets, profiles, mode: str, goldens_root: Path,
                 out_dir: Path, progress: Progress, workers: int = 1, cache: CompileCache | None = None,
-                shared: dict | None = None, skip: frozenset = frozenset()) -> VersionEntry:
+                shared: dict | None = None, skip: frozenset = frozenset(), reason: str | None = None) -> VersionEntry:
     """Run the library on one version; returns the version's entry of the matrix.
 
     `shared` (versions with the same XLA, `shared_xla`): {"record": True} keeps this version's
     compilations in shared["recorder"]; {"replay": Recorder, "of": V} judges V's compilations
-    for this version instead of compiling."""
+    for this version instead of compiling. `env_future` gives the version's environment and those of the
+    requirement sets its cases need (`requirement_envs.SetEnvironments`); `reason`: why nothing runs here."""
     entry = VersionEntry(version)
     total = planned(cases, targets, profiles, skip)
-    reason = runner.deviceless_unsupported(version, targets) if mode == "deviceless" else None
+    if reason is None and mode == "deviceless":
+        reason = runner.deviceless_unsupported(version, targets)
     start = time.perf_counter()
     progress.version_started(version)
     compiler: Any = None  # a CompilerPool, a Replay of a twin version's compilations, or _NoCompiler
@@ -122,22 +171,37 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             compiler = _NoCompiler(version, mode)
         else:
             try:
-                env: Env = env_future.result()
+                env: Env
+                env, sets = env_future.result()
             except InstallError as exc:
                 entry.status, entry.error = Status.INSTALL_FAILED, str(exc)
                 progress.cases_skipped(version, total)
                 return entry
             entry.env = {"path": str(env.path), "built": env.built, "seconds": round(env.seconds, 2), **env.info}
+            if sets is not None and (sets.envs or sets.failed):
+                entry.env["requirements"] = {sets.names[k]: ({"path": str(e.path), "built": e.built}
+                                                             if (e := sets.envs.get(k)) is not None
+                                                             else {"error": sets.failed[k]}) for k in sets.names}
             # `workers` compile workers in the version's environment, behind the shared compile
-            # cache (its key holds the version's jax/jaxlib/plugin and installed distributions)
+            # cache (its key holds the version's jax/jaxlib/plugin and installed distributions); the cases
+            # with `requirements:` compile in their set's environment for this version
             compiler = live = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
             _LIVE_POOLS.add(live)
+            compiler = requirement_envs.service_for(live, sets, mode, workers, cache=cache)
             if shared and shared.get("record"):
                 compiler = shared["recorder"] = shared_xla.Recorder(compiler)
         try:  # the canary is checked (and compiled alongside the cases) before any outcome
-            outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
-                                  on_outcome=lambda o: progress.case_done(version, o),
-                                  canary=not reason and not (shared and shared.get("replay")), skip=skip)
+            if reason and not runner.deviceless_unsupported(version, targets if mode == "deviceless" else ()):
+                outcomes = [Outcome(c.id, t.name, p.name, mode, version, UNSUPPORTED, reason,
+                                           description=c.description, yaml=c.yaml_text, file=c.file)
+                            for c, t, p in runner.plan(cases, targets, profiles, skip)]  # --with-requirements' range
+                for o in outcomes:
+                    progress.case_done(version, o)
+            else:
+                outcomes = runner.run(cases, targets, profiles, mode, compiler, goldens_root,
+                                      on_outcome=lambda o: progress.case_done(version, o),
+                                      canary=not reason and not (shared and shared.get("replay")), skip=skip,
+                                      broken_targets=entry.broken_targets)
         except (WorkerError, runner.CanaryError) as exc:
             entry.status, entry.error = Status.BROKEN, str(exc).strip()
             progress.cases_skipped(version, total)
@@ -161,7 +225,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     finally:
         if live is not None:
             _LIVE_POOLS.discard(live)
-        if isinstance(compiler, (CompilerPool, shared_xla.Recorder)):
+        if isinstance(compiler, (CompilerPool, shared_xla.Recorder, requirement_envs.RequirementEnvironments)):
             compiler.close()
         entry.run_seconds = round(time.perf_counter() - start, 2)
         progress.version_done(entry)
@@ -169,7 +233,8 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
 
 def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: str, goldens_root: Path, out_dir: Path,
                manager: Manager | None = None, jobs: int = 1, progress: Progress | None = None,
-               workers: int = 1, cache: CompileCache | None = None, skip: frozenset = frozenset()) -> Matrix:
+               workers: int = 1, cache: CompileCache | None = None, skip: frozenset = frozenset(),
+               sets: dict | None = None) -> Matrix:
     """Every version's entry, oldest first, in a matrix.
 
     Environments are built one at a time in a background thread, ahead of the
@@ -178,6 +243,10 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     Deviceless, versions that ship the same XLA commit as a newer one in the list are not
     compiled: the newer one's compilations are judged for them (`shared_xla`); they run
     after it (if it could not run, they build and compile on their own).
+    `sets` (`needed_sets`): the requirement sets of the planned cases; each version builds (behind its own
+    environment) the environment of each set whose range includes it: the set's cases compile there, and
+    where the range excludes the version they are UNSUPPORTED with the reason, the version runs the rest.
+    A version outside the `--with-requirements` range (`manager.jax_range`) runs nothing (UNSUPPORTED).
     """
     manager = manager or Manager()
     progress = progress or Progress()
@@ -185,9 +254,15 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     per_version = planned(cases, targets, profiles, skip)
-    needs_env = [v for v in versions if not (mode == "deviceless" and runner.deviceless_unsupported(v, targets))]
-    # not with --with: the extra packages are resolved per version, so the environments differ beyond XLA
+    sets = sets or {}
+    excluded = {v: why for v in versions if (why := outside(manager.jax_range, v, "--with-requirements"))}
+    needs_env = [v for v in versions if not (mode == "deviceless" and runner.deviceless_unsupported(v, targets))
+                 and v not in excluded]
+    # not with --with: the extra packages are resolved per version, so the environments differ beyond XLA; a
+    # requirement set's cases are replayed only where its range says the same of both versions
     twins = shared_xla.twins(needs_env) if mode == "deviceless" and not manager.extras else {}
+    twins = {v: rep for v, rep in twins.items()
+             if all(bool(outside(r, v, n)) == bool(outside(r, rep, n)) for n, r, _c in sets.values())}
     shared: dict[str, dict] = {rep: {"record": True} for rep in twins.values()}
     needs_env = [v for v in needs_env if v not in twins]
     progress.start(versions, needs_env, per_version)
@@ -195,7 +270,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fp8-env")
     futures: dict[str, Future] = {}
 
-    def build(v: str) -> Env:
+    def build(v: str) -> tuple[Env, requirement_envs.SetEnvironments | None]:
         progress.env_started(v)
         try:
             env = manager.ensure(v)
@@ -203,7 +278,9 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
             progress.env_done(v, None, str(exc))
             raise
         progress.env_done(v, env, "")
-        return env
+        found = requirement_envs.ensure_sets(sets, v, lambda r: requirement_envs.adding(manager, r),
+                                                log=progress.say) if sets else None
+        return env, found
 
     def one(v: str) -> VersionEntry:
         share = shared.get(v)
@@ -215,7 +292,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
             else:  # the version compiled for it could not run: build and compile this one
                 futures[v] = builder.submit(build, v)
         return run_version(v, futures.get(v), cases, targets, profiles, mode, goldens_root, out_dir, progress,
-                           workers, cache, share, skip)
+                           workers, cache, share, skip, reason=excluded.get(v))
 
     runners = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fp8-run")
     interrupted = False

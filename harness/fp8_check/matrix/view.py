@@ -227,6 +227,10 @@ class Progress:
             else:
                 print(text, file=self.stream, flush=True)
 
+    def say(self, text: str) -> None:
+        """One line among the progress (a requirement set's environment built, or not installable)."""
+        self._say(text)
+
     def env_started(self, version: str) -> None:
         if self._bar:
             self._bar.update(self._envs, description=f"environment jax {version}")

@@ -331,6 +331,17 @@ def compile_profile(profile: Profile, target: Target, mode: str, jax_version: st
     return profile
 
 
+def job_unsupported(case: Case, target: Target, profile: Profile, mode: str, jax_version: str) -> str | None:
+    """Why one planned (case, target, profile) does not compile on `jax_version` (UNSUPPORTED), or None: the
+    profile, target or release (`unsupported_reason`), or the case's requirement set's range. Nothing is built:
+    `matrix --plan` asks it for every release."""
+    reason = unsupported_reason(profile, mode, jax_version, target)
+    if reason is None and case.requirements:  # its requirements do not install with this JAX
+        reason = case.requirements.unsupported(jax_version)
+        reason = reason and f"{reason} (run it on another with `fp8-check matrix --jax VERSION`)"
+    return reason
+
+
 def request_for(case: Case, target: Target, profile: Profile, numerics: "NumericsCheck | None" = None,
                 mode: str = "", jax_version: str = "", goldens_root: Path | None = None) -> CompileRequest:
     """The compile request of one planned (case, target, profile): the only place requests for cases are built
@@ -355,10 +366,7 @@ def _jobs(cases: list[Case], targets: list[Target], profiles: list[str], mode: s
     """Every planned (case, target, profile) with why it does not compile (UNSUPPORTED) or its compile request."""
     jobs: list[Job] = []
     for case, target, profile in plan(cases, targets, profiles, skip):
-        reason = unsupported_reason(profile, mode, jax_version, target)
-        if reason is None and case.requirements:  # its requirements do not install with this JAX
-            reason = case.requirements.unsupported(jax_version)
-            reason = reason and f"{reason} (run it on another with `fp8-check matrix --jax VERSION`)"
+        reason = job_unsupported(case, target, profile, mode, jax_version)
         request = None if reason else request_for(case, target, profile, numerics, mode, jax_version, goldens_root)
         jobs.append((case, target, profile, reason, request))
     return jobs
@@ -389,12 +397,15 @@ def run(
     numerics: "NumericsCheck | None" = None,
     canary: bool = False,
     skip: frozenset[tuple[str, str]] = frozenset(),
+    broken_targets: dict[str, str] | None = None,
 ) -> list[Outcome]:
     """Judge every planned (case, target, profile); compiles go through `compiler.imap` (a pool compiles
     several at once) and outcomes are reported and returned in plan order.
 
-    With `canary`, each target passes the canary gate first (`CanaryGate`; CanaryError before any
-    outcome), its canaries compiled alongside the cases (`prefetch`)."""
+    With `canary`, each target passes the canary gate first (`CanaryGate`), its canaries compiled alongside the
+    cases (`prefetch`): a target whose canary fails is broken in this environment, its rows UNRESOLVED saying
+    why, and the other targets go on; CanaryError (before any outcome) only when every target's canary fails.
+    `broken_targets` (a dict) gets target name -> why, also for a broken target no case runs on."""
     env = compiler.environment()
     jax_version = env["jax"]
     canary = canary and canary_applies(mode, jax_version)
@@ -405,14 +416,24 @@ def run(
             requests += [request] + ([price_request(case, request)] if case.priced_elsewhere else [])
     prefetch(compiler, targets, mode, requests, canary=canary)
     gate = CanaryGate(mode)
-    for t in supported(targets, jax_version) if canary else ():
-        if (problem := gate.problem(compiler, t)) is not None:
-            raise CanaryError(problem)
+    checked = supported(targets, jax_version) if canary else []
+    broken = {t.name: problem for t in checked if (problem := gate.problem(compiler, t)) is not None}
+    if broken_targets is not None:
+        broken_targets.update(broken)
+    if checked and len(broken) == len(checked):  # no target may be judged here: the environment is broken
+        raise CanaryError("; ".join(dict.fromkeys(broken.values())))
     compiled = compiler.imap(requests) if requests else iter(())
     outcomes: list[Outcome] = []
     for case, target, profile, reason, request in jobs:
         if reason or request is None:
             out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNSUPPORTED, reason or "",
+                          description=case.description, yaml=case.yaml_text, file=case.file)
+        elif target.name in broken:  # this target's canary failed: its outcomes would be noise, the others go on
+            next(compiled)
+            if case.priced_elsewhere:
+                next(compiled)
+            out = Outcome(case.id, target.name, profile.name, mode, jax_version, UNRESOLVED,
+                          f"target {target.name} is broken on jax {jax_version}: {broken[target.name]}",
                           description=case.description, yaml=case.yaml_text, file=case.file)
         else:
             comp = next(compiled)

@@ -126,6 +126,9 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
         env = compiler.environment()
         for t in [t for t in check_targets if not shipped(t)] if mode_name == "deviceless" else ():
             check_target_spec(compiler, t)
+        selected = [*check_targets, *for_targets]
+        if selected:  # only the sets of cases that run on the selected targets (an h100 run needs no TPU case's set)
+            cases = [c for c in cases if not c.targets or any(t.name in c.targets for t in selected)]
         if cases:
             platform = env_platform([*check_targets, *for_targets]) if mode_name == "deviceless" else None
             compiler = requirement_envs.wrap(compiler, cases, env["jax"], mode_name, timeout, compiler.cache, platform,

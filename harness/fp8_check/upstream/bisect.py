@@ -122,6 +122,8 @@ class Tester:
         if version != "current":
             if self.mode == "deviceless" and runner.deviceless_unsupported(version, [self.target]):
                 return None, runner.deviceless_unsupported(version, [self.target]) or ""
+            if self.case.requirements and (why := self.case.requirements.unsupported(version)):
+                return None, why  # the case's set does not install with this JAX: untestable, nothing built
             try:
                 env = self.manager.ensure(version)
             except InstallError as exc:

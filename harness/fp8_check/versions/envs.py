@@ -251,7 +251,7 @@ class Manager:
 
     def ensure(self, version: str, log=None) -> Env:
         """The environment for `version`: the cached one, or a new one built now (raises InstallError)."""
-        if problem := outside(self.jax_range, version, "(--with-requirements, the cases' requirements:)"):
+        if problem := outside(self.jax_range, version, "(--with-requirements)"):
             raise InstallError(version, problem)
         start = time.perf_counter()
         own = own_jax() if self.reuse_self else {}

@@ -13,9 +13,11 @@ UNSUPPORTED (the runner says so); an environment that cannot be built is a broke
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from fp8_check.cases import outside
+from fp8_check.cases import check_requirement, outside
 from fp8_check.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, CompilerPool
 from fp8_check.core import BrokenEnvironmentError
 from fp8_check.versions import envs, wheels
@@ -24,7 +26,8 @@ from fp8_check.versions import envs, wheels
 class RequirementEnvironments:
     """A compile service in front of the run's own pool (`main`) and one pool per requirement set."""
 
-    def __init__(self, main, pools: dict[tuple[str, ...], CompilerPool], names: dict[tuple[str, ...], str]):
+    def __init__(self, main, pools: dict[tuple[str, ...], "CompilerPool | Uninstallable"],
+                 names: dict[tuple[str, ...], str]):
         self.main, self.mode, self.jobs = main, main.mode, main.jobs
         self._pools, self._names = pools, names
 
@@ -52,7 +55,8 @@ class RequirementEnvironments:
 
     def cache_summary(self) -> str:
         return "; ".join([self.main.cache_summary()] + [f"requirements {self._names[k]}: {p.compiled} compiled in "
-                                                        "their environment" for k, p in self._pools.items()])
+                                                        "their environment" for k, p in self._pools.items()
+                                                        if isinstance(p, CompilerPool)])
 
     def __getattr__(self, name: str):  # environment(), compile(), prepare(), target_config(), worker: the run's own
         return getattr(self.main, name)
@@ -82,6 +86,88 @@ class RequirementEnvironments:
             self.close()
 
 
+class Uninstallable:
+    """Stands in for the pool of a requirement set that could not be installed for this JAX (`matrix`): each of
+    its cases' compilations fails with why, so those cases are UNRESOLVED and the release runs the others."""
+
+    compiled = 0
+
+    def __init__(self, mode: str, message: str):
+        self.mode, self.message = mode, message
+
+    def imap(self, requests: Iterable[CompileRequest]) -> Iterator[Compilation]:
+        for r in requests:
+            yield Compilation(r.rendered.case_id, r.target.name, r.profile.name, self.mode, error=self.message)
+
+    def kill(self) -> None:
+        pass
+
+    abort = close = kill
+
+
+@dataclass
+class SetEnvironments:
+    """One JAX version's environments of the requirement sets its cases need (`matrix`, `bisect`): `envs` by
+    requirements, `failed` (requirements -> why uv could not install them), `names` (requirements -> set name)."""
+
+    envs: dict[tuple[str, ...], object] = field(default_factory=dict)  # requirements -> envs.Env
+    failed: dict[tuple[str, ...], str] = field(default_factory=dict)
+    names: dict[tuple[str, ...], str] = field(default_factory=dict)
+    counts: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+
+def adding(manager: envs.Manager, requirements) -> envs.Manager:
+    """A manager of the same environments folder, index, wheel set and platform as `manager` whose environments
+    also have `requirements` (a case's set, per release in `matrix`)."""
+    other = copy.copy(manager)
+    other.extras = sorted({*manager.extras, *(check_requirement(r) for r in requirements)})
+    return other
+
+
+def ensure_sets(sets: dict[tuple[str, ...], tuple[str, str, int]], jax_version: str, manager_for,
+                log: Callable[[str], None] = print) -> SetEnvironments:
+    """The environments for `jax_version` of the requirement sets `sets` (`sets_of`) whose range includes it
+    (the others' cases are UNSUPPORTED there: the runner says why), each built by `manager_for(requirements)`
+    (an `envs.Manager`) on first use. A set uv cannot install with this JAX is `failed`, never the release."""
+    out = SetEnvironments()
+    for reqs, (name, jax_range, count) in sets.items():
+        if outside(jax_range, jax_version, name):
+            continue
+        out.names[reqs], out.counts[reqs] = name, count
+        try:
+            env = manager_for(reqs).ensure(jax_version)
+        except envs.InstallError as exc:
+            out.failed[reqs] = f"cannot install the requirements {name} for jax {jax_version}: {exc}"
+            log(f"jax {jax_version}: requirements {name}: could not be installed: {str(exc).splitlines()[0]}")
+            continue
+        out.envs[reqs] = env
+        if env.built:
+            log(f"jax {jax_version}: requirements {name}: environment built in {env.seconds:.1f}s")
+    return out
+
+
+def service_for(main, sets: SetEnvironments | None, mode: str, workers: int, timeout: float = DEFAULT_TIMEOUT,
+                cache=None):
+    """`main`, or a service that sends each case with `requirements:` to its set's pool in `sets` (started now),
+    or to an `Uninstallable` when the set could not be installed."""
+    if sets is None or not (sets.envs or sets.failed):
+        return main
+    pools: dict[tuple[str, ...], CompilerPool | Uninstallable] = {}
+    try:
+        for reqs, env in sets.envs.items():
+            if env.info.get("own_environment"):  # type: ignore[attr-defined]
+                continue  # this environment has them: the main pool compiles them
+            pools[reqs] = CompilerPool(mode, jobs=max(1, min(workers, sets.counts.get(reqs, 1))),
+                                       python=str(env.python), timeout=timeout, cache=cache)  # type: ignore[attr-defined]
+    except BaseException:
+        for pool in pools.values():
+            pool.kill()
+        raise
+    for reqs, why in sets.failed.items():
+        pools[reqs] = Uninstallable(mode, why)
+    return RequirementEnvironments(main, pools, sets.names) if pools else main
+
+
 def sets_of(cases) -> dict[tuple[str, ...], tuple[str, str, int]]:
     """requirements -> (name, jax range, how many cases) of the cases that name `requirements:`."""
     return {k: (name, jax, len(ids)) for k, (name, jax, ids) in _sets(cases).items()}
@@ -106,7 +192,7 @@ def wrap(main, cases, jax_version: str, mode: str, timeout: float = DEFAULT_TIME
          log: Callable[[str], None] = print):
     """`main`, or a service that compiles the requirement sets of `cases` in their environments for `jax_version`
     (built now when missing: `log` says so). BrokenEnvironmentError when one cannot be built."""
-    pools: dict[tuple[str, ...], CompilerPool] = {}
+    pools: dict[tuple[str, ...], CompilerPool | Uninstallable] = {}
     names: dict[tuple[str, ...], str] = {}
     try:
         for reqs, (name, jax_range, ids) in _sets(cases).items():

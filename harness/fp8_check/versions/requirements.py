@@ -45,17 +45,14 @@ def add_with_options(p) -> None:
                    help="a requirements file (one requirement a line, # comments) added like --with")
 
 
-def extras_from_args(args, cases=()) -> tuple[list[str], str]:
-    """The extra requirements of `--with`, `--with-requirements` and the `requirements:` of `cases`, and the
-    JAX range they state together ('' for any: `--with-requirements` and each case's set may state one)."""
+def extras_from_args(args) -> tuple[list[str], str]:
+    """The extra requirements of `--with` and `--with-requirements`, which go into every version's environment,
+    and the JAX range `--with-requirements` states ('' for any). A case's `requirements:` are not among them:
+    `matrix` and `bisect` build its set's environment for its cases alone, on the releases its range includes."""
     extras = [check_requirement(r) for r in getattr(args, "with_", []) or []]
-    ranges = []
+    jax_range = ""
     if getattr(args, "with_requirements", None):
         given = read_set(args.with_requirements)
         extras += given.requirements
-        ranges.append(given.jax)
-    for case in cases:
-        if case.requirements:
-            extras += case.requirements.requirements
-            ranges.append(case.requirements.jax)
-    return sorted(set(extras)), ",".join(sorted({r for r in ranges if r}))
+        jax_range = given.jax
+    return sorted(set(extras)), jax_range

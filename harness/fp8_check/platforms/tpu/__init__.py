@@ -82,9 +82,11 @@ class _Tpu(Platform):
     def topology_arguments(self, target_config: str, topology: str, jax_version: str) -> dict:
         generation, layout = self.generation_of_spec(target_config)
         out: dict = {"topology_name": f"{generation.name}:{layout}"}
-        # before 0.12.0 libtpu assumes 2x2x1 chips per host, and a single-chip topology is not divisible by it
-        if generations.chips(layout) == 1 and version_tuple(jax_version) < (0, 12, 0):
-            out["chips_per_host_bounds"] = [1, 1, 1]
+        # before 0.12.0 libtpu assumes 2x2x1 chips per host and refuses a layout not divisible by it (one chip, and
+        # multi-chip too: `Topology layout "tpu7x:2x1x1" is not divisible by ... chips_per_host_bounds "2x2x1"`):
+        # such a layout gets the largest bounds that divide it (1x1x1 for one chip, 2x1x1 for tpu7x:2x1x1)
+        if version_tuple(jax_version) < (0, 12, 0) and (bounds := host_bounds(layout)) is not None:
+            out["chips_per_host_bounds"] = bounds
         return out
 
     def target_specs(self) -> dict[str, str]:
@@ -133,6 +135,20 @@ class _Tpu(Platform):
 
     def parse_versions(self, text: str, where: str):
         return (), (), "a TPU target states no runtime or library versions (libtpu is the JAX release's pin)", ()
+
+
+DEFAULT_HOST_BOUNDS = (2, 2, 1)  # libtpu's chips per host before JAX 0.12.0
+
+
+def host_bounds(layout: str) -> list[int] | None:
+    """The chips-per-host bounds an older libtpu needs for `layout` ("2x1x1"): None where its default
+    (DEFAULT_HOST_BOUNDS) divides the layout, else per dimension the largest divisor of both."""
+    import math
+
+    dims = [int(x) for x in layout.split("x")] + [1] * (3 - len(layout.split("x")))
+    if all(d % b == 0 for d, b in zip(dims, DEFAULT_HOST_BOUNDS)):
+        return None
+    return [math.gcd(d, b) for d, b in zip(dims, DEFAULT_HOST_BOUNDS)]
 
 
 def spec_text(generation: Generation, layout: str) -> str:
