@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fp8_check.cli.main import build_parser
-from fp8_check.targets import PROFILES, all_target_names
+from fp8_check.targets import PROFILES, all_target_names, profile_alias
 from fp8_check.upstream.bisect import CRITERIA
 from fp8_check.versions.releases import VersionError, parse_range, parse_version
 
@@ -104,7 +104,7 @@ def _problem(option: str, value: str) -> str | None:
             unknown = [t for t in value.split(",") if t not in all_target_names() and not t.endswith(".txtpb")]
             return f"unknown target(s) {unknown}" if unknown else None
         elif option == "--profile":
-            unknown = [p for p in value.split(",") if p not in PROFILES]
+            unknown = [p for p in value.split(",") if profile_alias(p) not in PROFILES]  # a shown name (hipblaslt) is its profile
             return f"unknown profile(s) {unknown}" if unknown else None
         elif option == "--criterion" and value not in CRITERIA:
             return f"not one of {CRITERIA}"
