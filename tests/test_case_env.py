@@ -64,7 +64,7 @@ def test_switching_a_listed_variable_is_never_a_stale_cache_hit(tmp_path, run_cl
     assert code == 0 and "PASS" in out1, out1 + err
     assert _targets(work / "fp8.json") == ["__cublas$lt$matmul$f8"]
     monkeypatch.setenv("MY_LAYER_SWITCH", "plain")
-    code, out2, err = run_cli("run", "cases", "--goldens", "goldens", "--json", "plain.json", cwd=work)
+    code, out2, err = run_cli("run", "cases", "--goldens", "goldens", "--json", "plain.json", "-v", cwd=work)  # -v: a PASS line
     assert ("(cached)" in out2) is cached, out2
     if cached:  # the stale answer this field exists for: the FP8 gemm of the first run, "PASS (cached)"
         assert code == 0 and _targets(work / "plain.json") == ["__cublas$lt$matmul$f8"], out2
