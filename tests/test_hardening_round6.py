@@ -4,6 +4,8 @@ items of the round. Each test here failed before its fix (docs/hardening.md, rou
 from __future__ import annotations
 
 import os
+import shutil
+from importlib.metadata import version
 
 import pytest
 
@@ -77,6 +79,21 @@ def test_a_committed_autotune_file_linked_out_of_goldens_is_refused_without_its_
     text = str(info.value)
     assert SECRET not in text and "IS_SANDBOX" not in text and "\n" not in text
     assert "outside the goldens folder" in text or "kernel file" in text, text
+
+
+@pytest.mark.parametrize("to", ["environ", "file"])
+def test_run_with_a_committed_autotune_file_linked_out_is_one_line_and_exit_2(tmp_path, planted, run_cli, to):
+    """The committed file as `run --profile default` meets it (#58 reads goldens/<target>/autotune/<jax>.txt):
+    refused before any compile, one line naming it, no byte of what it links to."""
+    proj = tmp_path / "proj"
+    shutil.copytree(REPO / "cases", proj / "cases", ignore=shutil.ignore_patterns("*.txt"))
+    path = ar.results_path(proj / "goldens", "h100", version("jax"))
+    path.parent.mkdir(parents=True)
+    os.symlink(planted[to], path)
+    code, out, err = run_cli("run", "cases/seed.yaml", "--goldens", "goldens", "--profile", "default",
+                             "--target", "h100", "-k", "seed_relu_f32", "--json", "r.json", cwd=proj)
+    _clean(code, out, err)
+    assert "outside the goldens folder" in err or "kernel file" in err, err
 
 
 @pytest.mark.parametrize("to", ["environ", "file"])

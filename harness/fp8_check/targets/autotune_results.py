@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fp8_check.core import files
+from fp8_check.core import BadInput, files
 
 AUTOTUNE_DIR = "autotune"  # goldens/<target>/autotune/<jax>.txt
 FILE_VERSION = 3  # AutotuneResults.version that XLA accepts (it rejects any other)
@@ -49,8 +49,9 @@ LOG_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "autotuner_cache=2"}
 WRITTEN_BACKENDS = ("cublaslt", "triton")  # the choices format_results writes (the gemm engines)
 
 
-class AutotuneResultsError(ValueError):
-    """A results file that is not XLA's AutotuneResults text format (one line: file and field)."""
+class AutotuneResultsError(BadInput, ValueError):
+    """A results file that is not XLA's AutotuneResults text format, or one refused before reading (a link out of
+    its home, not a regular file): one line naming the file, exit 2."""
 
 
 @dataclass(frozen=True, order=True)
