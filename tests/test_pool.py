@@ -71,9 +71,9 @@ def test_outcomes_identical_with_and_without_cache_and_rerun_is_all_hits(workspa
     g = workspace / "goldens" / "h100" / "cublas" / "deviceless" / "seed_relu_f32.yaml"
     g.write_text(g.read_text().replace("epilogue: RELU", "epilogue: DEFAULT"))
     (workspace / "goldens" / "h100" / "triton" / "deviceless" / "seed_plain_bf16.yaml").unlink()
-    code0, out0, _ = run_cli("run", *DL, "--no-cache", "--json", workspace / "nocache.json", cwd=workspace)
-    code1, out1, _ = run_cli("run", *DL, "-j", "2", "--json", workspace / "cold.json", cwd=workspace)
-    code2, out2, _ = run_cli("run", *DL, "-j", "2", "--json", workspace / "warm.json", cwd=workspace)
+    code0, out0, _ = run_cli("run", *DL, "-v", "--no-cache", "--json", workspace / "nocache.json", cwd=workspace)
+    code1, out1, _ = run_cli("run", *DL, "-v", "-j", "2", "--json", workspace / "cold.json", cwd=workspace)
+    code2, out2, _ = run_cli("run", *DL, "-v", "-j", "2", "--json", workspace / "warm.json", cwd=workspace)
     assert code0 == code1 == code2 == 1
     assert "compile cache off; 17 compiled" in out0
     # 16 cases + the canary, which is seed_plain_f32's program (only the docstring differs): compiled once
@@ -93,7 +93,7 @@ def test_outcomes_identical_with_and_without_cache_and_rerun_is_all_hits(workspa
     # the shared compilation is seed_plain_f32's own, in its own file's name: identical to compiling it (above)
     [shared] = [r for r in cold if r["case"] == "seed_plain_f32" and r["profile"] == "cublas"]
     assert "fp8_case_seed_plain_f32.py" in shared["hlo"] and "canary" not in shared["hlo"]
-    # printed in plan order, whatever order the workers finished in
+    # printed in plan order, whatever order the workers finished in (-v: every result line, plain PASS too)
     lines = lambda out: [ln.split()[1:3] for ln in out.splitlines() if re.match(r"^(PASS|FAIL|NEW)\s", ln)]
     assert lines(out0) == lines(out1) == lines(out2) and len(lines(out0)) == 16
     assert "(cached)" in out2 and "(cached)" not in out1
