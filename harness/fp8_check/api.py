@@ -195,7 +195,8 @@ class Checker:
         try:
             return (self.compiler if target is None else self.compiler_for(target)).environment()
         except WorkerError as exc:
-            raise EnvironmentProblem(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
+            hint = platforms.of_targets([] if target is None else [target]).start_hint()
+            raise EnvironmentProblem(f"cannot start the compile worker ({hint}): {exc}") from None
 
     def signature(self, fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile | None = None,
                   name: str | None = None, **kwargs: Any) -> FusionReport:

@@ -1,0 +1,38 @@
+"""Hardening round 6 (issue 53), the five smaller items done after the rest of the round: each test here failed
+before its fix (docs/hardening.md, round 6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fp8_check import platforms
+from tests.conftest import REPO
+
+BAD_LIBTPU_FLAGS = "--xla_bogus_flag=1"
+TPU_DOT = ["fp8_check.models.tpu_fp8:fp8_dot", "--arg", "a=float8_e4m3fn[256,512]", "--arg", "b=float8_e4m3fn[512,256]"]
+
+
+# ---- a bad LIBTPU_INIT_ARGS: the hint is the target's platform's, not the CUDA install
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", str(REPO / "cases" / "tpu.yaml"), "--target", "v6e", "-k", "tpu_fp8_dot_e4m3", "--no-cache"],
+    ["check", *TPU_DOT, "--target", "v6e"],
+], ids=["run", "check"])
+def test_a_bad_libtpu_init_args_is_named_as_the_cause_with_no_cuda_hint(run_cli, monkeypatch, argv):
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", BAD_LIBTPU_FLAGS)
+    code, out, err = run_cli(*argv)
+    assert code == 3, (code, out, err)
+    first = err.splitlines()[0]
+    assert "LIBTPU_INIT_ARGS is set: its flags are the probable cause" in first, err
+    assert "xla_bogus_flag" in first, err  # libtpu's own words follow
+    assert "cuda" not in (out + err).lower(), (out, err)
+
+
+def test_the_start_hint_is_the_platforms_own():
+    assert platforms.NVIDIA.start_hint({}) == "is jax[cuda12] installed?"
+    assert platforms.TPU.start_hint({}) == "is jax[tpu] installed?"
+    assert platforms.TPU.start_hint({"LIBTPU_INIT_ARGS": " "}) == "is jax[tpu] installed?"
+    assert platforms.TPU.start_hint({"LIBTPU_INIT_ARGS": BAD_LIBTPU_FLAGS}).startswith("LIBTPU_INIT_ARGS is set")
+    assert BAD_LIBTPU_FLAGS not in platforms.TPU.start_hint({"LIBTPU_INIT_ARGS": BAD_LIBTPU_FLAGS})  # never the value
+    assert platforms.NVIDIA.start_hint({"LIBTPU_INIT_ARGS": BAD_LIBTPU_FLAGS}) == "is jax[cuda12] installed?"
