@@ -36,3 +36,34 @@ def test_the_start_hint_is_the_platforms_own():
     assert platforms.TPU.start_hint({"LIBTPU_INIT_ARGS": BAD_LIBTPU_FLAGS}).startswith("LIBTPU_INIT_ARGS is set")
     assert BAD_LIBTPU_FLAGS not in platforms.TPU.start_hint({"LIBTPU_INIT_ARGS": BAD_LIBTPU_FLAGS})  # never the value
     assert platforms.NVIDIA.start_hint({"LIBTPU_INIT_ARGS": BAD_LIBTPU_FLAGS}) == "is jax[cuda12] installed?"
+
+
+# ---- Unicode layer names: HLO's C escapes decoded where op_name is read
+
+
+def test_a_unicode_layer_name_reads_back_in_unicode():
+    import jax
+    import jax.numpy as jnp
+
+    from fp8_check.api import fusion_signature
+
+    def project(a, b):
+        with jax.named_scope("проекция"), jax.named_scope('ünï"code'):
+            return jnp.dot(a, b, preferred_element_type=jnp.float32)
+
+    a = jax.ShapeDtypeStruct((64, 128), jnp.float8_e4m3fn)
+    b = jax.ShapeDtypeStruct((128, 64), jnp.float8_e4m3fn)
+    report = fusion_signature(project, a, b, target="h100")
+    assert "\\320\\277" in report.hlo  # XLA printed it escaped
+    (gemm,) = report.signature.gemms
+    assert gemm.layer == 'проекция/ünï"code', gemm.layer
+    assert 'проекция/ünï"code' in report.layer_table()
+
+
+def test_hlo_c_escapes_are_decoded():
+    from fp8_check.signature.attribution import c_unescape, parse_metadata
+
+    assert c_unescape("\\320\\277\\321\\200") == "пр"
+    assert c_unescape('a\\"b\\\\c\\nd') == 'a"b\\c\nd'
+    assert c_unescape("\\377x") == "\ufffdx"  # not UTF-8: one replacement character, never a traceback
+    assert parse_metadata('{op_name="jit(f)/\\303\\274/dot_general" source_line=3}')["op_name"] == "jit(f)/ü/dot_general"
