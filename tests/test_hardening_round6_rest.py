@@ -67,3 +67,57 @@ def test_hlo_c_escapes_are_decoded():
     assert c_unescape('a\\"b\\\\c\\nd') == 'a"b\\c\nd'
     assert c_unescape("\\377x") == "\ufffdx"  # not UTF-8: one replacement character, never a traceback
     assert parse_metadata('{op_name="jit(f)/\\303\\274/dot_general" source_line=3}')["op_name"] == "jit(f)/ü/dot_general"
+
+
+# ---- a requirement environment missing its requirement is rebuilt, not reused
+
+
+def _uv_pip(*args):
+    import subprocess
+
+    from fp8_check.versions import uvbin
+
+    p = subprocess.run([uvbin.find_uv(), "pip", *args], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_a_requirement_environment_whose_requirement_was_uninstalled_is_rebuilt(tmp_path):
+    import subprocess
+
+    from fp8_check.versions import envs
+
+    manager = envs.Manager(root=tmp_path, reuse_self=False, extras=["six"], platform=platforms.TPU)
+    release = platforms.TPU.default_release
+    env = manager.ensure(release)
+    assert env.built and env.info["with_installed"].get("six")
+    assert not manager.ensure(release).built  # whole: reused
+    _uv_pip("uninstall", "--python", str(env.python), "six")  # the marker still says built
+    assert manager.cached(release) is None
+    again = manager.ensure(release)
+    assert again.built and again.path == env.path
+    p = subprocess.run([str(again.python), "-c", "import six"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_requirement_is_missing_when_its_metadata_or_its_files_are_gone(tmp_path):
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from fp8_check.versions import envs
+
+    own = Path(sys.prefix)
+    assert envs.missing_requirements(own, {"with_installed": {"packaging": "1", "PyYAML": "6"}}) == []
+    assert envs.missing_requirements(own, {"with_installed": {"no-such-dist": "1"}}) == ["no-such-dist"]
+    # a copy of this environment's `packaging` (metadata and package), then its package removed
+    site = tmp_path / "lib" / "python3.12" / "site-packages"
+    import packaging
+
+    shutil.copytree(Path(packaging.__file__).parent, site / "packaging")
+    (dist,) = [d for d in next(own.glob("lib/python*/site-packages")).glob("packaging-*.dist-info")]
+    shutil.copytree(dist, site / dist.name)
+    assert envs.missing_requirements(tmp_path, {"with_installed": {"packaging": "1"}}) == []
+    shutil.rmtree(site / "packaging")
+    assert envs.missing_requirements(tmp_path, {"with_installed": {"packaging": "1"}}) == ["packaging"]
