@@ -121,3 +121,56 @@ def test_a_requirement_is_missing_when_its_metadata_or_its_files_are_gone(tmp_pa
     assert envs.missing_requirements(tmp_path, {"with_installed": {"packaging": "1"}}) == []
     shutil.rmtree(site / "packaging")
     assert envs.missing_requirements(tmp_path, {"with_installed": {"packaging": "1"}}) == ["packaging"]
+
+
+# ---- `run` flags a backend cached at import, as `check` does (one warning, worker.not_representative)
+
+BACKEND_CASE = """cases:
+- id: backend_at_import
+  kind: python
+  callable: backend_at_import:matmul
+  args:
+  - {name: x, shape: [64, 128], dtype: bfloat16}
+  - {name: w, shape: [128, 256], dtype: bfloat16}
+  targets: [h100]
+  profiles: [cublas]
+"""
+NOT_REPRESENTATIVE = ("NOT REPRESENTATIVE: the checked code asked JAX for the device (jax.extend.backend.get_backend()) "
+                      "and saw this machine's CPU, not h100's devices")
+
+
+@pytest.fixture
+def backend_project(tmp_path, monkeypatch):
+    import shutil
+
+    from tests.conftest import write_cases
+
+    shutil.copy(REPO / "tests" / "fixtures" / "device_view" / "backend_at_import.py", tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write_cases(tmp_path / "cases" / "c.yaml", BACKEND_CASE)
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_run_flags_a_backend_cached_at_import_every_time(backend_project, run_cli, tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("FP8_CHECK_COMPILE_CACHE", str(tmp_path / "cache"))  # its own: the second run must not hit
+    for _ in range(2):  # the second run too: such a compilation is never cached
+        code, out, err = run_cli("run", "cases", "--goldens", "g", "--json", "r.json", cwd=backend_project)
+        assert NOT_REPRESENTATIVE in out, out + err  # printed though NEW/PASS: never a plain line
+        [row] = json.loads((backend_project / "r.json").read_text())["results"]
+        assert row["not_representative"].startswith("the checked code asked JAX for the device"), row
+        assert not row["cached"]
+
+
+@pytest.mark.slow
+def test_check_flags_a_backend_cached_at_import_with_the_same_words(backend_project, run_cli):
+    import json
+
+    argv = ["check", "backend_at_import:matmul", "--arg", "x=bfloat16[64,128]", "--arg", "w=bfloat16[128,256]"]
+    code, out, err = run_cli(*argv, cwd=backend_project)
+    assert NOT_REPRESENTATIVE in out, out + err
+    code, out, err = run_cli(*argv, "--json", "-", cwd=backend_project)
+    [res] = json.loads(out)["results"]
+    assert res["not_representative"].startswith("the checked code asked JAX for the device"), res
