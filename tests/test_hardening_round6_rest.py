@@ -174,3 +174,79 @@ def test_check_flags_a_backend_cached_at_import_with_the_same_words(backend_proj
     code, out, err = run_cli(*argv, "--json", "-", cwd=backend_project)
     [res] = json.loads(out)["results"]
     assert res["not_representative"].startswith("the checked code asked JAX for the device"), res
+
+
+# ---- bless --from-matrix writes no golden `run` would refuse (golden.MAX_BYTES, one home)
+
+
+def _decoder_signatures():
+    import gzip
+
+    from fp8_check.signature import extract as signature
+
+    models = REPO / "tests" / "fixtures" / "hlo" / "models"
+    return [signature.extract(gzip.decompress((models / name).read_bytes()).decode()).to_dict()
+            for name in ("decoder_direct_train.jax-0.11.2.h100.cublas.txt.gz", "decoder_qdq_train.jax-0.12.0.1.h100.cublas.txt.gz")]
+
+
+def _flapping_matrix(tmp_path, count):
+    """A real decoder's two signatures (recorded HLO), alternating over `count` releases: one run per release."""
+    import json
+
+    from fp8_check.verdict import golden
+
+    a, b = _decoder_signatures()
+    root = tmp_path / "goldens"
+    golden.bless(root, "decoder", "h100", "cublas", "deviceless", "0.12.0.1", a)  # an exact golden keeps its form
+    versions = [{"jax": v, "status": "ran", "results": [
+        {"case": "decoder", "target": "h100", "profile": "cublas", "mode": "deviceless", "jax": v, "outcome": "PASS",
+         "signature": (a, b)[i % 2], "reason": ""}]} for i, v in enumerate(f"1.{i}.0" for i in range(count))]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"schema": "fp8-check/matrix/1", "mode": "deviceless", "versions": versions}))
+    return path, root
+
+
+@pytest.mark.slow
+def test_bless_from_matrix_writes_a_flapping_golden_compactly_within_the_read_limit(tmp_path, run_cli):
+    import dataclasses
+    import json
+
+    from fp8_check.verdict import golden
+
+    matrix, root = _flapping_matrix(tmp_path, 120)
+    code, out, err = run_cli("bless", "--from-matrix", matrix, "--goldens", root, cwd=tmp_path)
+    assert code == 0, err
+    path = golden.path_for(root, "decoder", "h100", "cublas", "deviceless")
+    g = golden.load(path)  # what `run` reads: within the limit
+    assert len(g.expect) == 120 and path.stat().st_size <= golden.MAX_BYTES
+    copies = [dataclasses.replace(e, signature=json.loads(json.dumps(e.signature))) for e in g.expect]
+    plain = dataclasses.replace(g, expect=copies).to_yaml()  # one copy per expectation: what was written before
+    assert len(plain.encode()) > golden.MAX_BYTES and "*id" not in plain
+    assert [e.jax for e in g.expect[-2:]] == [">=1.1.0,<1.2.0", ">=1.0.0,<1.1.0"]
+    assert g.expect[0].signature == g.expect[2].signature != g.expect[1].signature
+
+
+@pytest.mark.slow
+def test_bless_from_matrix_refuses_a_golden_over_what_the_reader_takes_in_one_line(tmp_path, run_cli):
+    from fp8_check.verdict import golden
+
+    matrix, root = _flapping_matrix(tmp_path, 160)
+    path = golden.path_for(root, "decoder", "h100", "cublas", "deviceless")
+    before = path.read_text()
+    code, out, err = run_cli("bless", "--from-matrix", matrix, "--goldens", root, cwd=tmp_path)
+    assert code == 2 and err.count("\n") == 1, (code, err)
+    assert f"{path}: not written: its 160 expectations make 3.1 MiB, over the 2 MiB limit a golden is read with" in err
+    assert "more than 200000 values once its aliases are expanded" in err
+    assert path.read_text() == before
+
+
+def test_a_golden_is_read_and_written_under_one_limit(tmp_path):
+    from fp8_check.core import safe_yaml
+    from fp8_check.verdict import golden
+
+    assert golden.MAX_BYTES == safe_yaml.MAX_BYTES
+    path = golden.path_for(tmp_path, "big", "h100", "cublas", "deviceless")
+    path.parent.mkdir(parents=True)
+    path.write_text("case: big\n" + "#" * golden.MAX_BYTES + "\n")
+    with pytest.raises(golden.GoldenError, match="larger than the 2 MiB limit"):
+        golden.load(path)
