@@ -42,8 +42,8 @@ def missing_requirements(path: Path, info: dict) -> list[str]:
             meta.setdefault(_canonical(d.name[:-len(d.suffix)].split("-")[0]), d)
     missing = []
     for key, name in wanted.items():
-        d = meta.get(key)
-        if d is None or any(not (site / top).exists() for top in _top_level(d)):
+        record = meta.get(key)
+        if record is None or any(not (site / top).exists() for top in _top_level(record)):
             missing.append(name)
     return missing
 
