@@ -58,7 +58,7 @@ from fp8_check.targets import (
 )
 from fp8_check.verdict import NEW, UNRESOLVED, FieldDiff, Outcome, Verdict, comparator, golden, rules_layer as layer_rules
 from fp8_check.versions import OtherEnvironments
-from fp8_check.worker import BACKEND_QUESTIONS
+from fp8_check.worker import BACKEND_QUESTIONS, not_representative
 
 cpu_only_without_gpu()  # a CPU-only script that uses JAX after importing this: no cuInit traceback
 
@@ -195,7 +195,8 @@ class Checker:
         try:
             return (self.compiler if target is None else self.compiler_for(target)).environment()
         except WorkerError as exc:
-            raise EnvironmentProblem(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
+            hint = platforms.of_targets([] if target is None else [target]).start_hint()
+            raise EnvironmentProblem(f"cannot start the compile worker ({hint}): {exc}") from None
 
     def signature(self, fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile | None = None,
                   name: str | None = None, **kwargs: Any) -> FusionReport:
@@ -228,9 +229,7 @@ class Checker:
         target_answered = own is not None and own() is not None
         local = [] if own is None else [q for q in asked if not target_answered or q in BACKEND_QUESTIONS]
         local = list(dict.fromkeys([*self.asked_outside, *local]))
-        self.not_representative = "" if not local else (
-            f"the checked code asked JAX for the device ({', '.join(f'jax.{q}()' for q in local)}) and saw this "
-            f"machine's CPU, not {t.name}'s GPUs: the signature may not be what the GPU runs")
+        self.not_representative = not_representative(local, t.name)
         with self._lock:
             env = self.environment(t)
             if (problem := self._gate.problem(self.compiler_for(t), t)) is not None:

@@ -77,6 +77,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                 res.jax, res.signature, res.compile_seconds = report.jax, report.signature, report.seconds
                 res.hlo, res.stablehlo, res.estimate = report.hlo, report.stablehlo, report.estimate()
                 res.autotune = report.autotune  # deviceless `default`: which decisions a results file made
+                res.not_representative = report.not_representative  # as `run` records it (also in --json)
                 res.diffs = api.fusion_diffs(report.signature, **expect)
                 for warning in report.warnings:
                     print(f"fp8-check check: warning: {label} on {t}/{profile_label(t, p)}: {warning}", file=sys.stderr)
@@ -154,8 +155,8 @@ def _print_result(res: Outcome, report: "FusionReport | None", label: str, verbo
         print(f"      {d}")
     if res.reason:
         print(f"      {res.reason}")
-    if report is not None and report.not_representative:
-        print(f"      NOT REPRESENTATIVE: {report.not_representative}")
+    if res.not_representative:
+        print(f"      NOT REPRESENTATIVE: {res.not_representative}")
     if report is not None:
         platform = platform_of(report.target)
         if attributed(report.signature):

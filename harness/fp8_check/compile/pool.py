@@ -211,7 +211,7 @@ class CompilerPool:
         return comp
 
     def _store(self, r: CompileRequest, key: _Key, comp: Compilation) -> None:
-        if key.key and self.cache is not None and (comp.ok or comp.unsupported):
+        if key.key and self.cache is not None and (comp.ok or comp.unsupported) and not comp.asked_locally:
             self.cache.put(key.key, Entry(comp.hlo, comp.stablehlo, comp.seconds, comp.error, comp.unsupported,
                                           comp.autotune.to_json(full=True) if comp.autotune is not None else None),
                            note={"case": r.rendered.case_id, "target": r.target.name, "profile": r.profile.name,

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Protocol
 
@@ -118,6 +118,8 @@ class Compilation:
     cached: bool = False  # answered from the compile cache (seconds: the original compile's)
     shared_from: str | None = None  # answered from the identical compilation of this case (harness/fp8_check/compile/_sharing.py)
     autotune: ar.Coverage | None = None  # a replay's (deviceless `default`): what its autotune results file decided
+    # What the case's module asked JAX at import that this machine answered, not the target (a backend): never cached
+    asked_locally: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -457,6 +459,7 @@ def _answer(out: Compilation, reply: dict) -> Compilation:
     if reply.get("ok"):
         out.hlo, out.stablehlo, out.seconds = reply["hlo"], reply["stablehlo"], reply["seconds"]
         out.outputs, out.execute_error = reply.get("outputs"), reply.get("execute_error")
+        out.asked_locally = list(reply.get("asked_locally") or [])
     elif reply.get("unsupported"):
         out.error = out.unsupported = reply["unsupported"]
     else:

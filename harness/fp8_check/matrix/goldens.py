@@ -216,7 +216,7 @@ def apply(plan: RowPlan, root: Path) -> str:
     kept = [k for e in (old.expect if old else []) if (k := _kept(e, tested)) is not None]
     new = golden.Golden(case, target, profile, mode, plan.expectations() + kept,
                         list(old.layers) if old else [], plan.contract_options)
-    new_text = new.to_yaml()
+    new_text = new.to_text(path)  # within what a golden is read with, or GoldenError before anything is written
     if golden._same_expectations(old_text, new_text):
         return ""
     atomic_write(path, new_text)

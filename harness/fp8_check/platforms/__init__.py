@@ -99,6 +99,12 @@ def deviceless_environment() -> dict[str, str]:
     return out
 
 
+def of_targets(targets) -> Platform:
+    """The platform a compile for `targets` is about: the first other than the default, else the default (an
+    h100 + v6e run's workers are the TPU's environment's)."""
+    return next((p for p in map(of_target, targets) if p is not DEFAULT), DEFAULT)
+
+
 def prepare_deviceless() -> None:
     """In a compile worker, deviceless, before any JAX backend starts: let every installed plugin start
     without its GPU."""
@@ -138,7 +144,7 @@ def literals() -> tuple[str, ...]:
 
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['AMD', 'DEFAULT', 'Engine', 'GemmTypeTable', 'NVIDIA', 'PLATFORMS', 'Platform', 'Profile', 'TPU', 'UnknownSpec', 'amd', 'by_name', 'deviceless_environment', 'engine_of', 'literals', 'matmul_ops', 'nvidia', 'of_spec', 'of_target', 'plugin_versions', 'prepare_deviceless', 'profiles', 'register', 'target_specs']
+__all__ = ['AMD', 'DEFAULT', 'Engine', 'GemmTypeTable', 'NVIDIA', 'PLATFORMS', 'Platform', 'Profile', 'TPU', 'UnknownSpec', 'amd', 'by_name', 'deviceless_environment', 'engine_of', 'literals', 'matmul_ops', 'nvidia', 'of_spec', 'of_target', 'of_targets', 'plugin_versions', 'prepare_deviceless', 'profiles', 'register', 'target_specs']
 
 _MODULES = {  # module -> the names of the face it defines
     'base': ('GemmTypeTable',),

@@ -5,7 +5,9 @@ Standard library only (the compile worker imports it inside per-version JAX envi
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -86,6 +88,9 @@ class Platform:
     engines: tuple[Engine, ...] = ()
     block_scaled_targets: dict[str, str] = field(default_factory=dict)  # custom-call target -> signature form
     install_hint: str = ""  # the distribution a user installs to compile for it (`jax[cuda12]`)
+    # Environment variables its compiler reads its flags from, set by the user (TPU: `LIBTPU_INIT_ARGS`): when
+    # one is set and a worker does not start, it is the probable cause (`start_hint`).
+    flags_variables: tuple[str, ...] = ()
     extra_literals: tuple[str, ...] = ()  # other strings that name this platform (for the seam test)
     # The JAX release `run`/`check`/the API compile with when the main environment lacks this platform's
     # plugin (None: the main environment always has it).
@@ -117,6 +122,17 @@ class Platform:
     def install(self, jax_version: str) -> str:
         """`pip install` arguments that give JAX `jax_version` with this platform's plugin."""
         return f"{self.install_hint}=={jax_version}"
+
+    def flags_hint(self, environ: Mapping[str, str] | None = None) -> str:
+        """'' or, when one of `flags_variables` is set, a line naming it as the probable cause (not its value)."""
+        environ = os.environ if environ is None else environ
+        named = [v for v in self.flags_variables if environ.get(v, "").strip()]
+        return f"{named[0]} is set: its flags are the probable cause; fix or unset it" if named else ""
+
+    def start_hint(self, environ: Mapping[str, str] | None = None) -> str:
+        """What to look at when a compile worker for this platform does not start: a flags variable the user
+        set (`flags_hint`), else this platform's install."""
+        return self.flags_hint(environ) or f"is {self.install_hint} installed?"
 
     # ---- target specs
     def claims_spec(self, config_text: str) -> bool:

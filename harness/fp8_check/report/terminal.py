@@ -128,6 +128,8 @@ def print_outcome(out: Outcome, stream: TextIO | None = None, verbose: bool = Fa
         print(f"      {'warning: ' if fp8.warns else ''}{fp8.line()}", file=stream)
     if unsharded_note(out):
         print(f"      {unsharded_note(out)}", file=stream)
+    if out.not_representative:
+        print(f"      NOT REPRESENTATIVE: {out.not_representative}", file=stream)
     for lost in lost_text(out):
         print(f"      lost FP8: {lost}", file=stream)
     for text in cost_lines(out):
@@ -189,7 +191,8 @@ def _profile(out: Outcome) -> str:
 def plain(out: Outcome) -> bool:
     """A plain expected PASS: it matches its golden and warns of nothing new (no missing FP8 that is news). The
     main run's terminal leaves these to one summary line per group (`print_groups`); `-v` prints each."""
-    return out.code is PASS and not answer(out).warns and out.numerics is None and not out.reason.startswith("warning")
+    return (out.code is PASS and not answer(out).warns and out.numerics is None and not out.reason.startswith("warning")
+            and not out.not_representative)
 
 
 def groups_lines(outcomes: list[Outcome]) -> list[str]:

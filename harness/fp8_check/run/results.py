@@ -59,6 +59,8 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
     }
     if o.filecheck:
         d["filecheck"] = o.filecheck
+    if o.not_representative:
+        d["not_representative"] = o.not_representative
     if o.numerics is not None:
         d["numerics"] = o.numerics.to_dict()
     if o.verdict is not None:
@@ -75,7 +77,7 @@ def outcome_to_json(o: Outcome, with_text: bool = True) -> dict:
 
 
 # The type of each field a reader relies on (None allowed wherever the field may be absent).
-_TEXT_FIELDS = ("reason", "description", "source", "yaml", "file", "hlo", "stablehlo", "filecheck", "mode", "jax")
+_TEXT_FIELDS = ("reason", "not_representative", "description", "source", "yaml", "file", "hlo", "stablehlo", "filecheck", "mode", "jax")
 _MAP_FIELDS = ("expected", "known_issue", "signature", "numerics", "verdict", "autotune", "repro_needs")
 _ENV_TYPES = {"jax": str, "jaxlib": str, "mode": str, "targets": list, "profiles": list, "compiler_options": dict,
               "target_versions": dict, "device": dict}
@@ -116,6 +118,7 @@ def outcome_from_json(d: dict) -> Outcome:
     return Outcome(
         case=str(d["case"]), target=str(d["target"]), profile=str(d["profile"]), mode=str(d.get("mode", "")),
         jax=str(d.get("jax", "")), code=code(d["outcome"]), reason=d.get("reason") or "",
+        not_representative=d.get("not_representative") or "",
         signature=Signature.from_dict(sig) if isinstance(sig, dict) and "kernels" in sig else None,
         expected=d.get("expected"),
         diffs=[FieldDiff.from_json(x) for x in d.get("diffs") or []],

@@ -58,6 +58,7 @@ from fp8_check.verdict import (  # noqa: F401  (re-exported for the commands)
     rules_layer as layer_rules,
 )
 from fp8_check.verdict.classify import classify
+from fp8_check.worker import not_representative
 
 MIN_DEVICELESS_JAX = Version("0.6.1")
 
@@ -140,6 +141,7 @@ def judge(case: Case, comp: Compilation, jax_version: str, goldens_root: Path) -
         case=case.id, target=comp.target, profile=comp.profile, mode=comp.mode, jax=jax_version, code=UNRESOLVED,
         compile_seconds=comp.seconds, hlo=comp.hlo, stablehlo=comp.stablehlo, cached=comp.cached,
         description=case.description, yaml=case.yaml_text, file=case.file, autotune=comp.autotune,
+        not_representative=not_representative(comp.asked_locally, comp.target),
     )
     issue = case.known_issue(jax_version, comp.target, comp.profile)
     if issue:

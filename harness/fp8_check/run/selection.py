@@ -135,7 +135,8 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
                                              log or (lambda _: None))
     except WorkerError as exc:
         compiler.close()
-        raise BrokenEnvironment(f"cannot start the compile worker (is {platforms.DEFAULT.install_hint} installed?): {exc}") from None
+        hint = platforms.of_targets([*check_targets, *for_targets]).start_hint()
+        raise BrokenEnvironment(f"cannot start the compile worker ({hint}): {exc}") from None
     except BaseException:  # a bad target spec (UsageError), an environment not built, or interrupted while starting
         compiler.kill()
         raise

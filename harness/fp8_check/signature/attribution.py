@@ -396,5 +396,31 @@ def layer_matches(pattern: str, layer: str | None) -> bool:
 def _unquote(text: str) -> str:
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", text[1:-1])
+        return c_unescape(text[1:-1])
     return text
+
+
+_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.))", re.S)
+_ESCAPED = {"n": b"\n", "t": b"\t", "r": b"\r", "a": b"\a", "b": b"\b", "f": b"\f", "v": b"\v"}
+
+
+def c_unescape(text: str) -> str:
+    """A quoted HLO string's text as it was written: HLO prints strings with C escapes (absl's CEscape), a name's
+    non-ASCII characters as the octal escapes of their UTF-8 bytes (`\\320\\277` is `п`), `\\"`, `\\\\`, `\\n`.
+    Bytes that are not UTF-8 become U+FFFD. The text is escaped again where it is shown (Markdown, HTML, lines)."""
+    if "\\" not in text:
+        return text
+    out = bytearray()
+    pos = 0
+    for m in _ESCAPE.finditer(text):
+        out += text[pos:m.start()].encode()
+        octal, hexa, char = m.groups()
+        if octal:
+            out.append(int(octal, 8) & 0xFF)
+        elif hexa:
+            out.append(int(hexa, 16))
+        else:
+            out += _ESCAPED.get(char, char.encode())
+        pos = m.end()
+    out += text[pos:].encode()
+    return out.decode("utf-8", errors="replace")

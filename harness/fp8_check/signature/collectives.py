@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 from fp8_check.core import dtypes
 from fp8_check.signature import hlo
-from fp8_check.signature.attribution import group_of
+from fp8_check.signature.attribution import group_of, parse_metadata
 
 OPS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _START = {op + "-start": op for op in ("all-gather", "all-reduce", "collective-permute", "all-to-all", "reduce-scatter")}
@@ -178,9 +178,7 @@ def _is_sync(instr: hlo.Instruction | None) -> bool:
 
 
 def _op_name(instr: hlo.Instruction) -> str:
-    meta = instr.attr("metadata") or ""
-    m = re.search(r'op_name="((?:[^"\\]|\\.)*)"', meta)
-    return m.group(1) if m else ""
+    return parse_metadata(instr.attr("metadata")).get("op_name", "")  # unescaped: `проекция`, not `\320\277...`
 
 
 def _has_gemm(module: hlo.Module, comp: hlo.Computation, depth: int = 0) -> bool:

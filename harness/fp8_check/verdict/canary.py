@@ -131,7 +131,9 @@ def check_canary(compiler: CompileService, target: Target, cudnn: bool = True) -
     canary = canary_for(target)
     comp = compiler.compile(render.render(canary), target, PROFILES[target.platform.canary_profile])
     if not comp.ok:
-        raise CanaryError(f"canary '{canary.id}' did not compile for {target.name}: {comp.error.splitlines()[0] if comp.error else ''}")
+        hint = target.platform.flags_hint()  # a flags variable the user set: the probable cause, said first
+        raise CanaryError(f"canary '{canary.id}' did not compile for {target.name}{f' ({hint})' if hint else ''}: "
+                          f"{comp.error.splitlines()[0] if comp.error else ''}")
     sig = signature.extract(comp.hlo or "")
     if target.fp8_capable and sig.fp8_gemms == 0:
         hint = "" if target.has_runtime_version else " (its target config has no runtime_version)"

@@ -23,6 +23,7 @@ is then a visible change (`autotune.from_results`, `autotune.choices`), never a 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,9 @@ from fp8_check.verdict import contract as contract_mod
 
 class GoldenError(BadInput, ValueError):
     pass
+
+
+MAX_BYTES = safe_yaml.MAX_BYTES  # the one limit: `load` reads a golden under it, `Golden.to_text` writes under it
 
 
 @dataclass
@@ -88,7 +92,14 @@ class Golden:
             return None
         return exp, release
 
-    def to_yaml(self) -> str:
+    def to_yaml(self, shared: bool = False) -> str:
+        """The golden's YAML; with `shared`, a signature (or contract) equal to an earlier expectation's is written
+        once and referred to (a YAML alias): a range that flaps between two signatures does not repeat them."""
+        seen: dict[str, dict] = {}
+
+        def once(value: dict) -> dict:
+            return seen.setdefault(json.dumps(value, sort_keys=True, default=str), value) if shared else value
+
         doc = {
             "case": self.case,
             "target": self.target,
@@ -97,7 +108,7 @@ class Golden:
             **({"contract_options": self.contract_options} if self.contract_options else {}),
             "expect": [
                 {**({"jax": e.jax} if e.jax else {}), "blessed_with": e.blessed_with,
-                 **({"contract": e.contract} if e.contract is not None else {"signature": e.signature}),
+                 **({"contract": once(e.contract)} if e.contract is not None else {"signature": once(e.signature)}),
                  **({"autotune": e.autotune} if e.autotune is not None else {})}
                 for e in self.expect
             ],
@@ -105,6 +116,30 @@ class Golden:
         if self.layers:
             doc["layers"] = self.layers
         return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100)
+
+    def to_text(self, path: Path) -> str:
+        """The text to write at `path`: what `load` reads back (MAX_BYTES, the alias limits), never one it refuses.
+        Over MAX_BYTES, identical signatures are written once (`to_yaml(shared=True)`); still over, or more than the
+        reader expands, GoldenError: one line naming the golden and the size, nothing written."""
+        text = self.to_yaml()
+        if len(text.encode()) <= MAX_BYTES:
+            return text
+        plain = len(text.encode())
+        text = self.to_yaml(shared=True)
+        try:
+            if len(text.encode()) > MAX_BYTES:
+                raise safe_yaml.LimitError(None, None, f"still {_mib(len(text.encode()))}")
+            safe_yaml.load(text, safe_yaml.UniqueKeyLoader)
+        except safe_yaml.LimitError as exc:
+            why = (exc.problem or "").replace(" (an alias bomb?)", "")
+            raise GoldenError(f"{path}: not written: its {len(self.expect)} expectations make {_mib(plain)}, over the "
+                              f"{MAX_BYTES // 2**20} MiB limit a golden is read with (each signature written once: "
+                              f"{why}); bless it from fewer versions") from None
+        return text
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 _BLESSED = re.compile(r"jax ([0-9][0-9A-Za-z.+-]*?)(?:\.\.([0-9][0-9A-Za-z.+-]*))?(?=[\s,;()]|$)")
@@ -152,7 +187,7 @@ def load(path: Path) -> Golden | None:
     try:
         # a golden lives under its root (<root>/<target>/<profile>/<mode>/<case>.yaml): a link out of it is refused
         home = path.absolute().parents[3]
-        doc = safe_yaml.load(safe_yaml.read_text(path, home=home, home_name="the goldens folder"),
+        doc = safe_yaml.load(safe_yaml.read_text(path, MAX_BYTES, home=home, home_name="the goldens folder"),
                              safe_yaml.UniqueKeyLoader)
     except safe_yaml.ReadError as exc:
         raise GoldenError(f"{path}: {exc}") from None
@@ -258,7 +293,7 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
         current.blessed_with = f"jax {jax_version}"
     if layers and not golden.layers:
         golden.layers = list(layers)
-    new_text = golden.to_yaml()
+    new_text = golden.to_text(path)
     if _same_expectations(old_text, new_text):
         return ""
     atomic_write(path, new_text)

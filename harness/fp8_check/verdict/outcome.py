@@ -144,6 +144,9 @@ class Outcome:
     repro_needs: dict | None = None  # what the repro needs besides JAX: requirements, project files (compile/render.py)
     # deviceless `default`: which autotuned decisions its results file made and which XLA's deviceless defaults did
     autotune: autotune_results.Coverage | None = None
+    # the checked code asked JAX for the device and this machine answered, not the target (a backend cached at
+    # import): why the signature may not be the target's (worker.not_representative; `check` and `run` alike)
+    not_representative: str = ""
 
     @property
     def is_failure(self) -> bool:

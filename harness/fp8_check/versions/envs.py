@@ -46,6 +46,7 @@ from fp8_check.cases import outside
 from fp8_check.core import BrokenEnvironmentError, timeouts
 from fp8_check.platforms import NVIDIA, Platform, nvidia
 from fp8_check.versions import wheels
+from fp8_check.versions._verify import damaged, missing_requirements
 from fp8_check.versions.releases import cache_dir, jax_index, parse_version
 from fp8_check.versions.requirements import _satisfied, check_requirement
 from fp8_check.versions.uvbin import UV_MISSING, find_uv
@@ -225,6 +226,8 @@ class Manager:
             return None  # finished by an older fp8-check (other stand-in libraries): rebuilt by ensure()
         if not info:
             return None
+        if missing_requirements(path, info):
+            return None  # a requirement uninstalled since (or its files removed): rebuilt by ensure()
         if damage := damaged(path, info):
             raise InstallError(version, f"the cached environment {path} is damaged ({'; '.join(damage[:3])}): "
                                         "delete that folder and run again to rebuild it")
@@ -397,25 +400,6 @@ def _installed(python: Path, requirements: list[str]) -> dict:
         return json.loads(out.stdout)
     except ValueError:
         return {}
-
-
-def damaged(path: Path, info: dict) -> list[str]:
-    """What is missing from a cached environment its marker `info` describes: its site-packages, or the jax and
-    jaxlib it was built with (their metadata and their package). [] when it looks whole (the interpreter is
-    checked by `_read_marker`)."""
-    found = sorted(path.glob("lib/python*/site-packages"))
-    if not found:
-        return ["no site-packages"]
-    site, out = found[0], []
-    for dist in ("jax", "jaxlib"):
-        version = info.get(dist)
-        if isinstance(version, str) and version and not any(site.glob(f"{dist}-{version}.dist-info")):
-            out.append(f"{dist} {version}'s metadata ({dist}-{version}.dist-info) missing")
-        if version and not (site / dist / "__init__.py").is_file():
-            out.append(f"the {dist} package ({dist}/__init__.py) missing")
-    if info.get("jaxlib") and (site / "jaxlib").is_dir() and not any((site / "jaxlib").glob("*.so")):
-        out.append("jaxlib's compiled extension (jaxlib/*.so) missing")
-    return out
 
 
 def _site_packages(env: Path) -> Path:

@@ -6,11 +6,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['BACKEND_QUESTIONS', 'TOPOLOGY_LINE', 'aot', 'device_count', 'dnn_field_read', 'dnn_fields_written', 'missing_module', 'strip_version_fields', 'target_config_for', 'target_view', 'topology_of']
+__all__ = ['BACKEND_QUESTIONS', 'not_representative', 'TOPOLOGY_LINE', 'aot', 'device_count', 'dnn_field_read', 'dnn_fields_written', 'missing_module', 'strip_version_fields', 'target_config_for', 'target_view', 'topology_of']
 
 _MODULES = {  # module -> the names of the face it defines
     'aot': ('TOPOLOGY_LINE', 'device_count', 'dnn_field_read', 'dnn_fields_written', 'strip_version_fields', 'target_config_for', 'topology_of'),
-    'device_view': ('BACKEND_QUESTIONS', 'target_view'),
+    'device_view': ('BACKEND_QUESTIONS', 'not_representative', 'target_view'),
     'serve': ('missing_module',),
 }
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         target_config_for,
         topology_of,
     )
-    from fp8_check.worker.device_view import BACKEND_QUESTIONS, target_view
+    from fp8_check.worker.device_view import BACKEND_QUESTIONS, not_representative, target_view
     from fp8_check.worker.serve import missing_module
 
 

@@ -17,6 +17,15 @@ DEVICE_QUESTIONS = ("devices", "local_devices", "device_count", "local_device_co
 BACKEND_QUESTIONS = ("extend.backend.get_backend",)
 
 
+def not_representative(questions, target):
+    """The one warning, for `check` and `run` alike, when the checked code asked questions this machine answered, not
+    `target` (`target_view.local`, at import or while traced): '' when none."""
+    if not questions:
+        return ""
+    return (f"the checked code asked JAX for the device ({', '.join(f'jax.{q}()' for q in questions)}) and saw this "
+            f"machine's CPU, not {target}'s devices: the signature may not be what {target} runs")
+
+
 def _aliases(platform):
     """The other names JAX accepts for `platform` as a backend (a GPU's vendor platforms for 'gpu', and 'gpu' for
     each of them), as JAX itself lists them."""

@@ -332,7 +332,7 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 path = os.path.join(dump_dir, "..", aot.case_file_name(request["case_id"]))
                 code = compile(request["source"], os.path.abspath(path), "exec")
                 try:
-                    with aot.target_view(devices[key]):  # what the module asks of JAX at import: the target's devices
+                    with aot.target_view(devices[key]) as view:  # what the module asks of JAX at import: the target's
                         exec(code, module.__dict__)
                 except ImportError as exc:
                     # A dependency the case declares optional is UNSUPPORTED, and so is a JAX API this JAX lacks
@@ -359,6 +359,8 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                     module.FN, getattr(module, "ARGS_FACTORY", None) or module.ARGS, devices[key], options, dump_dir,
                     mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
                 reply = {"ok": True, "hlo": result["hlo"], "stablehlo": result["stablehlo"], "seconds": result["seconds"]}
+                if view.local:  # a backend cached at import: this machine answered, not the target (never cached)
+                    reply["asked_locally"] = view.local
                 if request.get("inputs") is not None:
                     # Numerics: run the executable just compiled on the parent's inputs.
                     # An execution error is the case's numerics result, not a compile failure.

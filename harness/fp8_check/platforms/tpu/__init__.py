@@ -185,6 +185,7 @@ TPU = _Tpu(
     fused_matmul_label="TPU matmul",
     alone=True,
     install_hint="jax[tpu]",
+    flags_variables=("LIBTPU_INIT_ARGS",),
     default_release=tuple(LIBTPU_PINS)[-1],
     extra_literals=("jax[tpu", "libtpu", "TPU_WORKER", DEVICE_NODE_GLOB),
 )
