@@ -2,7 +2,7 @@
 
 A page asks for a generated block with a marker line `<!-- generated: NAME -->`:
 
-- `verdict-rules`: the rules table, from the table that dispatches, fp8_check.verdict.classify's `FIELD_RULES`
+- `verdict-rules`: the rules table, from the table that dispatches, fp8_check.verdict.rules' `FIELD_RULES`
   (a record's entry carries its own rules: `GEMM_RULES`, `BLOCK_RULES`, `COLLECTIVE_RULES`): each rule's
   `@explained` statement, each `Neutral` field's reason;
 - `outcomes`: the outcome codes of fp8_check.verdict.outcome (`CODES`);
@@ -39,8 +39,8 @@ def _cell(text: Any) -> str:
 
 
 def verdict_rules_markdown() -> str:
-    from fp8_check.verdict import _rules_gemm as verdict_rules, classify as verdict
-    from fp8_check.verdict._rules_gemm import Neutral, explanation
+    from fp8_check.verdict import rules as verdict_rules
+    from fp8_check.verdict.rules.findings import Neutral, _narrow_lost, explanation
 
     rows: list[tuple[str, str, str]] = []
     neutral: list[tuple[str, str]] = []
@@ -54,15 +54,15 @@ def verdict_rules_markdown() -> str:
             raise ValueError(f"docs/hooks.py: the verdict rule for `{path}` states nothing (@explained)")
         rows.append((path, stated.regression, stated.improvement))
 
-    for key, rule in verdict.FIELD_RULES.items():  # the table that dispatches, as it dispatches
-        if isinstance(rule, verdict.Record):
+    for key, rule in verdict_rules.FIELD_RULES.items():  # the table that dispatches, as it dispatches
+        if isinstance(rule, verdict_rules.Record):
             path = rule.label or key
             add(path, rule.whole)
             for sub, field_rule in rule.rules.items():
                 add(f"{path}.{sub.rstrip('_')}", field_rule)
         else:
             add(key, rule)
-    add("any field holding dtypes", verdict_rules._narrow_lost)
+    add("any field holding dtypes", _narrow_lost)
 
     out = ["| field | regression | improvement |", "|---|---|---|"]
     out += [f"| `{_cell(p)}` | {_cell(r)} | {_cell(i)} |" if "," not in p and " " not in p else f"| {_cell(p)} | {_cell(r)} | {_cell(i)} |"

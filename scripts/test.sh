@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite, from a fresh machine: installs what the suite needs, runs ruff and mypy over harness/
+# The test suite, from a fresh machine: installs what the suite needs, runs ruff over harness/ and tests/, mypy over harness/
 # (configured in pyproject.toml; either failing fails the run), then runs pytest.
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh -k golden  # extra arguments go to pytest
@@ -16,6 +16,6 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
 fi
 
 # Static checks first: they take seconds and say exactly what is wrong.
-bash scripts/env.sh ruff check harness
+bash scripts/env.sh ruff check harness tests
 bash scripts/env.sh mypy
 exec bash scripts/env.sh pytest "$@"

@@ -17,7 +17,8 @@ from fp8_check.core.files import atomic_write
 from fp8_check.signature import attribution, coverage
 from fp8_check.signature.attribution import Attribution, MatmulSizes
 from fp8_check.signature.extract import Gemm, Signature, extract
-from fp8_check.verdict import classify as verdict, golden, rules_layer as layer_rules
+from fp8_check.verdict import classify as verdict, golden
+from fp8_check.verdict.rules import layers as layer_rules
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo" / "attribution"
 QDQ = {v: FIXTURES / f"flax_dense_qdq_grad.jax-{v}.h100.cublas.txt" for v in ("0.6.2", "0.12.0.1")}

@@ -125,7 +125,6 @@ def _recorded(version, case, profile):
 def _tester_with(criterion, sig_of):
     """The real Tester (its judge), with signatures filled in per version instead of compiled."""
     from fp8_check.signature.extract import Signature
-
     from fp8_check.verdict.outcome import NEW, Outcome
 
     t = bisect.Tester(None, None, None, "deviceless", "goldens", criterion)

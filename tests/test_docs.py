@@ -272,23 +272,23 @@ def test_the_verdict_table_covers_every_rule_of_the_code():
 
     from fp8_check.signature.collectives import Collective
     from fp8_check.signature.extract import BlockScaling, Gemm
-    from fp8_check.verdict import classify as verdict
+    from fp8_check.verdict import rules as verdict_rules
 
     table = _hooks().verdict_rules_markdown()
     for record, cls in (("gemms[i]", Gemm), ("block_scaled", BlockScaling), ("collectives[i]", Collective)):
         for f in dataclasses.fields(cls):
             assert f"`{record}.{f.name.rstrip('_')}`" in table, (record, f.name)
-    for key in verdict.FIELD_RULES:
+    for key in verdict_rules.FIELD_RULES:
         assert key in table
 
 
 def test_a_rule_without_a_statement_fails_the_build(monkeypatch):
-    from fp8_check.verdict import classify as verdict
+    from fp8_check.verdict import rules as verdict_rules
 
     def new_rule(before, after):  # a rule nobody explained (@explained)
         return []
 
-    monkeypatch.setitem(verdict.FIELD_RULES, "cost", new_rule)
+    monkeypatch.setitem(verdict_rules.FIELD_RULES, "cost", new_rule)
     with pytest.raises(ValueError, match="`cost` states nothing"):
         _hooks().verdict_rules_markdown()
 

@@ -26,7 +26,7 @@ from fp8_check.signature.extract import Gemm, Signature
 from fp8_check.targets import load_target
 from fp8_check.verdict import contract
 from fp8_check.verdict.fp8_answer import FIX, Fp8Answer, program_fp8_types, reason
-from fp8_check.verdict.rules_layer import check as check_rules, from_dicts
+from fp8_check.verdict.rules.layers import check as check_rules, from_dicts
 from tests.conftest import REPO
 from tests.test_report import Watched, browser  # noqa: F401  (the browser fixture: the real headless Chromium)
 

@@ -29,7 +29,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # `import fp8_check.api` stays light (the compile service, the runner, the case kinds and their jinja2 templates
     # load on first use): a user's script or test imports it, and `fp8-check check` runs the user's code in a child
     # (`python -m fp8_check.cli.check`) whose start-up, until the user's module is imported, counts against --timeout.
-    ("fp8_check.cli.check", "fp8_check.run"): "start-up of the checking child: selection serves only the parent's parser",
     ("fp8_check.cli.check", "fp8_check.compile.check_process"): "start-up of the checking child: the parent's side (it imports the compile service)",
     ("fp8_check.api", "fp8_check.compile"): "start-up of every api import: the compile service loads with the first Checker",
     ("fp8_check.versions.other_environments", "fp8_check.compile"): "start-up of every api import: as api -> compile",
@@ -38,7 +37,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fp8_check.cli.check", "fp8_check.report.formats"):
         "start-up of the checking child: the output registry (the results file, the HTML page and jinja2) loads in the "
         "parent's parser and, in the child, only to write --json after the check",
-    ("fp8_check.cli.check", "fp8_check.run"): "start-up of the checking child: as check -> report.formats",
+    ("fp8_check.cli.check", "fp8_check.run"):
+        "start-up of the checking child: the run stage serves the parent's parser (`--timeout`) and, in the child, "
+        "only the results file written for --json after the check (as check -> report.formats)",
     ("fp8_check.cli.check", "fp8_check.api"):
         "side effect: importing api runs the CPU-only hook (a GPU probe, JAX_PLATFORMS=cpu without one); every CLI "
         "start imports check, and only `fp8-check check` (before the checked module imports JAX) wants the hook",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import types
-from pathlib import Path
 
 import jax
 import ml_dtypes

@@ -94,7 +94,9 @@ def test_outcomes_identical_with_and_without_cache_and_rerun_is_all_hits(workspa
     [shared] = [r for r in cold if r["case"] == "seed_plain_f32" and r["profile"] == "cublas"]
     assert "fp8_case_seed_plain_f32.py" in shared["hlo"] and "canary" not in shared["hlo"]
     # printed in plan order, whatever order the workers finished in (-v: every result line, plain PASS too)
-    lines = lambda out: [ln.split()[1:3] for ln in out.splitlines() if re.match(r"^(PASS|FAIL|NEW)\s", ln)]
+    def lines(out: str) -> list[list[str]]:
+        return [ln.split()[1:3] for ln in out.splitlines() if re.match(r"^(PASS|FAIL|NEW)\s", ln)]
+
     assert lines(out0) == lines(out1) == lines(out2) and len(lines(out0)) == 16
     assert "(cached)" in out2 and "(cached)" not in out1
 
@@ -167,7 +169,9 @@ def test_corrupt_entries_are_recompiled_with_the_same_outcome(workspace, run_cli
     entries[1].write_bytes(entries[1].read_bytes()[:50])
     code, out, _ = run_cli("run", *DL, *sel, workspace / "b.json", cwd=workspace)
     assert code == 0 and "compile cache: 3 hit(s), 2 compiled, 2 corrupt entries replaced" in out
-    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("cached", "compile_seconds")} for r in rs]
+    def strip(rs: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in ("cached", "compile_seconds")} for r in rs]
+
     assert strip(results(workspace / "a.json")) == strip(results(workspace / "b.json"))
     cache = CompileCache(tmp_path / "cc")
     assert all(cache.get(p.name[: -len(".json.gz")]) is not None for p in entries)

@@ -28,7 +28,7 @@ from .test_report import Watched, browser  # noqa: F401  (the fixture)
 @pytest.mark.slow
 @pytest.mark.network
 @pytest.mark.browser
-def test_a_healthy_matrix_is_quiet_and_its_report_has_a_visible_legend(workspace, run_cli, cache_env, browser, tmp_path):
+def test_a_healthy_matrix_is_quiet_and_its_report_has_a_visible_legend(workspace, run_cli, cache_env, browser, tmp_path):  # noqa: F811  (the imported fixtures)
     out, html = workspace / "reports" / "m.json", workspace / "reports" / "m.html"
     # seed_scaled_clamp_f32/triton changes between 0.8.0 and the newest (the requantization fuses at 0.10.1);
     # the committed goldens are version-ranged, so both versions PASS: the change is blessed history
@@ -74,7 +74,7 @@ def test_a_healthy_matrix_is_quiet_and_its_report_has_a_visible_legend(workspace
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_a_regression_gets_the_first_bad_version_body(workspace, run_cli, cache_env, capsys):
+def test_a_regression_gets_the_first_bad_version_body(workspace, run_cli, cache_env, capsys):  # noqa: F811  (the imported fixture)
     # xla_17887_bf16_dequant/cublas: 3 kernels up to 0.6.2, 5 from 0.7.0 on (docs/verdicts.md: the known changes). A golden
     # holding only the 0.6.2 behaviour, for every version: 0.7.0 and the newest FAIL with the same signature.
     shutil.copy(REPO / "cases" / "known_issues.yaml", workspace / "cases" / "known_issues.yaml")

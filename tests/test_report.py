@@ -67,6 +67,11 @@ def record(data: dict, case: str, jax: str, profile: str = "cublas") -> dict:
     return r
 
 
+def _cells(html: str) -> list[tuple[str, str]]:
+    """The grid's cells of a page: (outcome class, jax version), sorted."""
+    return sorted(re.findall(r'<td class="cell o-(\w+)" data-i="\d+" data-outcome="\w+" data-jax="([^"]+)"', html))
+
+
 # ------------------------------------------------------------------ fixtures are what the tests think they are
 
 def test_fixtures_hold_every_outcome_the_report_must_show():
@@ -200,8 +205,7 @@ def test_one_merged_file_gives_the_same_grid_as_separate_files(tmp_path, html):
     merged["results"] = [r for d in docs for r in d["results"]]
     (tmp_path / "merged.json").write_text(json.dumps(merged))
     html2 = report.render_html(loaded([tmp_path / "merged.json"]))
-    cells = lambda h: sorted(re.findall(r'<td class="cell o-(\w+)" data-i="\d+" data-outcome="\w+" data-jax="([^"]+)"', h))
-    assert cells(html2) == cells(html) and len(cells(html)) == len(fixture_results())
+    assert _cells(html2) == _cells(html) and len(_cells(html)) == len(fixture_results())
     # results of the other versions do not borrow the newest version's environment
     data = data_island(html2)
     env = data["envs"][record(data, FAIL_CASE, "0.8.0")["env"]]
@@ -237,8 +241,7 @@ def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
     assert json.loads((tmp_path / "matrix.json").read_text())["versions"][0]["results_file"].startswith("runs/")
     inputs = model.load([tmp_path / "matrix.json"])
     html2 = report.render_html(inputs.results, notes=inputs.notes)
-    cells = lambda h: sorted(re.findall(r'<td class="cell o-(\w+)" data-i="\d+" data-outcome="\w+" data-jax="([^"]+)"', h))
-    assert cells(html2) == cells(html) and inputs.notes == []
+    assert _cells(html2) == _cells(html) and inputs.notes == []
     data = data_island(html2)
     assert text_of(data, record(data, FAIL_CASE, "0.12.0.1")["hlo"])  # the full texts came from the results file
 
@@ -248,8 +251,7 @@ def test_the_matrix_command_s_html_is_this_report(tmp_path, html):
 
     assert write_html([str(f) for f in FILES], tmp_path / "m.html")
     page = (tmp_path / "m.html").read_text()
-    cells = lambda h: sorted(re.findall(r'<td class="cell o-(\w+)" data-i="\d+" data-outcome="\w+" data-jax="([^"]+)"', h))
-    assert cells(page) == cells(html)
+    assert _cells(page) == _cells(html)
 
 
 def test_matrix_version_without_its_results_file_shows_the_light_results(tmp_path):
@@ -504,7 +506,7 @@ def test_copy_button_puts_the_markdown_on_the_clipboard(watched):
 def test_markup_in_a_case_renders_as_text(watched):
     page = watched.page
     assert page.locator("#grid th.case", has_text=EVIL).count() == 1
-    page.click(f"#grid td.cell[data-outcome='UNRESOLVED'][data-jax='0.12.0.1'] a")
+    page.click("#grid td.cell[data-outcome='UNRESOLVED'][data-jax='0.12.0.1'] a")
     page.locator("#detail").wait_for(state="visible")
     assert page.locator("#detail h2 code.case-id").inner_text() == EVIL
     assert page.locator("#detail p.description").inner_text() == '<img src=x onerror="alert(2)"> & </textarea></script><b>bold?</b>'
@@ -519,8 +521,10 @@ def test_markup_in_a_case_renders_as_text(watched):
 @pytest.mark.slow
 def test_filters_by_outcome_target_profile_and_text(watched):
     page = watched.page
-    visible = lambda: [r.get_attribute("data-case") + "/" + r.get_attribute("data-profile")
-                       for r in page.locator("#grid tbody tr").all() if r.is_visible()]
+    def visible() -> list[str]:
+        return [r.get_attribute("data-case") + "/" + r.get_attribute("data-profile")
+                for r in page.locator("#grid tbody tr").all() if r.is_visible()]
+
     total = len(visible())
     page.locator("#filters input[name='profile'][value='triton']").uncheck()
     assert visible() and all(v.endswith("/cublas") for v in visible())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fp8_check.cli import main as cli
+from fp8_check.cli import _options as cli_options, main as cli
 from fp8_check.report import formats
 from fp8_check.run import results
 
@@ -47,7 +47,7 @@ def test_a_new_output_is_one_class_in_the_registry(monkeypatch, tmp_path, capsys
     assert "--case-list" in _options("run") and "--case-list" in _options("matrix")  # no other edit
     parser, _ = cli.build_parser()
     args = parser.parse_args(["run", "--json", str(tmp_path / "r.json"), "--case-list", str(tmp_path / "cases.txt")])
-    chosen = formats.chosen(args, lambda f: tmp_path / "report.html" if f is formats.HtmlReport else None)
+    chosen = formats.chosen(cli_options.output_paths(args), lambda f: tmp_path / "report.html" if f is formats.HtmlReport else None)
     assert [type(f) for f, _ in chosen] == [formats.ResultsJson, formats.HtmlReport, CaseList]
     run = results.load(FIXTURE)
     written = formats.write(chosen, [run])

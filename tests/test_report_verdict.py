@@ -111,7 +111,7 @@ def verdict_page(tmp_path_factory):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_filters_and_click_show_the_change(browser, verdict_page):
+def test_filters_and_click_show_the_change(browser, verdict_page):  # noqa: F811  (the imported fixture)
     from .test_report import Watched
 
     w = Watched(browser, verdict_page.as_uri())

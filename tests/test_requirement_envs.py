@@ -14,6 +14,7 @@ import pytest
 
 from fp8_check.cases import load as case_mod
 from fp8_check.cases.requirement_sets import NAMED, read_set
+from fp8_check.cli import _options, main as cli
 from fp8_check.matrix import needed_sets
 from fp8_check.run import selection
 from fp8_check.verdict import outcome
@@ -75,11 +76,9 @@ def test_every_versions_environment_gets_the_command_lines_requirements_only(tmp
     (tmp_path / "mine.txt").write_text("other\njax>=0.9\n")
     case_mod.load([path])
 
-    class Args:
-        with_ = ["flax"]
-        with_requirements = tmp_path / "mine.txt"
-
-    assert requirements.extras_from_args(Args()) == (["flax", "other"], ">=0.9")
+    parser, _ = cli.build_parser()
+    args = parser.parse_args(["matrix", "--jax", "0.12.0.1", "--with", "flax", "--with-requirements", str(tmp_path / "mine.txt")])
+    assert requirements.extras(_options.requirement_options(args)) == (["flax", "other"], ">=0.9")
 
 
 def test_only_the_sets_of_cases_planned_on_the_selected_targets_are_needed():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from pathlib import Path
 
 import pytest
 import yaml
@@ -233,10 +232,12 @@ def test_a_case_file_at_the_size_limit_nested_all_the_way_is_an_error_not_a_cras
         case_mod.load_file(path)
 
 
-def test_the_bounded_loader_reads_every_committed_file_like_pyyaml(repo_root=Path(__file__).resolve().parent.parent):
+def test_the_bounded_loader_reads_every_committed_file_like_pyyaml():
     from fp8_check.core import safe_yaml
 
-    files = sorted((repo_root / "goldens").rglob("*.yaml")) + sorted((repo_root / "cases").rglob("*.yaml"))
+    from .conftest import REPO
+
+    files = sorted((REPO / "goldens").rglob("*.yaml")) + sorted((REPO / "cases").rglob("*.yaml"))
     assert len(files) > 100
     for f in files:
         text = f.read_text()
@@ -413,8 +414,8 @@ def test_timeout_makes_the_case_unresolved_and_the_run_goes_on(tmp_path, run_cli
     from .conftest import REPO, write_cases
 
     write_cases(tmp_path / "cases" / "sleepy.yaml", SLEEPY)
-    code, out, err = run_cli("run", "--mode", "deviceless", "--timeout", "15", "--json", tmp_path / "r.json", cwd=REPO,
-                             *[tmp_path / "cases"])
+    code, out, err = run_cli("run", "--mode", "deviceless", "--timeout", "15", "--json", tmp_path / "r.json",
+                             tmp_path / "cases", cwd=REPO)
     assert code == 1, out + err
     got = {r["case"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
     assert got["a_sleeps"]["outcome"] == "UNRESOLVED" and "no answer within 15 s (--timeout)" in got["a_sleeps"]["reason"]

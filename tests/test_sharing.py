@@ -86,7 +86,9 @@ def _requests():
 
 
 def test_the_pool_compiles_a_shared_program_once_and_on_its_own_when_the_first_failed(tmp_path):
-    ok = lambda case: Compilation(case, "h100", "cublas", "deviceless", hlo=f'"/tmp/fp8_case_{case}.py"', stablehlo="s")
+    def ok(case: str) -> Compilation:
+        return Compilation(case, "h100", "cublas", "deviceless", hlo=f'"/tmp/fp8_case_{case}.py"', stablehlo="s")
+
     pool = _Recorded(tmp_path / "a", {"scale_none": ok("scale_none"), "seed_plain_f32": ok("seed_plain_f32")})
     with pool:
         first, second = list(pool.imap(_requests()))

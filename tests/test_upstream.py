@@ -8,11 +8,9 @@ Fast tests use recorded optimized HLO (tests/fixtures/hlo) and the shipped commi
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -163,7 +161,7 @@ def test_structure_ignores_names_but_not_kernels():
     renamed = re.sub(r"%([A-Za-z_][\w.\-]*)", lambda m: "%x_" + m.group(1)[::-1], a)
     assert passes.structure(renamed) == passes.structure(a)
     assert passes.structure(_hlo("0.8.0", "scaled_bf16.h100.cublas.txt")) != passes.structure(a)
-    assert any(l.startswith("custom-call __cublas$lt$matmul$f8(") for l in passes.structure(a))
+    assert any(line.startswith("custom-call __cublas$lt$matmul$f8(") for line in passes.structure(a))
 
 
 def test_the_first_diverging_pass_is_found_across_different_pass_lists(tmp_path):
@@ -175,7 +173,7 @@ def test_the_first_diverging_pass_is_found_across_different_pass_lists(tmp_path)
     d = passes.first_divergence(good, bad, "1", "2")
     assert (d.pass_name, d.pipeline, d.changed_in) == ("priority-fusion", "fusion", None)
     assert d.before == passes.structure(s1) and d.after_bad == passes.structure(s2)
-    assert any(l.startswith("+") for l in d.diff()) and "priority-fusion" in d.text() and "`priority-fusion`" in d.markdown()
+    assert any(line.startswith("+") for line in d.diff()) and "priority-fusion" in d.text() and "`priority-fusion`" in d.markdown()
     assert d.hlo_good.startswith("ENTRY") and d.hlo_bad.startswith("ENTRY") and "metadata=" not in d.hlo_bad
     # A pass that changed the module in one version only (XLA dumps only changing passes).
     bad2 = _dump(tmp_path / "bad2", [("opt", "pipeline-start", s1), ("fusion", "new-pass", s2)])
@@ -384,7 +382,7 @@ def test_text_from_a_case_file_never_becomes_repro_code():
 
     case = dataclasses.replace(_case("seed_plain_f32"), description='x\nimport os; os.system("echo pwned")')
     src = repro.minimal(case, load_target("h100"), PROFILES["cublas"], "0.12.0.1")
-    assert [l for l in src.splitlines() if "pwned" in l] == [src.splitlines()[0]] and src.startswith("# ")
+    assert [line for line in src.splitlines() if "pwned" in line] == [src.splitlines()[0]] and src.startswith("# ")
     with pytest.raises(repro.ReproError, match="not a JAX version"):
         repro.minimal(case, load_target("h100"), PROFILES["cublas"], '0.7.0"; import os #')
 

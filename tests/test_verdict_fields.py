@@ -17,8 +17,8 @@ import pytest
 from fp8_check.core import dtypes
 from fp8_check.signature.collectives import Collective
 from fp8_check.signature.extract import BlockScaling, Gemm, Signature
-from fp8_check.verdict import classify as verdict, golden
-from fp8_check.verdict._rules_gemm import Neutral
+from fp8_check.verdict import classify as verdict, golden, rules as verdict_rules
+from fp8_check.verdict.rules.findings import Finding, Neutral, explained
 
 from .conftest import REPO
 
@@ -29,10 +29,10 @@ def uncovered(sig_cls=Signature, gemm_cls=Gemm, block_cls=BlockScaling, collecti
     """Signature fields with neither a rule nor a stated neutral reason."""
     out = []
     for f in dataclasses.fields(sig_cls):
-        if f.name not in verdict.FIELD_RULES:
+        if f.name not in verdict_rules.FIELD_RULES:
             out.append(f.name)
-    for record, cls, rules in (("gemms[]", gemm_cls, verdict.GEMM_RULES), ("block_scaled", block_cls, verdict.BLOCK_RULES),
-                               ("collectives[]", collective_cls, verdict.COLLECTIVE_RULES)):
+    for record, cls, rules in (("gemms[]", gemm_cls, verdict_rules.gemm.GEMM_RULES), ("block_scaled", block_cls, verdict_rules.block.BLOCK_RULES),
+                               ("collectives[]", collective_cls, verdict_rules.collectives.COLLECTIVE_RULES)):
         for f in dataclasses.fields(cls):
             rule = rules.get(f.name)
             if rule is None or (isinstance(rule, Neutral) and not rule.reason.strip()) or \
@@ -59,7 +59,7 @@ def test_a_field_without_a_rule_is_found():
 
 
 def test_neutral_reasons_are_stated():
-    for rules in (verdict.GEMM_RULES, verdict.BLOCK_RULES, verdict.COLLECTIVE_RULES):
+    for rules in (verdict_rules.gemm.GEMM_RULES, verdict_rules.block.BLOCK_RULES, verdict_rules.collectives.COLLECTIVE_RULES):
         for name, rule in rules.items():
             if isinstance(rule, Neutral):
                 assert len(rule.reason) > 20, name
@@ -236,7 +236,7 @@ def test_fp4_upcast_golden_fails_as_a_regression_through_the_cli(workspace, run_
 
 def _paths_of(key: str, entry) -> dict[str, object]:
     """Every path an entry of FIELD_RULES judges (one per rule it holds), built from the table itself."""
-    if not isinstance(entry, verdict.Record):
+    if not isinstance(entry, verdict_rules.Record):
         return {key: None}
     whole = entry.label.replace("[i]", "[0]") if entry.label else key
     return {whole: None, **{f"{whole}.{sub}": sub for sub in entry.rules}}
@@ -244,9 +244,7 @@ def _paths_of(key: str, entry) -> dict[str, object]:
 
 def test_every_entry_of_the_table_is_reachable(monkeypatch):
     """Each entry (and each rule a record holds) is what runs for its path: a spy in its place sees the call."""
-    from fp8_check.verdict._rules_gemm import Finding
-
-    for key, entry in list(verdict.FIELD_RULES.items()):
+    for key, entry in list(verdict_rules.FIELD_RULES.items()):
         for path, sub in _paths_of(key, entry).items():
             seen: list[str] = []
 
@@ -255,10 +253,10 @@ def test_every_entry_of_the_table_is_reachable(monkeypatch):
                 return [Finding(verdict.NEUTRAL, f"spy for {_path}")]
 
             with monkeypatch.context() as m:
-                if sub is None and isinstance(entry, verdict.Record):
-                    m.setitem(verdict.FIELD_RULES, key, dataclasses.replace(entry, judge=spy))
+                if sub is None and isinstance(entry, verdict_rules.Record):
+                    m.setitem(verdict_rules.FIELD_RULES, key, dataclasses.replace(entry, judge=spy))
                 elif sub is None:
-                    m.setitem(verdict.FIELD_RULES, key, spy)
+                    m.setitem(verdict_rules.FIELD_RULES, key, spy)
                 else:
                     m.setitem(entry.rules, sub, spy)  # type: ignore[union-attr]
                 lines = verdict.classify_field(path, "x", "y", {}, {})
@@ -268,35 +266,33 @@ def test_every_entry_of_the_table_is_reachable(monkeypatch):
 
 def test_a_rule_added_to_the_table_runs_with_no_other_edit(monkeypatch):
     """A new signature field's rule: one entry in FIELD_RULES, and classify judges with it."""
-    @verdict.explained("more bytes through the host", "fewer")
+    @explained("more bytes through the host", "fewer")
     def host_bytes(before, after):
         return [(verdict.REGRESSION if after > before else verdict.IMPROVEMENT, f"host bytes {before} -> {after}")]
 
     before, after = {"kernels": 1, "host_bytes": 10}, {"kernels": 1, "host_bytes": 20}
     assert [x.why for x in verdict.classify(before, after).lines] == ["host_bytes changed (no cost rule for this field)"]
-    monkeypatch.setitem(verdict.FIELD_RULES, "host_bytes", host_bytes)
+    monkeypatch.setitem(verdict_rules.FIELD_RULES, "host_bytes", host_bytes)
     v = verdict.classify(before, after)
     assert (v.cls, [x.why for x in v.lines]) == (verdict.REGRESSION, ["host bytes 10 -> 20"])
     assert verdict.classify(after, before).cls == verdict.IMPROVEMENT
 
 
 def test_a_record_field_rule_added_to_its_table_runs(monkeypatch):
-    monkeypatch.setitem(verdict.GEMM_RULES, "workspace", lambda before, after, gb, ga, sub: [(verdict.REGRESSION, "more workspace")])
+    monkeypatch.setitem(verdict_rules.gemm.GEMM_RULES, "workspace", lambda before, after, gb, ga, sub: [(verdict.REGRESSION, "more workspace")])
     v = verdict.classify(_sig(_gemm(workspace=0)), _sig(_gemm(workspace=1)))
     assert [(x.path, x.cls, x.why) for x in v.lines] == [("gemms[0].workspace", verdict.REGRESSION, "more workspace")]
 
 
 def test_a_deciding_finding_decides_by_its_data_not_its_words(monkeypatch):
     """A rule that decides the verdict says so (Finding.decides); the same words without it decide nothing."""
-    from fp8_check.verdict._rules_gemm import Finding
-
     before = _sig(_gemm(output="f32", fused_ops=["a", "b"]))
     after = _sig(_gemm(output="f8e4m3fn", fused_ops=["a"]))  # an improvement (FP8 output) and a regression (an op left)
     assert verdict.classify(before, after).cls == verdict.MIXED
     words = "cuBLASLt FP8 gemm -> x"
-    monkeypatch.setitem(verdict.GEMM_RULES, "fused_ops", lambda b, a, gb, ga, sub: [(verdict.REGRESSION, words)])
+    monkeypatch.setitem(verdict_rules.gemm.GEMM_RULES, "fused_ops", lambda b, a, gb, ga, sub: [(verdict.REGRESSION, words)])
     assert verdict.classify(before, after).cls == verdict.MIXED  # the wording alone decides nothing
-    monkeypatch.setitem(verdict.GEMM_RULES, "fused_ops",
+    monkeypatch.setitem(verdict_rules.gemm.GEMM_RULES, "fused_ops",
                         lambda b, a, gb, ga, sub: [Finding(verdict.REGRESSION, "an op left", decides=True)])
     v = verdict.classify(before, after)
     assert v.cls == verdict.REGRESSION and [x.decides for x in v.lines if x.path.endswith("fused_ops")] == [True]

@@ -56,7 +56,7 @@ from fp8_check.targets import (
     profile_applies,
     resolve_mode,
 )
-from fp8_check.verdict import NEW, UNRESOLVED, FieldDiff, Outcome, Verdict, comparator, golden, rules_layer as layer_rules
+from fp8_check.verdict import NEW, UNRESOLVED, FieldDiff, Outcome, Verdict, comparator, golden, rules as verdict_rules
 from fp8_check.versions import OtherEnvironments
 from fp8_check.worker import BACKEND_QUESTIONS, not_representative
 
@@ -303,7 +303,7 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
     - `no_upcast_dot`: every gemm runs on FP8 operands and no `dot` is left outside a gemm;
     - `signature`: a partial signature dict compared like a golden (only the fields it states);
     - `layers`: layer rules, `{"layer": "*/Dense_[01]/*", "pass": "backward", "fp8": True}` dicts or
-      `"*/Dense_[01]/*@backward=fp8"` strings (harness/fp8_check/verdict/rules_layer.py).
+      `"*/Dense_[01]/*@backward=fp8"` strings (harness/fp8_check/verdict/rules/layers.py).
     """
     if isinstance(sig, dict):
         sig = Signature.from_dict(sig)
@@ -336,9 +336,9 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
     if signature:
         out += comparator.compare(signature, sig.to_dict())
     if layers:
-        rules = [r if isinstance(r, layer_rules.LayerRule) else layer_rules.parse(r) if isinstance(r, str)
-                 else layer_rules.from_dicts([r])[0] for r in layers]
-        out += layer_rules.check(rules, sig)
+        rules = [r if isinstance(r, verdict_rules.layers.LayerRule) else verdict_rules.layers.parse(r)
+                 if isinstance(r, str) else verdict_rules.layers.from_dicts([r])[0] for r in layers]
+        out += verdict_rules.layers.check(rules, sig)
     return out
 
 

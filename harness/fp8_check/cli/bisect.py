@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from fp8_check.cases import CaseError
+from fp8_check.cli import _options
 from fp8_check.run import selection
 from fp8_check.targets import PROFILES
 from fp8_check.upstream import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, commit_ranges, explain, search
@@ -66,7 +67,7 @@ def _cmd_bisect(args) -> int:
         raise selection.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
     selection.check_spec_files(args.target, mode)
     try:
-        extras, jax_range = requirements.extras_from_args(args)  # --with, --with-requirements
+        extras, jax_range = requirements.extras(_options.requirement_options(args))  # --with, --with-requirements
         if case.requirements:  # and the case's `requirements:`, where its range includes the release (Tester)
             extras += case.requirements.requirements
     except ValueError as exc:

@@ -16,6 +16,7 @@ difference, a missing golden, or a compile error, 2 bad input, 3 broken environm
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
@@ -244,11 +245,16 @@ def cmd_check(args) -> int:
         return EXIT_USAGE
     from fp8_check.compile import check_process  # the parent's side only: see tests/test_imports.py
 
-    return check_process.run(args)
+    limit = args.timeout * max(1, len(_csv(args.target)) * len(_csv(args.profile or "")))
+    options = {k: v for k, v in vars(args).items() if k != "func"}
+    return check_process.run(options, limit, args.function)
 
 
-def cmd_check_here(args) -> int:
-    """The check itself, in this process: the child process of `cmd_check` runs it."""
+def cmd_check_here(options: dict) -> int:
+    """The check itself, in this process, with the parent's options (JSON values): the child process of
+    `cmd_check` runs it."""
+    args = argparse.Namespace(**options)
+    args.goldens = Path(args.goldens)
     try:
         return _cmd_check(args)
     except CheckUsage as exc:

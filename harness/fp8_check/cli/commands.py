@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fp8_check import platforms
 from fp8_check.cases import load as case_mod
+from fp8_check.cli import _options
 from fp8_check.compile import pool, render
 from fp8_check.core import atomic_write, outputs, remove_stale_temporaries
 from fp8_check.cost import model as cost
@@ -111,7 +112,7 @@ def _paths_text(args) -> str:
 
 
 def cmd_run(args) -> int:
-    sel = selection.from_args(args)
+    sel = selection.select(_options.selection_options(args))
     if next(runner.plan(sel.cases, sel.targets, sel.profiles), None) is None:  # "nothing ran", exit 0, was green
         raise UsageError(f"none of the {len(sel.cases)} selected case(s) runs on --target "
                          f"{','.join(t.name for t in sel.targets)} with --profile {','.join(sel.profiles)}: each "
@@ -124,11 +125,11 @@ def cmd_run(args) -> int:
         from fp8_check.gpu import numerics as numerics_module  # the GPU layer's reference, handed to the runner
 
         numerics_check = numerics_module
-    written = formats.chosen(args, lambda f: html_for(args.json) if f is formats.HtmlReport else None)
+    written = formats.chosen(_options.output_paths(args), lambda f: html_for(args.json) if f is formats.HtmlReport else None)
     formats.check_paths(written)  # fail before compiling, not after
     running = list(dict.fromkeys(c.id for c, _, _ in runner.plan(sel.cases, sel.targets, sel.profiles)))
     needs = [c for c in sel.cases if c.id in running]  # requirement sets are announced for the cases that run
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=needs, log=_say)
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, _options.pool_options(args), cases=needs, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
         stale = _stale(args)  # warned after every input error: those stay one line
@@ -189,7 +190,7 @@ def cmd_bless(args) -> int:
     remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
     if getattr(args, "from_matrix", None):
         return _bless_from_matrix(args)
-    sel = selection.from_args(args)
+    sel = selection.select(_options.selection_options(args))
     for t in sel.targets:
         for p in sel.profiles:
             outputs.check_dir(golden.path_for(sel.goldens, "x", t.name, p, sel.mode).parent, "--goldens")
@@ -204,7 +205,7 @@ def cmd_bless(args) -> int:
             except OSError as exc:
                 raise UsageError(f"--prune: cannot remove {path}: {exc.strerror or exc}") from None
             print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, args=args, cases=sel.cases, log=_say)
+    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, _options.pool_options(args), cases=sel.cases, log=_say)
     counts = {"changed": 0, "unresolved": 0}
     hints: list[str] = []  # one line per case that a matrix shows on other versions (printed once, at the end)
 
@@ -266,7 +267,7 @@ def cmd_show(args) -> int:
     if args.repro:
         outputs.check_file(args.repro, "--repro")
     # one compilation: a second worker would only import JAX for nothing
-    compiler, env = selection.start_compiler(mode, args.timeout, [target], args=args, workers=args.workers or 1,
+    compiler, env = selection.start_compiler(mode, args.timeout, [target], _options.pool_options(args), workers=args.workers or 1,
                                              cases=[case], log=_say)
     with compiler:  # in the environment of the case's `requirements:` when it names them
         # deviceless `default`: replaying the committed autotune results, as `run` does

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from fp8_check.cases import CaseError
+from fp8_check.cli import _options
 from fp8_check.compile import CompileCache, pool as pool_mod
 from fp8_check.core import check_dir, check_file, outputs, shown_path
 from fp8_check.matrix import (
@@ -23,7 +24,7 @@ from fp8_check.matrix import (
     plan_release,
     print_report,
     run_matrix,
-    versions_from_args,
+    versions_of,
     write,
 )
 from fp8_check.report import formats
@@ -116,7 +117,7 @@ def cmd_matrix(args) -> int:
         else:
             if args.expect_jobs:
                 raise ValueError("--expect-jobs goes with --merge")
-            versions = versions_from_args(args)
+            versions = versions_of(_options.version_options(args))
             if args.list_versions:
                 print(format_list(versions, args.format))
                 return EXIT_OK
@@ -133,7 +134,7 @@ def cmd_matrix(args) -> int:
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             selection.check_spec_files(args.target, mode)
-            extras, jax_range = requirements.extras_from_args(args)  # every version's: --with, --with-requirements
+            extras, jax_range = requirements.extras(_options.requirement_options(args))  # every version's: --with, --with-requirements
             skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
             # the cases' `requirements:`: one environment per set per version, for the cases planned here only
             sets = needed_sets(cases, targets, profiles, frozenset(skip))
@@ -165,7 +166,7 @@ def cmd_matrix(args) -> int:
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         if files:  # the same policy as run: the report only warns
-            chosen = formats.chosen(args, lambda f: args.out.with_suffix(".html") if f is formats.HtmlReport else None,
+            chosen = formats.chosen(_options.output_paths(args), lambda f: args.out.with_suffix(".html") if f is formats.HtmlReport else None,
                                     formats=formats.of_many_runs())
             for f, _ in chosen:  # the planned jobs that uploaded nothing, in the report's header
                 f.notes = [j.line() for j in m.missing_jobs]

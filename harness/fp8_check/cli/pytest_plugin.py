@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from fp8_check.cases import load as case_mod
-from fp8_check.compile import CompilerPool, cpu_only_without_gpu
+from fp8_check.compile import CompilerPool, cpu_only_without_gpu, pool
 from fp8_check.run import CanaryGate, plan, runner, selection
 from fp8_check.verdict import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
 
@@ -195,8 +195,6 @@ class _Session:
 
     def compiler(self, target, item=None):
         """(compiler, None), or (None, why) when the environment is broken for `target`."""
-        from types import SimpleNamespace
-
         if self._env_error:
             return None, self._env_error
         if self._compiler is None:
@@ -205,7 +203,7 @@ class _Session:
             if jobs is not None and jobs < 1:
                 self._env_error = f"--fp8-jobs: must be at least 1, got {jobs}"
                 return None, self._env_error
-            options = SimpleNamespace(workers=jobs, no_cache=self.config.getoption("fp8_no_cache"))
+            options = pool.PoolOptions(workers=jobs, cache=not self.config.getoption("fp8_no_cache"))
             # the collected cases that name `requirements:` compile in their set's environment, as `run` does
             # (requirement_envs.py builds it on first use)
             cases = list({id(i.case): i.case for i in (item.session.items if item is not None else [])
@@ -213,7 +211,7 @@ class _Session:
             if item is not None and isinstance(item, CaseItem) and item.case.requirements and item.case not in cases:
                 cases.append(item.case)
             try:
-                self._compiler, _ = selection.start_compiler(self.mode, args=options, for_targets=self.targets(),
+                self._compiler, _ = selection.start_compiler(self.mode, pool_options=options, for_targets=self.targets(),
                                                              cases=cases)
             except (selection.BrokenEnvironment, selection.UsageError) as exc:
                 self._env_error = f"broken environment: {exc}"

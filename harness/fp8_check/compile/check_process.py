@@ -23,14 +23,16 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any, Callable
 
 from fp8_check.compile.service import harness_path, remove_harness_link
 from fp8_check.core import EXIT_FAIL, timeouts
 
 
-def run(args, module: str = "fp8_check.cli.check") -> int:
-    """Run the check described by the (already validated) argparse `args` in a child process: `python -m module`."""
-    doc = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"}
+def run(options: dict[str, Any], limit: float, what: str, module: str = "fp8_check.cli.check") -> int:
+    """Run the check in a child process, `python -m module`, which gets `options` (the command's already
+    validated options, JSON values) back; `limit`: seconds it may take in all; `what`: the checked function."""
+    doc = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items()}
     fd, status = tempfile.mkstemp(prefix="fp8-check-check-", suffix=".status")
     os.close(fd)
     os.unlink(status)
@@ -38,8 +40,6 @@ def run(args, module: str = "fp8_check.cli.check") -> int:
 
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(harness_path()), os.getcwd()]
                                                       + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])))
-    limit = args.timeout * max(1, len(_csv(args.target)) * len(_csv(args.profile)))
-    what = args.function
     proc = subprocess.Popen([sys.executable, "-m", module, json.dumps(doc), status],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)  # its own process group: killed whole (what the code started too)
@@ -85,22 +85,14 @@ def _relay(src, name: str) -> None:
     src.close()
 
 
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
-
-
-def child(check_here, argv: list[str]) -> None:
-    """The child's side: `check_here(args)` with the parent's options (argv: JSON, status file); never returns."""
-    import argparse
-
-    doc, status = json.loads(argv[0]), argv[1]
-    args = argparse.Namespace(**doc)
-    args.goldens = Path(args.goldens)
+def child(check_here: Callable[[dict[str, Any]], int], argv: list[str]) -> None:
+    """The child's side: `check_here(options)` with the parent's options (argv: JSON, status file); never returns."""
+    options, status = json.loads(argv[0]), argv[1]
     code = EXIT_FAIL
     try:
-        code = check_here(args)
+        code = check_here(options)
     except SystemExit as exc:  # the checked code called exit() / sys.exit()
-        print(f"fp8-check check: error: the checked code ({args.function}) called exit({exc.code!r})", file=sys.stderr)
+        print(f"fp8-check check: error: the checked code ({options['function']}) called exit({exc.code!r})", file=sys.stderr)
         code = EXIT_FAIL
     except KeyboardInterrupt:
         code = 130

@@ -54,13 +54,22 @@ def add_options(p, workers_help: str = "compile workers running at once") -> Non
                         "$FP8_CHECK_CACHE or ~/.cache/fp8-check)")
 
 
-def from_args(args, mode: str, python: str | None = None, jobs: int | None = None,
-              timeout: float = DEFAULT_TIMEOUT) -> "CompilerPool":
-    """The pool a subcommand asked for with `add_options`' flags; raises ValueError on a bad -j."""
-    workers = jobs if jobs is not None else getattr(args, "workers", None)
+@dataclasses.dataclass(frozen=True)
+class PoolOptions:
+    """`-j/--workers` and `--no-cache` (`add_options`) as given: `workers` None is the default count; `cache`
+    False neither reads nor writes the compile cache."""
+
+    workers: int | None = None
+    cache: bool = True
+
+
+def from_options(options: PoolOptions, mode: str, python: str | None = None, jobs: int | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> "CompilerPool":
+    """The pool `options` ask for (`jobs`, when given, overrides -j); raises ValueError on a bad -j."""
+    workers = jobs if jobs is not None else options.workers
     if workers is not None and workers < 1:
         raise ValueError(f"-j/--workers: must be at least 1, got {workers}")
-    cache = None if getattr(args, "no_cache", False) else CompileCache()
+    cache = CompileCache() if options.cache else None
     return CompilerPool(mode, jobs=workers, python=python, timeout=timeout, cache=cache)
 
 

@@ -6,12 +6,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['CHANGE_MARKS', 'EXIT_OK', 'EXIT_USAGE', 'FAIL_ON', 'Finding', 'Matrix', 'MatrixError', 'NO_REGRESSIONS', 'NotRun', 'Progress', 'Status', 'closing_line', 'entry_from_results', 'findings', 'first_bad', 'goldens', 'jobs', 'load_matrix', 'merge', 'needed_sets', 'not_run', 'plan_release', 'print_report', 'run_matrix', 'versions_from_args', 'write']
+__all__ = ['CHANGE_MARKS', 'EXIT_OK', 'EXIT_USAGE', 'FAIL_ON', 'Finding', 'Matrix', 'MatrixError', 'NO_REGRESSIONS', 'NotRun', 'Progress', 'Status', 'VersionOptions', 'closing_line', 'entry_from_results', 'findings', 'first_bad', 'goldens', 'jobs', 'load_matrix', 'merge', 'needed_sets', 'not_run', 'plan_release', 'print_report', 'run_matrix', 'versions_of', 'write']
 
 _MODULES = {  # module -> the names of the face it defines
     'document': ('EXIT_OK', 'EXIT_USAGE', 'FAIL_ON', 'Matrix', 'MatrixError', 'Status', 'entry_from_results', 'load_matrix', 'merge', 'write'),
     'news': ('Finding', 'NO_REGRESSIONS', 'NotRun', 'closing_line', 'findings', 'first_bad', 'not_run'),
-    'run': ('needed_sets', 'plan_release', 'run_matrix', 'versions_from_args'),
+    'run': ('VersionOptions', 'needed_sets', 'plan_release', 'run_matrix', 'versions_of'),
     'view': ('CHANGE_MARKS', 'Progress', 'print_report'),
 }
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         write,
     )
     from fp8_check.matrix.news import NO_REGRESSIONS, Finding, NotRun, closing_line, findings, first_bad, not_run
-    from fp8_check.matrix.run import needed_sets, plan_release, run_matrix, versions_from_args
+    from fp8_check.matrix.run import VersionOptions, needed_sets, plan_release, run_matrix, versions_of
     from fp8_check.matrix.view import CHANGE_MARKS, Progress, print_report
 
 

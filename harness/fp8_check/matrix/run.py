@@ -317,23 +317,32 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
                   wall_seconds=round(time.perf_counter() - start, 2))
 
 
-# ------------------------------------------------------------------ HTML report (optional module)
+# ------------------------------------------------------------------ which versions (the CLI's --jax, --jax-range)
 
 
-# ------------------------------------------------------------------ CLI
+@dataclasses.dataclass(frozen=True)
+class VersionOptions:
+    """The versions a matrix runs, as given: `--jax V1,V2` (may name `nightly`), else `--jax-range` with
+    `--select`; `--jax-index` (None: $FP8_CHECK_JAX_INDEX) is where `nightly` is looked up."""
+
+    jax: str | None = None
+    jax_range: str | None = None
+    select: str = "all"
+    jax_index: str | None = None
 
 
-def versions_from_args(args) -> list[str]:
-    if args.jax:
-        names = [v.strip() for v in args.jax.split(",") if v.strip()]
+def versions_of(options: VersionOptions) -> list[str]:
+    """The JAX versions `options` name, sorted; VersionError (one line) when they name none."""
+    if options.jax:
+        names = [v.strip() for v in options.jax.split(",") if v.strip()]
         if not names:
-            raise VersionError(f"--jax {args.jax!r}: no version given (e.g. --jax 0.6.1,0.12.0.1)")
+            raise VersionError(f"--jax {options.jax!r}: no version given (e.g. --jax 0.6.1,0.12.0.1)")
         if "nightly" in names:
-            index = jax_index(getattr(args, "jax_index", None))
+            index = jax_index(options.jax_index)
             if not index:
                 raise VersionError("--jax nightly needs a package index with JAX nightlies: --jax-index URL or $FP8_CHECK_JAX_INDEX")
             names = [newest_on_index(index) if v == "nightly" else v for v in names]
         return sort_versions(names)
-    if args.jax_range:
-        return select_range(args.jax_range, args.select)
+    if options.jax_range:
+        return select_range(options.jax_range, options.select)
     raise VersionError("give --jax V1,V2,... or --jax-range A..B")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Callable, ClassVar, Sequence, TextIO
+from typing import Callable, ClassVar, Mapping, Sequence, TextIO
 
 from fp8_check.core import outputs
 from fp8_check.report import page  # page.write_report, looked up when writing (a test replaces it)
@@ -84,12 +84,14 @@ def add_options(parser: argparse.ArgumentParser, defaults: dict[str, Path | str]
                                 default=default if isinstance(default, Path) else None)
 
 
-def chosen(args: argparse.Namespace, default_path: Callable[[type[ReportFormat]], Path | None],
+def chosen(given: Mapping[type[ReportFormat], Path | str | None],
+           default_path: Callable[[type[ReportFormat]], Path | None],
            formats: tuple[type[ReportFormat], ...] | None = None) -> list[tuple[ReportFormat, Path]]:
-    """The formats to write and where: the option's value, else the command's default (None: not written)."""
+    """The formats to write and where: the path given for the format's option (`given`, the CLI's parsed
+    options), else the command's default (None: not written)."""
     out = []
     for f in FORMATS if formats is None else formats:
-        path = getattr(args, f.dest(), None) or default_path(f)
+        path = given.get(f) or default_path(f)
         if path is not None:
             out.append((f(), Path(path)))
     return out

@@ -55,7 +55,7 @@ from fp8_check.verdict import (  # noqa: F401  (re-exported for the commands)
     device_validity,
     golden,
     golden_source,
-    rules_layer as layer_rules,
+    rules as verdict_rules,
 )
 from fp8_check.verdict.classify import classify
 from fp8_check.worker import not_representative
@@ -245,7 +245,7 @@ def _layer_diffs(g: golden.Golden, sig) -> list:
     if not g.layers:
         return []
 
-    return layer_rules.check(layer_rules.from_dicts(g.layers), sig)
+    return verdict_rules.layers.check(verdict_rules.layers.from_dicts(g.layers), sig)
 
 
 def is_regression(out: Outcome) -> bool:
@@ -489,7 +489,7 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
                 out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected({}, sig, out.estimate, hw,
                                                                                           out.signature, lost))
         elif out.verdict is not None and isinstance(out.expected, dict):
-            rules = tuple(int(m.group(1)) for d in out.diffs if d.expected == layer_rules.LOW
+            rules = tuple(int(m.group(1)) for d in out.diffs if d.expected == verdict_rules.layers.LOW
                           and (m := re.fullmatch(r"layers\[.*\]\.gemms\[(\d+)\]", d.path)))  # layers a rule wants in FP8
             out.verdict = dataclasses.replace(out.verdict, cost=cost.against_expected(out.expected, sig, out.estimate, hw,
                                                                                       out.signature, rules))

@@ -106,20 +106,21 @@ def mode(value: str | None) -> str:
     return resolve_mode(value or "auto")
 
 
-def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=(), args=None,
-                   workers: int | None = None, for_targets=(), cases=(), log=None) -> tuple[CompilerPool, dict]:
+def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=(),
+                   pool_options: pool.PoolOptions | None = None, workers: int | None = None, for_targets=(),
+                   cases=(), log=None) -> tuple[CompilerPool, dict]:
     """A pool of compile workers behind the compile cache, and its environment (versions, device); deviceless,
     `check_targets`' specs are parsed by XLA first, so that a malformed one is bad input (UsageError), not a
     broken environment. Shipped targets are known to parse and are not checked (a fully cached run starts no JAX).
-    `args` may carry `-j/--workers` and `--no-cache` (fp8_check.compile.pool.add_options); `workers` overrides -j.
-    The workers run in the environment that compiles for `check_targets` and `for_targets` (`platform_python`);
-    `cases` that name `requirements:` compile in their set's environment for this JAX (requirement_envs.py, which
-    builds it on first use and tells `log`)."""
+    `pool_options`: `-j/--workers` and `--no-cache` as given (fp8_check.compile.pool.add_options; None: the
+    defaults); `workers` overrides -j. The workers run in the environment that compiles for `check_targets` and
+    `for_targets` (`platform_python`); `cases` that name `requirements:` compile in their set's environment for
+    this JAX (requirement_envs.py, which builds it on first use and tells `log`)."""
     if mode_name == "device" and not gpu_present():
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
     python = platform_python([*check_targets, *for_targets]) if mode_name == "deviceless" else None
     try:
-        compiler = pool.from_args(args, mode_name, python=python, jobs=workers, timeout=timeout)
+        compiler = pool.from_options(pool_options or pool.PoolOptions(), mode_name, python=python, jobs=workers, timeout=timeout)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -227,16 +228,30 @@ class Selection:
         self.profile_objs = [PROFILES[p] for p in self.profiles]
 
 
-def from_args(args) -> Selection:
-    """The selection given by the standard options (`paths`, `-k`, `--target`, `--profile`, `--mode`, `--goldens`)."""
-    m = mode(getattr(args, "mode", "auto"))
-    chosen = targets(getattr(args, "target", None))
+@dataclass(frozen=True)
+class SelectionOptions:
+    """The standard selection options (`add_options`) as given: case `paths` (none: cases/), `-k`, `--target`
+    (None: h100), `--profile` (None: every profile the mode supports), `--mode`, `--goldens`. The CLI builds it
+    from its parsed options; `select` turns it into a checked `Selection`."""
+
+    paths: tuple[Path, ...] = ()
+    filter: str | None = None
+    target: str | None = None
+    profile: str | None = None
+    mode: str = "auto"
+    goldens: Path = Path("goldens")
+
+
+def select(options: SelectionOptions) -> Selection:
+    """The selection the standard options give; UsageError (one line) for a bad one."""
+    m = mode(options.mode)
+    chosen = targets(options.target)
     return Selection(
-        cases=load_cases(getattr(args, "paths", None), getattr(args, "filter", None)),
+        cases=load_cases(list(options.paths) or None, options.filter),
         targets=chosen,
-        profiles=profiles(getattr(args, "profile", None), m, for_targets=chosen),
+        profiles=profiles(options.profile, m, for_targets=chosen),
         mode=m,
-        goldens=Path(getattr(args, "goldens", None) or "goldens"),
+        goldens=Path(options.goldens or "goldens"),
     )
 
 

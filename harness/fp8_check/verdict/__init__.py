@@ -6,23 +6,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['BLOCK_SCALED_TARGET', 'CANARY', 'CODES', 'CanaryError', 'CanaryResult', 'Code', 'CudnnCanaryError', 'FAIL', 'FieldDiff', 'LayerRuleError', 'NEUTRAL', 'NEW', 'NumericsResult', 'Outcome', 'OutputCheck', 'PASS', 'PROBE', 'UNRESOLVED', 'UNSUPPORTED', 'Verdict', 'XFAIL', 'XPASS', 'answer', 'any_failure', 'canary', 'check_canary', 'check_cudnn', 'classify_extra', 'code', 'comparator', 'contract', 'contract_judge', 'cudnn_threshold', 'device_validity', 'expects_cudnn', 'golden', 'golden_source', 'is_collective_path', 'is_contract', 'parse', 'rules_layer']
+__all__ = ['BLOCK_SCALED_TARGET', 'CANARY', 'CODES', 'CanaryError', 'CanaryResult', 'Code', 'CudnnCanaryError', 'FAIL', 'FieldDiff', 'LayerRuleError', 'NEUTRAL', 'NEW', 'NumericsResult', 'Outcome', 'OutputCheck', 'PASS', 'PROBE', 'UNRESOLVED', 'UNSUPPORTED', 'Verdict', 'XFAIL', 'XPASS', 'answer', 'any_failure', 'canary', 'check_canary', 'check_cudnn', 'classify_extra', 'code', 'comparator', 'contract', 'contract_judge', 'cudnn_threshold', 'device_validity', 'expects_cudnn', 'golden', 'golden_source', 'is_collective_path', 'is_contract', 'parse', 'rules']
 
 _MODULES = {  # module -> the names of the face it defines
-    '_rules_gemm': ('NEUTRAL',),
     'canary': ('BLOCK_SCALED_TARGET', 'CANARY', 'CanaryError', 'CanaryResult', 'CudnnCanaryError', 'PROBE', 'check_canary', 'check_cudnn', 'cudnn_threshold', 'expects_cudnn'),
     'classify': ('Verdict', 'classify_extra'),
     'comparator': ('FieldDiff',),
     'contract_judge': ('is_contract',),
     'fp8_answer': ('answer',),
     'outcome': ('CODES', 'Code', 'FAIL', 'NEW', 'NumericsResult', 'Outcome', 'OutputCheck', 'PASS', 'UNRESOLVED', 'UNSUPPORTED', 'XFAIL', 'XPASS', 'any_failure', 'code'),
-    'rules_collective': ('is_collective_path',),
-    'rules_layer': ('LayerRuleError', 'parse'),
+    'rules.collectives': ('is_collective_path',),
+    'rules.findings': ('NEUTRAL',),
+    'rules.layers': ('LayerRuleError', 'parse'),
 }
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.verdict._rules_gemm import NEUTRAL
     from fp8_check.verdict.canary import (
         BLOCK_SCALED_TARGET,
         CANARY,
@@ -55,8 +54,9 @@ if TYPE_CHECKING:
         any_failure,
         code,
     )
-    from fp8_check.verdict.rules_collective import is_collective_path
-    from fp8_check.verdict.rules_layer import LayerRuleError, parse
+    from fp8_check.verdict.rules.collectives import is_collective_path
+    from fp8_check.verdict.rules.findings import NEUTRAL
+    from fp8_check.verdict.rules.layers import LayerRuleError, parse
 
 
 def __getattr__(name: str) -> Any:

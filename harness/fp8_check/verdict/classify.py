@@ -13,25 +13,23 @@ differing field one or more classified `Line`s, and the change as a whole a clas
 
 The rules, each grounded in what costs time on the GPU, state what they call a regression and an
 improvement next to their code (`@explained`); docs/verdicts.md generates its table from them.
-The gemm-field rules live in harness/fp8_check/verdict/_rules_gemm.py. Pure: no I/O, no JAX.
+The rules and the table that dispatches to them live in harness/fp8_check/verdict/rules/, one peer module a
+part of the signature. Pure: no I/O, no JAX.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable
 
-from fp8_check import platforms
 from fp8_check.cost import CostDelta
 from fp8_check.signature import Signature, identity
 from fp8_check.verdict import comparator
-from fp8_check.verdict._rules_gemm import (  # noqa: F401
-    _SIGNATURE_KEYS,
-    BLOCK_RULES,
+from fp8_check.verdict.comparator import MISSING
+from fp8_check.verdict.rules import FIELD_RULES, Record
+from fp8_check.verdict.rules.findings import (  # noqa: F401  (the classes: the verdict's vocabulary, offered here too)
     CLASSES,
-    DEVICELESS_DEFAULT,
-    GEMM_RULES,
     IMPROVEMENT,
     LINE_CLASSES,
     MIXED,
@@ -39,16 +37,11 @@ from fp8_check.verdict._rules_gemm import (  # noqa: F401
     REGRESSION,
     Finding,
     Findings,
-    Neutral,
-    _family,
     _narrow_lost,
-    block_field,
-    explained,
-    gemm_field,
 )
-from fp8_check.verdict.comparator import MISSING
-from fp8_check.verdict.rules_collective import COLLECTIVE_RULES, collective_field
-from fp8_check.verdict.rules_layer import classify as classify_layer
+from fp8_check.verdict.rules.gemm import DEVICELESS_DEFAULT
+
+_SIGNATURE_KEYS = ("kernels", "launches", "gemms", "unfused")
 
 
 @dataclass(frozen=True)
@@ -256,184 +249,3 @@ def _line(path: str, before: Any, after: Any, found: "tuple[str, str] | Finding"
         return Line(path, before, after, found.cls, found.why, found.decides)
     return Line(path, before, after, found[0], found[1])
 
-
-def _list(value: Any) -> list:
-    return list(value) if isinstance(value, list) else []
-
-
-def _gemm_at(sig: dict, i: int, whole: Any) -> dict:
-    if isinstance(whole, dict):
-        return whole
-    gemms = sig.get("gemms") if isinstance(sig, dict) else None
-    if isinstance(gemms, list) and i < len(gemms) and isinstance(gemms[i], dict):
-        return gemms[i]
-    return {}
-
-
-@explained('more kernels launched', 'fewer')
-def _kernels(before: Any, after: Any) -> list[tuple[str, str]]:
-    if isinstance(before, int) and isinstance(after, int):
-        if after > before:
-            n = after - before
-            return [(REGRESSION, f"{n} more kernel launch{'es' if n > 1 else ''} ({before} -> {after})")]
-        n = before - after
-        return [(IMPROVEMENT, f"{n} fewer kernel launch{'es' if n > 1 else ''} ({before} -> {after})")]
-    return [(NEUTRAL, "kernel count not comparable")]
-
-
-# ---- launches
-
-
-_LAUNCH = re.compile(r"^(?P<head>.*?)(?: \[(?P<ops>[^\]]*)\])?$")
-
-
-@dataclass(frozen=True)
-class _Launch:
-    text: str
-    gemm: str | None  # the gemm target for `gemm X` launches
-    ops: frozenset
-
-    @classmethod
-    def parse(cls, text: str) -> "_Launch":
-        m = _LAUNCH.match(str(text))
-        assert m is not None  # the pattern matches any text
-        head, ops = m.group("head"), m.group("ops")
-        ops_set = frozenset(o.strip() for o in ops.split(",") if o.strip()) if ops else frozenset()
-        if head.startswith("gemm "):
-            return cls(str(text), head[5:].strip(), ops_set)
-        return cls(str(text), None, ops_set)
-
-
-@explained('a new non-gemm kernel; pattern ops moved into a separate kernel (a kernel renamed with the same ops is neutral)', 'a separate kernel gone; ops left it')
-def _launches(before: Any, after: Any) -> list[tuple[str, str]]:
-    """Launch lines added and removed, paired where a kernel only changed its name or its ops."""
-    before, after = _list(before), _list(after)
-    removed, added = _multiset_minus(before, after), _multiset_minus(after, before)
-    rem = [_Launch.parse(x) for x in removed]
-    add = [_Launch.parse(x) for x in added]
-    out: list[tuple[str, str]] = []
-    # 1. same role, same ops: a rename (gemm target in one family, or fusion kind kInput -> kLoop)
-    for x in list(add):
-        for y in rem:
-            same = (x.gemm is not None and y.gemm is not None and _family(x.gemm) == _family(y.gemm)) or \
-                   (x.gemm is None and y.gemm is None and x.ops == y.ops)
-            if same:
-                out.append((NEUTRAL, f"kernel renamed: {y.text} -> {x.text}"))
-                add.remove(x)
-                rem.remove(y)
-                break
-    # 2. a non-gemm kernel whose pattern ops changed: ops moved into / out of a gemm
-    for x in list(add):
-        if x.gemm is not None:
-            continue
-        best = max((y for y in rem if y.gemm is None and y.ops & x.ops), key=lambda y: len(y.ops & x.ops), default=None)
-        if best is None:
-            continue
-        rem.remove(best)
-        add.remove(x)
-        gained, lost = sorted(x.ops - best.ops), sorted(best.ops - x.ops)
-        if gained and not lost:
-            out.append((REGRESSION, f"ops {', '.join(gained)} moved into a separate kernel ({x.text})"))
-        elif lost and not gained:
-            out.append((IMPROVEMENT, f"ops {', '.join(lost)} left the separate kernel ({best.text})"))
-        else:
-            out.append((NEUTRAL, f"separate kernel changed: {best.text} -> {x.text}"))
-    for x in add:
-        if x.gemm is None:
-            out.append((REGRESSION, f"new kernel outside the gemm: {x.text}"))
-        else:
-            out.append((_gemm_presence(x.gemm, gained=True), f"new gemm launch: {x.text}"))
-    for y in rem:
-        if y.gemm is None:
-            out.append((IMPROVEMENT, f"kernel gone: {y.text}"))
-        else:
-            out.append((_gemm_presence(y.gemm, gained=False), f"gemm launch gone: {y.text}"))
-    return out or [(NEUTRAL, "launch order only")]
-
-
-def _gemm_presence(target: str, gained: bool) -> str:
-    engine = platforms.engine_of(target)
-    if engine is not None and engine.fp8:  # the platforms say which gemm library calls are FP8 gemms
-        return IMPROVEMENT if gained else REGRESSION
-    return NEUTRAL  # the gemms[] lines say what this costs
-
-
-def _multiset_minus(xs: list, ys: list) -> list:
-    rest = list(ys)
-    out = []
-    for x in xs:
-        if x in rest:
-            rest.remove(x)
-        else:
-            out.append(x)
-    return out
-
-
-@explained('a pattern op now outside the gemms', 'an op no longer outside')
-def _unfused(before: Any, after: Any) -> list[tuple[str, str]]:
-    before, after = _list(before), _list(after)
-    out = [(REGRESSION, f"{op} now outside the gemms") for op in after if op not in before]
-    out += [(IMPROVEMENT, f"{op} no longer outside the gemms") for op in before if op not in after]
-    return out or [(NEUTRAL, "same ops")]
-
-
-# ------------------------------------------------------------------ the table that dispatches
-
-
-@dataclass(frozen=True)
-class Record:
-    """A field that holds records (`gemms[i]`, `block_scaled`, `collectives[i]`) or keyed findings (`layers[…]`).
-
-    `paths` matches every path the entry judges (its groups go to `judge`); `whole` is the rule for a
-    whole record appearing or going, `rules` one per field of the record (docs/verdicts.md lists both)."""
-
-    paths: re.Pattern
-    judge: Callable[[re.Match, Any, Any, dict, dict], Findings]
-    whole: object
-    rules: Mapping[str, object] = field(default_factory=dict)
-    label: str = ""  # how docs/verdicts.md writes a record's path: `gemms[i]`
-
-
-def _judge_gemm(m: re.Match, before: Any, after: Any, b_sig: dict, a_sig: dict) -> Findings:
-    i, key, sub = int(m.group(1)), m.group(2), m.group(3)
-    gemm_b = _gemm_at(b_sig, i, before if key is None else None)
-    gemm_a = _gemm_at(a_sig, i, after if key is None else None)
-    return gemm_field(key, sub, before, after, gemm_b, gemm_a)
-
-
-@explained('always: wrong numbers', '—')
-def _numerics(before: Any, after: Any) -> list[tuple[str, str]]:
-    return [(REGRESSION, "wrong numbers")]
-
-
-@explained('always: a FileCheck pattern no longer matches', '—')
-def _filecheck(before: Any, after: Any) -> list[tuple[str, str]]:
-    return [(REGRESSION, "FileCheck patterns no longer match")]
-
-
-@explained('a layer that should run in FP8/FP4 fell back to a wider type',
-           'a layer that should stay wide runs in FP8/FP4 (a rule matching no matmul is neutral)')
-def _layers(m: re.Match, before: Any, after: Any, b_sig: dict, a_sig: dict) -> Findings:
-    return [classify_layer(m.string, before, after)]
-
-
-# The table that dispatches: a path's first word names its entry (`gemms[0].output` -> "gemms"). Every field
-# of fp8_check.signature.extract.Signature has one: a rule (before, after) -> findings for a plain field, a
-# `Record` for one holding records (each of its fields a rule or `Neutral(reason)`); tests/test_verdict_fields.py
-# fails for a field with neither, and proves every entry reachable. Adding an entry is the whole edit.
-FIELD_RULES: dict[str, "Callable[[Any, Any], Findings] | Record"] = {
-    "kernels": _kernels,
-    "launches": _launches,
-    "unfused": _unfused,
-    "gemms": Record(re.compile(r"gemms\[(\d+)\](?:\.(\w+)(?:\.(\w+))?)?"), _judge_gemm, gemm_field, GEMM_RULES, "gemms[i]"),
-    "block_scaled": Record(re.compile(r"block_scaled(?:\.(\w+))?"),
-                           lambda m, before, after, b_sig, a_sig: block_field(m.group(1), before, after),
-                           block_field, BLOCK_RULES, "block_scaled"),
-    "collectives": Record(re.compile(r"collectives(?:\[(\d+)\])?(?:\.(\w+))?"),
-                          lambda m, before, after, b_sig, a_sig: collective_field(m.string, before, after),
-                          collective_field, COLLECTIVE_RULES, "collectives[i]"),
-    # outside the signature: what classify_extra judges
-    "numerics": _numerics,
-    "filecheck": _filecheck,
-    "layers": Record(re.compile(r"layers\[.*"), _layers, _layers, label="layers[PATTERN@PASS]"),
-}

@@ -48,7 +48,7 @@ from fp8_check.verdict._contract_schema import (
     options_from as options_from,
     validate as validate,
 )
-from fp8_check.verdict.rules_collective import core_change
+from fp8_check.verdict.rules.collectives import core_change
 
 REGRESSION, IMPROVEMENT, NEUTRAL = "regression", "improvement", "neutral"
 

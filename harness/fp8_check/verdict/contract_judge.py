@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from fp8_check.cost import model as cost
 from fp8_check.signature import Signature, attributed
-from fp8_check.verdict import comparator, contract, golden as golden_mod, rules_layer as layer_rules
+from fp8_check.verdict import comparator, contract, golden as golden_mod
 from fp8_check.verdict.classify import Line, Verdict, classify, overall
 from fp8_check.verdict.comparator import FieldDiff
 from fp8_check.verdict.golden import Expectation, Golden
 from fp8_check.verdict.outcome import FAIL, PASS, XFAIL, XPASS, Outcome
+from fp8_check.verdict.rules import layers as layer_rules
 
 KEY = "contract"  # out.expected of a contract outcome is {"contract": {...}}
 

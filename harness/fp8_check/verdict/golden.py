@@ -63,7 +63,7 @@ class Golden:
     profile: str
     mode: str
     expect: list[Expectation] = field(default_factory=list)
-    layers: list[dict] = field(default_factory=list)  # layer rules for every version (harness/fp8_check/verdict/rules_layer.py)
+    layers: list[dict] = field(default_factory=list)  # layer rules for every version (harness/fp8_check/verdict/rules/layers.py)
     contract_options: dict | None = None  # a contract golden's options (cost_tolerance, kernels); kept by bless
 
     @property

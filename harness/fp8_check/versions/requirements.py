@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from fp8_check.cases import check_requirement as check_requirement, read_set  # noqa: F401  (re-exported)
@@ -45,14 +46,22 @@ def add_with_options(p) -> None:
                    help="a requirements file (one requirement a line, # comments) added like --with")
 
 
-def extras_from_args(args) -> tuple[list[str], str]:
+@dataclass(frozen=True)
+class RequirementOptions:
+    """`--with REQ` (repeatable) and `--with-requirements FILE` (`add_with_options`) as given."""
+
+    requirements: tuple[str, ...] = ()
+    requirements_file: Path | None = None
+
+
+def extras(options: RequirementOptions) -> tuple[list[str], str]:
     """The extra requirements of `--with` and `--with-requirements`, which go into every version's environment,
     and the JAX range `--with-requirements` states ('' for any). A case's `requirements:` are not among them:
     `matrix` and `bisect` build its set's environment for its cases alone, on the releases its range includes."""
-    extras = [check_requirement(r) for r in getattr(args, "with_", []) or []]
+    found = [check_requirement(r) for r in options.requirements]
     jax_range = ""
-    if getattr(args, "with_requirements", None):
-        given = read_set(args.with_requirements)
-        extras += given.requirements
+    if options.requirements_file:
+        given = read_set(options.requirements_file)
+        found += given.requirements
         jax_range = given.jax
-    return sorted(set(extras)), jax_range
+    return sorted(set(found)), jax_range

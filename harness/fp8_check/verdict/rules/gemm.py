@@ -1,90 +1,35 @@
-"""The per-field rules of harness/fp8_check/verdict/classify.py for gemms and block-scaled matmuls, and the class names both use.
+"""The rules for a signature's `gemms` (harness/fp8_check/signature/extract.py's `Gemm`), one entry per field.
 
-Each rule maps one differing field (before -> after) to `(class, why)` pairs and states, with
-`@explained`, what it calls a regression and an improvement: the rules table of docs/verdicts.md is
-generated from these statements (docs/hooks.py), never retyped. Every field of `Gemm` and `BlockScaling` has an entry in
-`GEMM_RULES` / `BLOCK_RULES`: a rule, or `Neutral(reason)` saying why it costs nothing
-(tests/test_verdict_fields.py fails for a field with neither). Dtype questions (is it
-narrow? did it get wider?) are answered by harness/fp8_check/core/dtypes.py. Pure: no I/O, no JAX.
+Every field of `Gemm` has an entry in `GEMM_RULES`: a rule, or `Neutral(reason)` saying why it costs nothing
+(tests/test_verdict_fields.py fails for a field with neither); `gemm_field` judges a whole gemm gained or lost.
+Pure: no I/O, no JAX.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence, TypeVar
+import re
+from typing import Any
 
-from fp8_check import platforms
-from fp8_check.core import dtypes
 from fp8_check.verdict import device_validity
 from fp8_check.verdict.comparator import MISSING
+from fp8_check.verdict.rules.findings import (
+    IMPROVEMENT,
+    NEUTRAL,
+    REGRESSION,
+    Finding,
+    Findings,
+    Neutral,
+    Rule,
+    _family,
+    _is_fp8,
+    _list,
+    _narrow_lost,
+    _width_change,
+    explained,
+)
 
-REGRESSION, IMPROVEMENT, NEUTRAL, MIXED = "regression", "improvement", "neutral", "mixed"
-LINE_CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL)
-CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL, MIXED)
-
-_SIGNATURE_KEYS = ("kernels", "launches", "gemms", "unfused")
 _SCALE_ROLES = ("a_scale", "b_scale", "c_scale", "d_scale")
 _EPILOGUE_PARTS = ("BIAS", "RELU", "GELU", "AUX")
-
-
-
-
-class Finding(NamedTuple):
-    """What a rule found in one field: its class, why, and whether it decides the whole verdict.
-
-    `decides`: this line alone makes the change a regression, whatever else improved (the FP8 gemm
-    itself is gone). A rule states it here, in data; nothing reads a rule's wording to find out."""
-
-    cls: str
-    why: str
-    decides: bool = False
-
-
-@dataclass(frozen=True)
-class Explained:
-    """What a rule calls a regression and an improvement, one line each, stated next to the rule."""
-
-    regression: str
-    improvement: str = "the reverse"
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def explained(regression: str, improvement: str = "the reverse") -> Callable[[_F], _F]:
-    """Decorator: attach the rule's `Explained` statement (read by `explanation`)."""
-    def mark(rule: _F) -> _F:
-        rule.__dict__["explained"] = Explained(regression, improvement)  # a function (or closure) carries it
-        return rule
-    return mark
-
-
-def explanation(rule: object) -> Explained | None:
-    """The statement a rule carries, or None for a rule nobody explained."""
-    found = getattr(rule, "explained", None)
-    return found if isinstance(found, Explained) else None
-
-
-def _list(value: Any) -> list:
-    return list(value) if isinstance(value, list) else []
-
-
-
-def _family(target: Any) -> str:
-    t = str(target)
-    library = platforms.engine_of(t)
-    if library is not None and library.family != "cudnn":
-        return library.family
-    if t.startswith("__triton") or "triton" in t:
-        return "triton"
-    if library is not None:
-        return library.family
-    return "plain"  # a dot left in a loop/input fusion, or a bare dot: no gemm emitter
-
-
-def _is_fp8(dtype: Any) -> bool:
-    """Narrow (FP8, FP4 or an E8M0 scale): see harness/fp8_check/core/dtypes.py."""
-    return dtypes.is_narrow(dtype)
 
 
 def _fp8_gemm(g: dict) -> bool:
@@ -92,64 +37,8 @@ def _fp8_gemm(g: dict) -> bool:
     return len(dts) == 2 and all(_is_fp8(d) for d in dts)
 
 
-def _width_change(before: list, after: list, what: str) -> tuple[str, str]:
-    """A dtype list's change: fewer narrow values or more bits is an upcast (regression), the reverse an improvement."""
-    b, a = "x".join(map(str, before)) or "-", "x".join(map(str, after)) or "-"
-    fb, fa = sum(map(_is_fp8, before)), sum(map(_is_fp8, after))
-    if fa < fb:
-        return REGRESSION, f"{what} upcast from {_narrow_name(before)} ({b} -> {a})"
-    if fa > fb:
-        return IMPROVEMENT, f"{what} {_narrow_name(after)} again ({b} -> {a})"
-    change = dtypes.upcast(before, after)
-    if change:
-        return (REGRESSION, f"{what} wider ({b} -> {a})") if change > 0 else (IMPROVEMENT, f"{what} narrower ({b} -> {a})")
-    return NEUTRAL, f"{what} {b} -> {a}"
-
-
-def _narrow_name(values: list) -> str:
-    """'FP8', 'FP4' or 'FP8/FP4': the narrow classes among `values` (for the why text)."""
-    classes = {dtypes.dtype_class(v) for v in values if _is_fp8(v)}
-    names = [n for c, n in ((dtypes.FP8, "FP8"), (dtypes.FP4, "FP4"), (dtypes.SCALE, "E8M0")) if c in classes]
-    return "/".join(names) or "FP8"
-
-
-@explained("a narrow type (FP8, FP4, E8M0) replaced by a wider one, whatever the field's own rule says",
-           '—')
-def _narrow_lost(before: Any, after: Any, what: str) -> list[tuple[str, str]]:
-    """The rule every dtype-valued field shares: a narrow type replaced by a wider one is an upcast."""
-    b = before if isinstance(before, list) else [before] if isinstance(before, str) else []
-    a = after if isinstance(after, list) else [after] if isinstance(after, str) else []
-    if not b or not a:
-        return []
-    fb, fa = sum(map(_is_fp8, b)), sum(map(_is_fp8, a))
-    if fa < fb:
-        return [(REGRESSION, f"{what} upcast from {_narrow_name(b)} ({'x'.join(b)} -> {'x'.join(a)})")]
-    if fa > fb:
-        return [(IMPROVEMENT, f"{what} {_narrow_name(a)} again ({'x'.join(b)} -> {'x'.join(a)})")]
-    return []
-
-
 def _present(value: Any) -> bool:
     return value is not MISSING and value is not None and value is not False
-
-
-@dataclass(frozen=True)
-class Neutral:
-    """A field that costs nothing on the GPU when it changes; `reason` says why.
-
-    The line reads `LABEL BEFORE -> AFTER` when a label is given, else the reason."""
-
-    reason: str
-    label: str | None = None
-
-    def why(self, before: Any, after: Any) -> str:
-        return f"{self.label} {before} -> {after}" if self.label else self.reason
-
-
-# What a rule returns: (class, why) pairs, or a `Finding` where it states more (that it decides the verdict).
-Findings = Sequence["tuple[str, str] | Finding"]
-# A rule: (before, after, gemm or block before, gemm or block after, sub-key) -> [(class, why)].
-Rule = Callable[[Any, Any, dict, dict, "str | None"], Findings]
 
 
 def _gemm_name(gb: dict, ga: dict) -> str:
@@ -320,81 +209,6 @@ def gemm_field(key: str | None, sub: str | None, before: Any, after: Any, gb: di
     return rule(before, after, gb, ga, sub)
 
 
-# ------------------------------------------------------------------ block-scaled matmuls (`block_scaled`)
-
-_DECOMPOSED = "decomposed"
-
-
-@explained('a block-scaled kernel (cuDNN, Triton, scaled-dot) → `decomposed`',
-           'the reverse')
-def _rule_form(before: Any, after: Any, bb: dict, ba: dict, sub: str | None) -> list[tuple[str, str]]:
-    if before != _DECOMPOSED and after == _DECOMPOSED:
-        return [(REGRESSION, f"no block-scaled kernel any more ({before} -> {after}): the scales are applied "
-                             "by kernels of their own and the gemm runs on dequantized data")]
-    if before == _DECOMPOSED and after != _DECOMPOSED:
-        return [(IMPROVEMENT, f"a block-scaled kernel again ({before} -> {after})")]
-    return [(NEUTRAL, f"block-scaled kernel {before} -> {after}")]
-
-
-def _dtype_rule(what: str) -> Rule:
-    def rule(before: Any, after: Any, bb: dict, ba: dict, sub: str | None) -> list[tuple[str, str]]:
-        if before is MISSING or after is MISSING:
-            return [(NEUTRAL, f"{what} {before!r} -> {after!r}")]
-        return [_width_change(_list(before), _list(after), what)]
-    return explained(f"{what} upcast (fewer FP8/FP4/E8M0 values, or wider)", "narrow again")(rule)
-
-
-def _count_rule(what: str) -> Rule:
-    def rule(before: Any, after: Any, bb: dict, ba: dict, sub: str | None) -> list[tuple[str, str]]:
-        if isinstance(before, int) and isinstance(after, int):
-            if after > before:
-                return [(REGRESSION, f"{after - before} more {what} ({before} -> {after})")]
-            return [(IMPROVEMENT, f"{before - after} fewer {what} ({before} -> {after})")]
-        return [(NEUTRAL, f"{what}: {before!r} -> {after!r}")]
-    return explained(f"more {what}", "fewer")(rule)
-
-
-# Every field of fp8_check.signature.extract.BlockScaling: its rule, or why it is neutral.
-BLOCK_RULES: dict[str, "Rule | Neutral"] = {
-    "form": _rule_form,
-    "target": Neutral("the block-scaled kernel's name; `form` and `gemms` carry what it costs",
-                      label="block-scaled kernel"),
-    "data_dtypes": _dtype_rule("block-scaled data"),
-    "scale_dtypes": _dtype_rule("block scales at the kernel"),
-    "inputs": _dtype_rule("low-precision inputs"),
-    "scale_kernels": _count_rule("kernel(s) rewriting the scales outside the gemm"),
-    "data_kernels": _count_rule("kernel(s) rewriting the data outside the gemm"),
-    "global_scale": Neutral("which kernels read the global scale; a kernel of its own shows in `kernels` and `launches`",
-                            label="global scale read by"),
-}
-
-
-@explained('the block-scaled matmul gone (no FP4 or E8M0 value left)',
-           'a block-scaled matmul appeared')
-def block_field(key: str | None, before: Any, after: Any) -> Findings:
-    """`block_scaled` (key None: the whole record) or `block_scaled.KEY` changed."""
-    if key is None:
-        b = before if isinstance(before, dict) else {}
-        a = after if isinstance(after, dict) else {}
-        if before is MISSING or not b:
-            narrow = any(_is_fp8(d) for d in _list(a.get("data_dtypes")))
-            return [(IMPROVEMENT if narrow else NEUTRAL, "a block-scaled matmul appeared")]
-        if after is MISSING or not a:
-            narrow = any(_is_fp8(d) for d in _list(b.get("data_dtypes")))
-            return [(REGRESSION if narrow else NEUTRAL, "the block-scaled matmul is gone (no FP4 or E8M0 value left)")]
-        out: list[tuple[str, str] | Finding] = []
-        for k in list(b) + [k for k in a if k not in b]:
-            if b.get(k, MISSING) != a.get(k, MISSING):
-                out += block_field(k, b.get(k, MISSING), a.get(k, MISSING))
-        return out
-    rule = BLOCK_RULES.get(key)
-    if rule is None:
-        return [(NEUTRAL, f"block_scaled.{key} changed (no cost rule for this field)")]
-    if isinstance(rule, Neutral):
-        return [(NEUTRAL, rule.why(before, after))]
-    return rule(before, after, {}, {}, None)
-
-
 def _nonzero(value: Any) -> bool:
     try:
         return float(value) != 0.0
@@ -431,3 +245,21 @@ def _operand_role(role: str | None, before: Any, after: Any) -> list[tuple[str, 
         # a wide scale's dtype costs nothing (f32 -> bf16); an E8M0 / FP8 one upcast does
         return _narrow_lost(before, after, what) or [(NEUTRAL, f"{what} dtype {before} -> {after}")]
     return _narrow_lost(before, after, f"operand {role}") or [(NEUTRAL, f"operand {role} {before!r} -> {after!r}")]
+
+
+def _gemm_at(sig: dict, i: int, whole: Any) -> dict:
+    if isinstance(whole, dict):
+        return whole
+    gemms = sig.get("gemms") if isinstance(sig, dict) else None
+    if isinstance(gemms, list) and i < len(gemms) and isinstance(gemms[i], dict):
+        return gemms[i]
+    return {}
+
+
+def judge(m: re.Match, before: Any, after: Any, b_sig: dict, a_sig: dict) -> Findings:
+    """The table's entry (`gemms[i]`, `gemms[i].KEY`, `gemms[i].KEY.SUB`): `m` is its path matched; the gemm's
+    other fields come from the signatures (`gemms[i]` there is the golden's i-th gemm and its counterpart)."""
+    i, key, sub = int(m.group(1)), m.group(2), m.group(3)
+    gemm_b = _gemm_at(b_sig, i, before if key is None else None)
+    gemm_a = _gemm_at(a_sig, i, after if key is None else None)
+    return gemm_field(key, sub, before, after, gemm_b, gemm_a)

@@ -19,10 +19,13 @@ should be FP8 and is not is a regression; one that should stay wide and is FP8 a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from fp8_check.signature import Signature, attribution, engine
 from fp8_check.verdict.comparator import FieldDiff
+from fp8_check.verdict.rules.findings import Findings, explained
 
 LOW, WIDE = "FP8/FP4", "wider than FP8"
 _KEYS = ("layer", "pass", "fp8")
@@ -103,10 +106,17 @@ def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
 
 
 def classify(path: str, before, after) -> tuple[str, str]:
-    """(class, why) of one layer-rule diff, in the vocabulary of fp8_check.verdict._rules_gemm."""
+    """(class, why) of one layer-rule diff, in the vocabulary of fp8_check.verdict.rules.findings."""
     text = str(after)
     if text.startswith("no matmul matches"):
         return "neutral", "the pattern matches no matmul"
     if before == LOW:
         return "regression", f"a layer fell back from FP8/FP4 to a wider type ({text})"
     return "improvement", f"a layer now runs in FP8/FP4 ({text})"
+
+
+@explained('a layer that should run in FP8/FP4 fell back to a wider type',
+           'a layer that should stay wide runs in FP8/FP4 (a rule matching no matmul is neutral)')
+def judge(m: re.Match, before: Any, after: Any, b_sig: dict, a_sig: dict) -> Findings:
+    """The table's entry (`layers[PATTERN@PASS]…`, outside the signature: classify_extra judges it)."""
+    return [classify(m.string, before, after)]

@@ -13,8 +13,8 @@ import re
 from typing import Any, Callable
 
 from fp8_check.core import dtypes
-from fp8_check.verdict._rules_gemm import IMPROVEMENT, NEUTRAL, REGRESSION, Neutral, _is_fp8, explained
 from fp8_check.verdict.comparator import MISSING
+from fp8_check.verdict.rules.findings import IMPROVEMENT, NEUTRAL, REGRESSION, Findings, Neutral, _is_fp8, explained
 
 _FIELD = re.compile(r"^collectives(?:\[(\d+)\])?(?:\.(\w+))?$")
 NEUTRAL_WHY = {
@@ -142,3 +142,8 @@ COLLECTIVE_RULES: dict[str, "Callable[[Any, Any], list[tuple[str, str]]] | Neutr
     "core": core_change,
     **{key: Neutral(why) for key, why in NEUTRAL_WHY.items()},
 }
+
+
+def judge(m: re.Match, before: Any, after: Any, b_sig: dict, a_sig: dict) -> Findings:
+    """The table's entry (`collectives`, `collectives[i]`, `collectives[i].KEY`): `m` is its path matched."""
+    return collective_field(m.string, before, after)
