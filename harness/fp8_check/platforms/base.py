@@ -76,6 +76,12 @@ class Platform:
     plugin_label: str  # `CUDA plugin`, `ROCm plugin`
     report_key: str  # environment reports name its plugin `<report_key>_plugin` / `<report_key>_pjrt`
     runtime_header: str  # a shipped spec's header line stating the runtime version: `# <runtime_header>: X.Y.Z`
+    # The header line of its deep-learning library's version (`cudnn`); '' when its specs state none.
+    dnn_header: str = ""
+    # The target a command compiles for when it names none and this is the default platform, and the one profile
+    # a single-profile command (`calibrate`, `reduce`, `bisect`) uses when it names none.
+    default_target: str = ""
+    default_profile: str = ""
     # The plugin's distributions, newest naming first: the plugin proper and its PJRT library.
     plugin_distributions: tuple[str, ...] = ()
     pjrt_distributions: tuple[str, ...] = ()
@@ -130,6 +136,32 @@ class Platform:
         """The FP8 dtypes (ml_dtypes names) the architecture's gemm library runs natively; () when none."""
         raise NotImplementedError
 
+    def features(self, arch: str, compute_capability: tuple[int, int]) -> frozenset[str]:
+        """The words that say what the architecture has, as lit's `available_features`: `fp8` (FP8 gemms),
+        `fp8-ocp` / `fp8-fnuz` (which FP8 family), and what the platform adds (`cudnn-block-scaled`)."""
+        native = self.native_fp8(arch, compute_capability)
+        words = {"fp8"} if native else set()
+        words |= {"fp8-fnuz" if t.endswith("fnuz") else "fp8-ocp" for t in native}
+        return frozenset(words)
+
+    # ---- the version header of a shipped spec: `# <key>: X.Y.Z  source: ...`
+    def version_keys(self) -> tuple[str, ...]:
+        """The header keys this platform's specs state their versions under (runtime, then DNN library)."""
+        return tuple(k for k in (self.runtime_header, self.dnn_header) if k)
+
+    def parse_version_line(self, line: str) -> tuple[str, tuple[int, int, int], str] | None:
+        """(`runtime` or `dnn`, version, source) of one header line of this platform's; None when it is not one."""
+        m = re.match(r"^#\s*([a-z_]+):\s*(\d+)\.(\d+)\.(\d+)\b(.*)$", line)
+        if not m or m.group(1) not in self.version_keys():
+            return None
+        kind = "runtime" if m.group(1) == self.runtime_header else "dnn"
+        return kind, (int(m.group(2)), int(m.group(3)), int(m.group(4))), m.group(5).strip()
+
+    def version_header(self, kind: str, version: tuple[int, ...], source: str) -> str:
+        """The header line stating `kind`'s (`runtime`, `dnn`) version: what parse_version_line reads back."""
+        key = self.runtime_header if kind == "runtime" else self.dnn_header
+        return f"# {key}: {'.'.join(map(str, version))}  source: {source}"
+
     # ---- environments
     def requirements(self, jax_version: str, kind: str) -> list[str] | None:
         """What uv installs for `jax_version`'s environment of `kind`; None when the platform has no
@@ -170,6 +202,12 @@ class Platform:
         """Keyword arguments of `jax.experimental.topologies.get_topology_desc` that make this target's
         compile-only devices with `jax_version` (besides `platform`)."""
         return {"target_config": target_config, "topology": topology}
+
+    def compile_devices(self, target_config: str, jax_version: str):
+        """In a deviceless compile worker: the device(s) to compile this target for, where the platform makes them
+        itself (a stand-in that compiles on the host); None: JAX's compile-only devices (`topology_arguments`)."""
+        return None
+
     def installed(self) -> bool:
         """This interpreter can import the platform's plugin (without importing it)."""
         import importlib.util

@@ -18,6 +18,7 @@ SLIM_EXTRAS: dict[str, tuple[str, ...]] = {">=0.6.1": ("nvidia-cuda-nvcc-cu12",)
 DEVICE_MARKER = "nvidia-cublas-cu12"
 SMI = "nvidia-smi"
 DEVICE_NODE = "/dev/nvidia0"  # present when the NVIDIA driver sees a GPU
+CUDNN_BLOCK_SCALED = "cudnn-block-scaled"  # the feature word of an architecture with cuDNN's block-scaled dot
 
 
 def _rows(pairs, cd) -> tuple[tuple[str, str, str, str], ...]:
@@ -60,6 +61,12 @@ class _Nvidia(Platform):
     def native_fp8(self, arch: str, compute_capability: tuple[int, int]) -> tuple[str, ...]:
         """FP8 tensor cores exist from sm_89 (Ada) on, for the OCP types."""
         return ("float8_e4m3fn", "float8_e5m2") if compute_capability >= (8, 9) else ()
+
+    def features(self, arch: str, compute_capability: tuple[int, int]) -> frozenset[str]:
+        """Besides the FP8 words: `cudnn-block-scaled` from sm_100 (Blackwell) on, where XLA rewrites a block-scaled
+        dot into one cuDNN call (given a cuDNN above its threshold: the cuDNN canary checks it)."""
+        extra = {CUDNN_BLOCK_SCALED} if compute_capability >= (10, 0) else set()
+        return super().features(arch, compute_capability) | extra
 
     def requirements(self, jax_version: str, kind: str, extras: list[str] | None = None) -> list[str]:
         if kind == DEVICE:
@@ -144,6 +151,9 @@ NVIDIA = _Nvidia(
     plugin_label="CUDA plugin",
     report_key="cuda",
     runtime_header="cuda_runtime",
+    dnn_header="cudnn",
+    default_target="h100",
+    default_profile="cublas",
     plugin_distributions=("jax-cuda12-plugin", "jax-cuda13-plugin"),
     pjrt_distributions=("jax-cuda12-pjrt", "jax-cuda13-pjrt"),
     plugin_modules=("jax_plugins.xla_cuda12", "jax_plugins.xla_cuda13", "jax_cuda12_plugin"),
