@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.core import ReadError, files, package_path, read_text
 from fp8_check import platforms
+from fp8_check.core import ReadError, files, package_path, read_text
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
 NAMED = {"maxtext": package_path("models", "maxtext-requirements.txt"),

@@ -319,6 +319,8 @@ def case_yaml() -> str:
     """cases/models.yaml as generated from the installed flax/optax (see the file's first line)."""
     import yaml
 
+    from fp8_check import platforms
+
     cases = []
     for recipe, what in CASES:
         for kind in ("forward", "train"):
@@ -330,7 +332,7 @@ def case_yaml() -> str:
                                                              "train step: value_and_grad + optax.adamw update")),
                 "callable": f"fp8_check.models.decoder:{'forward' if kind == 'forward' else 'train_step'}_{recipe}",
                 "requires": requires,
-                "profiles": ["cublas", "triton"] if (recipe, kind) == ("direct", "forward") else ["cublas"],
+                "profiles": [platforms.default_profile(), "triton"] if (recipe, kind) == ("direct", "forward") else [platforms.default_profile()],
                 "args": f"fp8_check.models.decoder:args_{'forward' if kind == 'forward' else 'train'}_{recipe}",
                 "price_at": {"args": f"fp8_check.models.decoder:price_{'forward' if kind == 'forward' else 'train'}_{recipe}"},
             }
@@ -340,6 +342,6 @@ def case_yaml() -> str:
             "# users train it, its arguments made by a factory (`args: module:factory`, shapes only):\n"
             "# every parameter, FP8 scale/amax history and optimizer state is an input (nothing initialised, nothing\n"
             "# a constant), compiled as a forward pass and as a full train step, with four FP8 recipes.\n")
-    return head + yaml.safe_dump({"defaults": {"kind": "python", "targets": ["h100"]}, "cases": cases},
+    return head + yaml.safe_dump({"defaults": {"kind": "python", "targets": [platforms.default_target()]}, "cases": cases},
                                  sort_keys=False, width=120, default_flow_style=None)
 

@@ -18,6 +18,7 @@ class Engine:
     label: str  # coverage's name for it: `cuBLASLt FP8`, `cuBLAS`, `cuDNN`
     fp8: bool = False  # every call of it is an FP8 gemm
     fp8_label: str = ""  # its name when its operands are narrow (`cuDNN block-scaled`); '' = not FP8-capable
+    blas: bool = False  # a BLAS library's gemm call (cuBLAS(Lt); hipBLASLt behind the same custom-calls), not a DNN one's
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,10 @@ class Platform:
     def device_info(self) -> dict:
         """Versions of the local GPU's driver and libraries (device mode); {} when unknown."""
         return {}
+
+    def device_line(self, device: dict) -> str:
+        """The driver and library versions of a `device_info` (an environment's `device`), in words."""
+        return f"driver {device.get('driver_version')}"
 
     def allow_deviceless(self) -> None:
         """Called in the compile worker after JAX is importable and before any backend starts: whatever

@@ -49,6 +49,10 @@ class _Nvidia(Platform):
         """The local GPU as the CUDA plugin and nvidia-smi see it: driver, runtime, cuBLAS, cuDNN versions."""
         return {**cuda_versions(), **nvidia_smi()}
 
+    def device_line(self, device: dict) -> str:
+        return (f"driver {device.get('driver_version')}, CUDA runtime {device.get('cuda_runtime')}, "
+                f"cuBLAS {device.get('cublas')}")
+
     def arch_of_spec(self, config_text: str) -> tuple[str, tuple[int, int]]:
         cc = re.search(r"cuda_compute_capability\s*\{([^}]*)\}", config_text)
         if not cc:
@@ -160,8 +164,8 @@ NVIDIA = _Nvidia(
     # The plugin's CUDA version check calls cuInit, which fails without a driver: skipped.
     deviceless_env={"JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1"},
     engines=(
-        Engine("__cublas$lt$matmul$f8", "cublas-fp8", "cuBLASLt FP8", fp8=True),
-        Engine("__cublas", "cublas", "cuBLAS"),
+        Engine("__cublas$lt$matmul$f8", xla_gpu.BLAS_FP8_FAMILY, "cuBLASLt FP8", fp8=True, blas=True),
+        Engine("__cublas", xla_gpu.BLAS_FAMILY, "cuBLAS", blas=True),
         Engine("__cudnn", "cudnn", "cuDNN", fp8_label="cuDNN block-scaled"),
     ),
     block_scaled_targets={"__cudnn$blockScaledDot": "cudnn"},

@@ -82,6 +82,12 @@ def _family(target: Any) -> str:
     return "plain"  # a dot left in a loop/input fusion, or a bare dot: no gemm emitter
 
 
+def _fp8_engine(target: Any) -> bool:
+    """The gemm library call whose every call is an FP8 gemm (cuBLASLt's, hipBLASLt's FP8 call): its platform says."""
+    library = platforms.engine_of(str(target))
+    return library is not None and library.fp8
+
+
 def _is_fp8(dtype: Any) -> bool:
     """Narrow (FP8, FP4 or an E8M0 scale): see harness/fp8_check/core/dtypes.py."""
     return dtypes.is_narrow(dtype)
@@ -162,9 +168,9 @@ def _rule_target(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -
     fb, fa = _family(before), _family(after)
     if fb == fa:
         return [(NEUTRAL, f"renamed {before} -> {after}, same structure")]
-    if fb == "cublas-fp8":
+    if _fp8_engine(before):
         return [Finding(REGRESSION, f"cuBLASLt FP8 gemm -> {after}", decides=True)]  # the FP8 matmul is gone
-    if fa == "cublas-fp8":
+    if _fp8_engine(after):
         return [(IMPROVEMENT, f"{before} -> cuBLASLt FP8 gemm")]
     if fa == "plain":
         return [(REGRESSION, f"gemm emitter {before} -> {after} (no gemm kernel)")]

@@ -26,7 +26,7 @@ from packaging.version import Version
 from fp8_check.cases import Block, BlockScaledSpec, Case, PatternSpec, Shape
 from fp8_check.compile import CompileRequest, CompileService, render
 from fp8_check.core import BrokenEnvironmentError
-from fp8_check.platforms import NVIDIA
+from fp8_check.platforms import DEFAULT, NVIDIA
 from fp8_check.signature import extract as signature
 from fp8_check.targets import PROFILES, Target
 from fp8_check.worker import dnn_field_read, dnn_fields_written
@@ -37,7 +37,7 @@ CANARY = Case(
     line=0,
     description="plain E4M3 x E4M3 matmul; on an FP8-capable target it must become an FP8 gemm",
     spec=PatternSpec(out_dtype="float32"),
-    profiles=("cublas",),
+    profiles=(DEFAULT.canary_profile,),
 )
 CANARY_FP8 = "float8_e4m3fn"  # the canary's operand type (PatternSpec's default)
 
@@ -68,7 +68,7 @@ PROBE = Case(
     description=f"tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become {BLOCK_SCALED_TARGET}",
     spec=BlockScaledSpec(block=Block("scaled_matmul", "mxfp8", 32), a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn",
                          scale_dtype="float8_e8m0fnu", transpose_b=True, shape=Shape(128, 128, 128)),
-    profiles=("cublas",),
+    profiles=(NVIDIA.canary_profile,),
 )
 
 
