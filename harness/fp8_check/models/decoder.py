@@ -31,6 +31,8 @@ import jax.numpy as jnp
 from flax import linen as nn
 from flax.linen import fp8_ops
 
+from fp8_check import platforms
+
 BATCH, SEQ, HIDDEN, HEADS, FFN = 2, 128, 1024, 8, 4096
 # Where the cases are priced (`price_at`): 8 sequences of 2048 tokens, 16384 tokens per step (compiled a second time)
 PRICE_BATCH, PRICE_SEQ = 8, 2048
@@ -318,8 +320,6 @@ CASES = (
 def case_yaml() -> str:
     """cases/models.yaml as generated from the installed flax/optax (see the file's first line)."""
     import yaml
-
-    from fp8_check import platforms
 
     cases = []
     for recipe, what in CASES:

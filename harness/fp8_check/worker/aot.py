@@ -300,12 +300,9 @@ def optimized_hlo(dump_dir, host=False):
     `*gpu_after_optimizations.txt`, else (a TPU compiler names no backend) any `*after_optimizations.txt` but a
     CPU module's. With `host` (a platform that compiles for the host's own device: Platform.compile_devices), the
     last CPU module's."""
-    if host:
-        dumps = glob.glob(os.path.join(dump_dir, "*cpu_after_optimizations.txt"))
-    else:
-        dumps = glob.glob(os.path.join(dump_dir, "*gpu_after_optimizations.txt")) or [
-            p for p in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
-            if not p.endswith("cpu_after_optimizations.txt")]
+    dumps = glob.glob(os.path.join(dump_dir, "*cpu_after_optimizations.txt")) if host else glob.glob(os.path.join(
+        dump_dir, "*gpu_after_optimizations.txt")) or [p for p in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
+                                                        if not p.endswith("cpu_after_optimizations.txt")]
     if not dumps:
         raise RuntimeError("XLA wrote no '*after_optimizations.txt' of an accelerator module into " + dump_dir)
 
