@@ -184,15 +184,15 @@ def literals() -> tuple[str, ...]:
 
 
 # ---- the stage's face (scripts/restructure.py): what other stages import from it, loaded on first use
-__all__ = ['AMD', 'DEFAULT', 'ENTRY_POINTS', 'Engine', 'GemmTypeTable', 'NVIDIA', 'Platform', 'Profile', 'TPU', 'UnknownSpec', 'amd', 'by_name', 'default_profile', 'default_target', 'deviceless_environment', 'engine_of', 'literals', 'matmul_ops', 'nvidia', 'of_spec', 'of_target', 'plugin_versions', 'prepare_deviceless', 'profiles', 'register', 'registered', 'target_specs']
+__all__ = ['AMD', 'DEFAULT', 'ENTRY_POINTS', 'Engine', 'GemmTypeTable', 'NVIDIA', 'Platform', 'Probe', 'Profile', 'TPU', 'UnknownSpec', 'amd', 'by_name', 'default_profile', 'default_target', 'deviceless_environment', 'engine_of', 'literals', 'matmul_ops', 'nvidia', 'of_spec', 'of_target', 'plugin_versions', 'prepare_deviceless', 'profiles', 'register', 'registered', 'target_specs']
 
 _MODULES = {  # module -> the names of the face it defines
-    'base': ('GemmTypeTable',),
+    'base': ('GemmTypeTable', 'Probe'),
 }
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.platforms.base import GemmTypeTable
+    from fp8_check.platforms.base import GemmTypeTable, Probe
 
 
 def __getattr__(name: str) -> Any:

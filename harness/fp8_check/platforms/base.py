@@ -59,6 +59,37 @@ class Profile:
     shows: str = ""  # what its rows show, where that is not what the name suggests (run's header, the docs)
 
 
+@dataclass(frozen=True)
+class Probe:
+    """A canary a platform's targets must pass (fp8_check.verdict.canary compiles it with the FP8 canary): a tiny
+    block-scaled matmul that, on a target with `feature` and a DNN library at or above XLA's threshold for the JAX
+    release, must become one `reaches` call; when it does not, the version the target states did not take effect."""
+
+    id: str
+    feature: str  # the target feature it applies to (Platform.features)
+    reaches: str  # the custom-call target it must become
+    library: str  # the DNN library whose version it proves (`cuDNN`)
+    lacks: str  # why a target without `feature` expects none: formatted with `arch` and `cc` (`9.0`)
+    # the block-scaled matmul: (API, recipe, block size), its operand and scale dtypes (ml_dtypes names), m, n, k
+    block: tuple[str, str, int]
+    a_dtype: str
+    b_dtype: str
+    scale_dtype: str
+    shape: tuple[int, int, int]
+    transpose_b: bool = False
+    # (first JAX release, the DNN version from which its XLA rewrites the op), oldest first
+    thresholds: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    description: str = ""
+
+    def min_dnn(self, jax_version: str) -> tuple[int, ...]:
+        """The DNN library version from which `jax_version`'s XLA rewrites the probe into `reaches`."""
+        found: tuple[int, ...] = ()
+        for first, dnn in self.thresholds:
+            if version_tuple(jax_version) >= version_tuple(first):
+                found = dnn
+        return found
+
+
 def version_tuple(text: str) -> tuple[int, int, int]:
     parts = []
     for piece in str(text).split("."):
@@ -113,6 +144,8 @@ class Platform:
     # Why the cost model does not price this platform's programs ('' = it does, from the rate tables of
     # harness/fp8_check/targets/rates/).
     unpriced: str = ""
+    # The rate tables key its parts by compute capability (NVIDIA's `compute_capability: [9, 0]`); else [0, 0].
+    rates_by_capability: bool = False
     # Its XLA replays a device's autotune results in a deviceless compile (`--xla_gpu_load_autotune_results_from`,
     # logged per lookup): deviceless `default` then compiles as the device does where a results file has the
     # decision, and says which decisions XLA's deviceless defaults took (fp8_check.compile.autotune_replay).
@@ -253,6 +286,10 @@ class Platform:
             if target.startswith(e.prefix):
                 return e
         return None
+
+    def probes(self) -> tuple[Probe, ...]:
+        """The platform's own canaries, beyond the FP8 one every platform runs (NVIDIA: the cuDNN block-scaled probe)."""
+        return ()
 
     def low_precision_labels(self) -> tuple[str, ...]:
         fused = (f"{self.fused_matmul_label} FP8",) if self.fused_matmul_label else ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from fp8_check.platforms import _xla_gpu as xla_gpu
-from fp8_check.platforms.base import Engine, GemmTypeTable, Platform
+from fp8_check.platforms.base import Engine, GemmTypeTable, Platform, Probe
 
 DEVICELESS, DEVICE = "deviceless", "device"  # the wheel sets of fp8_check.versions.wheels
 # Extra wheels the slim (deviceless) set needs, by JAX versions (specifier). Every supported version needs
@@ -44,7 +44,33 @@ CUBLASLT_FP8 = GemmTypeTable(
 )
 
 
+BLOCK_SCALED_DOT = "__cudnn$blockScaledDot"
+# The cuDNN canary: a target states its compute capability, CUDA runtime and cuDNN versions once; the compile worker
+# writes them where the installed XLA reads them (aot.target_config_for). Which field XLA reads changed between JAX
+# versions, and a field it does not read is ignored without a word, so on compute capability >= 10 with a cuDNN
+# version above XLA's block-scaled-dot threshold (9.7 up to JAX 0.7.x, 9.10 from 0.8), a tiny MXFP8
+# `jax.nn.scaled_matmul` must become one __cudnn$blockScaledDot.
+CUDNN_PROBE = Probe(
+    id="canary_cudnn_block_scaled",
+    feature=CUDNN_BLOCK_SCALED,
+    reaches=BLOCK_SCALED_DOT,
+    library="cuDNN",
+    lacks="compute capability {cc} < 10",
+    block=("scaled_matmul", "mxfp8", 32),
+    a_dtype="float8_e4m3fn",
+    b_dtype="float8_e4m3fn",
+    scale_dtype="float8_e8m0fnu",
+    shape=(128, 128, 128),
+    transpose_b=True,
+    thresholds=(("0", (9, 7, 0)), ("0.8", (9, 10, 0))),
+    description=f"tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become {BLOCK_SCALED_DOT}",
+)
+
+
 class _Nvidia(Platform):
+    def probes(self) -> tuple[Probe, ...]:
+        return (CUDNN_PROBE,)
+
     def device_info(self) -> dict:
         """The local GPU as the CUDA plugin and nvidia-smi see it: driver, runtime, cuBLAS, cuDNN versions."""
         return {**cuda_versions(), **nvidia_smi()}
@@ -168,11 +194,12 @@ NVIDIA = _Nvidia(
         Engine("__cublas", xla_gpu.BLAS_FAMILY, "cuBLAS", blas=True),
         Engine("__cudnn", "cudnn", "cuDNN", fp8_label="cuDNN block-scaled"),
     ),
-    block_scaled_targets={"__cudnn$blockScaledDot": "cudnn"},
+    block_scaled_targets={BLOCK_SCALED_DOT: "cudnn"},
     install_hint="jax[cuda12]",
     fp8_gemm_types=CUBLASLT_FP8,
     profiles=xla_gpu.PROFILES,
     canary_profile=xla_gpu.CANARY_PROFILE,
     replays_autotune=True,
+    rates_by_capability=True,
     extra_literals=("jax[cuda12", "cuda12-local", "jax-cuda12", "jax-cuda13", DEVICE_MARKER, SMI, DEVICE_NODE, "nvidia-cuda-nvcc"),
 )
