@@ -15,7 +15,8 @@ The registry is read when asked, never frozen: a platform `register`ed from anyw
 every later lookup. Platforms outside this tree register through the entry-point group `fp8_check.platforms`
 (each entry names a `Platform` object, or a callable returning one), loaded once, on the first lookup (one that
 fails is skipped with a warning); the compile worker loads the same entry points in its own process
-(tests/test_fourth_platform.py).
+(tests/test_fourth_platform.py), so a platform that compiles must come so: a `register` call reaches its own
+process only.
 
 This package is imported by the compile worker inside per-version JAX environments: standard
 library only.
@@ -24,6 +25,7 @@ library only.
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import TYPE_CHECKING, Any
 
 from fp8_check.platforms.amd import AMD
@@ -34,6 +36,7 @@ from fp8_check.platforms.tpu import TPU
 ENTRY_POINTS = "fp8_check.platforms"  # the entry-point group of platforms outside this tree
 _REGISTRY: dict[str, Platform] = {}
 _LOADED: list[bool] = []  # [True] once the entry points were loaded
+_LOADING = threading.RLock()  # the first look-ups of several threads load them once (an entry's own look-up re-enters)
 
 
 class UnknownSpec(ValueError):
@@ -55,7 +58,13 @@ def _load_entry_points() -> None:
     broken plugin): the other platforms still work."""
     if _LOADED:
         return
-    _LOADED.append(True)
+    with _LOADING:
+        if not _LOADED:
+            _LOADED.append(True)
+            _register_entry_points()
+
+
+def _register_entry_points() -> None:
     import sys
     from importlib.metadata import entry_points
 
