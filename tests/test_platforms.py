@@ -259,3 +259,20 @@ def test_tpu_releases_and_generations():
                                                                   "exists from JAX 0.8.1 (libtpu 0.0.30)")
     assert platforms.TPU.unsupported_reason("0.8.1", "tpu7x") == ""
     assert load_target("tpu7x").native_fp8 == ("float8_e4m3fn", "float8_e5m2") and load_target("v6e").native_fp8 == ()
+
+
+def test_the_canary_probes_are_the_platforms():
+    # verdict/canary.py runs any platform's probes and imports no platform: the cuDNN one is NVIDIA's data
+    from fp8_check.verdict import canary
+
+    tree = ast.parse((HARNESS / "fp8_check" / "verdict" / "canary.py").read_text())
+    imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {name for module, name in imported if module == "fp8_check.platforms"} == {"DEFAULT", "Probe"}
+    assert not {module for module, _ in imported if module and module.startswith("fp8_check.platforms.")}
+    (probe,) = NVIDIA.probes()
+    assert AMD.probes() == () and platforms.TPU.probes() == ()
+    b200, h100 = load_target("b200"), load_target("h100")
+    assert probe.feature in b200.features and probe.feature not in h100.features
+    assert probe.min_dnn("0.7.1") == (9, 7, 0) and probe.min_dnn("0.8.0") == probe.min_dnn("0.12.0.1") == (9, 10, 0)
+    assert canary.expects_cudnn(b200, "0.12.0.1") and not canary.expects_cudnn(h100, "0.12.0.1")
+    assert canary.PROBE is not None and canary.PROBE.id == probe.id and canary.BLOCK_SCALED_TARGET == probe.reaches
