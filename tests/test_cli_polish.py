@@ -62,9 +62,9 @@ def test_pytest_fixture_defaults_are_the_ones_its_help_states():
     from fp8_check.cli import pytest_plugin
 
     src = inspect.getsource(pytest_plugin.pytest_addoption)
-    assert "cublas for the fp8 fixture" in src and "<rootdir>/goldens for the fp8 fixture" in src
+    assert "{platforms.default_profile()} for the fp8 fixture" in src and "<rootdir>/goldens for the fp8 fixture" in src
     fixture = inspect.getsource(pytest_plugin._fixture_params) + inspect.getsource(pytest_plugin.fp8)
-    assert 'else ["cublas"]' in fixture and '"goldens"' in fixture
+    assert 'else [platforms.default_profile()]' in fixture and '"goldens"' in fixture
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def platform_literals_outside_the_seam(root: Path = HARNESS) -> list[str]:
     """`file:line: literal` for each string constant in code (docstrings and comments aside) outside
     harness/fp8_check/platforms/ that names a platform: JAX's platform names exactly, anything else as a substring."""
     names = platforms.literals()
-    exact = {p.jax_platform for p in platforms.PLATFORMS} | {p.spec_platform_name for p in platforms.PLATFORMS}
+    exact = {p.jax_platform for p in platforms.registered()} | {p.spec_platform_name for p in platforms.registered()}
     parts = [n for n in names if n not in exact]
     found = []
     for path in sorted(root.rglob("*.py")):
@@ -47,6 +48,53 @@ def platform_literals_outside_the_seam(root: Path = HARNESS) -> list[str]:
 
 def test_no_platform_literal_outside_the_seam():
     assert platform_literals_outside_the_seam() == []
+
+
+# NVIDIA's default target and the GPU gemm rewriter's profile: named by NVIDIA's module (and the GPU profiles' module
+# it shares with AMD) alone; everyone else asks (platforms.default_target(), default_profile(), a platform's profiles).
+# Goldens, cases and docs are data. The scaffold's templates are the files it writes into a user's project: data.
+DEFAULT_WORDS = re.compile(r"(?<![A-Za-z0-9_$])(h100|cublas)(?![A-Za-z0-9_$])")
+DEFAULT_WORD_HOMES = {SEAM / "nvidia.py", SEAM / "_xla_gpu.py"}
+DATA_MODULES = {HARNESS / "fp8_check" / "cli" / "scaffold.py"}
+
+
+def default_words_outside_nvidia(root: Path = HARNESS) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path in DEFAULT_WORD_HOMES | DATA_MODULES:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        docs = _docstring_ids(tree)
+        found += [f"{path.relative_to(root.parent)}:{node.lineno}: {m.group(1)!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                  for m in DEFAULT_WORDS.finditer(node.value)]
+    return found
+
+
+def test_the_default_target_and_profile_are_named_by_nvidia_alone():
+    assert default_words_outside_nvidia() == []
+    assert (platforms.default_target(), platforms.default_profile()) == (NVIDIA.default_target, NVIDIA.default_profile)
+
+
+def test_the_default_word_check_finds_one(tmp_path):
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "harness" / "bad.py").write_text(
+        '"""docstrings may say h100 and cublas."""\nT = "h100"\nP = f"--profile cublas,{1}"\n'
+        'C = "__cublas$gemm"\nB = "cublaslt"\nF = "cublas-fp8"\n')
+    assert sorted(default_words_outside_nvidia(tmp_path / "harness")) == [
+        "harness/bad.py:2: 'h100'", "harness/bad.py:3: 'cublas'", "harness/bad.py:6: 'cublas'"]
+
+
+def test_target_features_are_the_platforms_words():
+    assert load_target("h100").features == {"fp8", "fp8-ocp"} and load_target("a100").features == frozenset()
+    assert load_target("b200").features == {"fp8", "fp8-ocp", "cudnn-block-scaled"}
+    assert load_target("mi300x").features == {"fp8", "fp8-fnuz"} and load_target("mi350x").features == {"fp8", "fp8-ocp"}
+
+
+def test_version_header_lines_are_the_platforms():
+    line = NVIDIA.version_header("dnn", (9, 8, 0), "cuDNN 9.8.0")
+    assert line == "# cudnn: 9.8.0  source: cuDNN 9.8.0" and NVIDIA.parse_version_line(line) == ("dnn", (9, 8, 0), "source: cuDNN 9.8.0")
+    assert AMD.parse_version_line(line) is None and AMD.parse_version_line("# rocm_runtime: 7.0.0")[:2] == ("runtime", (7, 0, 0))
 
 
 def test_the_literal_check_finds_one(tmp_path):
@@ -129,8 +177,8 @@ def _code_strings(path: Path) -> list[str]:
 
 
 def test_every_platform_is_registered_once_with_its_own_home():
-    assert [p.name for p in platforms.PLATFORMS] == ["nvidia", "amd", "tpu"]
-    assert set(PLATFORM_HOMES) == {p.name for p in platforms.PLATFORMS}
+    assert [p.name for p in platforms.registered()] == ["nvidia", "amd", "tpu"]
+    assert set(PLATFORM_HOMES) == {p.name for p in platforms.registered()}
     homes = {path for paths in PLATFORM_HOMES.values() for path in paths} | set(SHARED_HOMES)
     assert set(SEAM.rglob("*.py")) == homes  # no platform code lives anywhere else in the seam
     with pytest.raises(ValueError, match="registered already"):
@@ -141,7 +189,7 @@ def test_no_platform_literal_lives_in_another_platform():
     # a literal owned by one platform alone (ROCm's XLA shares the cuBLAS custom-call names) appears in no other
     # platform's home, nor in the shared modules: adding the TPU touched the registry and platforms/tpu/ only
     owners: dict[str, set[str]] = {}
-    for p in platforms.PLATFORMS:
+    for p in platforms.registered():
         for literal in p.literals():
             owners.setdefault(literal, set()).add(p.name)
     found = []
@@ -211,3 +259,20 @@ def test_tpu_releases_and_generations():
                                                                   "exists from JAX 0.8.1 (libtpu 0.0.30)")
     assert platforms.TPU.unsupported_reason("0.8.1", "tpu7x") == ""
     assert load_target("tpu7x").native_fp8 == ("float8_e4m3fn", "float8_e5m2") and load_target("v6e").native_fp8 == ()
+
+
+def test_the_canary_probes_are_the_platforms():
+    # verdict/canary.py runs any platform's probes and imports no platform: the cuDNN one is NVIDIA's data
+    from fp8_check.verdict import canary
+
+    tree = ast.parse((HARNESS / "fp8_check" / "verdict" / "canary.py").read_text())
+    imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {name for module, name in imported if module == "fp8_check.platforms"} == {"DEFAULT", "Probe"}
+    assert not {module for module, _ in imported if module and module.startswith("fp8_check.platforms.")}
+    (probe,) = NVIDIA.probes()
+    assert AMD.probes() == () and platforms.TPU.probes() == ()
+    b200, h100 = load_target("b200"), load_target("h100")
+    assert probe.feature in b200.features and probe.feature not in h100.features
+    assert probe.min_dnn("0.7.1") == (9, 7, 0) and probe.min_dnn("0.8.0") == probe.min_dnn("0.12.0.1") == (9, 10, 0)
+    assert canary.expects_cudnn(b200, "0.12.0.1") and not canary.expects_cudnn(h100, "0.12.0.1")
+    assert canary.PROBE is not None and canary.PROBE.id == probe.id and canary.BLOCK_SCALED_TARGET == probe.reaches

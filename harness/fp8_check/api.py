@@ -198,7 +198,7 @@ class Checker:
             hint = platforms.of_targets([] if target is None else [target]).start_hint()
             raise EnvironmentProblem(f"cannot start the compile worker ({hint}): {exc}") from None
 
-    def signature(self, fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile | None = None,
+    def signature(self, fn: Callable, *args: Any, target: str | Target = platforms.DEFAULT.default_target, profile: str | Profile | None = None,
                   name: str | None = None, **kwargs: Any) -> FusionReport:
         """Compile `fn(*args, **kwargs)` for `target` under `profile`; its `FusionReport`.
 
@@ -213,7 +213,8 @@ class Checker:
             raise ValueError(f"profile: '{p.name}' is no profile of {t.platform.vendor} targets ({t.name}: {theirs})")
         if self.mode == "deviceless" and not p.deviceless and not replays_autotune(p, t):
             raise ValueError(f"profile '{p.name}' autotunes and needs a real GPU (deviceless, it replays autotune "
-                             f"results on NVIDIA targets only); use 'cublas' or 'triton' deviceless")
+                             f"results on NVIDIA targets only); use one of {', '.join(x.name for x in t.platform.profiles if x.deviceless)} "
+                             "deviceless")
         sharding = sharding_of(args, kwargs)
         if sharding is not None:
             devices = 1
@@ -274,7 +275,7 @@ def _close_shared() -> None:
     _SHARED.clear()
 
 
-def fusion_signature(fn: Callable, *args: Any, target: str | Target = "h100", profile: str | Profile | None = None,
+def fusion_signature(fn: Callable, *args: Any, target: str | Target = platforms.DEFAULT.default_target, profile: str | Profile | None = None,
                      mode: str = "deviceless", name: str | None = None, **kwargs: Any) -> FusionReport:
     """The fusion signature of `fn(*args, **kwargs)` compiled for `target` (default h100, no GPU needed).
 
@@ -353,7 +354,7 @@ def mismatch_message(report: FusionReport, diffs: list[FieldDiff], headline: str
     return "\n".join(lines)
 
 
-def assert_fusion(fn: Callable | FusionReport, *args: Any, target: str | Target = "h100",
+def assert_fusion(fn: Callable | FusionReport, *args: Any, target: str | Target = platforms.DEFAULT.default_target,
                   profile: str | Profile | None = None, mode: str = "deviceless", name: str | None = None,
                   kernels: int | None = None, gemms: int | None = None, fp8_gemms: int | None = None,
                   epilogue: str | None = None, damax: bool | None = None, fp8_output: bool | None = None,

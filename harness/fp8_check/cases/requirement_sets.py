@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.core import ReadError, files, package_path, read_text
-from fp8_check.platforms import PLATFORMS
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
 NAMED = {"maxtext": package_path("models", "maxtext-requirements.txt"),
@@ -22,9 +22,10 @@ NAMED = {"maxtext": package_path("models", "maxtext-requirements.txt"),
 
 MAX_BYTES = 64 * 1024  # a requirements file lists packages: a few KiB; more is not a requirements file
 EXCERPT = 60  # characters of an offending requirement an error may quote (escaped, one line)
-# What JAX and each platform's plugins are called: chosen per version, never from a requirement set.
-CHOSEN_PER_VERSION = frozenset({"jax", "jaxlib", *(d for p in PLATFORMS for d in (*p.plugin_distributions,
-                                                                                 *p.pjrt_distributions))})
+def chosen_per_version() -> frozenset[str]:
+    """What JAX and each registered platform's plugins are called: chosen per version, never from a requirement set."""
+    return frozenset({"jax", "jaxlib", *(d for p in platforms.registered() for d in (*p.plugin_distributions,
+                                                                                  *p.pjrt_distributions))})
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def check_requirement(text: str, where: str = "--with") -> str:
         raise ValueError(f"{where} {excerpt(text)}: not a requirement: {_first(exc)}") from None
     if "$" in text:  # installers expand ${VAR} in requirements: an environment variable must not reach an index
         raise ValueError(f"{where} {excerpt(text)}: '$' is not allowed in a requirement (no environment variables)")
-    if canonicalize_name(req.name) in CHOSEN_PER_VERSION:
+    if canonicalize_name(req.name) in chosen_per_version():
         raise ValueError(f"{where} {excerpt(text)}: jax, jaxlib and the GPU plugins are chosen per version "
                          "(--jax / --jax-range, the target's platform)")
     return str(req)

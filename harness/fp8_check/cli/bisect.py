@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.cases import CaseError
 from fp8_check.cli import _options
 from fp8_check.run import selection
@@ -18,7 +19,8 @@ def register(subparsers) -> dict:
     p = subparsers.add_parser("bisect", help="find the first JAX release where a case's signature changed (git bisect run exit codes)")
     p.add_argument("case", help="case id")
     selection.add_options(p)
-    _set_help(p, "--profile", "one profile: cublas, triton, default (default: cublas, or the mode's only profile)")
+    _set_help(p, "--profile", f"one profile: {', '.join(x.name for x in platforms.DEFAULT.profiles)} (default: "
+                              f"{platforms.default_profile()}, or the mode's only profile)")
     p.add_argument("--good", help="a version known good (the reference, with --criterion signature)")
     p.add_argument("--bad", help="a version known bad (newer than --good)")
     p.add_argument("--test", metavar="VERSION", help="judge only this version ('current': this interpreter's JAX) and exit 0/1/125")
@@ -58,8 +60,8 @@ def _cmd_bisect(args) -> int:
     mode = selection.mode(args.mode)
     profiles = selection.profiles(args.profile, mode, for_targets=targets)
     if len(targets) != 1 or len(profiles) != 1:
-        if not args.profile and "cublas" in profiles:
-            profiles = ["cublas"]
+        if not args.profile and platforms.default_profile() in profiles:
+            profiles = [platforms.default_profile()]
         else:
             raise selection.UsageError("bisect one target and one profile at a time (--target T --profile P)")
     target, profile = targets[0], PROFILES[profiles[0]]

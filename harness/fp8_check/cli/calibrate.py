@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from fp8_check import platforms
 from fp8_check.gpu import NO_GPU, measure, table
 from fp8_check.run import selection
 from fp8_check.targets import PROFILES, gpu_present
@@ -16,7 +17,7 @@ def register(sub) -> dict:
     p.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50; median)")
     p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
                    help="gpu (default); cpu: time JAX's CPU backend (checks the machinery, not the model)")
-    p.set_defaults(profile="cublas")
+    p.set_defaults(profile=platforms.default_profile())
     return {"calibrate": cmd_calibrate}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.cli import target_check as target_check_cli
 from fp8_check.compile import Compiler, WorkerError
 from fp8_check.gpu import CaptureError, spec_text, write_spec
@@ -16,7 +17,7 @@ def register(subparsers) -> dict:
     p = subparsers.add_parser("target", help="manage target specs (capture one from the local GPU)")
     tsub = p.add_subparsers(dest="target_command", required=True)
     c = tsub.add_parser("capture", help="write the GpuTargetConfig of the local GPU to harness/fp8_check/targets/NAME.txtpb")
-    c.add_argument("name", help="target name, e.g. h100 (the file harness/fp8_check/targets/NAME.txtpb)")
+    c.add_argument("name", help=f"target name, e.g. {platforms.default_target()} (the file harness/fp8_check/targets/NAME.txtpb)")
     c.add_argument("--dir", type=Path, default=TARGET_DIR, help="where to write the spec (default: the shipped specs)")
     c.add_argument("--force", action="store_true", help="replace an existing spec")
     c.add_argument("--stdout", action="store_true", help="print the spec instead of writing it")

@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fp8_check import platforms
 from fp8_check.core import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
 from fp8_check.signature import baked_in
 from fp8_check.verdict import FAIL, NEUTRAL, NEW, PASS, UNRESOLVED, Outcome, Verdict, classify_extra, device_validity, golden
@@ -213,9 +214,10 @@ def register(subparsers) -> dict:
                    help="an argument, in order (repeat): x=bfloat16[64,128]; DTYPE[] is a scalar")
     p.add_argument("--args", dest="factory", metavar="MODULE:FACTORY",
                    help="a function returning the arguments (a tuple, or a dict of keyword arguments)")
-    p.add_argument("--target", default="h100", help="target(s), comma-separated (default: h100)")
-    p.add_argument("--profile", help="profile(s), comma-separated: cublas, triton on GPUs, tpu on TPUs (default: each "
-                                     "target's first: cublas, tpu); a profile of another platform's targets is skipped")
+    p.add_argument("--target", default=platforms.default_target(), help=f"target(s), comma-separated (default: {platforms.default_target()})")
+    firsts = ", ".join(dict.fromkeys(pl.canary_profile for pl in platforms.registered() if pl.canary_profile))
+    p.add_argument("--profile", help=f"profile(s), comma-separated: {', '.join(platforms.profiles())} (default: each target's "
+                                     f"first: {firsts}); a profile of another platform's targets is skipped")
     p.add_argument("--mode", default="deviceless", choices=("auto", "deviceless", "device"), help="default: deviceless")
     p.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                    help="expected fusion (repeat): kernels=N, gemms=N, fp8_gemms=N, epilogue=RELU, damax=true, "

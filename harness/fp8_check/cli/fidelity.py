@@ -81,8 +81,8 @@ def cmd_fidelity(args) -> int:
             collect(device, cases, target, DEVICE_PROFILES, "device", sigs)
         dev = dev_env.get("device") or {}
         meta = {"left": f"deviceless for target spec {target.name} ({target.description})",
-                "right": f"device: {dev.get('name')} (compute capability {dev.get('compute_capability')}, driver "
-                         f"{dev.get('driver_version')}, CUDA runtime {dev.get('cuda_runtime')}, cuBLAS {dev.get('cublas')})",
+                "right": f"device: {dev.get('name')} (compute capability {dev.get('compute_capability')}, "
+                         f"{target.platform.device_line(dev)})",
                 "target": target.name, "device": dev, "jax": env.get("jax"), "created": created,
                 "autotune_results": (f"{replay_from}, replayed for target spec {replay_target.name}" if replay_from else
                                      "none for this target and release: XLA's deviceless defaults"),

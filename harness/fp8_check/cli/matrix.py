@@ -6,6 +6,7 @@ import glob
 import sys
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.cases import CaseError
 from fp8_check.cli import _options
 from fp8_check.compile import CompileCache, pool as pool_mod
@@ -122,7 +123,7 @@ def cmd_matrix(args) -> int:
                 print(format_list(versions, args.format))
                 return EXIT_OK
             if args.list_jobs:
-                given = selection.csv(args.target or "h100")
+                given = selection.csv(args.target or platforms.default_target())
                 print(matrix_jobs.format_plan(matrix_jobs.plan(versions, selection.targets(args.target), given),
                                               args.format))
                 return EXIT_OK

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from fp8_check import platforms
 from fp8_check.cases import load as case_mod
 from fp8_check.compile import CompilerPool, cpu_only_without_gpu, pool
 from fp8_check.run import CanaryGate, plan, runner, selection
@@ -51,8 +52,9 @@ def pytest_addoption(parser):
                     help="collect fp8-check case files (top-level 'cases:') wherever they are")
     group.addoption("--no-fp8-check", action="store_false", dest="fp8_check",
                     help="never collect fp8-check case files")
-    group.addoption("--fp8-target", default="h100", help="target(s), comma-separated (default: h100)")
-    group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated (default: every profile the mode supports for case files; cublas for the fp8 fixture)")
+    group.addoption("--fp8-target", default=platforms.default_target(), help=f"target(s), comma-separated (default: {platforms.default_target()})")
+    group.addoption("--fp8-profile", default=None, help="profile(s), comma-separated "
+                    f"(default: every profile the mode supports for case files; {platforms.default_profile()} for the fp8 fixture)")
     group.addoption("--fp8-mode", default="auto", choices=("auto", "deviceless", "device"), help="compile mode (default: auto)")
     group.addoption("--fp8-goldens", default=None, help="goldens directory (default: the 'goldens' beside 'cases' for case files; <rootdir>/goldens for the fp8 fixture)")
     group.addoption("--fp8-jobs", type=int, default=None, help="compile workers (default: the number of cores; 1 under xdist)")
@@ -277,7 +279,7 @@ def _fixture_params(config) -> list[tuple[str, str]]:
     try:
         targets = session.targets()
         given = config.getoption("fp8_profile")
-        profiles = session.profiles() if given else ["cublas"]
+        profiles = session.profiles() if given else [platforms.default_profile()]
     except (selection.UsageError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return [(t.name, p) for t in targets for p in profiles]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.cases import kinds, load as case_mod
 from fp8_check.run import selection
 from fp8_check.targets import PROFILES, load_target
@@ -43,9 +44,10 @@ def cmd_reduce(args) -> int:
         target = load_target(args.target)
     except KeyError as exc:
         return usage(f"--target: {exc.args[0]}")
-    profile_name = args.profile or "cublas"
+    profile_name = args.profile or platforms.default_profile()
     if profile_name not in PROFILES or not PROFILES[profile_name].deviceless:
-        return usage(f"--profile: '{profile_name}' is not a deviceless profile (cublas, triton)")
+        return usage(f"--profile: '{profile_name}' is not a deviceless profile "
+                     f"({', '.join(n for n, p in PROFILES.items() if p.deviceless)})")
     try:
         bad = str(parse_version(args.jax))
         if args.good:

@@ -15,7 +15,7 @@ DISTRIBUTION = "fp8-check"
 # The JAX distributions, as `name (label)`: each platform's plugins (the distribution name carries the
 # runtime's major version; the first one found is the platform's plugin).
 JAX_DISTRIBUTIONS = (("jax", "jax"), ("jaxlib", "jaxlib"),
-                     *((d, p.plugin_label) for p in platforms.PLATFORMS for d in p.plugin_distributions))
+                     *((d, p.plugin_label) for p in platforms.registered() for d in p.plugin_distributions))
 
 
 def installed(name: str) -> str | None:

@@ -21,7 +21,6 @@ import math
 import re
 from dataclasses import dataclass
 
-from fp8_check import platforms
 from fp8_check.core import dtypes
 from fp8_check.cost import _engine as cost_engine, _pairs as cost_pairs, _table as cost_table
 from fp8_check.cost._delta import AT_LEAST, AT_MOST, CostDelta as CostDelta
@@ -86,7 +85,7 @@ def hardware(target) -> Hardware:
         raise ValueError(f"{target.name}: not priced: {target.platform.unpriced}")
     text = target.config_text
     m = re.search(r'device_description_str\s*:\s*"([^"]*)"', text)
-    cc = target.compute_capability if target.platform is platforms.DEFAULT else (0, 0)  # AMD tables state [0, 0]
+    cc = target.compute_capability if target.platform.rates_by_capability else (0, 0)  # AMD tables state [0, 0]
     part, note = cost_table.part_for(m.group(1) if m else target.description, target.name, cc)
     notes = [note] if note else []
     hbm = _spec_number(text, "memory_bandwidth")

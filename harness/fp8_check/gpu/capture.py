@@ -309,7 +309,7 @@ def spec_text(name: str, config: str, environment: dict, when: float | None = No
         "# (jax.experimental.topologies.get_attached_topology), written by `fp8-check target capture`.",
         f"# Captured {stamp} on {host or platform.node() or 'unknown host'} by {_user()}:",
         f"#   jax {environment.get('jax')}, jaxlib {environment.get('jaxlib')}, CUDA plugin {environment.get('cuda_plugin')},",
-        f"#   driver {dev.get('driver_version')}, CUDA runtime {dev.get('cuda_runtime')}, cuBLAS {dev.get('cublas')}.",
+        f"#   {platforms.DEFAULT.device_line(dev)}.",
     ]
     return "\n".join(header) + "\n" + config
 

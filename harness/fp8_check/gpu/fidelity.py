@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fp8_check import platforms
 from fp8_check.compile import ReplayCompiler, case_options, render, results_for
 from fp8_check.core import atomic_write
 from fp8_check.report import md_inline
@@ -33,7 +34,7 @@ from fp8_check.verdict import UNSUPPORTED, FieldDiff, comparator
 
 SCHEMA = "fp8-check/fidelity/2"
 
-PINNED = ("cublas", "triton")
+PINNED = tuple(p.name for p in platforms.DEFAULT.profiles if p.deviceless)
 DEVICE_PROFILES = ("default",) + PINNED
 
 

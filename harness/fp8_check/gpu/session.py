@@ -99,7 +99,8 @@ STEPS = (
                           "(library and production shapes)"),
     Step("kernels", 90, "device-timed kernels (profiler) of FP8 and bf16 gemms 1k..16k, and the cost model re-fit"),
     Step("calibrate", 30, "estimated vs measured us per case; each fused case vs its op-by-op variant"),
-    Step("fidelity", 140, "deviceless vs device signatures, profiles default (replaying the autotune step), cublas, triton"),
+    Step("fidelity", 140, "deviceless vs device signatures, profiles default (replaying the autotune step), "
+                     + ", ".join(p.name for p in platforms.DEFAULT.profiles if p.deviceless)),
     Step("numerics", 30, "executed outputs vs the float64 reference (run --numerics)"),
     Step("gpu-tests", 50, "the GPU-only tests (pytest -m gpu)"),
 )
@@ -112,11 +113,11 @@ def session_target(dry: bool) -> str:
     if chosen:
         return chosen
     if dry:
-        return "h100"
+        return platforms.default_target()
     from fp8_check.targets import target_names
 
     name = platforms.DEFAULT.device_info().get("smi_name", "").lower()
-    return next((t for t in sorted(target_names(), key=len, reverse=True) if t.isalnum() and t in name), "h100")
+    return next((t for t in sorted(target_names(), key=len, reverse=True) if t.isalnum() and t in name), platforms.default_target())
 
 
 def _cli(*args: str) -> list[str]:
@@ -142,7 +143,7 @@ def command(step: str, out: Path, dry: bool) -> list[str]:
                     *(["--autotune-target", str(captured)] if captured.is_file() else []),
                     "--out", str(out / "fidelity.md"), "--json", str(out / "fidelity.json"))
     if step == "numerics" and not dry:
-        return _cli("run", "-k", SUBSET, "--target", target, "--mode", "device", "--numerics", "--profile", "cublas",
+        return _cli("run", "-k", SUBSET, "--target", target, "--mode", "device", "--numerics", "--profile", platforms.default_profile(),
                     "--json", str(out / "numerics.json"), "--html", str(out / "numerics.html"))
     return [sys.executable, "-m", "fp8_check.gpu.session", "--step", step, "--out", str(out)] + (["--dry-run"] if dry else [])
 
@@ -178,7 +179,7 @@ def step_environment(out: Path, dry: bool) -> None:
 def step_fidelity_dry(out: Path) -> None:
     """Deviceless results of the subset, then the fidelity table built from them against themselves."""
     results = out / "deviceless.json"
-    _run(_cli("run", "-k", FIDELITY, "--target", "h100", "--mode", "deviceless", "--profile", "cublas,triton",
+    _run(_cli("run", "-k", FIDELITY, "--target", platforms.default_target(), "--mode", "deviceless", "--profile", f"{platforms.default_profile()},triton",
               "--json", str(results), "--html", str(out / "deviceless.html")), ok=(0, 1))
     _run(_cli("fidelity", "--from", str(results), str(results), "--out", str(out / "fidelity.md"),
               "--json", str(out / "fidelity.json")))
@@ -225,9 +226,9 @@ def step_calibrate(out: Path, dry: bool) -> None:
     for case in sorted((c for c in selection.load_cases([], CALIBRATE) if c.id in wanted), key=lambda c: wanted.index(c.id)):
         # at its production shapes (`price_at`), else at PRODUCTION; CPU: the machinery only, at small shapes
         at = case.timed_at(Shape(64, 32, 64) if dry else None if case.priced_elsewhere else Shape(*PRODUCTION)) or case
-        row: dict = {"case": case.id, "profile": "cublas"}
+        row: dict = {"case": case.id, "profile": platforms.default_profile()}
         try:
-            fused = calibrate.measure(at, target, PROFILES["cublas"], repeats=5 if dry else 20, backend=backend)
+            fused = calibrate.measure(at, target, PROFILES[platforms.default_profile()], repeats=5 if dry else 20, backend=backend)
             row.update(shape=fused.shape, kernels=fused.kernels, estimated_us=round(fused.estimated_us, 2),
                        measured_us=round(fused.measured_us, 2), ratio=round(fused.ratio, 3))
             unfused = calibrate.measure_unfused(at, repeats=3 if dry else 10, backend=backend)

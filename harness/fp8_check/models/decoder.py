@@ -31,6 +31,8 @@ import jax.numpy as jnp
 from flax import linen as nn
 from flax.linen import fp8_ops
 
+from fp8_check import platforms
+
 BATCH, SEQ, HIDDEN, HEADS, FFN = 2, 128, 1024, 8, 4096
 # Where the cases are priced (`price_at`): 8 sequences of 2048 tokens, 16384 tokens per step (compiled a second time)
 PRICE_BATCH, PRICE_SEQ = 8, 2048
@@ -330,7 +332,7 @@ def case_yaml() -> str:
                                                              "train step: value_and_grad + optax.adamw update")),
                 "callable": f"fp8_check.models.decoder:{'forward' if kind == 'forward' else 'train_step'}_{recipe}",
                 "requires": requires,
-                "profiles": ["cublas", "triton"] if (recipe, kind) == ("direct", "forward") else ["cublas"],
+                "profiles": [platforms.default_profile(), "triton"] if (recipe, kind) == ("direct", "forward") else [platforms.default_profile()],
                 "args": f"fp8_check.models.decoder:args_{'forward' if kind == 'forward' else 'train'}_{recipe}",
                 "price_at": {"args": f"fp8_check.models.decoder:price_{'forward' if kind == 'forward' else 'train'}_{recipe}"},
             }
@@ -340,6 +342,6 @@ def case_yaml() -> str:
             "# users train it, its arguments made by a factory (`args: module:factory`, shapes only):\n"
             "# every parameter, FP8 scale/amax history and optimizer state is an input (nothing initialised, nothing\n"
             "# a constant), compiled as a forward pass and as a full train step, with four FP8 recipes.\n")
-    return head + yaml.safe_dump({"defaults": {"kind": "python", "targets": ["h100"]}, "cases": cases},
+    return head + yaml.safe_dump({"defaults": {"kind": "python", "targets": [platforms.default_target()]}, "cases": cases},
                                  sort_keys=False, width=120, default_flow_style=None)
 

@@ -27,4 +27,6 @@ PROFILES = (
                         "autotune results (goldens/<target>/autotune/<jax>.txt) where a file has them",
             platforms=GPU_PLATFORMS),
 )
-CANARY_PROFILE = "cublas"
+CANARY_PROFILE = "cublas"  # the gemm rewriter's profile
+# The verdict's gemm families of XLA's GPU BLAS calls (`__cublas$...`: cuBLASLt on CUDA, hipBLASLt on ROCm).
+BLAS_FP8_FAMILY, BLAS_FAMILY = "cublas-fp8", "cublas"

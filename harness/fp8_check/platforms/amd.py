@@ -146,8 +146,8 @@ AMD = _Amd(
     plugin_modules=("jax_plugins.xla_rocm7", "jax_plugins.xla_rocm10"),
     deviceless_env={standins_strict: "1"},
     engines=(
-        Engine("__cublas$lt$matmul$f8", "cublas-fp8", "hipBLASLt FP8", fp8=True),
-        Engine("__cublas", "cublas", "hipBLASLt"),
+        Engine("__cublas$lt$matmul$f8", xla_gpu.BLAS_FP8_FAMILY, "hipBLASLt FP8", fp8=True, blas=True),
+        Engine("__cublas", xla_gpu.BLAS_FAMILY, "hipBLASLt", blas=True),
     ),
     install_hint=PLUGIN,
     # hipBLASLt's MX block-scaled gemm (gfx950, JAX 0.10.0): a, b and their E8M0 block scales in one library call
@@ -157,5 +157,5 @@ AMD = _Amd(
     canary_profile=xla_gpu.CANARY_PROFILE,
     default_release=PLUGIN_RELEASES[-1],
     extra_literals=("jax-rocm", "jax_rocm", "xla_rocm", ARCH_NAME, "hipblaslt", "hipBLASLt"),
-    profile_names={"cublas": "hipblaslt"},  # the gemm rewriter's profile: hipBLASLt behind the same custom-calls
+    profile_names={xla_gpu.CANARY_PROFILE: "hipblaslt"},  # the gemm rewriter's profile: hipBLASLt behind the same custom-calls
 )

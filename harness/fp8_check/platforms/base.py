@@ -20,6 +20,7 @@ class Engine:
     label: str  # coverage's name for it: `cuBLASLt FP8`, `cuBLAS`, `cuDNN`
     fp8: bool = False  # every call of it is an FP8 gemm
     fp8_label: str = ""  # its name when its operands are narrow (`cuDNN block-scaled`); '' = not FP8-capable
+    blas: bool = False  # a BLAS library's gemm call (cuBLAS(Lt); hipBLASLt behind the same custom-calls), not a DNN one's
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,37 @@ class Profile:
     shows: str = ""  # what its rows show, where that is not what the name suggests (run's header, the docs)
 
 
+@dataclass(frozen=True)
+class Probe:
+    """A canary a platform's targets must pass (fp8_check.verdict.canary compiles it with the FP8 canary): a tiny
+    block-scaled matmul that, on a target with `feature` and a DNN library at or above XLA's threshold for the JAX
+    release, must become one `reaches` call; when it does not, the version the target states did not take effect."""
+
+    id: str
+    feature: str  # the target feature it applies to (Platform.features)
+    reaches: str  # the custom-call target it must become
+    library: str  # the DNN library whose version it proves (`cuDNN`)
+    lacks: str  # why a target without `feature` expects none: formatted with `arch` and `cc` (`9.0`)
+    # the block-scaled matmul: (API, recipe, block size), its operand and scale dtypes (ml_dtypes names), m, n, k
+    block: tuple[str, str, int]
+    a_dtype: str
+    b_dtype: str
+    scale_dtype: str
+    shape: tuple[int, int, int]
+    transpose_b: bool = False
+    # (first JAX release, the DNN version from which its XLA rewrites the op), oldest first
+    thresholds: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    description: str = ""
+
+    def min_dnn(self, jax_version: str) -> tuple[int, ...]:
+        """The DNN library version from which `jax_version`'s XLA rewrites the probe into `reaches`."""
+        found: tuple[int, ...] = ()
+        for first, dnn in self.thresholds:
+            if version_tuple(jax_version) >= version_tuple(first):
+                found = dnn
+        return found
+
+
 def version_tuple(text: str) -> tuple[int, int, int]:
     parts = []
     for piece in str(text).split("."):
@@ -78,6 +110,12 @@ class Platform:
     plugin_label: str  # `CUDA plugin`, `ROCm plugin`
     report_key: str  # environment reports name its plugin `<report_key>_plugin` / `<report_key>_pjrt`
     runtime_header: str  # a shipped spec's header line stating the runtime version: `# <runtime_header>: X.Y.Z`
+    # The header line of its deep-learning library's version (`cudnn`); '' when its specs state none.
+    dnn_header: str = ""
+    # The target a command compiles for when it names none and this is the default platform, and the one profile
+    # a single-profile command (`calibrate`, `reduce`, `bisect`) uses when it names none.
+    default_target: str = ""
+    default_profile: str = ""
     # The plugin's distributions, newest naming first: the plugin proper and its PJRT library.
     plugin_distributions: tuple[str, ...] = ()
     pjrt_distributions: tuple[str, ...] = ()
@@ -111,6 +149,8 @@ class Platform:
     # Why the cost model does not price this platform's programs ('' = it does, from the rate tables of
     # harness/fp8_check/targets/rates/).
     unpriced: str = ""
+    # The rate tables key its parts by compute capability (NVIDIA's `compute_capability: [9, 0]`); else [0, 0].
+    rates_by_capability: bool = False
     # Its XLA replays a device's autotune results in a deviceless compile (`--xla_gpu_load_autotune_results_from`,
     # logged per lookup): deviceless `default` then compiles as the device does where a results file has the
     # decision, and says which decisions XLA's deviceless defaults took (fp8_check.compile.autotune_replay).
@@ -145,6 +185,32 @@ class Platform:
     def native_fp8(self, arch: str, compute_capability: tuple[int, int]) -> tuple[str, ...]:
         """The FP8 dtypes (ml_dtypes names) the architecture's gemm library runs natively; () when none."""
         raise NotImplementedError
+
+    def features(self, arch: str, compute_capability: tuple[int, int]) -> frozenset[str]:
+        """The words that say what the architecture has, as lit's `available_features`: `fp8` (FP8 gemms),
+        `fp8-ocp` / `fp8-fnuz` (which FP8 family), and what the platform adds (`cudnn-block-scaled`)."""
+        native = self.native_fp8(arch, compute_capability)
+        words = {"fp8"} if native else set()
+        words |= {"fp8-fnuz" if t.endswith("fnuz") else "fp8-ocp" for t in native}
+        return frozenset(words)
+
+    # ---- the version header of a shipped spec: `# <key>: X.Y.Z  source: ...`
+    def version_keys(self) -> tuple[str, ...]:
+        """The header keys this platform's specs state their versions under (runtime, then DNN library)."""
+        return tuple(k for k in (self.runtime_header, self.dnn_header) if k)
+
+    def parse_version_line(self, line: str) -> tuple[str, tuple[int, int, int], str] | None:
+        """(`runtime` or `dnn`, version, source) of one header line of this platform's; None when it is not one."""
+        m = re.match(r"^#\s*([a-z_]+):\s*(\d+)\.(\d+)\.(\d+)\b(.*)$", line)
+        if not m or m.group(1) not in self.version_keys():
+            return None
+        kind = "runtime" if m.group(1) == self.runtime_header else "dnn"
+        return kind, (int(m.group(2)), int(m.group(3)), int(m.group(4))), m.group(5).strip()
+
+    def version_header(self, kind: str, version: tuple[int, ...], source: str) -> str:
+        """The header line stating `kind`'s (`runtime`, `dnn`) version: what parse_version_line reads back."""
+        key = self.runtime_header if kind == "runtime" else self.dnn_header
+        return f"# {key}: {'.'.join(map(str, version))}  source: {source}"
 
     # ---- environments
     def requirements(self, jax_version: str, kind: str) -> list[str] | None:
@@ -186,6 +252,12 @@ class Platform:
         """Keyword arguments of `jax.experimental.topologies.get_topology_desc` that make this target's
         compile-only devices with `jax_version` (besides `platform`)."""
         return {"target_config": target_config, "topology": topology}
+
+    def compile_devices(self, target_config: str, jax_version: str):
+        """In a deviceless compile worker: the device(s) to compile this target for, where the platform makes them
+        itself (a stand-in that compiles on the host); None: JAX's compile-only devices (`topology_arguments`)."""
+        return None
+
     def installed(self) -> bool:
         """This interpreter can import the platform's plugin (without importing it)."""
         import importlib.util
@@ -201,6 +273,10 @@ class Platform:
     def device_info(self) -> dict:
         """Versions of the local GPU's driver and libraries (device mode); {} when unknown."""
         return {}
+
+    def device_line(self, device: dict) -> str:
+        """The driver and library versions of a `device_info` (an environment's `device`), in words."""
+        return f"driver {device.get('driver_version')}"
 
     def allow_deviceless(self) -> None:
         """Called in the compile worker after JAX is importable and before any backend starts: whatever
@@ -226,6 +302,10 @@ class Platform:
             if target.startswith(e.prefix):
                 return e
         return None
+
+    def probes(self) -> tuple[Probe, ...]:
+        """The platform's own canaries, beyond the FP8 one every platform runs (NVIDIA: the cuDNN block-scaled probe)."""
+        return ()
 
     def low_precision_labels(self) -> tuple[str, ...]:
         fused = (f"{self.fused_matmul_label} FP8",) if self.fused_matmul_label else ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from fp8_check.platforms import _xla_gpu as xla_gpu
-from fp8_check.platforms.base import Engine, GemmTypeTable, Platform
+from fp8_check.platforms.base import Engine, GemmTypeTable, Platform, Probe
 
 DEVICELESS, DEVICE = "deviceless", "device"  # the wheel sets of fp8_check.versions.wheels
 # Extra wheels the slim (deviceless) set needs, by JAX versions (specifier). Every supported version needs
@@ -18,6 +18,7 @@ SLIM_EXTRAS: dict[str, tuple[str, ...]] = {">=0.6.1": ("nvidia-cuda-nvcc-cu12",)
 DEVICE_MARKER = "nvidia-cublas-cu12"
 SMI = "nvidia-smi"
 DEVICE_NODE = "/dev/nvidia0"  # present when the NVIDIA driver sees a GPU
+CUDNN_BLOCK_SCALED = "cudnn-block-scaled"  # the feature word of an architecture with cuDNN's block-scaled dot
 
 
 def _rows(pairs, cd) -> tuple[tuple[str, str, str, str], ...]:
@@ -43,10 +44,40 @@ CUBLASLT_FP8 = GemmTypeTable(
 )
 
 
+BLOCK_SCALED_DOT = "__cudnn$blockScaledDot"
+# The cuDNN canary: a target states its compute capability, CUDA runtime and cuDNN versions once; the compile worker
+# writes them where the installed XLA reads them (aot.target_config_for). Which field XLA reads changed between JAX
+# versions, and a field it does not read is ignored without a word, so on compute capability >= 10 with a cuDNN
+# version above XLA's block-scaled-dot threshold (9.7 up to JAX 0.7.x, 9.10 from 0.8), a tiny MXFP8
+# `jax.nn.scaled_matmul` must become one __cudnn$blockScaledDot.
+CUDNN_PROBE = Probe(
+    id="canary_cudnn_block_scaled",
+    feature=CUDNN_BLOCK_SCALED,
+    reaches=BLOCK_SCALED_DOT,
+    library="cuDNN",
+    lacks="compute capability {cc} < 10",
+    block=("scaled_matmul", "mxfp8", 32),
+    a_dtype="float8_e4m3fn",
+    b_dtype="float8_e4m3fn",
+    scale_dtype="float8_e8m0fnu",
+    shape=(128, 128, 128),
+    transpose_b=True,
+    thresholds=(("0", (9, 7, 0)), ("0.8", (9, 10, 0))),
+    description=f"tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become {BLOCK_SCALED_DOT}",
+)
+
+
 class _Nvidia(Platform):
+    def probes(self) -> tuple[Probe, ...]:
+        return (CUDNN_PROBE,)
+
     def device_info(self) -> dict:
         """The local GPU as the CUDA plugin and nvidia-smi see it: driver, runtime, cuBLAS, cuDNN versions."""
         return {**cuda_versions(), **nvidia_smi()}
+
+    def device_line(self, device: dict) -> str:
+        return (f"driver {device.get('driver_version')}, CUDA runtime {device.get('cuda_runtime')}, "
+                f"cuBLAS {device.get('cublas')}")
 
     def arch_of_spec(self, config_text: str) -> tuple[str, tuple[int, int]]:
         cc = re.search(r"cuda_compute_capability\s*\{([^}]*)\}", config_text)
@@ -60,6 +91,12 @@ class _Nvidia(Platform):
     def native_fp8(self, arch: str, compute_capability: tuple[int, int]) -> tuple[str, ...]:
         """FP8 tensor cores exist from sm_89 (Ada) on, for the OCP types."""
         return ("float8_e4m3fn", "float8_e5m2") if compute_capability >= (8, 9) else ()
+
+    def features(self, arch: str, compute_capability: tuple[int, int]) -> frozenset[str]:
+        """Besides the FP8 words: `cudnn-block-scaled` from sm_100 (Blackwell) on, where XLA rewrites a block-scaled
+        dot into one cuDNN call (given a cuDNN above its threshold: the cuDNN canary checks it)."""
+        extra = {CUDNN_BLOCK_SCALED} if compute_capability >= (10, 0) else set()
+        return super().features(arch, compute_capability) | extra
 
     def requirements(self, jax_version: str, kind: str, extras: list[str] | None = None) -> list[str]:
         if kind == DEVICE:
@@ -144,21 +181,25 @@ NVIDIA = _Nvidia(
     plugin_label="CUDA plugin",
     report_key="cuda",
     runtime_header="cuda_runtime",
+    dnn_header="cudnn",
+    default_target="h100",
+    default_profile="cublas",
     plugin_distributions=("jax-cuda12-plugin", "jax-cuda13-plugin"),
     pjrt_distributions=("jax-cuda12-pjrt", "jax-cuda13-pjrt"),
     plugin_modules=("jax_plugins.xla_cuda12", "jax_plugins.xla_cuda13", "jax_cuda12_plugin"),
     # The plugin's CUDA version check calls cuInit, which fails without a driver: skipped.
     deviceless_env={"JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1"},
     engines=(
-        Engine("__cublas$lt$matmul$f8", "cublas-fp8", "cuBLASLt FP8", fp8=True),
-        Engine("__cublas", "cublas", "cuBLAS"),
+        Engine("__cublas$lt$matmul$f8", xla_gpu.BLAS_FP8_FAMILY, "cuBLASLt FP8", fp8=True, blas=True),
+        Engine("__cublas", xla_gpu.BLAS_FAMILY, "cuBLAS", blas=True),
         Engine("__cudnn", "cudnn", "cuDNN", fp8_label="cuDNN block-scaled"),
     ),
-    block_scaled_targets={"__cudnn$blockScaledDot": "cudnn"},
+    block_scaled_targets={BLOCK_SCALED_DOT: "cudnn"},
     install_hint="jax[cuda12]",
     fp8_gemm_types=CUBLASLT_FP8,
     profiles=xla_gpu.PROFILES,
     canary_profile=xla_gpu.CANARY_PROFILE,
     replays_autotune=True,
+    rates_by_capability=True,
     extra_literals=("jax[cuda12", "cuda12-local", "jax-cuda12", "jax-cuda13", DEVICE_MARKER, SMI, DEVICE_NODE, "nvidia-cuda-nvcc"),
 )

@@ -78,7 +78,7 @@ def find_case(paths: list[Path] | None, case_id: str) -> case_mod.Case:
 
 def targets(value: str | None, option: str = "--target") -> list[Target]:
     out: dict[str, Target] = {}
-    for name in csv(value or "h100"):
+    for name in csv(value or platforms.default_target()):
         try:
             t = load_target(name)
         except KeyError as exc:
@@ -178,7 +178,7 @@ def check_spec_files(given: str | None, mode_name: str, option: str = "--target"
     """For commands that compile in other environments (matrix, bisect): target specs given as files are
     parsed by this environment's XLA first, so that a malformed one is bad input (exit 2) before anything
     is built. Shipped targets are known to parse and are not checked (no worker is started for them)."""
-    files = [t for n, t in zip(csv(given or "h100"), targets(given, option)) if n.endswith(".txtpb")]
+    files = [t for n, t in zip(csv(given or platforms.default_target()), targets(given, option)) if n.endswith(".txtpb")]
     if files and mode_name == "deviceless":
         compiler, _ = start_compiler(mode_name, check_targets=files)
         compiler.close()
@@ -277,7 +277,7 @@ def add_options(p, paths: bool = True) -> None:
     if paths:
         p.add_argument("paths", nargs="*", type=Path, help="case files or directories (default: cases/)")
     p.add_argument("-k", dest="filter", help="only cases whose id contains this text (alternatives separated by ',')")
-    p.add_argument("--target", default="h100", help=f"target(s), comma-separated: {', '.join(all_target_names())} (default: h100)")
+    p.add_argument("--target", default=platforms.default_target(), help=f"target(s), comma-separated: {', '.join(all_target_names())} (default: {platforms.default_target()})")
     p.add_argument("--profile", help=f"profile(s), comma-separated: {', '.join(PROFILES)} (default: every profile the mode supports; "
                                        "a target compiles under its own platform's profiles only)")
     p.add_argument("--mode", default="auto", choices=MODES, help="deviceless: compile for the target spec without a GPU; device: on the local GPU; auto: device if a GPU is present (default)")

@@ -31,7 +31,7 @@ def engine(g: Gemm, platform: Platform = platforms.DEFAULT) -> str:
         return "Triton FP8" if g.fp8 else f"Triton {kind}"
     if library is not None:
         return f"{library.label} {kind}"
-    fused = next((p for p in platforms.PLATFORMS if g.matmul_op and g.matmul_op in p.matmul_ops), None)
+    fused = next((p for p in platforms.registered() if g.matmul_op and g.matmul_op in p.matmul_ops), None)
     if fused is not None:  # a platform whose matmuls are fusions, no library call (TPU): named on any platform
         return f"{fused.fused_matmul_label} FP8" if g.fp8 else f"{fused.fused_matmul_label} {kind}"
     return f"{t} {kind} (no gemm emitter)"
@@ -71,7 +71,7 @@ class Coverage:
 
 def is_low_engine(engine_name: str) -> bool:
     """An engine label of FP8/FP4 matmuls on any platform (`cuBLASLt FP8`, `hipBLASLt FP8`, `TPU matmul FP8`)."""
-    return engine_name == "Triton FP8" or any(engine_name in p.low_precision_labels() for p in platforms.PLATFORMS)
+    return engine_name == "Triton FP8" or any(engine_name in p.low_precision_labels() for p in platforms.registered())
 
 
 _is_low = is_low_engine

@@ -50,13 +50,23 @@ PATTERN_OPS = {
     "convert", "multiply", "divide", "clamp", "maximum", "minimum", "abs", "reduce",
     "add", "tanh", "erf", "exponential", "transpose", "copy", "dot", "scaled-dot",
 }
-# A platform's own matmul forms join them (a TPU matmul is a `convolution` in an output fusion).
-_DOT_OPS = {"dot", "scaled-dot"} | platforms.matmul_ops()
-_PLATFORM_MATMULS = platforms.matmul_ops()
-# Block-scaled library calls of every platform (cuDNN's blockScaledDot; the BLAS-Lt MX gemm hipBLASLt runs),
-# and the op before any rewrite: the signature's `block_scaled.form`, with the scale dtypes at the kernel.
-BLOCK_SCALED_TARGETS = {**{t: form for p in platforms.PLATFORMS for t, form in p.block_scaled_targets.items()},
-                        "__op$block_scaled_dot": "unrewritten"}
+# A platform's own matmul forms join them (a TPU matmul is a `convolution` in an output fusion): read from the
+# registry when asked.
+def _dot_ops() -> set[str]:
+    return {"dot", "scaled-dot"} | platforms.matmul_ops()
+
+
+def _platform_matmuls() -> frozenset[str]:
+    return platforms.matmul_ops()
+
+
+def block_scaled_targets() -> dict[str, str]:
+    """Block-scaled library calls of every registered platform (cuDNN's blockScaledDot; the BLAS-Lt MX gemm hipBLASLt
+    runs), and the op before any rewrite: the signature's `block_scaled.form`, with the scale dtypes at the kernel."""
+    return {**{t: form for p in platforms.registered() for t, form in p.block_scaled_targets.items()},
+            "__op$block_scaled_dot": "unrewritten"}
+
+
 BLAS_LT = "blaslt"  # the form of a BLAS-Lt block-scaled gemm: read as a cuBLASLt/hipBLASLt gemm plus its scales
 
 
@@ -109,7 +119,7 @@ def kernels(text: str) -> list[Kernel]:
     _collect_kernels(module, module.entry, found, depth=0)
     for instr, comp in found:
         gemm, operands = _gemm(module, instr, comp), tuple(t for _, t in _operand_types(module, comp, instr))
-        dot = next(((i, c) for i, c in hlo.called_instructions(module, instr) if i.opcode in _DOT_OPS), (instr, comp))
+        dot = next(((i, c) for i, c in hlo.called_instructions(module, instr) if i.opcode in _dot_ops()), (instr, comp))
         dots = operands[:2] if instr.opcode == "custom-call" else tuple(t for _, t in _operand_types(module, dot[1], dot[0]))[:2]
         label = f"gemm {gemm.target}" if gemm else _kernel_label(module, instr, comp)
         out.append(Kernel(label, instr.opcode, operands, tuple(instr.result_types), gemm, dots if gemm else (), instr.attrs))
@@ -119,7 +129,7 @@ def kernels(text: str) -> list[Kernel]:
 def _attribute(text: str, module: hlo.Module, kernels: list, gemms: list[Gemm]) -> None:
     """Each gemm's layer, pass, source line and FLOPs from its dot's metadata (harness/fp8_check/signature/attribution.py)."""
     found = [(k, c) for k, c in kernels if _gemm(module, k, c) is not None]
-    dots = [next(((i, ic) for i, ic in hlo.called_instructions(module, k) if i.opcode in _DOT_OPS), (k, c))
+    dots = [next(((i, ic) for i, ic in hlo.called_instructions(module, k) if i.opcode in _dot_ops()), (k, c))
             if k.opcode == "fusion" else (k, c) for k, c in found]
     called_by = provenance.callers(module)
     attribution.annotate(text, gemms, [(d.attr("metadata") or k.attr("metadata"),
@@ -184,15 +194,15 @@ def _block_scaling(module: hlo.Module, kernels: list, gemms: list[Gemm]) -> Bloc
     low = sorted(hlo.dtype_of(p.type) for p in entry_params if dtypes.is_narrow(hlo.dtype_of(p.type)))
     block_kernel: tuple | None = None
     for instr, comp in kernels:
-        if instr.opcode == "custom-call" and (instr.custom_call_target or "") in BLOCK_SCALED_TARGETS:
-            block_kernel = (instr, comp, BLOCK_SCALED_TARGETS[instr.custom_call_target], instr.custom_call_target, instr)
+        if instr.opcode == "custom-call" and (instr.custom_call_target or "") in (scaled := block_scaled_targets()):
+            block_kernel = (instr, comp, scaled[instr.custom_call_target], instr.custom_call_target, instr)
             break
         if instr.opcode == "scaled-dot":
             block_kernel = (instr, comp, "scaled-dot", "scaled-dot", instr)
             break
         if instr.opcode == "fusion":
             inner = [(i, c) for i, c in hlo.called_instructions(module, instr)
-                     if i.opcode == "scaled-dot" or (i.opcode == "custom-call" and (i.custom_call_target or "") in BLOCK_SCALED_TARGETS)]
+                     if i.opcode == "scaled-dot" or (i.opcode == "custom-call" and (i.custom_call_target or "") in block_scaled_targets())]
             if inner:
                 backend = _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}"
                 form = "cudnn-fusion" if "cudnn" in backend else "triton" if "triton" in backend else "fusion"
@@ -301,16 +311,16 @@ def _is_constant_one(module: hlo.Module, comp: hlo.Computation, name: str) -> bo
 def _gemm(module: hlo.Module, instr: hlo.Instruction, comp: hlo.Computation) -> Gemm | None:
     if instr.opcode == "custom-call":
         target = instr.custom_call_target or ""
-        if target in BLOCK_SCALED_TARGETS and BLOCK_SCALED_TARGETS[target] != BLAS_LT:
+        if (scaled := block_scaled_targets()).get(target, BLAS_LT) != BLAS_LT:
             return _block_scaled_gemm(module, instr, comp, target)
         if "gemm" in target or "matmul" in target:  # a BLAS-Lt block-scaled call: its scales are a_/b_scale
-            return _cublas_gemm(module, instr, comp, target, block_scaled=target in BLOCK_SCALED_TARGETS)
+            return _cublas_gemm(module, instr, comp, target, block_scaled=target in scaled)
         return None
     if instr.opcode == "fusion":
-        dots = [(i, c) for i, c in hlo.called_instructions(module, instr) if i.opcode in _DOT_OPS]
+        dots = [(i, c) for i, c in hlo.called_instructions(module, instr) if i.opcode in _dot_ops()]
         if dots:
             return _fusion_gemm(module, instr, dots[0], comp=comp)
-    if instr.opcode in _DOT_OPS:
+    if instr.opcode in _dot_ops():
         return _fusion_gemm(module, instr, (instr, comp), target=instr.opcode)
     return None
 
@@ -384,7 +394,7 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None, comp: h
     scales = dict(zip(("a_scale", "b_scale"), dot_types[2:4])) if dot.opcode == "scaled-dot" else {}
     results = instr.result_types
     inside = {i.opcode for i, _ in hlo.called_instructions(module, instr)} if instr.opcode == "fusion" else set()
-    converts = _converts(module, instr) if dot.opcode in _PLATFORM_MATMULS else []
+    converts = _converts(module, instr) if dot.opcode in _platform_matmuls() else []
     kind = target or _fusion_backend_kind(instr) or f"fusion {instr.fusion_kind}"
     return Gemm(
         target=kind,
@@ -392,15 +402,15 @@ def _fusion_gemm(module, instr, dot_and_comp, target: str | None = None, comp: h
         operands=dict(zip(("a", "b"), operand_dtypes), **scales) if scales else {},
         output=hlo.dtype_of(results[0]),
         amax=any(hlo.rank_of(t) == 0 for t in results[1:]),
-        dims=_convolution_dims(dot) if dot.opcode in _PLATFORM_MATMULS else {
+        dims=_convolution_dims(dot) if dot.opcode in _platform_matmuls() else {
             "lhs_contracting": dims_attr(dot, "lhs_contracting_dims"),
             "rhs_contracting": dims_attr(dot, "rhs_contracting_dims"),
             "lhs_batch": dims_attr(dot, "lhs_batch_dims"),
             "rhs_batch": dims_attr(dot, "rhs_batch_dims"),
         },
-        fused_ops=sorted((inside & PATTERN_OPS) - _DOT_OPS),
+        fused_ops=sorted((inside & PATTERN_OPS) - _dot_ops()),
         converts=converts,
-        matmul_op=dot.opcode if dot.opcode in _PLATFORM_MATMULS else None,
+        matmul_op=dot.opcode if dot.opcode in _platform_matmuls() else None,
         inputs=sorted(
             hlo.dtype_of(t) for _, t in _operand_types(module, module.entry, instr) if hlo.rank_of(t) > 0
         ) if instr.opcode == "fusion" else [],

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -84,6 +85,11 @@ class Target:
         return self.platform.native_fp8(self.arch, self.compute_capability)
 
     @property
+    def features(self) -> frozenset[str]:
+        """What the architecture has, in its platform's words (`fp8`, `fp8-fnuz`, `cudnn-block-scaled`, ...)."""
+        return self.platform.features(self.arch, self.compute_capability)
+
+    @property
     def devices(self) -> int:
         return device_count(self.topology)
 
@@ -103,8 +109,25 @@ class Target:
         return d
 
 
-# Every platform's profiles by name (fp8_check.platforms: `cublas`, `triton`, `default` on GPUs; `tpu`).
-PROFILES: dict[str, Profile] = platforms.profiles()
+class _Profiles(Mapping[str, Profile]):
+    """Every registered platform's profiles by name, read from the registry at each look-up (a platform registered
+    later brings its own)."""
+
+    def __getitem__(self, name: str) -> Profile:
+        return platforms.profiles()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(platforms.profiles())
+
+    def __len__(self) -> int:
+        return len(platforms.profiles())
+
+    def __repr__(self) -> str:
+        return f"PROFILES({', '.join(self)})"
+
+
+# Every platform's profiles by name (fp8_check.platforms: each GPU platform's, the TPU's, a registered one's).
+PROFILES: Mapping[str, Profile] = _Profiles()
 
 
 def profile_applies(profile: Profile | str, target: "Target") -> bool:
@@ -123,7 +146,7 @@ def profile_alias(name: str) -> str:
     """The profile a name given on the command line means: a platform's shown name (`hipblaslt`) is its profile."""
     if name in PROFILES:
         return name
-    return next((p for pl in platforms.PLATFORMS for p, shown in pl.profile_names.items() if shown == name), name)
+    return next((p for pl in platforms.registered() for p, shown in pl.profile_names.items() if shown == name), name)
 
 
 def target_names() -> tuple[str, ...]:
@@ -172,7 +195,7 @@ def canonical_target(name: object) -> str | None:
     in `x` takes the count directly: `mi300x8`); None when it is neither."""
     if not isinstance(name, str):
         return None
-    if name in target_names() or any(p.spec_for(name) is not None for p in platforms.PLATFORMS):
+    if name in target_names() or any(p.spec_for(name) is not None for p in platforms.registered()):
         return name
     m = _split_multi(name)
     if m is None:
@@ -212,7 +235,7 @@ def load_target(name: str) -> Target:
     the goldens' folder). A user's spec named like a shipped target (`./h100.txtpb`) but differing
     from it is refused: it would be judged against, and blessed into, that target's goldens.
     """
-    for platform in platforms.PLATFORMS:
+    for platform in platforms.registered():
         named = None if name.endswith(".txtpb") else platform.spec_for(name)
         if named is not None:
             return parse_target(name, named, where=f"{platform.vendor} target '{name}'")
@@ -244,11 +267,19 @@ def load_target(name: str) -> Target:
     return target
 
 
-# Shipped specs state their versions in a header, once:
-#   # cuda_runtime: 12.8.0  source: ...
-#   # cudnn: 9.13.0  source: ...
-#   # rocm_runtime: 7.0.0  source: ...      (an AMD target: its runtime, written to runtime_version; no cuDNN)
-_HEADER_VERSION = re.compile(r"^#\s*(cuda_runtime|rocm_runtime|cudnn):\s*(\d+)\.(\d+)\.(\d+)\b(.*)$", re.M)
+# Shipped specs state their versions in a header, once, in lines their platform reads and writes
+# (Platform.parse_version_line / version_header): `# <runtime key>: X.Y.Z  source: ...`, `# <dnn key>: ...`.
+def _header_versions(text: str, platform: Platform) -> dict[str, tuple[str, tuple[int, ...], str]]:
+    """kind (`runtime`, `dnn`) -> (header key, version, source) of the header lines `platform` reads in `text`."""
+    out: dict[str, tuple[str, tuple[int, ...], str]] = {}
+    for line in text.splitlines():
+        found = platform.parse_version_line(line)
+        if found is not None:
+            kind, version, source = found
+            out[kind] = (platform.runtime_header if kind == "runtime" else platform.dnn_header, version, source)
+    return out
+
+
 _BLOCK_VERSION = r"^\s*{name}\s*\{{([^{{}}]*)\}}"
 
 
@@ -268,7 +299,7 @@ def parse_versions(text: str, where: str, platform: Platform = platforms.DEFAULT
     whose two cuDNN fields disagree: XLA would compile it without complaint and
     give a silently different answer.
     """
-    header = {m.group(1): (tuple(int(m.group(i)) for i in (2, 3, 4)), m.group(5).strip()) for m in _HEADER_VERSION.finditer(text)}
+    header = _header_versions(text, platform)
     runtime_block = _block_version(text, "runtime_version")
     top_dnn = _block_version(text, "dnn_version_info")
     m = re.search(r'^\s*dnn_version\s*:\s*"(\d+)\.(\d+)(?:\.(\d+))?"', text, re.M)
@@ -278,15 +309,15 @@ def parse_versions(text: str, where: str, platform: Platform = platforms.DEFAULT
     if own is not None:
         runtime, dnn, source, own_notes = own
         return TargetVersions(runtime, dnn, source), own_notes
-    if platform.runtime_header != "cuda_runtime":
-        runtime = header.get(platform.runtime_header, (None, ""))[0] or runtime_block
+    sources = "; ".join(f"{key} {source}".strip() for key, _v, source in sorted(header.values()) if source)
+    if not platform.dnn_header:  # a platform whose specs state a runtime only (ROCm)
+        runtime = header["runtime"][1] if "runtime" in header else runtime_block
         if runtime is None:
             raise TargetSpecError(where, "runtime_version", f"no {platform.vendor} runtime version: add a header line "
-                                  f"'# {platform.runtime_header}: 7.0.0' or runtime_version {{ major: 7 }}; without it "
-                                  "XLA before JAX 0.12.0 never emits FP8 gemms")
-        sources = "; ".join(f"{k} {v[1]}".strip() for k, v in sorted(header.items()) if v[1])
+                                  f"'{platform.version_header('runtime', (7, 0, 0), '...').split('  source')[0]}' or "
+                                  "runtime_version { major: 7 }; without it XLA before JAX 0.12.0 never emits FP8 gemms")
         return TargetVersions(runtime, (), sources or "read from the spec's own fields"), ()
-    runtime = header.get("cuda_runtime", (None, ""))[0] or runtime_block
+    runtime = header["runtime"][1] if "runtime" in header else runtime_block
     if runtime is None:
         raise TargetSpecError(where, "runtime_version", "no CUDA runtime version: without it XLA assumes an unknown "
                               "cuBLAS and never emits FP8 gemms; add runtime_version { major: 12 minor: 8 patch: 0 } "
@@ -295,25 +326,22 @@ def parse_versions(text: str, where: str, platform: Platform = platforms.DEFAULT
         raise TargetSpecError(where, "gpu_device_info.dnn_version", f"says cuDNN {TargetVersions.text(device_dnn)} but the "
                               f"top-level dnn_version_info says {TargetVersions.text(top_dnn)}; XLA reads one or the other "
                               "depending on the JAX version: state one")
-    cudnn = header.get("cudnn", (None, ""))[0] or device_dnn or top_dnn
+    cudnn = header["dnn"][1] if "dnn" in header else (device_dnn or top_dnn)
     if cudnn is None:
         raise TargetSpecError(where, "gpu_device_info.dnn_version", "no cuDNN version (neither gpu_device_info.dnn_version "
                               "nor the top-level dnn_version_info): XLA would compile as if cuDNN were absent")
-    if "cudnn" not in header:
+    if "dnn" not in header:
         found = "gpu_device_info.dnn_version" if device_dnn else "dnn_version_info"
         notes.append(f"cuDNN {TargetVersions.text(cudnn)} from the spec's {found} is written where each JAX version reads it "
                      "(top-level dnn_version_info up to 0.11.0, gpu_device_info.dnn_version from 0.11.1)")
-    sources = "; ".join(f"{k} {v[1]}".strip() for k, v in sorted(header.items()) if v[1])
     return TargetVersions(runtime, cudnn, sources or "read from the spec's own fields"), tuple(notes)
 
 
-def _with_version_header(text: str, versions: TargetVersions) -> str:
-    """`text` stating its versions in the header form, so that it parses back to the same Target."""
-    have = {m.group(1) for m in _HEADER_VERSION.finditer(text)}
-    runtime_key = "rocm_runtime" if "rocm_runtime" in have or not versions.dnn else "cuda_runtime"
-    lines = [f"# {key}: {TargetVersions.text(value)}  source: {versions.source}"
-             for key, value in ((runtime_key, versions.runtime), ("cudnn", versions.dnn))
-             if key not in have and value]
+def _with_version_header(text: str, versions: TargetVersions, platform: Platform) -> str:
+    """`text` stating its versions in the header form of its platform, so that it parses back to the same Target."""
+    have = _header_versions(text, platform)
+    lines = [platform.version_header(kind, value, versions.source)
+             for kind, value in (("runtime", versions.runtime), ("dnn", versions.dnn)) if kind not in have and value]
     return "\n".join(lines + [text]) if lines else text
 
 
@@ -330,7 +358,7 @@ def parse_target(name: str, text: str, where: str | None = None) -> Target:
     own = platform.parse_versions(text, where or name) is not None
     return Target(
         name=name,
-        config_text=text if own else _with_version_header(strip_version_fields(text), versions),
+        config_text=text if own else _with_version_header(strip_version_fields(text), versions, platform),
         topology=topology_of(text),
         compute_capability=compute_capability,
         arch=arch,

@@ -28,7 +28,7 @@ def gemm_checks(sig: Signature) -> str:
     lines = ["; CHECK-LABEL: ENTRY"]
     for g in sig.gemms:
         engine = platforms.engine_of(g.target)
-        if engine is not None and engine.family.startswith("cublas"):
+        if engine is not None and engine.blas:
             out = g.output
             lines.append(f'; CHECK-DAG: custom_call_target="{g.target}"')
             if out:

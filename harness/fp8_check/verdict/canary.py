@@ -8,25 +8,21 @@ first by `runner.prefetch`):
   FP8 gemm on an FP8-capable target (sm_89 and newer); if not, the environment is broken
   (typically a target config without `runtime_version`) and reporting every case as a
   regression would be noise;
-- the cuDNN canary: a target states its compute capability, CUDA runtime and cuDNN
-  versions once (harness/fp8_check/targets/__init__.py); the compile worker writes them where the installed
-  XLA reads them (aot.target_config_for). Which field XLA reads changed between JAX
-  versions, and a field it does not read is ignored without a word, so on compute
-  capability >= 10 with a cuDNN version above XLA's block-scaled-dot threshold, a tiny
-  MXFP8 `jax.nn.scaled_matmul` must become one `__cudnn$blockScaledDot`. When it does
-  not, the message names the field and the JAX version.
+- a platform's own probes (Platform.probes; NVIDIA's cuDNN canary, fp8_check.platforms.nvidia.CUDNN_PROBE): on a
+  target with the probe's feature (`cudnn-block-scaled`: compute capability >= 10) and a DNN library version at or
+  above XLA's threshold, a tiny MXFP8 `jax.nn.scaled_matmul` must become the probe's call
+  (`__cudnn$blockScaledDot`); when it does not, the version the target states did not take effect, and the message
+  names the field the worker wrote it to and the JAX version.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from packaging.version import Version
-
 from fp8_check.cases import Block, BlockScaledSpec, Case, PatternSpec, Shape
 from fp8_check.compile import CompileRequest, CompileService, render
 from fp8_check.core import BrokenEnvironmentError
-from fp8_check.platforms import NVIDIA
+from fp8_check.platforms import DEFAULT, Probe
 from fp8_check.signature import extract as signature
 from fp8_check.targets import PROFILES, Target
 from fp8_check.worker import dnn_field_read, dnn_fields_written
@@ -37,7 +33,7 @@ CANARY = Case(
     line=0,
     description="plain E4M3 x E4M3 matmul; on an FP8-capable target it must become an FP8 gemm",
     spec=PatternSpec(out_dtype="float32"),
-    profiles=("cublas",),
+    profiles=(DEFAULT.canary_profile,),
 )
 CANARY_FP8 = "float8_e4m3fn"  # the canary's operand type (PatternSpec's default)
 
@@ -59,63 +55,78 @@ class CanaryError(BrokenEnvironmentError, RuntimeError):
 
 
 
-BLOCK_SCALED_TARGET = next(iter(NVIDIA.block_scaled_targets))
+def probe_case(probe: Probe) -> Case:
+    """A platform's probe (Platform.probes) as the case the compile service runs."""
+    api, recipe, size = probe.block
+    return Case(id=probe.id, file="<built-in>", line=0, description=probe.description,
+                spec=BlockScaledSpec(block=Block(api, recipe, size), a_dtype=probe.a_dtype, b_dtype=probe.b_dtype,
+                                     scale_dtype=probe.scale_dtype, transpose_b=probe.transpose_b, shape=Shape(*probe.shape)),
+                profiles=(DEFAULT.canary_profile,))
 
-PROBE = Case(
-    id="canary_cudnn_block_scaled",
-    file="<built-in>",
-    line=0,
-    description=f"tiny MXFP8 scaled_matmul: with cuDNN above the threshold on sm >= 10 it must become {BLOCK_SCALED_TARGET}",
-    spec=BlockScaledSpec(block=Block("scaled_matmul", "mxfp8", 32), a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn",
-                         scale_dtype="float8_e8m0fnu", transpose_b=True, shape=Shape(128, 128, 128)),
-    profiles=("cublas",),
-)
+
+def probe_of(target: Target) -> Probe | None:
+    """The probe of the target's platform (the first; None: its platform has none)."""
+    return next(iter(target.platform.probes()), None)
+
+
+# The default platform's probe (the cuDNN block-scaled one), as the faces name it.
+_DEFAULT_PROBE = next(iter(DEFAULT.probes()), None)
+BLOCK_SCALED_TARGET = _DEFAULT_PROBE.reaches if _DEFAULT_PROBE else ""
+PROBE = probe_case(_DEFAULT_PROBE) if _DEFAULT_PROBE else None
 
 
 class CudnnCanaryError(RuntimeError):
-    """The target's cuDNN version did not take effect in this XLA."""
+    """The target's DNN library version (cuDNN) did not take effect in this XLA."""
 
 
-def cudnn_threshold(jax_version: str) -> tuple[int, ...]:
-    """The cuDNN version from which XLA rewrites a block-scaled dot into cuDNN (sm >= 10)."""
-    return (9, 7, 0) if Version(jax_version) < Version("0.8") else (9, 10, 0)
+def cudnn_threshold(jax_version: str, probe: Probe | None = _DEFAULT_PROBE) -> tuple[int, ...]:
+    """The DNN library version from which XLA rewrites the probe's block-scaled dot (cuDNN on sm >= 10)."""
+    return probe.min_dnn(jax_version) if probe else ()
 
 
 def expects_cudnn(target: Target, jax_version: str) -> bool:
-    return (target.compute_capability >= (10, 0) and target.versions is not None
-            and target.versions.dnn >= cudnn_threshold(jax_version))
+    probe = probe_of(target)
+    return (probe is not None and probe.feature in target.features and target.versions is not None
+            and target.versions.dnn >= probe.min_dnn(jax_version))
 
 
 @dataclass
 class CanaryResult:
     checked: bool  # the probe ran and was judged
-    reached: bool  # __cudnn$blockScaledDot appeared
+    reached: bool  # the probe's call (__cudnn$blockScaledDot) appeared
     note: str = ""
 
 
 def check_cudnn(compiler, target: Target, jax_version: str) -> CanaryResult:
-    """Run the block-scaled probe where cuDNN is expected; raise CudnnCanaryError when it is not reached."""
+    """Run the platform's probe where it applies; raise CudnnCanaryError when its call is not reached."""
+    probe = probe_of(target)
+    if probe is None:
+        return CanaryResult(False, False, f"no probe on {target.platform.vendor} targets")
+    cc = f"{target.compute_capability[0]}.{target.compute_capability[1]}"
     if not expects_cudnn(target, jax_version):
-        why = (f"compute capability {target.compute_capability[0]}.{target.compute_capability[1]} < 10"
-               if target.compute_capability < (10, 0) else
-               f"cuDNN {_v(target)} is below XLA's block-scaled threshold {'.'.join(map(str, cudnn_threshold(jax_version)))}")
-        return CanaryResult(False, False, f"no cuDNN block-scaled path expected: {why}")
-    comp = compiler.compile(render.render(PROBE), target, PROFILES[target.platform.canary_profile])
+        why = (probe.lacks.format(arch=target.arch, cc=cc) if probe.feature not in target.features else
+               f"{probe.library} {_v(target)} is below XLA's block-scaled threshold "
+               f"{'.'.join(map(str, probe.min_dnn(jax_version)))}")
+        return CanaryResult(False, False, f"no {probe.library} block-scaled path expected: {why}")
+    case = probe_case(probe)
+    comp = compiler.compile(render.render(case), target, PROFILES[target.platform.canary_profile])
     if not comp.ok:
         first = (comp.error or "").strip().splitlines()[0] if comp.error else ""
         if comp.unsupported:  # this JAX has no jax.nn.scaled_matmul
             return CanaryResult(False, False, f"not checked: {comp.unsupported}")
-        raise CudnnCanaryError(f"the cuDNN canary '{PROBE.id}' did not compile for {target.name} on jax {jax_version}: {first}")
+        raise CudnnCanaryError(f"the {probe.library} canary '{probe.id}' did not compile for {target.name} on jax "
+                               f"{jax_version}: {first}")
     sig = signature.extract(comp.hlo or "")
-    if not any(g.target == BLOCK_SCALED_TARGET for g in sig.gemms):
+    if not any(g.target == probe.reaches for g in sig.gemms):
         form = sig.block_scaled.form if sig.block_scaled else "no block-scaled op"
         raise CudnnCanaryError(
-            f"broken environment: target {target.name} states cuDNN {_v(target)} (written to "
+            f"broken environment: target {target.name} states {probe.library} {_v(target)} (written to "
             f"{' and '.join(dnn_fields_written(target.write_for_jax or jax_version))}; jax {jax_version} reads "
             f"{dnn_field_read(jax_version)}), but a tiny MXFP8 scaled_matmul on compute capability "
-            f"{target.compute_capability[0]}.{target.compute_capability[1]} did not reach {BLOCK_SCALED_TARGET} "
-            f"({sig.kernels} kernels, {form}): XLA did not take the cuDNN version from field '{dnn_field_read(jax_version)}'")
-    return CanaryResult(True, True, f"{BLOCK_SCALED_TARGET} reached ({sig.kernels} kernels)")
+            f"{cc} did not reach {probe.reaches} "
+            f"({sig.kernels} kernels, {form}): XLA did not take the {probe.library} version from field "
+            f"'{dnn_field_read(jax_version)}'")
+    return CanaryResult(True, True, f"{probe.reaches} reached ({sig.kernels} kernels)")
 
 
 def _v(target: Target) -> str:
@@ -157,5 +168,6 @@ def requests(targets: list[Target], mode: str, jax_version: str) -> list[Compile
     for t in targets:
         out.append(CompileRequest(render.render(canary_for(t)), t, PROFILES[t.platform.canary_profile]))
         if mode == "deviceless" and expects_cudnn(t, jax_version):
-            out.append(CompileRequest(render.render(PROBE), t, PROFILES[t.platform.canary_profile]))
+            out.append(CompileRequest(render.render(probe_case(t.platform.probes()[0])), t,
+                                      PROFILES[t.platform.canary_profile]))
     return out

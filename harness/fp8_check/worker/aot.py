@@ -167,7 +167,7 @@ def compile_for(fn, args, device, compiler_options, dump_dir, mesh=None, out_spe
     with context, target_view(device):
         check_out_specs(fn, specs, out_specs if mesh else None)  # names the field where JAX's error would not
         lowered = jax.jit(fn, **jit_options).lower(*specs)
-    return _finish(lowered, compiler_options, dump_dir, start)
+    return _finish(lowered, compiler_options, dump_dir, start, device)
 
 
 def _is_array(leaf):
@@ -264,7 +264,7 @@ def compile_tree(fn, factory, device, compiler_options, dump_dir, mesh=None, out
     start = time.perf_counter()
     with context, target_view(device):
         lowered = jax.jit(target, **jit_options).lower(*args, **kwargs)
-    return _finish(lowered, compiler_options, dump_dir, start)
+    return _finish(lowered, compiler_options, dump_dir, start, device)
 
 
 def _clear(dump_dir):
@@ -275,7 +275,8 @@ def _clear(dump_dir):
             os.remove(entry)
 
 
-def _finish(lowered, compiler_options, dump_dir, start):
+def _finish(lowered, compiler_options, dump_dir, start, device=None):
+    first = device[0] if isinstance(device, (list, tuple)) else device
     try:
         compiled = lowered.compile(compiler_options=dict(compiler_options))
     except ValueError as exc:
@@ -288,19 +289,20 @@ def _finish(lowered, compiler_options, dump_dir, start):
     seconds = time.perf_counter() - start
     return {
         "stablehlo": lowered.as_text(),
-        "hlo": optimized_hlo(dump_dir),
+        "hlo": optimized_hlo(dump_dir, host=getattr(first, "platform", "") == "cpu"),
         "seconds": seconds,
         "compiled": compiled,
     }
 
 
-def optimized_hlo(dump_dir):
+def optimized_hlo(dump_dir, host=False):
     """The optimized HLO of the last accelerator module XLA dumped into `dump_dir`: a GPU module's
     `*gpu_after_optimizations.txt`, else (a TPU compiler names no backend) any `*after_optimizations.txt` but a
-    CPU module's."""
-    dumps = glob.glob(os.path.join(dump_dir, "*gpu_after_optimizations.txt")) or [
-        p for p in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
-        if not p.endswith("cpu_after_optimizations.txt")]
+    CPU module's. With `host` (a platform that compiles for the host's own device: Platform.compile_devices), the
+    last CPU module's."""
+    dumps = glob.glob(os.path.join(dump_dir, "*cpu_after_optimizations.txt")) if host else glob.glob(os.path.join(
+        dump_dir, "*gpu_after_optimizations.txt")) or [p for p in glob.glob(os.path.join(dump_dir, "*.after_optimizations.txt"))
+                                                        if not p.endswith("cpu_after_optimizations.txt")]
     if not dumps:
         raise RuntimeError("XLA wrote no '*after_optimizations.txt' of an accelerator module into " + dump_dir)
 

@@ -302,6 +302,9 @@ def main():
 
 def _compile_device(mode, config):
     platform = platforms.of_spec(config)
+    own = platform.compile_devices(config, _jax_version()) if mode == "deviceless" else None
+    if own is not None:
+        return own
     arguments = platform.topology_arguments(config, aot.topology_of(config), _jax_version()) if mode == "deviceless" else None
     return aot.compile_device(mode, config, platform.jax_platform, arguments)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fp8_check import platforms
 from fp8_check.verdict import device_validity
 from fp8_check.verdict.comparator import MISSING
 from fp8_check.verdict.rules.findings import (
@@ -32,6 +33,12 @@ _SCALE_ROLES = ("a_scale", "b_scale", "c_scale", "d_scale")
 _EPILOGUE_PARTS = ("BIAS", "RELU", "GELU", "AUX")
 
 
+def _fp8_engine(target: Any) -> bool:
+    """The gemm library call whose every call is an FP8 gemm (cuBLASLt's, hipBLASLt's FP8 call): its platform says."""
+    library = platforms.engine_of(str(target))
+    return library is not None and library.fp8
+
+
 def _fp8_gemm(g: dict) -> bool:
     dts = g.get("operand_dtypes") or []
     return len(dts) == 2 and all(_is_fp8(d) for d in dts)
@@ -51,9 +58,9 @@ def _rule_target(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -
     fb, fa = _family(before), _family(after)
     if fb == fa:
         return [(NEUTRAL, f"renamed {before} -> {after}, same structure")]
-    if fb == "cublas-fp8":
+    if _fp8_engine(before):
         return [Finding(REGRESSION, f"cuBLASLt FP8 gemm -> {after}", decides=True)]  # the FP8 matmul is gone
-    if fa == "cublas-fp8":
+    if _fp8_engine(after):
         return [(IMPROVEMENT, f"{before} -> cuBLASLt FP8 gemm")]
     if fa == "plain":
         return [(REGRESSION, f"gemm emitter {before} -> {after} (no gemm kernel)")]
