@@ -23,6 +23,7 @@ from tests.conftest import REPO
 CASES = REPO / "docs" / "examples" / "maxtext" / "cases.yaml"
 GOLDENS = REPO / "docs" / "examples" / "maxtext" / "goldens"
 REQUIREMENTS = REPO / "harness" / "fp8_check" / "models" / "maxtext-requirements.txt"
+TPU_CASES = REPO / "docs" / "examples" / "maxtext" / "tpu_cases.yaml"
 PROJECTIONS = 7  # a llama decoder layer: query, key, value, out; wi_0, wi_1, wo
 
 
@@ -33,6 +34,32 @@ def test_the_cases_name_the_maxtext_set_and_its_jax_range():
     assert loaded and all(c.requirements and c.requirements.name == "maxtext" and c.requirements.jax == ">=0.11.1"
                       for c in loaded)
     assert all(c.requirements and "maxtext==0.2.5" in c.requirements.requirements for c in loaded)
+
+
+def test_the_tpu_cases_have_a_golden_per_target_with_the_projections_in_fp8():
+    """The TPU cases are not compiled in CI (libtpu's back end takes 1.5-15 minutes per case and target on 2 cores,
+    docs/models.md); their goldens, blessed from `bless --target v6e,tpu7x-2x2x1`, are checked to exist and to state
+    the measured answer: MaxText's projections FP8 on the TPU's matmul unit, forward E4M3 x E4M3 and every backward
+    one taking the E5M2 gradient; the only bf16 matmuls the logits projection (no layer) and attention's einsums."""
+    import yaml
+
+    from fp8_check.cases import load as cases
+
+    loaded = cases.load([TPU_CASES])
+    assert {c.id for c in loaded} == {"maxtext_tpu_fp8", "maxtext_tpu_fp8_full"}
+    for case in loaded:
+        assert case.requirements and case.requirements.name == "maxtext" and case.profiles == ("tpu",)
+        for target in case.targets:
+            golden = GOLDENS / target / "tpu" / "deviceless" / f"{case.id}.yaml"
+            assert golden.is_file(), golden
+            [entry] = yaml.safe_load(golden.read_text())["expect"]
+            rows = entry["contract"]["matmuls"]
+            fp8 = [r for r in rows if r["engine"] == "TPU matmul FP8"]
+            assert {r["pass"] for r in fp8} >= {"forward", "backward"}, (golden, fp8)
+            assert all(r["operands"] == "f8e4m3fn x f8e4m3fn" for r in fp8 if r["pass"] == "forward"), golden
+            assert all("f8e5m2" in r["operands"] for r in fp8 if r["pass"] != "forward"), golden
+            wider = {r["layer"] for r in rows if r not in fp8}
+            assert all(layer == "" or "->" in layer for layer in wider), (golden, wider)  # logits, attention einsums
 
 
 def _fp8(row):
