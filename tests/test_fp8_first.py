@@ -98,6 +98,20 @@ def test_bless_writes_a_rule_per_layer_seen_in_fp8_covering_the_layer_without_it
     assert "Model/block1/down" in str(diff.found)
 
 
+def test_bless_never_writes_a_rule_its_own_signature_breaks():
+    """MaxText's NNX bridge names the FP8 op `eval_jaxpr/Fp8DirectDotGeneralOp` beside attention's bf16 einsums
+    `eval_jaxpr/<subscripts>`: the stripped glob `eval_jaxpr/*` covered them and failed the compile it was
+    blessed from. Such a layer gets an exact rule; a lone FP8 op still gets the glob."""
+    fp8 = Gemm(target="__cublas$lt$matmul$f8", operand_dtypes=["f8e4m3fn", "f8e4m3fn"], output="bf16",
+               layer="eval_jaxpr/Fp8DirectDotGeneralOp", pass_="forward")
+    sig = Signature(2, [], [fp8, _wide("eval_jaxpr/bkgts,bskd->btkgd")], [])
+    rules = contract.fp8_layer_rules(sig)
+    assert rules == [{"layer": "eval_jaxpr/Fp8DirectDotGeneralOp", "fp8": True}]
+    assert check_rules(from_dicts(rules), sig) == []  # the rule holds where it was blessed
+    plain = Signature(2, [], [_wide("eval_jaxpr"), _wide("eval_jaxpr/bkgts,bskd->btkgd")], [])
+    assert check_rules(from_dicts(rules), plain)  # and the FP8 op made plain still fails it
+
+
 def _example(tmp_path, monkeypatch):
     work = tmp_path / "fp8first"
     shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns("__pycache__"))

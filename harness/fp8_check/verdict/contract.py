@@ -128,6 +128,10 @@ def fp8_layer_rules(sig: Signature) -> list[dict]:
         stripped = fp8_op_stripped(layer)
         glob = glob_escape(stripped) + "/*" if stripped != layer else glob_escape(layer)
         fp8 = [p for p, low in by_pass.items() if low]
+        if any(not all(at.values()) for other, at in passes.items()
+               if other != layer and attribution.layer_matches(glob, other)):
+            glob = glob_escape(layer)  # the stripped glob covers a sibling that is not FP8 (MaxText's
+            # `eval_jaxpr/Fp8DirectDotGeneralOp` beside `eval_jaxpr/<einsum>`): a rule must hold where it was blessed
         if fp8 and len(fp8) == len(by_pass):
             rule = {"layer": glob, "fp8": True}
             if rule not in rules:
