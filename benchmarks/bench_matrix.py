@@ -34,11 +34,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check.matrix.document import load_matrix  # noqa: E402
+from fp8_check.matrix._document import load_matrix  # noqa: E402
 from fp8_check.versions import (
-    envs,  # noqa: E402
+    _envs as envs,  # noqa: E402
     releases as versions,  # noqa: E402
-    wheels,  # noqa: E402
+    _wheels as wheels,  # noqa: E402
 )
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -113,7 +113,7 @@ def main() -> None:
     rows = [r for v in json.loads(out.read_text())["versions"] for r in v["results"]] if out.exists() else []
     row = next((r for r in rows if r["case"] == args.case), {})
     from fp8_check.targets import load_target
-    from fp8_check.worker import aot
+    from fp8_check.worker import _aot as aot
 
     target = load_target("h100x8")
     spec = work / "h100x8.txtpb"
@@ -125,7 +125,7 @@ def main() -> None:
     fp8_gemms = None
     dumps = sorted((work / "dump").glob("*jit_train_step*gpu_after_optimizations.txt"))
     if dumps:
-        from fp8_check.signature.extract import extract
+        from fp8_check.signature._extract import extract
 
         fp8_gemms = extract(dumps[-1].read_text()).fp8_gemms
     result = {

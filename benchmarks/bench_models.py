@@ -43,7 +43,7 @@ from fp8_check import (
 )
 from fp8_check.models import decoder  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
-from fp8_check.worker import aot  # noqa: E402
+from fp8_check.worker import _aot as aot  # noqa: E402
 
 
 def main() -> int:

@@ -34,10 +34,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from fp8_check.report import (
-    model,  # noqa: E402
-    page as report,  # noqa: E402
+    _model as model,  # noqa: E402
+    _page as report,  # noqa: E402
 )
-from fp8_check.run.results import Results  # noqa: E402
+from fp8_check.run._results import Results  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -56,11 +56,11 @@ def run_library(out: Path, python: str | None) -> Path:
 import re, sys
 sys.path.insert(0, {str(REPO)!r})
 from pathlib import Path
-from fp8_check.cases import load as cases
-from fp8_check.run import results
-from fp8_check.run import runner
+from fp8_check.cases import _load as cases
+from fp8_check.run import _results as results
+from fp8_check.run import _runner as runner
 from fp8_check import targets
-from fp8_check.compile.service import Compiler
+from fp8_check.compile._service import Compiler
 t = targets.load_target("h100")
 t = targets.parse_target(t.name, re.sub({NEWER_FIELDS.pattern!r}, "", t.config_text, flags=re.M))
 cs = cases.load([Path("cases")])

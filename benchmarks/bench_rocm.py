@@ -3,7 +3,7 @@
     python benchmarks/bench_rocm.py [--versions 0.12.0,0.11.2] [--skip-envs]
     python benchmarks/bench_rocm.py --render     # rewrite the .md from benchmarks/out/bench_rocm.json
 
-1. Per JAX release with a ROCm plugin: a ROCm environment (`fp8_check.versions.envs.Manager(platform=AMD)`:
+1. Per JAX release with a ROCm plugin: a ROCm environment (`fp8_check.versions._envs.Manager(platform=AMD)`:
    JAX's slim CUDA set + jax-rocm7-plugin/pjrt + flatbuffers, then the runtime stand-ins generated from the
    plugin) built into a temporary directory from an EMPTY uv cache (a new UV_CACHE_DIR per version): wall
    time, bytes received by the machine meanwhile (machine-wide), the environment's size on disk, and how many
@@ -31,13 +31,13 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_matrix import rx_bytes  # noqa: E402
 
-from fp8_check.cases import load as case_mod  # noqa: E402
-from fp8_check.compile.render import render  # noqa: E402
-from fp8_check.compile.service import Compiler  # noqa: E402
+from fp8_check.cases import _load as case_mod  # noqa: E402
+from fp8_check.compile._render import render  # noqa: E402
+from fp8_check.compile._service import Compiler  # noqa: E402
 from fp8_check.platforms import AMD  # noqa: E402
-from fp8_check.platforms.amd import PLUGIN_RELEASES  # noqa: E402
+from fp8_check.platforms._amd import PLUGIN_RELEASES  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
-from fp8_check.versions import envs  # noqa: E402
+from fp8_check.versions import _envs as envs  # noqa: E402
 
 
 def build_envs(versions: list[str]) -> list[dict]:

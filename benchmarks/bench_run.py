@@ -7,7 +7,7 @@ All in one run, on the same machine state (each measurement is the wall time of 
 fresh process, interpreter start to exit):
 
 - bare: ONE Python process that imports JAX and compiles every planned case (and the
-  canary, which `run` also compiles) with `fp8_check.worker.aot.compile_for` — the
+  canary, which `run` also compiles) with `fp8_check.worker._aot.compile_for` — the
   worker's own code path, same compiler options, same XLA flags (the optimized-HLO
   dump), same target — one after the other, no harness around it;
 - run --no-cache -j 1: the previous `fp8-check run` (one worker, nothing cached);
@@ -42,7 +42,7 @@ BARE_LOOP = r'''
 import os, sys, tempfile, time, types
 sys.path.insert(0, sys.argv[1])
 from fp8_check import platforms
-from fp8_check.worker import aot
+from fp8_check.worker import _aot as aot
 dump = tempfile.mkdtemp(prefix="fp8-bench-dump-")
 aot.prepare_environment("deviceless", dump, deviceless_env=platforms.deviceless_environment())            # the worker's environment and XLA flags
 import json
@@ -69,10 +69,10 @@ def plan_jobs(target: str, profiles: list[str], paths: list[Path] | None = None)
     UNSUPPORTED here, each with the XLA options its kind adds (`optional_options`: this XLA has them all)."""
     from importlib.metadata import version
 
-    from fp8_check.cases import load as case_mod
-    from fp8_check.run import runner
+    from fp8_check.cases import _load as case_mod
+    from fp8_check.run import _runner as runner
     from fp8_check.targets import load_target
-    from fp8_check.verdict import canary as canary_mod
+    from fp8_check.verdict import _canary as canary_mod
 
     t = load_target(target)
     jax_version = version("jax")
@@ -181,7 +181,7 @@ def main() -> int:
             report["matrix"] = previous["matrix"]
             report["matrix"].setdefault("measured", previous.get("created"))
     if versions:
-        from fp8_check.versions import envs
+        from fp8_check.versions import _envs as envs
 
         manager = envs.Manager()
         for v in versions:  # warm environments: what is measured is compiling, not installing

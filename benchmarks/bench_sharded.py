@@ -29,12 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check.cases import load as cases  # noqa: E402
-from fp8_check.compile import render  # noqa: E402
-from fp8_check.compile.service import Compiler  # noqa: E402
-from fp8_check.signature.extract import extract  # noqa: E402
+from fp8_check.cases import _load as cases  # noqa: E402
+from fp8_check.compile import _render as render  # noqa: E402
+from fp8_check.compile._service import Compiler  # noqa: E402
+from fp8_check.signature._extract import extract  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
-from fp8_check.versions import envs  # noqa: E402
+from fp8_check.versions import _envs as envs  # noqa: E402
 
 CASE = "shard_train_step_fsdp_tp"
 

@@ -3,7 +3,7 @@
     python benchmarks/bench_tpu.py [--versions 0.6.1,0.12.0.1] [--cold 0.12.0.1] [--skip-envs]
     python benchmarks/bench_tpu.py --render     # rewrite the .md from benchmarks/out/bench_tpu.json
 
-1. Per JAX release: its TPU environment (`fp8_check.versions.envs.Manager(platform=TPU)`: `jax[tpu]==V`, i.e. jax,
+1. Per JAX release: its TPU environment (`fp8_check.versions._envs.Manager(platform=TPU)`: `jax[tpu]==V`, i.e. jax,
    jaxlib and the pinned libtpu, plus flatbuffers) built into a temporary directory from the shared (warm) uv
    cache: wall time and size on disk; for the `--cold` releases also from an EMPTY uv cache (a new UV_CACHE_DIR),
    with the bytes the machine received meanwhile (machine-wide). The baseline, measured in the same run: the main
@@ -32,13 +32,13 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_matrix import rx_bytes  # noqa: E402
 
-from fp8_check.cases import load as case_mod  # noqa: E402
-from fp8_check.compile.render import render  # noqa: E402
-from fp8_check.compile.service import Compiler  # noqa: E402
+from fp8_check.cases import _load as case_mod  # noqa: E402
+from fp8_check.compile._render import render  # noqa: E402
+from fp8_check.compile._service import Compiler  # noqa: E402
 from fp8_check.platforms import TPU  # noqa: E402
 from fp8_check.platforms.tpu.generations import LIBTPU_PINS  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
-from fp8_check.versions import envs  # noqa: E402
+from fp8_check.versions import _envs as envs  # noqa: E402
 
 
 def build(version: str, platform_=None, cold: bool = False) -> dict:

@@ -4,7 +4,7 @@
 
 With the two versions' environments already built (they are built first, untimed),
 times, --repeat times each:
-- explain: `fp8_check.upstream.explain.investigate` (both versions' minimal repros with
+- explain: `fp8_check.upstream._explain.investigate` (both versions' minimal repros with
   per-pass dumps, the pass alignment, FileCheck on both) — what `--explain` adds to bisect;
 - bisect_explain: the whole `fp8-check bisect CASE --good --bad --explain` as a subprocess;
 - reduce: `fp8-check reduce CASE --jax BAD --good GOOD` as a subprocess.
@@ -27,10 +27,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check.cases import load as cases  # noqa: E402
+from fp8_check.cases import _load as cases  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402
-from fp8_check.upstream import explain  # noqa: E402
-from fp8_check.versions.envs import Manager  # noqa: E402
+from fp8_check.upstream import _explain as explain  # noqa: E402
+from fp8_check.versions._envs import Manager  # noqa: E402
 
 
 def _timed(fn) -> float:

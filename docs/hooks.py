@@ -5,7 +5,7 @@ A page asks for a generated block with a marker line `<!-- generated: NAME -->`:
 - `verdict-rules`: the rules table, from the table that dispatches, fp8_check.verdict.rules' `FIELD_RULES`
   (a record's entry carries its own rules: `GEMM_RULES`, `BLOCK_RULES`, `COLLECTIVE_RULES`): each rule's
   `@explained` statement, each `Neutral` field's reason;
-- `outcomes`: the outcome codes of fp8_check.verdict.outcome (`CODES`);
+- `outcomes`: the outcome codes of fp8_check.verdict._outcome (`CODES`);
 - `cli`: every command's `--help`, from the argparse parser of fp8_check.cli.main;
 - `stages`: the stages of fp8_check/stages.py with the modules each folder holds (docs/pipeline.md);
 - `import-exceptions`: tests/test_imports.py's table of imports kept inside functions (docs/imports.md);
@@ -77,7 +77,7 @@ def verdict_rules_markdown() -> str:
 
 
 def outcomes_markdown() -> str:
-    from fp8_check.verdict import outcome
+    from fp8_check.verdict import _outcome as outcome
 
     out = ["| code | grid symbol | exit 1? | meaning |", "|---|---|---|---|"]
     for c in outcome.CODES:

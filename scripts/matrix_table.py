@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from fp8_check.matrix.document import load_matrix
+from fp8_check.matrix._document import load_matrix
 
 COLUMNS = ("FAIL", "NEW", "UNRESOLVED", "XPASS", "PASS", "XFAIL", "UNSUPPORTED")
 

@@ -6,7 +6,7 @@
 #   3. review `git diff goldens/`, commit
 #
 # Each group runs `fp8-check matrix` over its targets' claimed releases (the shipped release table, less those the
-# platform has no plugin for: fp8_check.matrix.goldens.claimed_releases) and every non-model case file, blesses
+# platform has no plugin for: fp8_check.matrix._goldens.claimed_releases) and every non-model case file, blesses
 # from it (`bless --from-matrix`: each range ends at the last measured release, so every boundary sits where XLA
 # changed), runs the matrix again (from the compile cache: judging only) and writes the before/after tables:
 #   OUT/<group>-before.json, OUT/<group>-after.json, OUT/<group>-table.md        (OUT: $REBLESS_OUT or reports/rebless)
@@ -28,7 +28,7 @@ GROUPS_WANTED=("$@")
 
 fp8() { bash scripts/env.sh fp8-check "$@"; }
 releases() {  # the claimed releases of a target, comma-separated
-  bash scripts/env.sh python -c "import sys; from fp8_check.matrix.goldens import claimed_releases; print(','.join(claimed_releases(sys.argv[1])))" "$1"
+  bash scripts/env.sh python -c "import sys; from fp8_check.matrix._goldens import claimed_releases; print(','.join(claimed_releases(sys.argv[1])))" "$1"
 }
 case_files() {  # every case file but the models (their contracts are blessed on their own: docs/models.md)
   ls cases/*.yaml | grep -v -e '/models\.yaml$'

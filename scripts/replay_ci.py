@@ -416,7 +416,7 @@ class Replay:
             path_extra.insert(0, str(Path(env_python()).parent))
             return True
         if action == "astral-sh/setup-uv":
-            from fp8_check.versions.uvbin import find_uv
+            from fp8_check.versions._uvbin import find_uv
 
             uv = find_uv()
             if not uv:

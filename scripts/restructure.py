@@ -47,28 +47,28 @@ BASE_REL = f"harness/{PKG}"
 
 # old path -> new path, under harness/fp8_check/ (one row per module move).
 MOVES_TABLE = """
-cost/cost.py                 cost/model.py
-cost/cost_delta.py           cost/delta.py
-cost/cost_engine.py          cost/engine.py
-cost/cost_pairs.py           cost/pairs.py
-cost/cost_policy.py          cost/policy.py
-cost/cost_rates.py           cost/rates.py
-cost/cost_table.py           cost/table.py
-verdict/verdict.py           verdict/classify.py
+cost/cost.py                 cost/_model.py
+cost/cost_delta.py           cost/_delta.py
+cost/cost_engine.py          cost/_engine.py
+cost/cost_pairs.py           cost/_pairs.py
+cost/cost_policy.py          cost/_policy.py
+cost/cost_rates.py           cost/_rates.py
+cost/cost_table.py           cost/_table.py
+verdict/verdict.py           verdict/_classify.py
 verdict/verdict_rules.py     verdict/rules_gemm.py
 verdict/collective_rules.py  verdict/rules_collective.py
 verdict/layer_rules.py       verdict/rules_layer.py
-signature/signature.py       signature/extract.py
-signature/signature_types.py signature/types.py
-cases/cases.py               cases/load.py
-cases/case_model.py          cases/model.py
-cases/sharded_cases.py       cases/sharded.py
-matrix/matrix_document.py    matrix/document.py
-matrix/matrix_view.py        matrix/view.py
-cli/matrix.py                matrix/run.py
-compile/compile.py           compile/service.py
+signature/signature.py       signature/_extract.py
+signature/signature_types.py signature/_types.py
+cases/cases.py               cases/_load.py
+cases/case_model.py          cases/_model.py
+cases/sharded_cases.py       cases/_sharded.py
+matrix/matrix_document.py    matrix/_document.py
+matrix/matrix_view.py        matrix/_view.py
+cli/matrix.py                matrix/_run.py
+compile/compile.py           compile/_service.py
 worker/worker.py             worker/serve.py
-worker/worker_guard.py       worker/guard.py
+worker/worker_guard.py       worker/_guard.py
 cli/cli.py                   cli/main.py
 run/target_check_cli.py      cli/target_check.py
 """
@@ -76,19 +76,19 @@ run/target_check_cli.py      cli/target_check.py
 # module (its path after MOVES) -> the cli/ module its command half moves to: `register`, every `cmd_*`,
 # and the module's private helpers that only those use. The library half stays in its stage.
 SPLITS_TABLE = """
-matrix/run.py        cli/matrix.py
-upstream/bisect.py   cli/bisect.py
-upstream/reduce.py   cli/reduce.py
-report/page.py       cli/report.py
-report/github.py     cli/ci.py
-gpu/capture.py       cli/capture.py
-gpu/fidelity.py      cli/fidelity.py
-gpu/calibrate.py     cli/calibrate.py
+matrix/_run.py        cli/matrix.py
+upstream/_bisect.py   cli/bisect.py
+upstream/_reduce.py   cli/reduce.py
+report/_page.py       cli/report.py
+report/_github.py     cli/ci.py
+gpu/_capture.py       cli/capture.py
+gpu/_fidelity.py      cli/fidelity.py
+gpu/_calibrate.py     cli/calibrate.py
 """
 
 # Stages whose modules keep their names even where nothing outside uses them, and why.
 NOT_PRIVATE = {
-    "worker": "its files are read by name: compile/render.py embeds them in repros, compile/cache.py hashes them",
+    "worker": "its files are read by name: compile/_render.py embeds them in repros, compile/_cache.py hashes them",
     "cli": "nothing imports the CLI: every module of it is used only from inside (commands register by name)",
     "models": "model code users' cases and docs name as examples; a model is never private",
 }
@@ -132,7 +132,7 @@ SPLITS = _table(SPLITS_TABLE)
 
 
 def dotted(rel: str) -> str:
-    """`verdict/golden.py` -> `fp8_check.verdict.golden` (a path under harness/fp8_check/)."""
+    """`verdict/_golden.py` -> `fp8_check.verdict._golden` (a path under harness/fp8_check/)."""
     parts = [PKG] + rel.removesuffix(".py").split("/")
     if parts[-1] == "__init__":
         parts.pop()
@@ -483,7 +483,7 @@ class Rewriter:
 
         text = _PATH_EXPR.sub(expr, text)
 
-        def quoted(m: re.Match) -> str:  # "gpu/block_numerics.py": a path relative to the package, quoted whole
+        def quoted(m: re.Match) -> str:  # "gpu/_block_numerics.py": a path relative to the package, quoted whole
             nonlocal count
             new = self.map_path(m.group(2))
             if new is None:

@@ -5,7 +5,7 @@
     python scripts/slim_check.py --table               # only rewrite the table from the saved results
 
 For each version it builds two environments with uv in a scratch directory: the full
-`jax[cuda12]==V` (device mode's set) and the slim set (`fp8_check.versions.wheels`:
+`jax[cuda12]==V` (device mode's set) and the slim set (`fp8_check.versions._wheels`:
 `jax[cuda12-local]==V` plus SLIM_EXTRAS, or the candidate extras given with --extras), then
 compiles the whole case library (every case x --target x cublas/triton, deviceless, no compile
 cache) in each and compares, request by request, the optimized HLO text (or, where a compile
@@ -41,15 +41,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fp8_check.compile import render  # noqa: E402
-from fp8_check.compile.pool import CompilerPool  # noqa: E402
-from fp8_check.compile.service import CompileRequest  # noqa: E402
+from fp8_check.compile import _render as render  # noqa: E402
+from fp8_check.compile._pool import CompilerPool  # noqa: E402
+from fp8_check.compile._service import CompileRequest  # noqa: E402
 from fp8_check.run import (
-    runner,  # noqa: E402
-    selection,  # noqa: E402
+    _runner as runner,  # noqa: E402
+    _selection as selection,  # noqa: E402
 )
-from fp8_check.versions import envs, releases, wheels  # noqa: E402
-from fp8_check.versions.envs import InstallError, Manager  # noqa: E402
+from fp8_check.versions import _envs as envs, releases, _wheels as wheels  # noqa: E402
+from fp8_check.versions._envs import InstallError, Manager  # noqa: E402
 
 OUT = REPO / "docs"
 RESULTS_DIR = OUT / "slim_envs.d"
@@ -218,7 +218,7 @@ def write_table(versions: list[str]) -> None:
 
 def _same_hlo_twins(rows: list[dict]) -> list[str]:
     """For the checked versions sharing an XLA commit: whether their full environments compiled the same."""
-    from fp8_check.versions import shared_xla
+    from fp8_check.versions import _shared_xla as shared_xla
 
     by = {r["jax"]: r for r in rows if r.get("hlo_sha256")}
     out = []

@@ -15,7 +15,7 @@ log, dtype = sys.argv[1], sys.argv[2]
 os.environ["FP8_CHECK_STANDIN_LOG"] = log
 
 from fp8_check import platforms  # noqa: E402
-from fp8_check.worker import aot  # noqa: E402
+from fp8_check.worker import _aot as aot  # noqa: E402
 
 dump = tempfile.mkdtemp(prefix="fp8-check-rocm-probe-")
 aot.prepare_environment("deviceless", dump, deviceless_env=platforms.deviceless_environment())

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from fp8_check import api
-from fp8_check.run import results as results_mod
-from fp8_check.signature.extract import Signature
-from fp8_check.verdict.outcome import FAIL
+from fp8_check.run import _results as results_mod
+from fp8_check.signature._extract import Signature
+from fp8_check.verdict._outcome import FAIL
 
 from .conftest import REPO
 

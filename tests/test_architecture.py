@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.verdict import outcome
+from fp8_check.verdict import _outcome as outcome
 
 from .conftest import REPO
 
@@ -89,14 +89,14 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_is_read():
     # the walker must see real edges, or the tests below could never fail
-    assert "fp8_check.verdict.comparator" in GRAPH["fp8_check.verdict.outcome"]
-    assert "fp8_check.run.selection" in GRAPH["fp8_check.cli.commands"]
+    assert "fp8_check.verdict._comparator" in GRAPH["fp8_check.verdict._outcome"]
+    assert "fp8_check.run._selection" in GRAPH["fp8_check.cli.commands"]
     assert len(MODULES) > 25
 
 
 def test_the_cycle_finder_finds_a_cycle():
     graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["fp8_check.verdict.comparator"] = graph["fp8_check.verdict.comparator"] | {"fp8_check.verdict.outcome"}
+    graph["fp8_check.verdict._comparator"] = graph["fp8_check.verdict._comparator"] | {"fp8_check.verdict._outcome"}
     assert _cycle(graph) is not None
 
 
@@ -112,12 +112,12 @@ def test_nothing_imports_the_cli():
 def test_the_compile_worker_imports_only_aot():
     # it runs inside per-version environments that hold only JAX (and asks the platforms, standard library only)
     platform_modules = {m for m in GRAPH if m == "fp8_check.platforms" or m.startswith("fp8_check.platforms.")}
-    assert GRAPH["fp8_check.worker.serve"] <= {"fp8_check.worker.aot", "fp8_check.worker.guard", "fp8_check.worker",
+    assert GRAPH["fp8_check.worker.serve"] <= {"fp8_check.worker._aot", "fp8_check.worker._guard", "fp8_check.worker",
                                                   IMPORT_NAME} | platform_modules
-    assert GRAPH["fp8_check.worker.guard"] == set()  # standard library only
-    # a repro carries the three sources (compile/render.py)
-    assert GRAPH["fp8_check.worker.aot"] == {"fp8_check.worker.device_view", "fp8_check.worker.out_specs"}
-    assert GRAPH["fp8_check.worker.device_view"] == GRAPH["fp8_check.worker.out_specs"] == set()
+    assert GRAPH["fp8_check.worker._guard"] == set()  # standard library only
+    # a repro carries the three sources (compile/_render.py)
+    assert GRAPH["fp8_check.worker._aot"] == {"fp8_check.worker._device_view", "fp8_check.worker._out_specs"}
+    assert GRAPH["fp8_check.worker._device_view"] == GRAPH["fp8_check.worker._out_specs"] == set()
     for m in platform_modules:
         assert GRAPH[m] <= platform_modules | {IMPORT_NAME}, m
 
@@ -126,28 +126,28 @@ def test_outcome_codes_are_defined_once():
     names = [c.name for c in outcome.CODES]
     definition = re.compile(r"""\b(?:%s)\s*=\s*Code\(|[\"'](?:%s)[\"']\s*[,)]\s*(?:#|$)""" % ("|".join(names), "|".join(names)))
     homes = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if definition.search(p.read_text()))
-    assert homes == ["harness/fp8_check/verdict/outcome.py"]
+    assert homes == ["harness/fp8_check/verdict/_outcome.py"]
     # nor tuples of outcome names that classify them again (e.g. ("PASS", "XFAIL", "UNSUPPORTED"))
     tuples = re.compile(r"\(\s*\"(?:%s)\"\s*,\s*\"(?:%s)\"" % ("|".join(names), "|".join(names)))
     assert [str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if tuples.search(p.read_text())] == []
 
 
 def test_one_comparator_and_one_absent_sentinel():
-    # golden diffs and verdict lines come from one walker (harness/fp8_check/verdict/comparator.py): no second sentinel
+    # golden diffs and verdict lines come from one walker (harness/fp8_check/verdict/_comparator.py): no second sentinel
     sentinel = re.compile(r"^(?:class _?Missing\b|_?MISSING\s*(?::[^=]+)?=)", re.M)
     homes = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if sentinel.search(p.read_text()))
-    assert homes == ["harness/fp8_check/verdict/comparator.py"]
+    assert homes == ["harness/fp8_check/verdict/_comparator.py"]
 
 
 def test_the_canary_gate_is_in_one_place():
     # run/bless/matrix/bisect, the pytest plugin and the API ask runner.CanaryGate; only `fp8-check target-check`
     # compiles the canaries itself, to print what they found
     callers = sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py") if "check_canary(" in p.read_text())
-    assert callers == sorted(["harness/fp8_check/verdict/canary.py", "harness/fp8_check/run/runner.py",
+    assert callers == sorted(["harness/fp8_check/verdict/_canary.py", "harness/fp8_check/run/_runner.py",
                            "harness/fp8_check/cli/target_check.py"])
     assert sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py")
                   if re.search(r"^\s*(?:class CanaryGate|def canary_applies)\b", p.read_text(), re.M)) == \
-        ["harness/fp8_check/run/runner.py"]
+        ["harness/fp8_check/run/_runner.py"]
 
 
 def _outcome_name_uses(source: str) -> list[str]:
@@ -207,9 +207,9 @@ def test_unknown_code_is_a_clear_error():
 # Modules over 450 lines, each with why it is one piece (a concept chooses its seams, not a cap).
 LONG_MODULES: dict[str, str] = {
     'fp8_check.api': "456 lines at the restructure: one concept (split where a seam appears)",
-    'fp8_check.run.runner': "the one runner (plan -> canary -> compile -> judge) with the platform filter (#47) and "
+    'fp8_check.run._runner': "the one runner (plan -> canary -> compile -> judge) with the platform filter (#47) and "
                             "the device-validity diffs (#44): one concept, 471 lines",
-    'fp8_check.compile.service': "the compile worker and its compiler, whose one send path also switches a worker "
+    'fp8_check.compile._service': "the compile worker and its compiler, whose one send path also switches a worker "
                                  "to replay autotune results (#58; the rest lives in compile/_replay_worker.py)",
 }
 

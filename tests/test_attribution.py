@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.core.files import atomic_write
-from fp8_check.signature import attribution, coverage
-from fp8_check.signature.attribution import Attribution, MatmulSizes
-from fp8_check.signature.extract import Gemm, Signature, extract
-from fp8_check.verdict import classify as verdict, golden
+from fp8_check.core._files import atomic_write
+from fp8_check.signature import _attribution as attribution, _coverage as coverage
+from fp8_check.signature._attribution import Attribution, MatmulSizes
+from fp8_check.signature._extract import Gemm, Signature, extract
+from fp8_check.verdict import _classify as verdict, _golden as golden
 from fp8_check.verdict.rules import layers as layer_rules
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo" / "attribution"
@@ -197,14 +197,14 @@ def test_golden_layers_are_loaded_checked_and_kept_by_bless(tmp_path):
 
 
 def test_with_requirements_name_their_own_environments(tmp_path):
-    from fp8_check.versions import envs, requirements
+    from fp8_check.versions import _envs as envs, _requirements as requirements
 
     plain = envs.Manager(tmp_path, python="python3")
     plain._tag = "py3.12"
     a = envs.Manager(tmp_path, python="python3", extras=["optax", "flax>=0.10"])
     b = envs.Manager(tmp_path, python="python3", extras=["flax>=0.10", "optax", "flax>=0.10"])
     a._tag = b._tag = "py3.12"
-    assert plain.name("0.8.0") == "jax-0.8.0-slim-py3.12"  # the slim deviceless set (versions/wheels.py)
+    assert plain.name("0.8.0") == "jax-0.8.0-slim-py3.12"  # the slim deviceless set (versions/_wheels.py)
     assert a.name("0.8.0") == b.name("0.8.0") != plain.name("0.8.0")
     assert a.name("0.8.0").startswith("jax-0.8.0-slim-py3.12-with-")
     with pytest.raises(ValueError, match="chosen per version"):
@@ -220,14 +220,14 @@ def test_with_requirements_name_their_own_environments(tmp_path):
 
 
 def test_large_constants_are_found():
-    from fp8_check.signature.constants import large_constants
+    from fp8_check.signature._constants import large_constants
 
     text = ("HloModule m\n\nENTRY %main () -> f32[128,64] {\n"
             "  %c = f32[128,64]{1,0} constant({...})\n  %s = f32[] constant(1)\n"
             "  ROOT %n = f32[128,64]{1,0} negate(%c)\n}\n")
     assert large_constants(text) == ["f32[128,64]"]
     assert large_constants(text, min_elements=10_000) == []
-    from fp8_check.signature.constants import baked_in
+    from fp8_check.signature._constants import baked_in
 
     shlo = '%0 = stablehlo.constant dense<"0x0000803F0000803F"> : tensor<128x64xf32>\n%k = stablehlo.constant dense<0> : tensor<2xui32>'
     assert baked_in("", shlo) == ["1 large array(s) are constants baked into the program (f32[128,64])"]
@@ -237,7 +237,7 @@ def test_large_constants_are_found():
 
 def test_fp8_checks_own_frames_are_never_a_source_line():
     """Issue 44: `fusion_signature(jnp.matmul, a, b)` traced inside fp8-check's export; its frame was the gemm's
-    source (`fp8_check/compile/export.py:85`). The package's own frames are left out (found from where the
+    source (`fp8_check/compile/_export.py:85`). The package's own frames are left out (found from where the
     package lives, so a moved or installed package is still recognised); the caller's line remains."""
     import inspect
 

@@ -1,4 +1,4 @@
-"""Deviceless `default` through the commands (fp8_check.compile.autotune_replay wired into the runner): `run
+"""Deviceless `default` through the commands (fp8_check.compile._autotune_replay wired into the runner): `run
 --profile default --target h100` compiles deviceless, loads the results file committed for the target and release
 (goldens/<target>/autotune/<jax>.txt) or an empty one, and every result says which autotuned decisions the file
 made and which XLA's deviceless defaults made; the compile cache keys on the file's content; `bless` records the
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.compile import render
-from fp8_check.compile.autotune_replay import ReplayCompiler
-from fp8_check.run import selection
-from fp8_check.targets import autotune_results as ar, load_target
-from fp8_check.verdict import golden
+from fp8_check.compile import _render as render
+from fp8_check.compile._autotune_replay import ReplayCompiler
+from fp8_check.run import _selection as selection
+from fp8_check.targets import _autotune_results as ar, load_target
+from fp8_check.verdict import _golden as golden
 
 CASE = "seed_relu_f32"
 TILES = {"block_m": 128, "block_n": 64, "block_k": 64, "split_k": 1, "num_stages": 3, "num_warps": 8, "num_ctas": 1}
@@ -164,7 +164,7 @@ def test_a_golden_autotune_record_is_checked(tmp_path):
 
 
 def test_default_deviceless_is_nvidia_only():
-    from fp8_check.run import runner
+    from fp8_check.run import _runner as runner
     from fp8_check.targets import PROFILES
 
     default = PROFILES["default"]
@@ -225,7 +225,7 @@ def test_the_text_format_flag_is_optional_so_older_releases_are_unsupported():
     """The replay's `xla_gpu_use_new_autotune_cache_format` is set only where the XLA has it (JAX 0.11.1 on): on
     0.6.1 to 0.11.0 it made every deviceless `default` UNRESOLVED ("No such compile option"); as an optional option
     the worker answers UNSUPPORTED with the flag's name (measured with `matrix --jax 0.11.0,0.11.1`)."""
-    from fp8_check.run import runner
+    from fp8_check.run import _runner as runner
     from fp8_check.targets import PROFILES
 
     case = next(c for c in selection.load_cases([], CASE) if c.id == CASE)

@@ -1,4 +1,4 @@
-"""Autotune replay (fp8_check.targets.autotune_results, fp8_check.compile.autotune_replay), deviceless through the
+"""Autotune replay (fp8_check.targets._autotune_results, fp8_check.compile._autotune_replay), deviceless through the
 real CUDA plugin: a results file whose entries carry the keys this JAX's XLA logged for the case's own compile
 forces the choice it holds (cuBLASLt for the FP8 gemm; a Triton tiling), and entries keyed for another device
 or another release are reported missing, with why, while XLA's deviceless defaults apply."""
@@ -11,11 +11,11 @@ import re
 
 import pytest
 
-from fp8_check.compile import render
-from fp8_check.compile.autotune_replay import ReplayCompiler, find_results
-from fp8_check.run import selection
-from fp8_check.signature import extract as signature
-from fp8_check.targets import autotune_results as ar, load_target
+from fp8_check.compile import _render as render
+from fp8_check.compile._autotune_replay import ReplayCompiler, find_results
+from fp8_check.run import _selection as selection
+from fp8_check.signature import _extract as signature
+from fp8_check.targets import _autotune_results as ar, load_target
 
 CASE = "seed_relu_f32"
 TILES = {"block_m": 128, "block_n": 64, "block_k": 64, "split_k": 1, "num_stages": 3, "num_warps": 8, "num_ctas": 1}
@@ -136,8 +136,8 @@ def test_fidelity_compares_replayed_default_with_the_devices_default(tmp_path):
     """The `default (replayed) vs device` column. No GPU here: the device's `default` is stood in for by what an
     autotuner that picked cuBLASLt compiles, the deviceless `cublas` profile of the same target. Replaying a file
     that holds that choice (built from the compile's own keys) agrees on the gemm engine; replaying none does not."""
-    from fp8_check.compile.service import Compiler
-    from fp8_check.gpu import fidelity
+    from fp8_check.compile._service import Compiler
+    from fp8_check.gpu import _fidelity as fidelity
     from fp8_check.targets import PROFILES
 
     case = next(c for c in selection.load_cases([], CASE) if c.id == CASE)

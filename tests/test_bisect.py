@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from fp8_check.core.files import atomic_write
-from fp8_check.signature.extract import Gemm, Signature
-from fp8_check.upstream import bisect
-from fp8_check.upstream.bisect import Judgment, Verdict
-from fp8_check.verdict import comparator, golden
+from fp8_check.core._files import atomic_write
+from fp8_check.signature._extract import Gemm, Signature
+from fp8_check.upstream import _bisect as bisect
+from fp8_check.upstream._bisect import Judgment, Verdict
+from fp8_check.verdict import _comparator as comparator, _golden as golden
 
 from .test_matrix import NEW, OLD, POOL, TEST_CACHE
 
@@ -116,7 +116,7 @@ def test_bisect_real_search_and_test_mode(workspace, run_cli, cache_env):
 def _recorded(version, case, profile):
     from pathlib import Path
 
-    from fp8_check.signature import extract as signature
+    from fp8_check.signature import _extract as signature
 
     path = Path(__file__).parent / "fixtures" / "hlo" / f"jax-{version}" / f"{case}.h100.{profile}.txt"
     return signature.extract(path.read_text()).to_dict()
@@ -124,8 +124,8 @@ def _recorded(version, case, profile):
 
 def _tester_with(criterion, sig_of):
     """The real Tester (its judge), with signatures filled in per version instead of compiled."""
-    from fp8_check.signature.extract import Signature
-    from fp8_check.verdict.outcome import NEW, Outcome
+    from fp8_check.signature._extract import Signature
+    from fp8_check.verdict._outcome import NEW, Outcome
 
     t = bisect.Tester(None, None, None, "deviceless", "goldens", criterion)
     for v in VERSIONS:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from fp8_check.core.files import atomic_write
-from fp8_check.matrix import goldens as ranged
-from fp8_check.signature import extract as signature
-from fp8_check.verdict import comparator, golden
+from fp8_check.core._files import atomic_write
+from fp8_check.matrix import _goldens as ranged
+from fp8_check.signature import _extract as signature
+from fp8_check.verdict import _comparator as comparator, _golden as golden
 from fp8_check.versions import xla_commits
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
@@ -132,8 +132,8 @@ def test_a_release_the_matrix_skipped_is_new_not_a_false_fail(tmp_path):
     """The bug of issue 44: a matrix that skipped 0.8.1 .. 0.8.2 used to extend the 0.8.0 run over them (and put the
     boundary at 0.8.3); XLA changed at 0.8.1, so 0.8.1 and 0.8.2 failed against the old signature. Now they are
     covered by no expectation: NEW, judged by the real runner."""
-    from fp8_check.run.runner import judge_signature
-    from fp8_check.verdict.outcome import NEW, PASS, Outcome
+    from fp8_check.run._runner import judge_signature
+    from fp8_check.verdict._outcome import NEW, PASS, Outcome
 
     old, renamed = recorded("0.8.0", "plain"), recorded("0.12.0.1", "plain")
     skipped = ("0.8.1", "0.8.2")
@@ -225,7 +225,7 @@ def test_a_known_compile_failure_on_one_release_neither_stops_nor_splits_the_row
 
 def test_a_release_the_targets_platform_has_no_plugin_for_bounds_no_range(tmp_path):
     """AMD: no ROCm plugin for 0.12.0.1, so a run ending at 0.12.0 (the newest AMD release) stays open-ended."""
-    from fp8_check.matrix.goldens import claimed_releases
+    from fp8_check.matrix._goldens import claimed_releases
 
     sig = recorded("0.12.0.1", "plain")
     amd = claimed_releases("mi300x")

@@ -9,15 +9,15 @@ import jax
 import numpy as np
 import pytest
 
-from fp8_check.cases import load as case_mod
-from fp8_check.cases.load import CaseError
-from fp8_check.compile import render
-from fp8_check.compile.service import Compiler
-from fp8_check.gpu import numerics
-from fp8_check.run import runner
-from fp8_check.signature import extract as signature
+from fp8_check.cases import _load as case_mod
+from fp8_check.cases._load import CaseError
+from fp8_check.compile import _render as render
+from fp8_check.compile._service import Compiler
+from fp8_check.gpu import _numerics as numerics
+from fp8_check.run import _runner as runner
+from fp8_check.signature import _extract as signature
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.verdict.outcome import UNRESOLVED, UNSUPPORTED
+from fp8_check.verdict._outcome import UNRESOLVED, UNSUPPORTED
 
 from .conftest import REPO, write_cases
 

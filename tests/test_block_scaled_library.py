@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp8_check.core import dtypes
-from fp8_check.signature import extract
-from fp8_check.verdict.classify import IMPROVEMENT, NEUTRAL, REGRESSION, classify
+from fp8_check.core import _dtypes as dtypes
+from fp8_check.signature import _extract as extract
+from fp8_check.verdict._classify import IMPROVEMENT, NEUTRAL, REGRESSION, classify
 
 FIX = Path(__file__).parent / "fixtures" / "hlo" / "block_scaled"
 

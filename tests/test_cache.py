@@ -1,4 +1,4 @@
-"""The compile cache (harness/fp8_check/compile/cache.py): keys, soundness rules, corrupt entries, concurrent writers, eviction."""
+"""The compile cache (harness/fp8_check/compile/_cache.py): keys, soundness rules, corrupt entries, concurrent writers, eviction."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.compile.cache import (
+from fp8_check.compile._cache import (
     CompileCache,
     Entry,
     KeyMaterial,
@@ -153,7 +153,7 @@ def test_unwritable_cache_only_misses(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from fp8_check.compile.cache import CompileCache, Entry
+    from fp8_check.compile._cache import CompileCache, Entry
     root, me, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     cache = CompileCache(root)
     keys = ["%064x" % k for k in range(8)]

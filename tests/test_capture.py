@@ -12,11 +12,11 @@ import struct
 
 import pytest
 
-from fp8_check.compile import render
-from fp8_check.compile.service import Compiler
-from fp8_check.gpu import capture
-from fp8_check.run import runner
-from fp8_check.signature import extract as signature
+from fp8_check.compile import _render as render
+from fp8_check.compile._service import Compiler
+from fp8_check.gpu import _capture as capture
+from fp8_check.run import _runner as runner
+from fp8_check.signature import _extract as signature
 from fp8_check.targets import PROFILES, load_target, parse_target
 
 from .conftest import requires_gpu

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from fp8_check.cases.load import CaseError, load_file
-from fp8_check.compile.cache import KeyMaterial
+from fp8_check.cases._load import CaseError, load_file
+from fp8_check.compile._cache import KeyMaterial
 from tests.conftest import write_cases
 
 MODEL = '''

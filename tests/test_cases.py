@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cases import load as cases
-from fp8_check.cases.load import CaseError
+from fp8_check.cases import _load as cases
+from fp8_check.cases._load import CaseError
 
 from .conftest import REPO, write_cases
 

@@ -19,13 +19,13 @@ import pytest
 import yaml
 
 from fp8_check.cli import scaffold
-from fp8_check.matrix import document as matrix_document
-from fp8_check.matrix.document import Matrix, Status, VersionEntry
-from fp8_check.matrix.news import not_run
-from fp8_check.run import results
-from fp8_check.verdict import outcome
-from fp8_check.verdict.outcome import Outcome
-from fp8_check.versions.uvbin import find_uv
+from fp8_check.matrix import _document as matrix_document
+from fp8_check.matrix._document import Matrix, Status, VersionEntry
+from fp8_check.matrix._news import not_run
+from fp8_check.run import _results as results
+from fp8_check.verdict import _outcome as outcome
+from fp8_check.verdict._outcome import Outcome
+from fp8_check.versions._uvbin import find_uv
 from fp8_check.worker.serve import MISSING_OPTIONAL
 
 from .conftest import REPO, write_cases

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fp8_check.matrix import document as matrix_document, jobs as matrix_jobs
-from fp8_check.matrix.document import Matrix, Status, VersionEntry
-from fp8_check.matrix.news import closing_line, not_run
-from fp8_check.report import github
-from fp8_check.run import results, selection
-from fp8_check.verdict import outcome
-from fp8_check.verdict.outcome import Outcome
+from fp8_check.matrix import _document as matrix_document, _jobs as matrix_jobs
+from fp8_check.matrix._document import Matrix, Status, VersionEntry
+from fp8_check.matrix._news import closing_line, not_run
+from fp8_check.report import _github as github
+from fp8_check.run import _results as results, _selection as selection
+from fp8_check.verdict import _outcome as outcome
+from fp8_check.verdict._outcome import Outcome
 
 from .conftest import REPO, write_cases
 

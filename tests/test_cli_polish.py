@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fp8_check.cli import main as cli
-from fp8_check.upstream import bisect
+from fp8_check.upstream import _bisect as bisect
 
 from .conftest import REPO
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fp8_check.upstream.bisect import lowering_changed
-from fp8_check.verdict.outcome import NEW, Outcome
+from fp8_check.upstream._bisect import lowering_changed
+from fp8_check.verdict._outcome import NEW, Outcome
 from fp8_check.versions import xla_commits
 
 

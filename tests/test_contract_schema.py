@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from fp8_check.signature.extract import Signature
-from fp8_check.verdict import contract, golden
+from fp8_check.signature._extract import Signature
+from fp8_check.verdict import _contract as contract, _golden as golden
 
 ROW = "{layer: 'Dense_0/*', pass: forward, engine: cuBLASLt FP8, operands: f8e4m3fn x f8e4m3fn}"
 GOLDEN = """case: m

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.core.files import atomic_write
-from fp8_check.cost import model as cost
-from fp8_check.run import results, runner
-from fp8_check.signature import extract as signature, identity
-from fp8_check.verdict import comparator, contract, contract_judge, golden
-from fp8_check.verdict.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
+from fp8_check.core._files import atomic_write
+from fp8_check.cost import _model as cost
+from fp8_check.run import _results as results, _runner as runner
+from fp8_check.signature import _extract as signature, _identity as identity
+from fp8_check.verdict import _comparator as comparator, _contract as contract, _contract_judge as contract_judge, _golden as golden
+from fp8_check.verdict._outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 
 MODELS = Path(__file__).parent / "fixtures" / "hlo" / "models"
 
@@ -81,7 +81,7 @@ def test_one_more_elementwise_kernel_passes_and_is_reported_once(tmp_path):
     assert out.reason.count("estimated cost") == 1  # the tolerated cost change, once
     import io
 
-    from fp8_check.report import terminal
+    from fp8_check.report import _terminal as terminal
 
     stream = io.StringIO()
     terminal.print_outcome(out, stream)
@@ -110,7 +110,7 @@ def test_a_layer_losing_fp8_is_a_regression_that_names_layer_and_pass(tmp_path):
     assert runner.fails(out, "regression") and runner.fails(out, "cost:50%")  # whatever the cost says
     import io
 
-    from fp8_check.report import terminal
+    from fp8_check.report import _terminal as terminal
 
     stream = io.StringIO()
     terminal.print_outcome(out, stream)
@@ -120,7 +120,7 @@ def test_a_layer_losing_fp8_is_a_regression_that_names_layer_and_pass(tmp_path):
 
 
 def test_under_its_known_issue_the_loss_is_xfail_with_the_same_words(tmp_path):
-    from fp8_check.cases.model import KnownIssue
+    from fp8_check.cases._model import KnownIssue
 
     bless_contract(tmp_path, "decoder_e5m2_fwd", "0.11.1")
     issue = KnownIssue("", ">=0.11.0,<0.11.1", "merged projections run as f16 loop fusions")
@@ -299,7 +299,7 @@ def test_bless_from_a_matrix_leaves_known_issue_versions_out_of_the_contract(tmp
 
 
 def test_blessing_one_version_while_a_matrix_shows_others_prints_the_one_command(tmp_path, run_cli):
-    from fp8_check.matrix import goldens as ranged
+    from fp8_check.matrix import _goldens as ranged
 
     m = _matrix(tmp_path, run_cli, [_compiled("decoder_qdq_train", v) for v in ("0.11.2", "0.12.0.1")])
     hint = ranged.one_version_hint(_compiled("decoder_qdq_train", "0.12.0.1"), m)
@@ -308,7 +308,7 @@ def test_blessing_one_version_while_a_matrix_shows_others_prints_the_one_command
 
 
 def test_matrix_changes_and_bisect_steps_name_layers_not_indices(tmp_path, run_cli):
-    from fp8_check.matrix.document import load_matrix
+    from fp8_check.matrix._document import load_matrix
 
     root = tmp_path / "goldens"
     bless_contract(root, "decoder_e5m2_fwd", "0.11.1")

@@ -1,4 +1,4 @@
-"""The cost model (harness/fp8_check/cost/model.py) on real compiled programs.
+"""The cost model (harness/fp8_check/cost/_model.py) on real compiled programs.
 
 The LLM-shaped fixtures under tests/fixtures/hlo/llm/ were compiled deviceless for H100 by the real
 CUDA plugin of each JAX version (tests/fixtures/hlo/record.py; see llm/cases.yaml).
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cost import _table as cost_table, model as cost
-from fp8_check.cost.model import CostDelta, Estimate
+from fp8_check.cost import _table as cost_table, _model as cost
+from fp8_check.cost._model import CostDelta, Estimate
 from fp8_check.platforms import NVIDIA
-from fp8_check.run import results
-from fp8_check.signature import extract as signature
+from fp8_check.run import _results as results
+from fp8_check.signature import _extract as signature
 from fp8_check.targets import load_target, target_names
-from fp8_check.verdict.classify import NEUTRAL, REGRESSION, Verdict, classify
+from fp8_check.verdict._classify import NEUTRAL, REGRESSION, Verdict, classify
 
 from .conftest import REPO, write_cases
 
@@ -183,7 +183,7 @@ def test_the_cost_survives_the_results_json_and_old_files_still_load(tmp_path):
 
 
 def test_price_at_is_validated_with_one_line_naming_file_case_and_field(tmp_path):
-    from fp8_check.cases.load import CaseError, load
+    from fp8_check.cases._load import CaseError, load
 
     ok = write_cases(tmp_path / "ok.yaml", "cases:\n  - id: c\n    price_at: {m: 4096, n: 14336, k: 4096}\n")
     assert load([ok])[0].spec.price_at.n == 14336
@@ -266,8 +266,8 @@ def test_a_fail_classed_regression_shows_its_cost_on_the_terminal_and_in_the_res
 
 
 def _entry(version: str, profile: str, code: str = "PASS", verdict: Verdict | None = None):
-    from fp8_check.matrix.document import VersionEntry
-    from fp8_check.verdict.outcome import Outcome, code as outcome_code
+    from fp8_check.matrix._document import VersionEntry
+    from fp8_check.verdict._outcome import Outcome, code as outcome_code
 
     sig, est = priced(version, "bf16_dequant_llm", profile)
     o = Outcome("bf16_dequant_llm", "h100", profile, "deviceless", version, outcome_code(code), signature=sig,
@@ -278,8 +278,8 @@ def _entry(version: str, profile: str, code: str = "PASS", verdict: Verdict | No
 def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
     import io
 
-    from fp8_check.matrix import document as md
-    from fp8_check.matrix.view import print_report
+    from fp8_check.matrix import _document as md
+    from fp8_check.matrix._view import print_report
 
     # triton runs first, so the grid's cost order (cublas first) is not the run order
     m = md.Matrix([_entry("0.6.2", "triton"), _entry("0.7.0", "triton"), _entry("0.7.1", "triton"),
@@ -304,8 +304,8 @@ def test_matrix_changes_carry_their_cost_and_the_grid_sorts_by_it(tmp_path):
 
 
 def test_fail_on_cost_fails_only_regressions_at_or_over_the_threshold():
-    from fp8_check.run import runner
-    from fp8_check.verdict.outcome import Outcome, code as outcome_code
+    from fp8_check.run import _runner as runner
+    from fp8_check.verdict._outcome import Outcome, code as outcome_code
 
     def fail(delta_us: float, before: float = 100.0, cls: str = REGRESSION, priced: bool = True):
         v = Verdict(cls, (), CostDelta(before, before + delta_us, "H100 SXM", "golden") if priced else None)
@@ -366,8 +366,8 @@ def test_the_8192_gemm_estimate_is_near_the_measured_time_on_a_gpu(run_cli):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_html_grid_sorts_by_estimated_cost(tmp_path):
-    from fp8_check.report import page as report
-    from fp8_check.run.results import Results
+    from fp8_check.report import _page as report
+    from fp8_check.run._results import Results
 
     from .test_report import CHROMIUM, CHROMIUM_ARGS, Watched
 
@@ -432,7 +432,7 @@ def test_a_cudnn_block_scaled_dot_is_priced_as_its_batched_fp4_gemm():
 
 def test_lean_records_keep_the_total_and_still_price_a_change():
     # the matrix stores its per-version outcomes without texts: the estimate keeps only its total there
-    from fp8_check.verdict.outcome import Outcome, code as outcome_code
+    from fp8_check.verdict._outcome import Outcome, code as outcome_code
 
     _, before = priced("0.6.2", "bf16_dequant_llm", "cublas")
     _, after = priced("0.7.0", "bf16_dequant_llm", "cublas")

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from fp8_check.api import fusion_signature
-from fp8_check.cost import _rates as cost_rates, _table as cost_table, model as cost
+from fp8_check.cost import _rates as cost_rates, _table as cost_table, _model as cost
 from fp8_check.cost._engine import LOOP_DOT
 from fp8_check.targets import PROFILES, Profile, load_target
 

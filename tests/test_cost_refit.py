@@ -1,4 +1,4 @@
-"""The cost model's re-fit from a device-timed calibration (fp8_check.cost.refit).
+"""The cost model's re-fit from a device-timed calibration (fp8_check.cost._refit).
 
 SYNTHETIC INPUT: every calibration row here is generated in this file from a stated efficiency curve plus
 deterministic noise; none is a measurement and none is committed as a result. The real input is the GPU
@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from fp8_check.cost.model import hardware
-from fp8_check.cost.refit import Curve, Timed, refit
+from fp8_check.cost._model import hardware
+from fp8_check.cost._refit import Curve, Timed, refit
 from fp8_check.targets import load_target
 
 HW = hardware(load_target("h100"))

@@ -142,7 +142,7 @@ def test_an_fp8_loss_is_never_cheaper_and_an_unknown_baseline_is_a_bound():
 
 
 def test_the_policy_thresholds_use_the_stated_number():
-    from fp8_check.cost.policy import parse_threshold
+    from fp8_check.cost._policy import parse_threshold
 
     loss = CostDelta(300.0, 290.0, "H100 SXM", "golden", bound=AT_LEAST, floor_us=60.0)
     assert parse_threshold("50us").met_by(loss) and not parse_threshold("70us").met_by(loss)
@@ -158,7 +158,7 @@ def test_a_known_loss_at_the_case_shapes_is_priced_at_production_dims_even_where
     import jax.numpy as jnp
 
     from fp8_check.api import fusion_signature
-    from fp8_check.cost import model as cost
+    from fp8_check.cost import _model as cost
 
     def matmul(a, b):
         return jnp.dot(a, b, preferred_element_type=jnp.bfloat16)

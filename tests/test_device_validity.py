@@ -9,9 +9,9 @@ import textwrap
 import pytest
 
 from fp8_check.platforms import AMD, NVIDIA
-from fp8_check.signature.extract import Signature
-from fp8_check.verdict import device_validity, golden
-from fp8_check.verdict.classify import REGRESSION, Verdict, classify_extra
+from fp8_check.signature._extract import Signature
+from fp8_check.verdict import _device_validity as device_validity, _golden as golden
+from fp8_check.verdict._classify import REGRESSION, Verdict, classify_extra
 
 from .conftest import REPO
 
@@ -108,8 +108,8 @@ def test_the_library_cases_are_known_issues_on_cublas(run_cli, tmp_path, case):
 
 
 def _issue_for(outcome, target: str = "h100") -> str:
-    from fp8_check.report import issue as report_issue
-    from fp8_check.run import results
+    from fp8_check.report import _issue as report_issue
+    from fp8_check.run import _results as results
 
     res = results.Results({"jax": "0.12.0.1", "mode": "deviceless", "targets": [target], "profiles": ["cublas"]},
                           [outcome])
@@ -118,7 +118,7 @@ def _issue_for(outcome, target: str = "h100") -> str:
 
 
 def test_the_issue_body_says_xla_should_not_rewrite_what_the_library_cannot_run():
-    from fp8_check.verdict.outcome import FAIL, Outcome
+    from fp8_check.verdict._outcome import FAIL, Outcome
 
     sig = _golden_signature("dtype_e4m3_e4m3_e5m2_out")
     out = Outcome("dtype_e4m3_e4m3_e5m2_out", "h100", "cublas", "deviceless", "0.12.0.1", FAIL, signature=sig)
@@ -131,9 +131,9 @@ def test_the_issue_body_says_xla_should_not_rewrite_what_the_library_cannot_run(
 
 
 def test_the_issue_body_of_a_collective_only_change_does_not_blame_the_gemm():
-    from fp8_check.verdict import classify as verdict
-    from fp8_check.verdict.comparator import FieldDiff
-    from fp8_check.verdict.outcome import FAIL, Outcome
+    from fp8_check.verdict import _classify as verdict
+    from fp8_check.verdict._comparator import FieldDiff
+    from fp8_check.verdict._outcome import FAIL, Outcome
 
     g = golden.load(golden.path_for(REPO / "goldens", "shard_collective_matmul", "h100x8", "cublas", "deviceless"))
     expected = g.expect[0].signature

@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from fp8_check.platforms import NVIDIA
-from fp8_check.worker import aot
+from fp8_check.worker import _aot as aot
 from tests.conftest import REPO, write_cases
 
 FIXTURES = REPO / "tests" / "fixtures" / "device_view"

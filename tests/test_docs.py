@@ -270,8 +270,8 @@ def test_mkdocs_build_strict(tmp_path):
 def test_the_verdict_table_covers_every_rule_of_the_code():
     import dataclasses
 
-    from fp8_check.signature.collectives import Collective
-    from fp8_check.signature.extract import BlockScaling, Gemm
+    from fp8_check.signature._collectives import Collective
+    from fp8_check.signature._extract import BlockScaling, Gemm
     from fp8_check.verdict import rules as verdict_rules
 
     table = _hooks().verdict_rules_markdown()

@@ -18,7 +18,7 @@ import pytest
 
 from fp8_check.cli.main import build_parser
 from fp8_check.targets import PROFILES, all_target_names, profile_alias
-from fp8_check.upstream.bisect import CRITERIA
+from fp8_check.upstream._bisect import CRITERIA
 from fp8_check.versions.releases import VersionError, parse_range, parse_version
 
 from .conftest import REPO

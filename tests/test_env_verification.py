@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from fp8_check.platforms import AMD, _standins as standins
-from fp8_check.versions import envs
+from fp8_check.versions import _envs as envs
 
 VERSION = "0.10.0"
 

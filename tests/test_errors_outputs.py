@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.core import errors, outputs
+from fp8_check.core import _errors as errors, _outputs as outputs
 
 from .conftest import REPO
 
 
 @pytest.mark.parametrize("cls, code, prefix", [
-    ("fp8_check.cases.load:CaseError", 2, "error: "),
-    ("fp8_check.verdict.golden:GoldenError", 2, "error: "),
-    ("fp8_check.run.results:ResultsError", 2, "error: "),
-    ("fp8_check.core.outputs:OutputError", 2, "error: "),
-    ("fp8_check.run.selection:UsageError", 2, "error: "),
-    ("fp8_check.run.selection:BrokenEnvironment", 3, "broken environment: "),
-    ("fp8_check.verdict.canary:CanaryError", 3, ""),
+    ("fp8_check.cases._load:CaseError", 2, "error: "),
+    ("fp8_check.verdict._golden:GoldenError", 2, "error: "),
+    ("fp8_check.run._results:ResultsError", 2, "error: "),
+    ("fp8_check.core._outputs:OutputError", 2, "error: "),
+    ("fp8_check.run._selection:UsageError", 2, "error: "),
+    ("fp8_check.run._selection:BrokenEnvironment", 3, "broken environment: "),
+    ("fp8_check.verdict._canary:CanaryError", 3, ""),
     ("fp8_check.targets:TargetSpecError", 3, "refused target spec: "),
 ])
 def test_each_error_knows_its_exit_code(cls, code, prefix):
@@ -35,7 +35,7 @@ def test_each_error_knows_its_exit_code(cls, code, prefix):
 def test_exit_codes_are_defined_once():
     definition = re.compile(r"^\s*EXIT_\w+(?:\s*,\s*EXIT_\w+)*\s*=\s*\d", re.M)
     homes = sorted(str(p.relative_to(REPO)) for p in (REPO / "harness").rglob("*.py") if definition.search(p.read_text()))
-    assert homes == ["harness/fp8_check/core/errors.py"]
+    assert homes == ["harness/fp8_check/core/_errors.py"]
 
 
 def test_cli_maps_an_error_to_its_line_and_code(tmp_path, run_cli):

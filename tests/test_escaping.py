@@ -9,8 +9,8 @@ import json
 import re
 
 from fp8_check.cli import main as cli
-from fp8_check.matrix import document as matrix_document
-from fp8_check.report.markup import md_inline, no_commands
+from fp8_check.matrix import _document as matrix_document
+from fp8_check.report._markup import md_inline, no_commands
 
 from .conftest import REPO
 from .test_issue_filing import _calls, _gh

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from fp8_check.versions import requirements
+from fp8_check.versions import _requirements as requirements
 
 from .conftest import REPO
 

@@ -85,9 +85,9 @@ def test_no_stage_imports_another_stages_internals():
 
 def test_the_rule_finds_a_planted_violation():
     faces = {"verdict": {"golden"}, "run": set()}
-    planted = "from fp8_check.verdict.golden import path_for\nimport fp8_check.verdict.golden\nfrom fp8_check.verdict import _x\n"
+    planted = "from fp8_check.verdict._golden import path_for\nimport fp8_check.verdict._golden\nfrom fp8_check.verdict import _x\n"
     assert violations("run", "run/x.py", planted, faces) == [
-        "run/x.py:1: from fp8_check.verdict.golden import path_for", "run/x.py:2: import fp8_check.verdict.golden",
+        "run/x.py:1: from fp8_check.verdict._golden import path_for", "run/x.py:2: import fp8_check.verdict._golden",
         "run/x.py:3: from fp8_check.verdict import _x"]
     assert violations("run", "run/x.py", "from fp8_check.verdict import golden\n", faces) == []
     assert violations("verdict", "verdict/y.py", planted, faces) == []  # inside its own stage

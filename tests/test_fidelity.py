@@ -12,12 +12,12 @@ import json
 
 import pytest
 
-from fp8_check.cases import load as case_mod
-from fp8_check.compile.service import Compiler
-from fp8_check.gpu import fidelity
-from fp8_check.signature.extract import Signature
+from fp8_check.cases import _load as case_mod
+from fp8_check.compile._service import Compiler
+from fp8_check.gpu import _fidelity as fidelity
+from fp8_check.signature._extract import Signature
 from fp8_check.targets import load_target
-from fp8_check.verdict.comparator import FieldDiff
+from fp8_check.verdict._comparator import FieldDiff
 
 from .conftest import REPO, requires_gpu
 

@@ -1,4 +1,4 @@
-"""core/files.py: the one writer of files and the one way to the package's own data.
+"""core/_files.py: the one writer of files and the one way to the package's own data.
 
 Data is found through importlib.resources from the package's name; no module finds it (or the checkout)
 by how deep it sits in the tree, so moving a module never breaks a path.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from fp8_check.core import files
+from fp8_check.core import _files as files
 
 from .conftest import REPO
 
@@ -42,7 +42,7 @@ def test_no_module_finds_data_by_its_depth():
         hits = _depth_lookups(path.read_text())
         if hits:
             offenders[str(path.relative_to(REPO))] = hits
-    assert offenders == {}, "find package data with fp8_check.core.files.package_path, the checkout with files.checkout()"
+    assert offenders == {}, "find package data with fp8_check.core._files.package_path, the checkout with files.checkout()"
 
 
 def test_the_depth_check_can_fail():

@@ -17,15 +17,15 @@ import sys
 
 import pytest
 
-from fp8_check.matrix.document import merge
-from fp8_check.report.github import job_summary
-from fp8_check.report.issue import first_bad_items, issue_title
-from fp8_check.report.model import build_model
-from fp8_check.run import results
-from fp8_check.signature.extract import Gemm, Signature
+from fp8_check.matrix._document import merge
+from fp8_check.report._github import job_summary
+from fp8_check.report._issue import first_bad_items, issue_title
+from fp8_check.report._model import build_model
+from fp8_check.run import _results as results
+from fp8_check.signature._extract import Gemm, Signature
 from fp8_check.targets import load_target
-from fp8_check.verdict import contract
-from fp8_check.verdict.fp8_answer import FIX, Fp8Answer, program_fp8_types, reason
+from fp8_check.verdict import _contract as contract
+from fp8_check.verdict._fp8_answer import FIX, Fp8Answer, program_fp8_types, reason
 from fp8_check.verdict.rules.layers import check as check_rules, from_dicts
 from tests.conftest import REPO
 from tests.test_report import Watched, browser  # noqa: F401  (the browser fixture: the real headless Chromium)

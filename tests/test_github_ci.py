@@ -9,8 +9,8 @@ import os
 import stat
 
 from fp8_check.cli import main as cli
-from fp8_check.matrix import document as matrix_document
-from fp8_check.report.markup import plain
+from fp8_check.matrix import _document as matrix_document
+from fp8_check.report._markup import plain
 from fp8_check.targets import PROFILES
 
 from .conftest import REPO

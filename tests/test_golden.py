@@ -7,8 +7,8 @@ import os
 import pytest
 import yaml
 
-from fp8_check.core.files import atomic_write
-from fp8_check.verdict import comparator, golden
+from fp8_check.core._files import atomic_write
+from fp8_check.verdict import _comparator as comparator, _golden as golden
 
 SIG = {
     "kernels": 2,

@@ -1,16 +1,16 @@
-"""Device results against deviceless goldens (harness/fp8_check/verdict/golden_source.py): a device run is judged by the
+"""Device results against deviceless goldens (harness/fp8_check/verdict/_golden_source.py): a device run is judged by the
 device golden when one covers the version, else by the deviceless one, saying so; a difference is a fidelity
 finding (FAIL with that reason), never NEW. The optimized HLO is recorded from real compiles (tests/fixtures/hlo);
 no GPU here, so the device results are those compilations filed under mode `device`."""
 
 from __future__ import annotations
 
-from fp8_check.cases import load as cases
-from fp8_check.compile.service import Compilation
-from fp8_check.run import runner
-from fp8_check.signature import extract as signature
-from fp8_check.verdict import golden
-from fp8_check.verdict.outcome import FAIL, NEW, PASS
+from fp8_check.cases import _load as cases
+from fp8_check.compile._service import Compilation
+from fp8_check.run import _runner as runner
+from fp8_check.signature import _extract as signature
+from fp8_check.verdict import _golden as golden
+from fp8_check.verdict._outcome import FAIL, NEW, PASS
 
 from .conftest import REPO
 

@@ -135,7 +135,7 @@ def test_check_guards_user_code(run_cli, tmp_path, monkeypatch, how, code, messa
 
 
 def test_filecheck_past_its_limit_is_the_cases_filecheck_failure():
-    from fp8_check.signature.filecheck import run_filecheck
+    from fp8_check.signature._filecheck import run_filecheck
 
     problem = run_filecheck("CHECK: custom-call\n", "x\n" * 200_000, timeout=0.001)
     assert problem is not None and "did not finish within" in problem

@@ -1,4 +1,4 @@
-"""Hardening round 6 (issue 53): every user-supplied file read by the one reader (core/files.py), and the smaller
+"""Hardening round 6 (issue 53): every user-supplied file read by the one reader (core/_files.py), and the smaller
 items of the round. Each test here failed before its fix (docs/hardening.md, round 6)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from importlib.metadata import version
 import pytest
 
 from fp8_check.compile import find_results
-from fp8_check.targets import AutotuneResultsError, autotune_results as ar
-from fp8_check.verdict import golden as golden_mod
+from fp8_check.targets import AutotuneResultsError, _autotune_results as ar
+from fp8_check.verdict import _golden as golden_mod
 from tests.conftest import REPO
 
 SECRET = "ghp_fp8chkRound6Secret0123"
@@ -238,8 +238,8 @@ def test_a_step_runs_only_inside_a_session(tmp_path, step):
 def _matrix_file(path, jax, rows, targets=("h100",), status="ran"):
     """A matrix file with one version: rows of (case, target, code)."""
     from fp8_check.matrix import Matrix, Status, write
-    from fp8_check.matrix.document import VersionEntry
-    from fp8_check.verdict import Outcome, outcome
+    from fp8_check.matrix._document import VersionEntry
+    from fp8_check.verdict import Outcome, _outcome as outcome
 
     entry = VersionEntry(jax, Status(status), environment={"jax": jax, "targets": list(targets)}, outcomes=[
         Outcome(c, t, "cublas", "deviceless", jax, outcome.code(code), reason="" if code == "PASS" else "signature differs")
@@ -486,7 +486,7 @@ def test_every_field_of_a_crafted_result_is_escaped_in_every_output(tmp_path, ru
 
 
 def test_fidelity_markdown_carries_no_raw_html_from_case_names_and_errors():
-    from fp8_check.gpu.fidelity import Cell, comparisons, markdown
+    from fp8_check.gpu._fidelity import Cell, comparisons, markdown
 
     cells = [Cell("<b>c</b>", left, right, "error", detail=EVIL) for _, left, right in comparisons()]
     md = markdown(cells, {"left": EVIL, "right": "x"})
@@ -519,14 +519,14 @@ def test_a_ten_thousand_case_file_is_no_alias_bomb(tmp_path, run_cli):
                     "  dtypes: {a: float8_e4m3fn, b: float8_e4m3fn, out: float32}\n" for i in range(10_000))
     path = tmp_path / "many.yaml"
     path.write_text("cases:\n" + cases)
-    from fp8_check.core import safe_yaml
+    from fp8_check.core import _safe_yaml as safe_yaml
 
     doc = safe_yaml.load(path.read_text(), safe_yaml.LineLoader)  # was: LimitError "... (an alias bomb?)"
     assert len(doc["cases"]) == 10_000
 
 
 def test_an_alias_bomb_is_still_one(tmp_path):
-    from fp8_check.core import safe_yaml
+    from fp8_check.core import _safe_yaml as safe_yaml
 
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdef", "bcdefg"))

@@ -61,7 +61,7 @@ def test_a_unicode_layer_name_reads_back_in_unicode():
 
 
 def test_hlo_c_escapes_are_decoded():
-    from fp8_check.signature.attribution import c_unescape, parse_metadata
+    from fp8_check.signature._attribution import c_unescape, parse_metadata
 
     assert c_unescape("\\320\\277\\321\\200") == "пр"
     assert c_unescape('a\\"b\\\\c\\nd') == 'a"b\\c\nd'
@@ -75,7 +75,7 @@ def test_hlo_c_escapes_are_decoded():
 def _uv_pip(*args):
     import subprocess
 
-    from fp8_check.versions import uvbin
+    from fp8_check.versions import _uvbin as uvbin
 
     p = subprocess.run([uvbin.find_uv(), "pip", *args], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -86,7 +86,7 @@ def _uv_pip(*args):
 def test_a_requirement_environment_whose_requirement_was_uninstalled_is_rebuilt(tmp_path):
     import subprocess
 
-    from fp8_check.versions import envs
+    from fp8_check.versions import _envs as envs
 
     manager = envs.Manager(root=tmp_path, reuse_self=False, extras=["six"], platform=platforms.TPU)
     release = platforms.TPU.default_release
@@ -106,7 +106,7 @@ def test_a_requirement_is_missing_when_its_metadata_or_its_files_are_gone(tmp_pa
     import sys
     from pathlib import Path
 
-    from fp8_check.versions import envs
+    from fp8_check.versions import _envs as envs
 
     own = Path(sys.prefix)
     assert envs.missing_requirements(own, {"with_installed": {"packaging": "1", "PyYAML": "6"}}) == []
@@ -182,7 +182,7 @@ def test_check_flags_a_backend_cached_at_import_with_the_same_words(backend_proj
 def _decoder_signatures():
     import gzip
 
-    from fp8_check.signature import extract as signature
+    from fp8_check.signature import _extract as signature
 
     models = REPO / "tests" / "fixtures" / "hlo" / "models"
     return [signature.extract(gzip.decompress((models / name).read_bytes()).decode()).to_dict()
@@ -193,7 +193,7 @@ def _flapping_matrix(tmp_path, count):
     """A real decoder's two signatures (recorded HLO), alternating over `count` releases: one run per release."""
     import json
 
-    from fp8_check.verdict import golden
+    from fp8_check.verdict import _golden as golden
 
     a, b = _decoder_signatures()
     root = tmp_path / "goldens"
@@ -211,7 +211,7 @@ def test_bless_from_matrix_writes_a_flapping_golden_compactly_within_the_read_li
     import dataclasses
     import json
 
-    from fp8_check.verdict import golden
+    from fp8_check.verdict import _golden as golden
 
     matrix, root = _flapping_matrix(tmp_path, 120)
     code, out, err = run_cli("bless", "--from-matrix", matrix, "--goldens", root, cwd=tmp_path)
@@ -228,7 +228,7 @@ def test_bless_from_matrix_writes_a_flapping_golden_compactly_within_the_read_li
 
 @pytest.mark.slow
 def test_bless_from_matrix_refuses_a_golden_over_what_the_reader_takes_in_one_line(tmp_path, run_cli):
-    from fp8_check.verdict import golden
+    from fp8_check.verdict import _golden as golden
 
     matrix, root = _flapping_matrix(tmp_path, 160)
     path = golden.path_for(root, "decoder", "h100", "cublas", "deviceless")
@@ -241,8 +241,8 @@ def test_bless_from_matrix_refuses_a_golden_over_what_the_reader_takes_in_one_li
 
 
 def test_a_golden_is_read_and_written_under_one_limit(tmp_path):
-    from fp8_check.core import safe_yaml
-    from fp8_check.verdict import golden
+    from fp8_check.core import _safe_yaml as safe_yaml
+    from fp8_check.verdict import _golden as golden
 
     assert golden.MAX_BYTES == safe_yaml.MAX_BYTES
     path = golden.path_for(tmp_path, "big", "h100", "cublas", "deviceless")

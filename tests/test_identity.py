@@ -8,8 +8,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from fp8_check.signature import extract as signature, identity
-from fp8_check.verdict import classify as verdict, comparator
+from fp8_check.signature import _extract as signature, _identity as identity
+from fp8_check.verdict import _classify as verdict, _comparator as comparator
 
 HLO = Path(__file__).parent / "fixtures" / "hlo"
 

@@ -12,10 +12,10 @@ import jax
 import pytest
 import yaml
 
-from fp8_check.compile.service import Compiler
-from fp8_check.run import runner
+from fp8_check.compile._service import Compiler
+from fp8_check.run import _runner as runner
 from fp8_check.targets import TARGET_DIR, load_target
-from fp8_check.verdict import golden
+from fp8_check.verdict import _golden as golden
 
 from .conftest import write_cases
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from fp8_check.cli import main as cli
-from fp8_check.report import issue_filing
+from fp8_check.report import _issue_filing as issue_filing
 
 LOST = [{"path": "gemms[0].target", "expected": "__cublas$lt$matmul$f8", "found": "__cublas$gemm"}]
 OTHER = [{"path": "kernels", "expected": 1, "found": 3}]

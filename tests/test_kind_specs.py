@@ -21,13 +21,13 @@ import pytest
 from fp8_check.cases.kinds.block_scaled import BlockScaledSpec
 from fp8_check.cases.kinds.pattern import PatternSpec
 from fp8_check.cases.kinds.python import PythonSpec
-from fp8_check.cases.model import Case, MatmulSpec, Spec
+from fp8_check.cases._model import Case, MatmulSpec, Spec
 
 PACKAGE = Path(__file__).resolve().parents[1] / "harness" / "fp8_check"
 
 # The modules that may read each spec's fields: the kind's module and its numerics.
 OWNERS: dict[type, tuple[str, ...]] = {
-    MatmulSpec: ("cases/model.py", "cases/kinds/pattern.py", "cases/kinds/block_scaled.py",
+    MatmulSpec: ("cases/_model.py", "cases/kinds/pattern.py", "cases/kinds/block_scaled.py",
                  "gpu/_pattern_numerics.py", "gpu/_block_numerics.py"),
     PatternSpec: ("cases/kinds/pattern.py", "gpu/_pattern_numerics.py"),
     BlockScaledSpec: ("cases/kinds/block_scaled.py", "gpu/_block_numerics.py"),

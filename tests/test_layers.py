@@ -54,8 +54,8 @@ def folder_sizes(root: Path = PACKAGE) -> dict[str, int]:
 
 def test_the_import_graph_is_read():
     # real edges, or the checks below could never fail
-    assert "fp8_check.verdict.comparator" in GRAPH["fp8_check.verdict.outcome"]
-    assert "fp8_check.worker.aot" in GRAPH["fp8_check.worker.serve"]
+    assert "fp8_check.verdict._comparator" in GRAPH["fp8_check.verdict._outcome"]
+    assert "fp8_check.worker._aot" in GRAPH["fp8_check.worker.serve"]
     assert len(MODULES) > 80
 
 
@@ -77,17 +77,17 @@ def test_no_module_imports_a_stage_above_its_own():
 
 def test_the_stage_check_finds_an_upward_import():
     graph = {m: set(deps) for m, deps in GRAPH.items()}
-    graph["fp8_check.cases.load"] |= {"fp8_check.verdict.golden", "fp8_check.cases.model"}
-    graph["fp8_check.signature.hlo"] |= {"fp8_check.cli.commands"}
+    graph["fp8_check.cases._load"] |= {"fp8_check.verdict._golden", "fp8_check.cases._model"}
+    graph["fp8_check.signature._hlo"] |= {"fp8_check.cli.commands"}
     assert upward_imports(graph) == [
-        "fp8_check.cases.load (cases) imports fp8_check.verdict.golden (verdict)",
-        "fp8_check.signature.hlo (signature) imports fp8_check.cli.commands (cli)",
+        "fp8_check.cases._load (cases) imports fp8_check.verdict._golden (verdict)",
+        "fp8_check.signature._hlo (signature) imports fp8_check.cli.commands (cli)",
     ]
     # and the order is what decides: swapped, the same graph has other offenders
     order = list(stages.NAMES)
     i, j = order.index("signature"), order.index("cost")
     order[i], order[j] = order[j], order[i]
-    assert "fp8_check.cost.model (cost) imports fp8_check.signature.extract (signature)" in upward_imports(GRAPH, tuple(order))
+    assert "fp8_check.cost._model (cost) imports fp8_check.signature._extract (signature)" in upward_imports(GRAPH, tuple(order))
 
 
 @pytest.mark.parametrize("stage", [s for s in stages.NAMES if (PACKAGE / s).is_dir()])
@@ -112,7 +112,7 @@ def test_the_worker_imports_only_its_stage_and_the_platforms():
             assert {stage_of(d) for d in GRAPH[m]} <= {"worker", "platforms", None}, m
         if stage_of(m) == "platforms":
             assert {stage_of(d) for d in GRAPH[m]} <= {"platforms", None}, m
-    assert GRAPH["fp8_check.worker.guard"] == set()  # standard library only
+    assert GRAPH["fp8_check.worker._guard"] == set()  # standard library only
 
 
 def test_nothing_below_the_cli_imports_it():

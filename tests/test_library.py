@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import pytest
 
-from fp8_check.cases import load as cases
-from fp8_check.compile import render
+from fp8_check.cases import _load as cases
+from fp8_check.compile import _render as render
 from fp8_check.platforms import NVIDIA
-from fp8_check.signature import extract as signature
+from fp8_check.signature import _extract as signature
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.verdict import comparator, device_validity, golden
+from fp8_check.verdict import _comparator as comparator, _device_validity as device_validity, _golden as golden
 
 from .conftest import REPO
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp8_check.matrix import goldens as ranged
-from fp8_check.verdict import golden
+from fp8_check.matrix import _goldens as ranged
+from fp8_check.verdict import _golden as golden
 
 from .conftest import REPO
 
@@ -55,7 +55,7 @@ def test_the_check_finds_gaps_overlaps_and_a_stale_newest(tmp_path):
 def test_a_profile_a_target_ships_no_goldens_for_is_skipped_with_one_line(tmp_path):
     """With the default profiles, a target whose goldens have a folder for one profile but none for another skips
     that one (one line each); a target with no goldens at all runs everything (a new project starts NEW)."""
-    from fp8_check.run import selection
+    from fp8_check.run import _selection as selection
     from fp8_check.targets import load_target
 
     root = tmp_path / "goldens"

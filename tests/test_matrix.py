@@ -16,16 +16,16 @@ import jax
 import pytest
 import yaml
 
-from fp8_check.core.files import atomic_write
-from fp8_check.matrix import document as matrix_document, view as matrix_view
-from fp8_check.matrix.document import Matrix, MatrixError, Status, VersionEntry, load_matrix
-from fp8_check.run import results
-from fp8_check.signature.extract import Gemm, Signature
-from fp8_check.verdict import answer, golden, outcome
-from fp8_check.verdict.classify import Verdict
-from fp8_check.verdict.comparator import FieldDiff
-from fp8_check.verdict.outcome import Outcome
-from fp8_check.versions import envs, releases as versions
+from fp8_check.core._files import atomic_write
+from fp8_check.matrix import _document as matrix_document, _view as matrix_view
+from fp8_check.matrix._document import Matrix, MatrixError, Status, VersionEntry, load_matrix
+from fp8_check.run import _results as results
+from fp8_check.signature._extract import Gemm, Signature
+from fp8_check.verdict import answer, _golden as golden, _outcome as outcome
+from fp8_check.verdict._classify import Verdict
+from fp8_check.verdict._comparator import FieldDiff
+from fp8_check.verdict._outcome import Outcome
+from fp8_check.versions import _envs as envs, releases as versions
 
 OLD = "0.8.0"  # the one extra environment the suite may build
 NEW = jax.__version__
@@ -217,7 +217,7 @@ def test_grid_shows_symbols_kernels_and_highlights_changes():
     text = buf.getvalue()
     header = next(line for line in text.splitlines() if "0.5.3" in line and "0.10.1" in line)
     assert "case" in header
-    # the change's class (harness/fp8_check/verdict/classify.py): a renamed Triton kind with the same structure is neutral (~),
+    # the change's class (harness/fp8_check/verdict/_classify.py): a renamed Triton kind with the same structure is neutral (~),
     # one kernel fewer an improvement (▲)
     # each cell leads with the FP8 answer (one FP8 gemm of one matmul) and the change mark; the kernel count last
     assert grid_cells(text, "a") == ["-", "✗ FP8 1/1 1", "E", "✓ FP8 1/1~ 1", "✓ FP8 1/1 1"]

@@ -17,7 +17,7 @@ import subprocess
 import jax
 import pytest
 
-from fp8_check.verdict import outcome
+from fp8_check.verdict import _outcome as outcome
 from tests.conftest import REPO
 
 CASES = REPO / "docs" / "examples" / "maxtext" / "cases.yaml"
@@ -28,7 +28,7 @@ PROJECTIONS = 7  # a llama decoder layer: query, key, value, out; wi_0, wi_1, wo
 
 
 def test_the_cases_name_the_maxtext_set_and_its_jax_range():
-    from fp8_check.cases import load as cases
+    from fp8_check.cases import _load as cases
 
     loaded = cases.load([CASES])
     assert loaded and all(c.requirements and c.requirements.name == "maxtext" and c.requirements.jax == ">=0.11.1"
@@ -43,7 +43,7 @@ def test_the_tpu_cases_have_a_golden_per_target_with_the_projections_in_fp8():
     one taking the E5M2 gradient; the only bf16 matmuls the logits projection (no layer) and attention's einsums."""
     import yaml
 
-    from fp8_check.cases import load as cases
+    from fp8_check.cases import _load as cases
 
     loaded = cases.load([TPU_CASES])
     assert {c.id for c in loaded} == {"maxtext_tpu_fp8", "maxtext_tpu_fp8_full"}
@@ -114,8 +114,8 @@ print(json.dumps(out))
 @pytest.mark.slow
 @pytest.mark.network
 def test_the_qwix_recipes_are_told_apart_by_the_operand_dtypes_their_definitions_state(run_cli, tmp_path, monkeypatch):
-    from fp8_check.cases.requirement_sets import NAMED, read_set
-    from fp8_check.versions import envs
+    from fp8_check.cases._requirement_sets import NAMED, read_set
+    from fp8_check.versions import _envs as envs
     from tests.test_models import TEST_CACHE
 
     monkeypatch.setenv("FP8_CHECK_CACHE", str(TEST_CACHE))

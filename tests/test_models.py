@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from fp8_check.cli import main as cli
-from fp8_check.run import results
-from fp8_check.signature.coverage import coverage
-from fp8_check.signature.types import Signature
-from fp8_check.verdict import outcome
+from fp8_check.run import _results as results
+from fp8_check.signature._coverage import coverage
+from fp8_check.signature._types import Signature
+from fp8_check.verdict import _outcome as outcome
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "docs" / "examples"

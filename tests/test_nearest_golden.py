@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fp8_check.core.files import atomic_write
-from fp8_check.run.runner import is_regression, judge_signature
-from fp8_check.signature import extract as signature
-from fp8_check.verdict import golden
-from fp8_check.verdict.outcome import FAIL, NEW, PASS, UNRESOLVED, Outcome
+from fp8_check.core._files import atomic_write
+from fp8_check.run._runner import is_regression, judge_signature
+from fp8_check.signature import _extract as signature
+from fp8_check.verdict import _golden as golden
+from fp8_check.verdict._outcome import FAIL, NEW, PASS, UNRESOLVED, Outcome
 
 from .conftest import REPO, write_cases
 

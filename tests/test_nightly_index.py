@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from fp8_check.versions import releases
-from fp8_check.versions.envs import find_uv
+from fp8_check.versions._envs import find_uv
 
 from .conftest import REPO
 
@@ -147,7 +147,7 @@ def test_matrix_installs_the_nightly_from_the_configured_index(nightly_index, tm
 
 
 def test_missing_uv_says_how_to_get_it(monkeypatch):
-    from fp8_check.versions import envs
+    from fp8_check.versions import _envs as envs
 
     monkeypatch.setenv("FP8_CHECK_UV", "/nonexistent/uv")
     assert envs.find_uv() is None

@@ -21,17 +21,17 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from fp8_check.cases import load as case_mod
+from fp8_check.cases import _load as case_mod
 from fp8_check.compile import Compiler
 from fp8_check.matrix import closing_line, not_run, plan_release
-from fp8_check.matrix.document import Matrix, Status, VersionEntry, entry_from_json, entry_to_json
+from fp8_check.matrix._document import Matrix, Status, VersionEntry, entry_from_json, entry_to_json
 from fp8_check.platforms.tpu import TPU, host_bounds
-from fp8_check.run import runner
-from fp8_check.signature.extract import Gemm, Signature
+from fp8_check.run import _runner as runner
+from fp8_check.signature._extract import Gemm, Signature
 from fp8_check.targets import PROFILES, all_target_names, load_target, profile_applies
-from fp8_check.verdict import outcome
-from fp8_check.verdict.classify import classify
-from fp8_check.verdict.outcome import Outcome
+from fp8_check.verdict import _outcome as outcome
+from fp8_check.verdict._classify import classify
+from fp8_check.verdict._outcome import Outcome
 from fp8_check.versions import sort_versions, xla_commits
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,15 +17,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fp8_check.cases import load as case_mod
-from fp8_check.cases.load import Case, PatternSpec, PythonSpec, Shape
-from fp8_check.compile import render
-from fp8_check.compile.service import Compilation, Compiler
-from fp8_check.gpu import numerics
-from fp8_check.run import runner, selection
-from fp8_check.run.results import outcome_to_json
+from fp8_check.cases import _load as case_mod
+from fp8_check.cases._load import Case, PatternSpec, PythonSpec, Shape
+from fp8_check.compile import _render as render
+from fp8_check.compile._service import Compilation, Compiler
+from fp8_check.gpu import _numerics as numerics
+from fp8_check.run import _runner as runner, _selection as selection
+from fp8_check.run._results import outcome_to_json
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.verdict.outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
+from fp8_check.verdict._outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 from fp8_check.worker import serve as worker
 
 from .conftest import REPO, requires_gpu

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from fp8_check.run.results import outcome_to_json
-from fp8_check.verdict.classify import classify
-from fp8_check.verdict.comparator import FieldDiff
-from fp8_check.verdict.outcome import FAIL, Outcome
+from fp8_check.run._results import outcome_to_json
+from fp8_check.verdict._classify import classify
+from fp8_check.verdict._comparator import FieldDiff
+from fp8_check.verdict._outcome import FAIL, Outcome
 
 from .conftest import write_cases
 

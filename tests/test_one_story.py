@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fp8_check.matrix import view as matrix_view
-from fp8_check.matrix.document import load_matrix
-from fp8_check.report import github, model as report_model, page
+from fp8_check.matrix import _view as matrix_view
+from fp8_check.matrix._document import load_matrix
+from fp8_check.report import _github as github, _model as report_model, _page as page
 from fp8_check.verdict import answer
 
 from .conftest import REPO, write_cases

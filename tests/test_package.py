@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fp8_check.versions.envs import find_uv
+from fp8_check.versions._envs import find_uv
 
 from .conftest import REPO
 

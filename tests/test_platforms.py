@@ -148,7 +148,7 @@ def test_the_wrong_fp8_family_silently_upcast_is_a_regression():
     # running the family) upcasts it: judged like any FP8 gemm that became a wider one, in the same words
     import yaml
 
-    from fp8_check.verdict import classify as verdict
+    from fp8_check.verdict import _classify as verdict
 
     def sig(target: str) -> dict:
         path = HARNESS.parent / "goldens" / target / "cublas" / "deviceless" / "seed_plain_f32.yaml"
@@ -210,7 +210,7 @@ def test_the_tpu_platform_imports_no_other_platform():
         tree = ast.parse(path.read_text())
         modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not {m for m in modules if m.startswith("fp8_check.") and not m.startswith(
-            ("fp8_check.platforms.tpu", "fp8_check.platforms.base"))}, path
+            ("fp8_check.platforms.tpu", "fp8_check.platforms._base"))}, path
 
 
 def test_an_unknown_spec_is_refused_never_taken_for_nvidia():
@@ -262,8 +262,8 @@ def test_tpu_releases_and_generations():
 
 
 def test_the_canary_probes_are_the_platforms():
-    # verdict/canary.py runs any platform's probes and imports no platform: the cuDNN one is NVIDIA's data
-    from fp8_check.verdict import canary
+    # verdict/_canary.py runs any platform's probes and imports no platform: the cuDNN one is NVIDIA's data
+    from fp8_check.verdict import _canary as canary
 
     tree = ast.parse((HARNESS / "fp8_check" / "verdict" / "canary.py").read_text())
     imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cases import load as case_mod
-from fp8_check.compile import render
-from fp8_check.compile.cache import CompileCache
-from fp8_check.compile.pool import CompilerPool
-from fp8_check.compile.service import CompileRequest
+from fp8_check.cases import _load as case_mod
+from fp8_check.compile import _render as render
+from fp8_check.compile._cache import CompileCache
+from fp8_check.compile._pool import CompilerPool
+from fp8_check.compile._service import CompileRequest
 from fp8_check.targets import PROFILES, TARGET_DIR, load_target
 
 from .conftest import write_cases
@@ -196,8 +196,8 @@ def test_the_canary_is_compiled_alongside_the_cases_and_only_once(tmp_path, monk
     # run(canary=True) queues the canary first and the planned cases behind it (runner.prefetch),
     # so the other worker starts on a case while the canary compiles; check_canary and the
     # judging then take the prefetched compilations (nothing is compiled twice).
-    from fp8_check.compile.service import Compilation
-    from fp8_check.run import runner
+    from fp8_check.compile._service import Compilation
+    from fp8_check.run import _runner as runner
 
     cases = load(tmp_path, py_case("p1", "plain") + py_case("p2", "plain") + py_case("p3", "plain"))
     h100 = load_target("h100")
@@ -227,9 +227,9 @@ def test_workers_share_the_cores_compile_the_same_hlo_and_leave_nothing_behind(t
     # Several workers each compile LLVM IR on their share of the cores (aot.prepare_environment's
     # codegen_threads); the optimized HLO is the one a lone worker, on XLA's default, compiles.
     # A closed worker leaves at once (os._exit) but only after removing its dump directory.
-    from fp8_check.compile.pool import default_jobs
-    from fp8_check.compile.service import Compiler
-    from fp8_check.worker.aot import CODEGEN_THREADS_FLAG
+    from fp8_check.compile._pool import default_jobs
+    from fp8_check.compile._service import Compiler
+    from fp8_check.worker._aot import CODEGEN_THREADS_FLAG
 
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -260,7 +260,7 @@ def test_workers_share_the_cores_compile_the_same_hlo_and_leave_nothing_behind(t
 
 
 def test_a_flag_the_user_set_wins_over_the_pools_share(monkeypatch, tmp_path):
-    from fp8_check.worker import aot
+    from fp8_check.worker import _aot as aot
 
     # device mode: prepare_environment then changes only XLA_FLAGS, which monkeypatch restores
     monkeypatch.setenv("XLA_FLAGS", f"{aot.CODEGEN_THREADS_FLAG}=4")
@@ -281,7 +281,7 @@ def test_a_second_probe_reuses_the_first_workers_process():
 
 def test_device_mode_runs_one_worker_unless_asked():
     # found on the first GPU session (H200): one worker per core, each holding the GPU, left autotuning no memory
-    from fp8_check.compile.pool import default_jobs
+    from fp8_check.compile._pool import default_jobs
 
     device, deviceless = CompilerPool("device", cache=None), CompilerPool("deviceless", cache=None)
     try:

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from fp8_check.api import fusion_signature
-from fp8_check.signature import attribution
-from fp8_check.signature.attribution import BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, Attribution
+from fp8_check.signature import _attribution as attribution
+from fp8_check.signature._attribution import BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, Attribution
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "docs" / "examples" / "fp8first"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.verdict import golden
+from fp8_check.verdict import _golden as golden
 
 from .conftest import write_cases
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fp8_check.cases import load as cases_mod
-from fp8_check.compile import render
+from fp8_check.cases import _load as cases_mod
+from fp8_check.compile import _render as render
 from tests.conftest import REPO, write_cases
 
 EXAMPLE = REPO / "docs" / "examples" / "flax_train"
@@ -183,7 +183,7 @@ def test_the_example_across_three_releases_and_bisected(tmp_path, run_cli, monke
         assert all(g["operand_dtypes"][0].startswith("f8") for g in gemms), version
     # bisect judges by the comparison matrix uses (issue 52): with no golden yet (NEW, no contract), the signatures
     # field by field, so the kernels XLA changed at 0.10.2 are the change the matrix flags 0.10.0 -> 0.11.0 by
-    from fp8_check.matrix.document import load_matrix
+    from fp8_check.matrix._document import load_matrix
 
     [change] = [c for c in load_matrix(work / "m.json").changes() if (c.before, c.after) == ("0.10.0", "0.11.0")]
     args = ("bisect", "model_train_step", "cases", "--good", "0.10.0", "--bad", "0.11.0", "--profile", "cublas",

@@ -13,12 +13,12 @@ import shutil
 import pytest
 import yaml
 
-from fp8_check.matrix.document import load_matrix
-from fp8_check.matrix.news import closing_line
-from fp8_check.report import page
-from fp8_check.run import results
+from fp8_check.matrix._document import load_matrix
+from fp8_check.matrix._news import closing_line
+from fp8_check.report import _page as page
+from fp8_check.run import _results as results
 from fp8_check.targets import PROFILES
-from fp8_check.verdict import golden
+from fp8_check.verdict import _golden as golden
 
 from .conftest import REPO
 from .test_matrix import NEW, OLD, cache_env  # noqa: F401  (the fixture)

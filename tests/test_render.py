@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fp8_check.cases import load as cases
-from fp8_check.cases.load import Case, PatternSpec, PythonSpec, Shape
-from fp8_check.compile import render
+from fp8_check.cases import _load as cases
+from fp8_check.cases._load import Case, PatternSpec, PythonSpec, Shape
+from fp8_check.compile import _render as render
 
 
 def load(source: str) -> types.ModuleType:

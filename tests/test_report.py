@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.report import _hlo_text as hlo_text, issue, model, page as report
-from fp8_check.report.markup import plain
-from fp8_check.run import results as results_mod
-from fp8_check.verdict.outcome import CODES
+from fp8_check.report import _hlo_text as hlo_text, _issue as issue, _model as model, _page as report
+from fp8_check.report._markup import plain
+from fp8_check.run import _results as results_mod
+from fp8_check.verdict._outcome import CODES
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "results"
@@ -230,7 +230,7 @@ def test_matrix_document_is_read_through_its_results_files(tmp_path):
 def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
     """A matrix as `fp8-check matrix` writes it (schema 2, results_file relative to the matrix) next to copies of
     the results files: the report reads each version's full results through it."""
-    from fp8_check.matrix import document as matrix_document
+    from fp8_check.matrix import _document as matrix_document
 
     entries = []
     for f in FILES:
@@ -320,7 +320,7 @@ def test_a_report_over_budget_leaves_out_passing_texts_and_says_so(monkeypatch):
 def test_fail_markdown_names_versions_and_carries_repro_and_hlo_excerpts():
     [md] = issue.markdown_for(loaded(), FAIL_CASE, profile="cublas")
     title = md.splitlines()[0]
-    assert title.startswith("# \\[XLA:GPU\\] FP8 ")  # the heading is inert Markdown (report/markup.py)
+    assert title.startswith("# \\[XLA:GPU\\] FP8 ")  # the heading is inert Markdown (report/_markup.py)
     assert title.endswith("no longer fuses into __cublas$lt$matmul$f8 on jax 0.12.0.1 (worked on 0.8.0)")
     # the repro is the standalone script rendered from what the results file stores once (case function per
     # result, target spec and compiler options per run)

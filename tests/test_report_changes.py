@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from fp8_check.report import _changes as changes
-from fp8_check.signature import extract as signature
-from fp8_check.verdict import outcome
-from fp8_check.verdict.outcome import Outcome
+from fp8_check.signature import _extract as signature
+from fp8_check.verdict import _outcome as outcome
+from fp8_check.verdict._outcome import Outcome
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 

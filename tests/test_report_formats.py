@@ -1,4 +1,4 @@
-"""The report outputs are one registry (report/formats.py): an output is one class and one option,
+"""The report outputs are one registry (report/_formats.py): an output is one class and one option,
 written in one loop, by `run`, `matrix` and `check` alike.
 
 The runs written here are real results files (tests/fixtures/results/, written by `fp8-check run`),
@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 from fp8_check.cli import _options as cli_options, main as cli
-from fp8_check.report import formats
-from fp8_check.run import results
+from fp8_check.report import _formats as formats
+from fp8_check.run import _results as results
 
 from .conftest import REPO
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.report import page, terminal
-from fp8_check.run import results
-from fp8_check.signature import extract as signature
-from fp8_check.verdict import contract
-from fp8_check.verdict.comparator import MISSING, FieldDiff, list_diff
-from fp8_check.verdict.fp8_answer import Fp8Answer
-from fp8_check.verdict.outcome import PASS, Outcome
+from fp8_check.report import _page as page, _terminal as terminal
+from fp8_check.run import _results as results
+from fp8_check.signature import _extract as signature
+from fp8_check.verdict import _contract as contract
+from fp8_check.verdict._comparator import MISSING, FieldDiff, list_diff
+from fp8_check.verdict._fp8_answer import Fp8Answer
+from fp8_check.verdict._outcome import PASS, Outcome
 from tests.conftest import REPO
 from tests.test_report import CHROMIUM_ARGS, FILES, Watched, browser, loaded  # noqa: F401  (the real Chromium)
 
@@ -292,7 +292,7 @@ def test_the_main_run_on_the_shipped_library_is_short_and_v_prints_every_result(
 
 def test_the_header_lists_only_the_profiles_the_selected_cases_use_and_amd_reads_hipblaslt(monkeypatch):
     from fp8_check.cli import commands
-    from fp8_check.run import selection
+    from fp8_check.run import _selection as selection
     from fp8_check.targets import profile_alias, profile_label
 
     monkeypatch.syspath_prepend(str(REPO / "docs" / "examples" / "flax_train"))

@@ -10,9 +10,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fp8_check.report import issue, model, page as report
-from fp8_check.verdict import classify as verdict
-from fp8_check.verdict.outcome import FAIL
+from fp8_check.report import _issue as issue, _model as model, _page as report
+from fp8_check.verdict import _classify as verdict
+from fp8_check.verdict._outcome import FAIL
 
 from .test_report import FILES, browser, data_island, loaded  # noqa: F401 (browser: the fixture)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.compile import render
-from fp8_check.run import results, selection
+from fp8_check.compile import _render as render
+from fp8_check.run import _results as results, _selection as selection
 from fp8_check.targets import PROFILES
-from fp8_check.versions.uvbin import find_uv
+from fp8_check.versions._uvbin import find_uv
 
 from .conftest import REPO, write_cases
 

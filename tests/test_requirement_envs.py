@@ -12,13 +12,13 @@ from pathlib import Path
 import jax
 import pytest
 
-from fp8_check.cases import load as case_mod
-from fp8_check.cases.requirement_sets import NAMED, read_set
+from fp8_check.cases import _load as case_mod
+from fp8_check.cases._requirement_sets import NAMED, read_set
 from fp8_check.cli import _options, main as cli
 from fp8_check.matrix import needed_sets
-from fp8_check.run import selection
-from fp8_check.verdict import outcome
-from fp8_check.versions import requirements
+from fp8_check.run import _selection as selection
+from fp8_check.verdict import _outcome as outcome
+from fp8_check.versions import _requirements as requirements
 from tests.conftest import write_cases
 
 CASE = """

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from fp8_check.cases import load as case_mod
+from fp8_check.cases import _load as case_mod
 from tests.conftest import REPO, write_cases
 
 SECRET = "fp8chk-secret-7c1f2a9e"

@@ -22,9 +22,9 @@ sys.path.pop(0)
 
 
 def _rewriter() -> restructure.Rewriter:
-    moves = {"matrix/matrix_document.py": "matrix/document.py", "verdict/verdict.py": "verdict/classify.py",
-             "cost/cost.py": "cost/model.py"}
-    p = restructure.Plan(moves=moves, symbols={"fp8_check.report.page.cmd_report": "fp8_check.cli.report.cmd_report"})
+    moves = {"matrix/matrix_document.py": "matrix/_document.py", "verdict/verdict.py": "verdict/_classify.py",
+             "cost/cost.py": "cost/_model.py"}
+    p = restructure.Plan(moves=moves, symbols={"fp8_check.report._page.cmd_report": "fp8_check.cli.report.cmd_report"})
     return restructure.Rewriter(p.names, p.moves)
 
 
@@ -32,13 +32,13 @@ def _rewriter() -> restructure.Rewriter:
     ("from fp8_check.verdict import verdict\n", "from fp8_check.verdict import classify as verdict\n"),
     # the new name contains the old one's tail: still a move
     ("    from fp8_check.matrix import matrix_document as md\n", "    from fp8_check.matrix import document as md\n"),
-    ("from fp8_check.verdict.verdict import Line as Line, classify\n", "from fp8_check.verdict.classify import Line as Line, classify\n"),
-    ("from fp8_check.report.page import cmd_report, write_report\n",
-     "from fp8_check.cli.report import cmd_report\nfrom fp8_check.report.page import write_report\n"),
-    ("x = 'fp8_check.cost.cost.Estimate'\n", "x = 'fp8_check.cost.model.Estimate'\n"),
+    ("from fp8_check.verdict.verdict import Line as Line, classify\n", "from fp8_check.verdict._classify import Line as Line, classify\n"),
+    ("from fp8_check.report._page import cmd_report, write_report\n",
+     "from fp8_check.cli.report import cmd_report\nfrom fp8_check.report._page import write_report\n"),
+    ("x = 'fp8_check.cost.cost.Estimate'\n", "x = 'fp8_check.cost._model.Estimate'\n"),
     ('m = f"{PACKAGE}.cost.cost"\n', 'm = f"{PACKAGE}.cost.model"\n'),
-    ("see harness/fp8_check/verdict/verdict.py.\n", "see harness/fp8_check/verdict/classify.py.\n"),
-    ('OWNERS = ("cost/cost.py", `cost/cost.py`, "cost/cost.pyc")\n', 'OWNERS = ("cost/model.py", `cost/model.py`, "cost/cost.pyc")\n'),
+    ("see harness/fp8_check/verdict/verdict.py.\n", "see harness/fp8_check/verdict/_classify.py.\n"),
+    ('OWNERS = ("cost/cost.py", `cost/cost.py`, "cost/cost.pyc")\n', 'OWNERS = ("cost/_model.py", `cost/_model.py`, "cost/cost.pyc")\n'),
     ("from fp8_check.verdict import (  # noqa: F401  (re-exported)\n    golden,\n)\n",
      "from fp8_check.verdict import (  # noqa: F401  (re-exported)\n    golden,\n)\n"),
     ("from fp8_check.verdict import golden\n", "from fp8_check.verdict import golden\n"),
@@ -54,8 +54,8 @@ def test_continued_imports_are_joined_before_rewriting():
 
 def test_the_command_half_is_what_registers_runs_and_writes_outputs():
     source = '''
-from fp8_check.report import formats
-from fp8_check.run import runner
+from fp8_check.report import _formats as formats
+from fp8_check.run import _runner as runner
 
 def library(x):
     return runner.run(x)
@@ -84,8 +84,8 @@ def other():
 
 @pytest.mark.parametrize("rel, stutters", [
     ("cost/cost.py", True), ("cost/cost_delta.py", True), ("cases/sharded_cases.py", True), ("cases/case_model.py", True),
-    ("worker/worker_guard.py", True), ("verdict/verdict_rules.py", True), ("cost/model.py", False),
-    ("verdict/rules_gemm.py", False), ("run/runner.py", False), ("api.py", False), ("cases/kinds/pattern.py", False),
+    ("worker/worker_guard.py", True), ("verdict/verdict_rules.py", True), ("cost/_model.py", False),
+    ("verdict/rules_gemm.py", False), ("run/_runner.py", False), ("api.py", False), ("cases/kinds/pattern.py", False),
 ])
 def test_a_module_repeating_its_folder_is_found(rel, stutters):
     assert restructure.stutters(rel) is stutters

@@ -1,4 +1,4 @@
-"""The results file: the one JSON boundary of a run (harness/fp8_check/run/results.py)."""
+"""The results file: the one JSON boundary of a run (harness/fp8_check/run/_results.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from fp8_check.run import results
-from fp8_check.signature.extract import Signature
-from fp8_check.verdict.comparator import FieldDiff, compare
-from fp8_check.verdict.outcome import FAIL, PASS, UNRESOLVED, Outcome
+from fp8_check.run import _results as results
+from fp8_check.signature._extract import Signature
+from fp8_check.verdict._comparator import FieldDiff, compare
+from fp8_check.verdict._outcome import FAIL, PASS, UNRESOLVED, Outcome
 
 from .conftest import REPO
 
@@ -94,10 +94,10 @@ def test_a_missing_results_file_is_one_clear_line(tmp_path):
 
 def test_a_compile_error_is_xfail_only_under_an_active_known_issue(tmp_path):
     """lit's rule: a known issue expects the case to fail, also by not compiling; elsewhere it is UNRESOLVED."""
-    from fp8_check.cases.load import Case, KnownIssue, PatternSpec
-    from fp8_check.compile.service import Compilation
-    from fp8_check.run import runner
-    from fp8_check.verdict.outcome import XFAIL
+    from fp8_check.cases._load import Case, KnownIssue, PatternSpec
+    from fp8_check.compile._service import Compilation
+    from fp8_check.run import _runner as runner
+    from fp8_check.verdict._outcome import XFAIL
 
     error = "XlaRuntimeError: CANCELLED: Too small divisible part of the contracting dimension."
     issue = KnownIssue(url="", jax=">=0.7.1,<0.8.3", summary="Triton refuses k=100", targets=("b200",), profiles=("triton",))

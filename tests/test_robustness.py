@@ -12,9 +12,9 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from fp8_check.cases import load as case_mod
-from fp8_check.cases.load import Case, KnownIssue, PatternSpec, PythonSpec
-from fp8_check.compile import render
+from fp8_check.cases import _load as case_mod
+from fp8_check.cases._load import Case, KnownIssue, PatternSpec, PythonSpec
+from fp8_check.compile import _render as render
 from fp8_check.targets import PROFILES, TARGET_DIR, Target, parse_target
 
 PLACEHOLDER = "PLACEHOLDER_q7Zx"
@@ -233,7 +233,7 @@ def test_a_case_file_at_the_size_limit_nested_all_the_way_is_an_error_not_a_cras
 
 
 def test_the_bounded_loader_reads_every_committed_file_like_pyyaml():
-    from fp8_check.core import safe_yaml
+    from fp8_check.core import _safe_yaml as safe_yaml
 
     from .conftest import REPO
 
@@ -263,7 +263,7 @@ def test_bisect_reports_a_hostile_case_file_in_one_line(tmp_path, run_cli):
 
 @pytest.mark.parametrize("kind", ["directory", "not UTF-8", "alias bomb", "deep"])
 def test_unreadable_golden_is_a_golden_error(tmp_path, kind):
-    from fp8_check.verdict import golden
+    from fp8_check.verdict import _golden as golden
 
     path = golden.path_for(tmp_path, "c", "h100", "cublas", "deviceless")
     path.parent.mkdir(parents=True)
@@ -296,8 +296,8 @@ def test_broken_goldens_are_unresolved_and_the_run_goes_on(workspace, run_cli, m
     import json
 
     _whole_library(workspace)
-    from fp8_check.report import page
-    from fp8_check.verdict import golden
+    from fp8_check.report import _page as page
+    from fp8_check.verdict import _golden as golden
 
     g = lambda case: golden.path_for(workspace / "goldens", case, "h100", "cublas", "deviceless")  # noqa: E731
     g("seed_plain_f32").unlink()
@@ -324,7 +324,7 @@ def test_broken_goldens_are_unresolved_and_the_run_goes_on(workspace, run_cli, m
 
 @pytest.mark.slow
 def test_bless_prune_removes_stale_goldens_only(workspace, run_cli):
-    from fp8_check.verdict import golden
+    from fp8_check.verdict import _golden as golden
 
     _whole_library(workspace)
     stale = golden.path_for(workspace / "goldens", "gone", "a100", "cublas", "deviceless")
@@ -339,7 +339,7 @@ def test_bless_prune_removes_stale_goldens_only(workspace, run_cli):
 
 
 def test_prune_over_a_single_case_file_refuses_and_run_does_not_warn(workspace, run_cli):
-    from fp8_check.verdict import golden
+    from fp8_check.verdict import _golden as golden
 
     # the workspace holds cases/seed.yaml and the whole library's goldens
     other = golden.path_for(workspace / "goldens", "xla_17887_bf16_dequant", "h100", "cublas", "deviceless")
@@ -353,7 +353,7 @@ def test_prune_over_a_single_case_file_refuses_and_run_does_not_warn(workspace, 
     assert "stale golden" not in err, err
 
 def test_contradictory_golden_is_refused_by_bless(tmp_path):
-    from fp8_check.verdict import golden
+    from fp8_check.verdict import _golden as golden
 
     path = golden.path_for(tmp_path, "c", "h100", "cublas", "deviceless")
     path.parent.mkdir(parents=True)
@@ -390,7 +390,7 @@ def test_unwritable_outputs_fail_before_compiling(workspace, run_cli, args, need
 
 
 def test_repeated_targets_and_profiles_are_merged():
-    from fp8_check.run import selection
+    from fp8_check.run import _selection as selection
 
     given = f"h100,h100, a100,{TARGET_DIR / 'h100.txtpb'}"
     assert [t.name for t in selection.targets(given)] == ["h100", "a100"]

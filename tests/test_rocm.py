@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.compile.service import harness_path
+from fp8_check.compile._service import harness_path
 from fp8_check.platforms import AMD, _standins as standins
-from fp8_check.signature import extract as signature
-from fp8_check.versions import envs
+from fp8_check.signature import _extract as signature
+from fp8_check.versions import _envs as envs
 
 HERE = Path(__file__).resolve().parent
 ROCM_JAX = AMD.default_release or "0.12.0"

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cases import load as cases
-from fp8_check.cases.load import CaseError
-from fp8_check.compile.render import render
-from fp8_check.signature import attribution, collectives, hlo
-from fp8_check.signature.extract import Signature, extract
+from fp8_check.cases import _load as cases
+from fp8_check.cases._load import CaseError
+from fp8_check.compile._render import render
+from fp8_check.signature import _attribution as attribution, _collectives as collectives, _hlo as hlo
+from fp8_check.signature._extract import Signature, extract
 from fp8_check.targets import load_target
-from fp8_check.verdict import classify as verdict
-from fp8_check.worker import aot
+from fp8_check.verdict import _classify as verdict
+from fp8_check.worker import _aot as aot
 
 from .conftest import REPO, write_cases
 
@@ -218,7 +218,7 @@ def test_a_move_between_tensorcore_and_sparsecore_is_a_classed_change():
 
 
 def test_a_contract_states_the_sparsecore_and_judges_a_move_off_it():
-    from fp8_check.verdict import contract
+    from fp8_check.verdict import _contract as contract
 
     offloaded = extract(SPARSECORE)
     on_tc = extract(SPARSECORE.replace('execution_thread="sparsecore"', 'execution_thread="parallel"')
@@ -314,7 +314,7 @@ def test_fp8_collective_moving_bf16_is_a_regression():
 
 def test_a_variadic_collective_names_every_operand_dtype():
     """FP8 data gathered with its E8M0 scales in one variadic all-gather: both dtypes, not the last operand's."""
-    from fp8_check.signature import collectives, hlo
+    from fp8_check.signature import _collectives as collectives, _hlo as hlo
 
     text = """HloModule m, entry_computation_layout={(f8e4m3fn[128,256]{1,0}, f8e8m0fnu[128,8]{1,0})->f8e4m3fn[1024,256]{1,0}}
 
@@ -413,7 +413,7 @@ def test_replica_groups_as_device_ids():
 
 def test_a_group_across_hosts_is_priced_over_the_network():
     """h100x2x4: a collective among GPUs of one host runs over NVLink, one across the two hosts over the NICs."""
-    from fp8_check.cost import model as cost
+    from fp8_check.cost import _model as cost
 
     one_host, two_hosts = cost.hardware("h100x8"), cost.hardware("h100x2x4")
     assert (one_host.per_host, two_hosts.per_host) == (0, 4) and two_hosts.network < two_hosts.link

@@ -18,12 +18,12 @@ import jax
 import pytest
 import yaml
 
-from fp8_check.cases import load as cases
-from fp8_check.compile import render
-from fp8_check.compile.service import Compiler
-from fp8_check.signature.extract import FP8_TYPES, extract
+from fp8_check.cases import _load as cases
+from fp8_check.compile import _render as render
+from fp8_check.compile._service import Compiler
+from fp8_check.signature._extract import FP8_TYPES, extract
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.verdict import golden
+from fp8_check.verdict import _golden as golden
 
 from .conftest import REPO
 from .test_matrix import TEST_CACHE
@@ -48,7 +48,7 @@ def _only(sig, op):
 def compiler(request, tmp_path_factory):
     import os
 
-    from fp8_check.versions.envs import Manager
+    from fp8_check.versions._envs import Manager
 
     old = os.environ.get("FP8_CHECK_CACHE")
     os.environ["FP8_CHECK_CACHE"] = str(TEST_CACHE)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp8_check.cases import load as case_mod
-from fp8_check.compile import _sharing as sharing, render
-from fp8_check.compile.cache import CompileCache
-from fp8_check.compile.pool import CompilerPool, _Key
-from fp8_check.compile.service import Compilation, CompileRequest
+from fp8_check.cases import _load as case_mod
+from fp8_check.compile import _sharing as sharing, _render as render
+from fp8_check.compile._cache import CompileCache
+from fp8_check.compile._pool import CompilerPool, _Key
+from fp8_check.compile._service import Compilation, CompileRequest
 from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO

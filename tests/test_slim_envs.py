@@ -1,4 +1,4 @@
-"""Slim deviceless environments (fp8_check.versions.wheels) and versions that share an XLA commit (shared_xla)."""
+"""Slim deviceless environments (fp8_check.versions._wheels) and versions that share an XLA commit (shared_xla)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.matrix.document import load_matrix
-from fp8_check.versions import envs, shared_xla, wheels, xla_commits
+from fp8_check.matrix._document import load_matrix
+from fp8_check.versions import _envs as envs, _shared_xla as shared_xla, _wheels as wheels, xla_commits
 
 from .conftest import REPO
 from .test_matrix import TEST_CACHE

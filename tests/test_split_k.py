@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp8_check.signature import extract
-from fp8_check.verdict.classify import NEUTRAL, REGRESSION, classify
+from fp8_check.signature import _extract as extract
+from fp8_check.verdict._classify import NEUTRAL, REGRESSION, classify
 
 FIX = Path(__file__).parent / "fixtures" / "hlo" / "split_k"
 

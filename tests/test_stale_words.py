@@ -1,8 +1,8 @@
 """No stale words: every path, dotted name and stage the prose names is one the tree has.
 
 The docs (docs/*.md), the README, mkdocs.yml and the package's own text (docstrings and comments in
-harness/) name files (`harness/fp8_check/verdict/golden.py`), modules and their attributes
-(`fp8_check.cost.model.Estimate`) and stages. A move that leaves one behind fails here: every
+harness/) name files (`harness/fp8_check/verdict/_golden.py`), modules and their attributes
+(`fp8_check.cost._model.Estimate`) and stages. A move that leaves one behind fails here: every
 `harness/…` path exists (a glob matches something), every `fp8_check.x.y` names a module and,
 after it, a name that module binds, nothing names the retired `pipeline/` folder, and no docstring
 numbers a "Stage N" (the stages have names, in harness/fp8_check/stages.py). Read as text and with
@@ -136,7 +136,7 @@ def test_no_stale_words():
 
 @pytest.mark.parametrize("text, found", [
     ("see harness/fp8_check/verdict/gone.py.", ["x.md: harness/fp8_check/verdict/gone.py."]),
-    ("see harness/fp8_check/targets/*.txtpb and harness/fp8_check/verdict/golden.py.", []),
+    ("see harness/fp8_check/targets/*.txtpb and harness/fp8_check/verdict/_golden.py.", []),
     ("data in harness/fp8_check/{templates,targets}/", []),
 ])
 def test_the_path_check_can_fail(text, found):
@@ -144,9 +144,9 @@ def test_the_path_check_can_fail(text, found):
 
 
 def test_the_name_check_can_fail():
-    text = "fp8_check.verdict.golden.remove_stale_goldens moved; fp8_check.core.files.atomic_write, fp8_check.pipeline.cost; " \
-           "fp8_check.cost.model.Estimate.total_us is fine"
-    assert unresolved_names({"x.md": text}) == ["x.md: fp8_check.pipeline.cost", "x.md: fp8_check.verdict.golden.remove_stale_goldens"]
+    text = "fp8_check.verdict._golden.remove_stale_goldens moved; fp8_check.core._files.atomic_write, fp8_check.pipeline.cost; " \
+           "fp8_check.cost._model.Estimate.total_us is fine"
+    assert unresolved_names({"x.md": text}) == ["x.md: fp8_check.pipeline.cost", "x.md: fp8_check.verdict._golden.remove_stale_goldens"]
 
 
 def test_the_stale_word_check_can_fail():

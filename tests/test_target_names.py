@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from fp8_check.cases import load as cases
+from fp8_check.cases import _load as cases
 from fp8_check.targets import TARGET_DIR, canonical_target, load_target
 
 CASE = """cases:

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from fp8_check.compile.service import Compiler
+from fp8_check.compile._service import Compiler
 from fp8_check.platforms import AMD
-from fp8_check.run import target_check
+from fp8_check.run import _target_check as target_check
 from fp8_check.targets import TargetSpecError, load_target, parse_target, target_names
-from fp8_check.worker import aot
+from fp8_check.worker import _aot as aot
 
 from .conftest import REPO
 

@@ -1,4 +1,4 @@
-"""One parser for every timeout option and variable (fp8_check/core/timeouts.py; hardening round 5, issue 43):
+"""One parser for every timeout option and variable (fp8_check/core/_timeouts.py; hardening round 5, issue 43):
 a finite number of seconds above 0 and at most a week, else one line naming the option or variable, exit 2, no
 traceback (`--timeout 1e12` overflowed `select` as an UNRESOLVED traceback, `FP8_CHECK_GH_TIMEOUT=inf` a
 traceback, `abc` was ignored and `-1`/`nan` clamped to 1 s). And a timed-out external program is killed with its
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fp8_check.cli import main as cli
-from fp8_check.core import timeouts
+from fp8_check.core import _timeouts as timeouts
 
 from .conftest import REPO
 

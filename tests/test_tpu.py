@@ -9,7 +9,7 @@ import pytest
 from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec as P
 
 from fp8_check import api, platforms
-from fp8_check.run import runner
+from fp8_check.run import _runner as runner
 from fp8_check.targets import PROFILES, load_target
 
 E4M3, E5M2, BF16 = jnp.float8_e4m3fn, jnp.float8_e5m2, jnp.bfloat16
@@ -81,8 +81,8 @@ def test_a_release_without_the_chip_is_unsupported_with_the_reason():
 
 
 def test_every_tpu_case_has_goldens_for_each_of_its_targets():
-    from fp8_check.cases import load as cases
-    from fp8_check.verdict import golden
+    from fp8_check.cases import _load as cases
+    from fp8_check.verdict import _golden as golden
 
     from .conftest import REPO
 

@@ -17,10 +17,10 @@ import pytest
 
 from fp8_check.platforms.tpu import TPU
 from fp8_check.platforms.tpu.generations import GENERATIONS
-from fp8_check.run import results
-from fp8_check.signature.extract import Gemm, Signature
+from fp8_check.run import _results as results
+from fp8_check.signature._extract import Gemm, Signature
 from fp8_check.targets import load_target
-from fp8_check.verdict.fp8_answer import Fp8Answer, lost_layers, reason
+from fp8_check.verdict._fp8_answer import Fp8Answer, lost_layers, reason
 from tests.conftest import REPO
 
 

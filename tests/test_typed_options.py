@@ -62,12 +62,12 @@ def test_the_check_finds_a_namespace_below_the_cli():
                "def start(mode, args=None):\n    return argparse.Namespace(workers=1), vars(args)\n\n"
                "def tuples(args: tuple):\n    return [a[0] for a in args], len(args)\n\n"
                "def main(argv=None):\n    args = argparse.ArgumentParser().parse_args(argv)\n    return args.out\n")
-    assert below_cli({"fp8_check.run.selection": planted}) == [
-        "fp8_check.run.selection:2 imports SimpleNamespace",
-        "fp8_check.run.selection:5 getattr(args",
-        "fp8_check.run.selection:5 parameter args read as a namespace: args.mode",
-        "fp8_check.run.selection:8 Namespace",
-        "fp8_check.run.selection:8 vars(args",
+    assert below_cli({"fp8_check.run._selection": planted}) == [
+        "fp8_check.run._selection:2 imports SimpleNamespace",
+        "fp8_check.run._selection:5 getattr(args",
+        "fp8_check.run._selection:5 parameter args read as a namespace: args.mode",
+        "fp8_check.run._selection:8 Namespace",
+        "fp8_check.run._selection:8 vars(args",
     ]
     # the same source in cli/ is where the namespace belongs
     assert below_cli({"fp8_check.cli.commands": planted}) == []

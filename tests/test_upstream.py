@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cases import load as case_mod
-from fp8_check.signature.extract import extract
-from fp8_check.signature.filecheck import run_filecheck
+from fp8_check.cases import _load as case_mod
+from fp8_check.signature._extract import extract
+from fp8_check.signature._filecheck import run_filecheck
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.upstream import _passes as passes, _repro as repro, _xla_test as xla_test, explain, issue, reduce
-from fp8_check.verdict import comparator, golden
+from fp8_check.upstream import _passes as passes, _repro as repro, _xla_test as xla_test, _explain as explain, _issue as issue, _reduce as reduce
+from fp8_check.verdict import _comparator as comparator, _golden as golden
 from fp8_check.versions import xla_commits
 
 REPO = Path(__file__).resolve().parent.parent
@@ -201,10 +201,10 @@ def test_every_pattern_case_has_a_minimal_repro_of_at_most_40_lines():
 @pytest.mark.slow
 @pytest.mark.network
 def test_the_minimal_repro_reproduces_the_golden_standalone(tmp_path):
-    """In an environment that holds only JAX (this version's, fp8_check.versions.envs), with -I, from an empty directory."""
+    """In an environment that holds only JAX (this version's, fp8_check.versions._envs), with -I, from an empty directory."""
     import jax
 
-    from fp8_check.versions.envs import Manager
+    from fp8_check.versions._envs import Manager
 
     env = Manager(reuse_self=False).ensure(jax.__version__)
     package = repro.__name__.split(".")[0]
@@ -248,7 +248,7 @@ FIX = REPO / "tests" / "fixtures" / "results"
 
 
 def _fail_body() -> str:
-    from fp8_check.report import issue as report_issue, model
+    from fp8_check.report import _issue as report_issue, _model as model
 
     [md] = report_issue.markdown_for(model.load(sorted(FIX.glob("jax-*.json"))).results, "seed_scaled_clamp_bf16",
                                      profile="cublas")
@@ -316,7 +316,7 @@ def test_bisect_explain_on_a_real_change(run_cli, tmp_path):
 @pytest.mark.network
 def test_reduce_keeps_the_regression_with_fewer_features():
     """The reduced case is checked independently: its signature still changes between the versions in the same fields."""
-    from fp8_check.upstream.bisect import Tester
+    from fp8_check.upstream._bisect import Tester
 
     case, target, profile = _case("epi_bias_relu"), load_target("h100"), PROFILES["cublas"]
     red = reduce.reduce(case, target, profile, "0.6.2", "0.7.0", log=lambda s: None)
@@ -390,7 +390,7 @@ def test_text_from_a_case_file_never_becomes_repro_code():
 def test_a_lost_fp8_gemm_keeps_the_no_longer_fuses_title_and_summary():
     """Recorded results: seed_scaled_clamp_bf16 loses its FP8 gemm on 0.12.0.1 (gemm target changes), so the
     class-aware wording for an unchanged gemm must not be used."""
-    from fp8_check.report import issue as report_issue, model
+    from fp8_check.report import _issue as report_issue, _model as model
 
     [md] = report_issue.markdown_for(model.load(sorted(FIX.glob("jax-*.json"))).results, "seed_scaled_clamp_bf16",
                                      profile="cublas")

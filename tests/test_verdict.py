@@ -1,4 +1,4 @@
-"""The verdict rules (harness/fp8_check/verdict/classify.py) on signatures recorded with real deviceless compiles.
+"""The verdict rules (harness/fp8_check/verdict/_classify.py) on signatures recorded with real deviceless compiles.
 
 Each test pairs recorded signatures (tests/fixtures/hlo/jax-<version>/, JAX 0.6.1,
 0.8.0 and 0.12.0.1) whose difference exercises one rule, and states the class the
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.signature import extract as signature
-from fp8_check.verdict import classify as verdict, comparator
-from fp8_check.verdict.classify import IMPROVEMENT, MIXED, NEUTRAL, REGRESSION
+from fp8_check.signature import _extract as signature
+from fp8_check.verdict import _classify as verdict, _comparator as comparator
+from fp8_check.verdict._classify import IMPROVEMENT, MIXED, NEUTRAL, REGRESSION
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 VERSIONS = sorted((p.name.removeprefix("jax-") for p in FIXTURES.glob("jax-*") if p.is_dir()),

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from fp8_check.verdict import golden
+from fp8_check.verdict import _golden as golden
 
 DL = ("--mode", "deviceless")
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
 """Every signature field has a verdict rule or is neutral with a stated reason; every dtype class in every field.
 
-The expected classes follow from the dtype vocabulary (harness/fp8_check/core/dtypes.py) and docs/verdicts.md's
+The expected classes follow from the dtype vocabulary (harness/fp8_check/core/_dtypes.py) and docs/verdicts.md's
 rule "a narrow type (FP8, FP4, an E8M0 scale) becoming a wider one, in any field, is a
 regression", not from the classifier's output.
 """
@@ -14,10 +14,10 @@ import shutil
 
 import pytest
 
-from fp8_check.core import dtypes
-from fp8_check.signature.collectives import Collective
-from fp8_check.signature.extract import BlockScaling, Gemm, Signature
-from fp8_check.verdict import classify as verdict, golden, rules as verdict_rules
+from fp8_check.core import _dtypes as dtypes
+from fp8_check.signature._collectives import Collective
+from fp8_check.signature._extract import BlockScaling, Gemm, Signature
+from fp8_check.verdict import _classify as verdict, _golden as golden, rules as verdict_rules
 from fp8_check.verdict.rules.findings import Finding, Neutral, explained
 
 from .conftest import REPO
@@ -81,7 +81,7 @@ def test_dtype_class(name, cls):
 
 
 def test_case_schema_dtypes_come_from_the_vocabulary():
-    from fp8_check.cases import load as cases
+    from fp8_check.cases import _load as cases
     from fp8_check.cases.kinds import block_scaled as block_cases
 
     assert set(cases.DATA_DTYPES) == {d for d in cases.DATA_DTYPES if dtypes.dtype_class(d) in (dtypes.FP8, dtypes.FP4)}

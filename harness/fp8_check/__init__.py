@@ -2,7 +2,7 @@
 
 The public Python API lives in `fp8_check.api` and is re-exported here lazily
 (`from fp8_check import assert_fusion` works): importing `harness` itself imports nothing,
-because the compile worker imports `fp8_check.worker.aot` inside per-version
+because the compile worker imports `fp8_check.worker._aot` inside per-version
 environments that hold only JAX.
 """
 

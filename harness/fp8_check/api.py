@@ -12,10 +12,10 @@ other leaves are static. A callable is lowered *in the caller's process* with `j
 and compiled by fp8-check's compile worker exactly as the YAML cases are (deviceless); closures, bound
 modules and gradients work, and an XLA abort kills only the worker. Limit: `jax.export` refuses custom calls
 without a compatibility guarantee (e.g. cuDNN attention). `FusionReport.estimate()` prices the program
-(harness/fp8_check/cost/model.py); `check_golden`'s FAIL carries the change's cost (`verdict.cost`).
+(harness/fp8_check/cost/_model.py); `check_golden`'s FAIL carries the change's cost (`verdict.cost`).
 
 Stable API: `fusion_signature`, `assert_fusion`, `fusion_diffs`, `check_golden`, `judge_golden` (the judgement as the
-one result record, `fp8_check.verdict.outcome.Outcome`), `Checker`, `FusionReport`, `FusionMismatch`, `EnvironmentProblem`;
+one result record, `fp8_check.verdict._outcome.Outcome`), `Checker`, `FusionReport`, `FusionMismatch`, `EnvironmentProblem`;
 keyword-only past the callable and its arguments.
 """
 
@@ -37,26 +37,24 @@ from fp8_check.compile import (
     sharding_of,
     target_devices,
 )
-from fp8_check.core import dtypes
-from fp8_check.cost import model as cost
+from fp8_check.core import is_narrow
+from fp8_check.cost import _model
+from fp8_check.platforms import Profile
 from fp8_check.report import gemm_summary
-from fp8_check.run import runner
-from fp8_check.signature import Signature, attributed, layer_table
-from fp8_check.signature.coverage import coverage
-from fp8_check.signature.extract import extract
+from fp8_check.run import _runner
+from fp8_check.signature import Signature, attributed, coverage, extract, layer_table
 from fp8_check.targets import (
     MODES,
-    Profile,
+    Coverage,
     Target,
     as_profile,
     as_target,
-    autotune_results,
     gpu_present,
     platform_of,
     profile_applies,
     resolve_mode,
 )
-from fp8_check.verdict import NEW, UNRESOLVED, FieldDiff, Outcome, Verdict, comparator, golden, rules as verdict_rules
+from fp8_check.verdict import NEW, UNRESOLVED, FieldDiff, Outcome, Verdict, _golden, compare, rules as verdict_rules
 from fp8_check.versions import OtherEnvironments
 from fp8_check.worker import BACKEND_QUESTIONS, not_representative
 
@@ -79,7 +77,7 @@ class FusionMismatch(AssertionError):
                  verdict: "Verdict | None" = None):
         super().__init__(message)
         self.diffs, self.report = diffs, report
-        self.verdict = verdict  # against a golden: regression / improvement / neutral / mixed (harness/fp8_check/verdict/classify.py)
+        self.verdict = verdict  # against a golden: regression / improvement / neutral / mixed (harness/fp8_check/verdict/_classify.py)
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,7 @@ class FusionReport:
     # Why the signature may not be what the GPU runs: the traced code asked JAX for the device and saw the CPU
     not_representative: str = ""
     # deviceless `default`: which autotuned decisions the committed results file made, which XLA's defaults made
-    autotune: autotune_results.Coverage | None = None
+    autotune: Coverage | None = None
 
     @property
     def kernels(self) -> int:
@@ -126,9 +124,9 @@ class FusionReport:
         return f"{self.name} on {self.target}/{self.profile} ({self.mode}, jax {self.jax})"
 
     def estimate(self):
-        """The program's roofline estimate on its target (fp8_check.cost.model.Estimate: `total_us`, `fp8_us`, `kernels`)."""
+        """The program's roofline estimate on its target (fp8_check.cost._model.Estimate: `total_us`, `fp8_us`, `kernels`)."""
         try:
-            return cost.estimate(self.hlo, cost.hardware(as_target(self.target)))
+            return _model.estimate(self.hlo, _model.hardware(as_target(self.target)))
         except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):
             return None
 
@@ -175,7 +173,7 @@ class Checker:
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
         self._others = OtherEnvironments(self.mode, timeout or DEFAULT_TIMEOUT)  # mi300x: the ROCm environment
-        self._gate = runner.CanaryGate(self.mode, refuse_unsupported=True)  # the environment's problem, once per target
+        self._gate = _runner.CanaryGate(self.mode, refuse_unsupported=True)  # the environment's problem, once per target
         self.not_representative = ""
         # Questions the checked code asked before tracing (importing it, its --args factory) that this machine
         # answered, not the target: `fp8-check check` sets them; every result then says NOT REPRESENTATIVE.
@@ -235,8 +233,8 @@ class Checker:
             env = self.environment(t)
             if (problem := self._gate.problem(self.compiler_for(t), t)) is not None:
                 raise EnvironmentProblem(problem)
-            # deviceless `default`: the results file committed for the target and release (runner.compile_profile)
-            compile_as = runner.compile_profile(p, t, self.mode, env["jax"], self.goldens_root)
+            # deviceless `default`: the results file committed for the target and release (_runner.compile_profile)
+            compile_as = _runner.compile_profile(p, t, self.mode, env["jax"], self.goldens_root)
             comp = self.compiler_for(t).compile_exported(name or _name_of(fn), data, t, compile_as, sharding=sharding)
         label = name or _name_of(fn)
         if not comp.ok:
@@ -325,7 +323,7 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
             out.append(FieldDiff(f"gemms[{i}].epilogue", epilogue, g.epilogue or "(none)"))
         if damax is not None and bool(g.damax_output or g.amax) != damax:
             out.append(FieldDiff(f"gemms[{i}].damax_output", damax, bool(g.damax_output or g.amax)))
-        if fp8_output is not None and dtypes.is_narrow(g.output) != fp8_output:
+        if fp8_output is not None and is_narrow(g.output) != fp8_output:
             out.append(FieldDiff(f"gemms[{i}].output", "an FP8 type" if fp8_output else "not an FP8 type", g.output))
     if no_upcast_dot:
         for i, g in enumerate(sig.gemms):
@@ -335,7 +333,7 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
         if "dot" in sig.unfused:
             out.append(FieldDiff("unfused", "no dot outside a gemm", ", ".join(sig.unfused)))
     if signature:
-        out += comparator.compare(signature, sig.to_dict())
+        out += compare(signature, sig.to_dict())
     if layers:
         rules = [r if isinstance(r, verdict_rules.layers.LayerRule) else verdict_rules.layers.parse(r)
                  if isinstance(r, str) else verdict_rules.layers.from_dicts([r])[0] for r in layers]
@@ -391,9 +389,9 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
 
     __tracebackhide__ = True  # pytest: show the field diff, not these frames
     case = _golden_name(name or report.name)
-    path = golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
+    path = _golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
     if bless:
-        return golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax,
+        return _golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax,
                             report.signature.to_dict(),
                             autotune=report.autotune.record() if report.autotune is not None else None)
     out = judge_golden(report, goldens_root, name=case)
@@ -415,13 +413,13 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
 
 
 def judge_golden(report: FusionReport, goldens_root: str | Path, *, name: str | None = None) -> Outcome:
-    """`report` judged against its golden exactly as `fp8-check run` judges a case (runner.judge_signature):
-    the one result record (`fp8_check.verdict.outcome.Outcome`: PASS, FAIL with its structured `diffs` and a verdict that
+    """`report` judged against its golden exactly as `fp8-check run` judges a case (_runner.judge_signature):
+    the one result record (`fp8_check.verdict._outcome.Outcome`: PASS, FAIL with its structured `diffs` and a verdict that
     carries what the change costs, or NEW). Raises GoldenError for an unreadable golden."""
-    out = runner.judge_signature(Outcome(_golden_name(name or report.name), report.target, report.profile, report.mode, report.jax,
+    out = _runner.judge_signature(Outcome(_golden_name(name or report.name), report.target, report.profile, report.mode, report.jax,
                                          UNRESOLVED, autotune=report.autotune), report.signature, Path(goldens_root))
     out.hlo, out.stablehlo, out.compile_seconds = report.hlo, report.stablehlo, report.seconds
-    runner.price(out, as_target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
+    _runner.price(out, as_target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
     return out
 
 

@@ -19,12 +19,12 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
+    from fp8_check.cases._model import Case, CaseError, Shape
+    from fp8_check.cases._requirement_sets import check_requirement, outside, read_set
+    from fp8_check.cases._source import ENV, Rendered, py_comment, py_literal, py_text
+    from fp8_check.cases._user_modules import Closure
     from fp8_check.cases.kinds.block_scaled import Block, BlockScaledSpec, spec_of
     from fp8_check.cases.kinds.pattern import PatternSpec
-    from fp8_check.cases.model import Case, CaseError, Shape
-    from fp8_check.cases.requirement_sets import check_requirement, outside, read_set
-    from fp8_check.cases.source import ENV, Rendered, py_comment, py_literal, py_text
-    from fp8_check.cases.user_modules import Closure
 
 
 def __getattr__(name: str) -> Any:

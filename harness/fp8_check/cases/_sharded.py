@@ -13,7 +13,7 @@ A `kind: python` case becomes sharded with
 
 A spec has one entry per leading dimension: an axis name, a list of axis names (that
 dimension split over several axes), or null (not split). The compile worker builds the
-mesh from the target's compile-only devices (harness/fp8_check/worker/aot.py). Validation
+mesh from the target's compile-only devices (harness/fp8_check/worker/_aot.py). Validation
 follows cases.py: a one-line `CaseError` naming file, line, case and field.
 """
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fp8_check.compile import pool
+from fp8_check.compile import _pool
 from fp8_check.matrix import VersionOptions
-from fp8_check.report import formats
-from fp8_check.run import selection
-from fp8_check.versions import requirements
+from fp8_check.report import _formats
+from fp8_check.run import _selection
+from fp8_check.versions import _requirements
 
 
-def selection_options(args: argparse.Namespace) -> selection.SelectionOptions:
-    """`paths`, `-k`, `--target`, `--profile`, `--mode`, `--goldens` (`selection.add_options`)."""
-    return selection.SelectionOptions(
+def selection_options(args: argparse.Namespace) -> _selection.SelectionOptions:
+    """`paths`, `-k`, `--target`, `--profile`, `--mode`, `--goldens` (`_selection.add_options`)."""
+    return _selection.SelectionOptions(
         paths=tuple(getattr(args, "paths", None) or ()),
         filter=getattr(args, "filter", None),
         target=getattr(args, "target", None),
@@ -30,14 +30,14 @@ def selection_options(args: argparse.Namespace) -> selection.SelectionOptions:
     )
 
 
-def pool_options(args: argparse.Namespace) -> pool.PoolOptions:
-    """`-j/--workers` and `--no-cache` (`pool.add_options`)."""
-    return pool.PoolOptions(workers=getattr(args, "workers", None), cache=not getattr(args, "no_cache", False))
+def pool_options(args: argparse.Namespace) -> _pool.PoolOptions:
+    """`-j/--workers` and `--no-cache` (`_pool.add_options`)."""
+    return _pool.PoolOptions(workers=getattr(args, "workers", None), cache=not getattr(args, "no_cache", False))
 
 
-def requirement_options(args: argparse.Namespace) -> requirements.RequirementOptions:
-    """`--with REQ` and `--with-requirements FILE` (`requirements.add_with_options`)."""
-    return requirements.RequirementOptions(requirements=tuple(getattr(args, "with_", None) or ()),
+def requirement_options(args: argparse.Namespace) -> _requirements.RequirementOptions:
+    """`--with REQ` and `--with-requirements FILE` (`_requirements.add_with_options`)."""
+    return _requirements.RequirementOptions(requirements=tuple(getattr(args, "with_", None) or ()),
                                            requirements_file=getattr(args, "with_requirements", None))
 
 
@@ -46,6 +46,6 @@ def version_options(args: argparse.Namespace) -> VersionOptions:
     return VersionOptions(jax=args.jax, jax_range=args.jax_range, select=args.select, jax_index=args.jax_index)
 
 
-def output_paths(args: argparse.Namespace) -> dict[type[formats.ReportFormat], Path | str | None]:
-    """The path given for each output's option (`formats.add_options`; None: not given)."""
-    return {f: getattr(args, f.dest(), None) for f in formats.FORMATS}
+def output_paths(args: argparse.Namespace) -> dict[type[_formats.ReportFormat], Path | str | None]:
+    """The path given for each output's option (`_formats.add_options`; None: not given)."""
+    return {f: getattr(args, f.dest(), None) for f in _formats.FORMATS}

@@ -1,4 +1,4 @@
-"""The command half of fp8_check.gpu.calibrate (the gpu stage): the subcommands it registers."""
+"""The command half of fp8_check.gpu._calibrate (the gpu stage): the subcommands it registers."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import os
 import sys
 
 from fp8_check import platforms
+from fp8_check.core import EXIT_ENV, EXIT_OK
 from fp8_check.gpu import NO_GPU, measure, table
-from fp8_check.run import selection
+from fp8_check.run import UsageError, add_options, csv, load_cases, targets
 from fp8_check.targets import PROFILES, gpu_present
 
 
 def register(sub) -> dict:
     p = sub.add_parser("calibrate", help="print the cost model's estimates next to times measured on the local GPU")
-    selection.add_options(p)
+    add_options(p)
     p.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50; median)")
     p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
                    help="gpu (default); cpu: time JAX's CPU backend (checks the machinery, not the model)")
@@ -24,15 +25,15 @@ def register(sub) -> dict:
 def cmd_calibrate(args) -> int:
     if args.backend == "gpu" and not gpu_present():
         print(f"fp8-check calibrate: {NO_GPU}", file=sys.stderr)
-        return selection.EXIT_ENV
+        return EXIT_ENV
     if args.backend == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"  # before JAX is imported: the CUDA plugin is not initialised
-    cases = selection.load_cases(args.paths, args.filter)
-    [target] = selection.targets(args.target)[:1]
+    cases = load_cases(args.paths, args.filter)
+    [target] = targets(args.target)[:1]
     rows = []
-    for name in selection.csv(args.profile):
+    for name in csv(args.profile):
         if name not in PROFILES:
-            raise selection.UsageError(f"--profile: unknown profile '{name}'; allowed: {', '.join(PROFILES)}")
+            raise UsageError(f"--profile: unknown profile '{name}'; allowed: {', '.join(PROFILES)}")
         for case in cases:
             if case.timed_at() is None or (case.targets and target.name not in case.targets) or name not in case.profiles:
                 continue
@@ -41,4 +42,4 @@ def cmd_calibrate(args) -> int:
             except Exception as exc:  # one case that does not compile or run never stops the others
                 print(f"{case.id} ({name}): not measured: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     print(table(rows))
-    return selection.EXIT_OK
+    return EXIT_OK

@@ -1,15 +1,15 @@
-"""The command half of fp8_check.gpu.capture (the gpu stage): the subcommands it registers."""
+"""The command half of fp8_check.gpu._capture (the gpu stage): the subcommands it registers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.cli import target_check as target_check_cli
+from fp8_check.cli.target_check import add_check_parser, cmd_check
 from fp8_check.compile import Compiler, WorkerError
-from fp8_check.gpu import CaptureError, spec_text, write_spec
-from fp8_check.gpu.capture import capture
-from fp8_check.run import selection
+from fp8_check.core import EXIT_OK
+from fp8_check.gpu import CaptureError, capture, spec_text, write_spec
+from fp8_check.run import BrokenEnvironment, UsageError
 from fp8_check.targets import TARGET_DIR, gpu_present
 
 
@@ -22,27 +22,27 @@ def register(subparsers) -> dict:
     c.add_argument("--force", action="store_true", help="replace an existing spec")
     c.add_argument("--stdout", action="store_true", help="print the spec instead of writing it")
 
-    target_check_cli.add_check_parser(tsub)
+    add_check_parser(tsub)
     return {"target": cmd_target}
 
 
 def cmd_target(args) -> int:
     if args.target_command == "check":
-        return target_check_cli.cmd_check(args)
+        return cmd_check(args)
     if not gpu_present():
-        raise selection.UsageError("target capture needs a GPU: it reads the target config of the local device")
+        raise UsageError("target capture needs a GPU: it reads the target config of the local device")
     with Compiler("device") as compiler:
         try:
             config, env = capture(compiler)
         except (WorkerError, CaptureError) as exc:
-            raise selection.BrokenEnvironment(f"cannot capture the target config of the local GPU: {exc}") from None
+            raise BrokenEnvironment(f"cannot capture the target config of the local GPU: {exc}") from None
     text = spec_text(args.name, config, env)
     if args.stdout:
         print(text, end="")
-        return selection.EXIT_OK
+        return EXIT_OK
     try:
         path = write_spec(args.name, text, args.dir, args.force)
     except (FileExistsError, ValueError) as exc:
-        raise selection.UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     print(f"wrote {path}")
-    return selection.EXIT_OK
+    return EXIT_OK

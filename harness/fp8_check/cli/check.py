@@ -27,18 +27,17 @@ from typing import TYPE_CHECKING
 from fp8_check import platforms
 from fp8_check.core import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE  # noqa: E402  (one home for exit codes)
 from fp8_check.signature import baked_in
-from fp8_check.verdict import FAIL, NEUTRAL, NEW, PASS, UNRESOLVED, Outcome, Verdict, classify_extra, device_validity, golden
+from fp8_check.verdict import FAIL, NEUTRAL, NEW, PASS, UNRESOLVED, GoldenError, Outcome, Verdict, classify_extra, diffs, path_for
 
 if TYPE_CHECKING:  # the API starts JAX on import: the child process imports it when it checks
     from fp8_check.api import FusionReport
 from fp8_check.cli._check_args import ArgSpec, CheckUsage, build_args, parse_arg, parse_expect, resolve
 from fp8_check.compile import replays_autotune, target_devices
-from fp8_check.core import WriteError, outputs
+from fp8_check.core import OutputError, WriteError, check_file
 from fp8_check.report import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss, unsharded_note
-from fp8_check.signature import KERNEL_CONVENTION, attributed, layer_table
-from fp8_check.signature.coverage import coverage
+from fp8_check.signature import KERNEL_CONVENTION, attributed, coverage, layer_table
 from fp8_check.targets import PROFILES, load_target, platform_of, profile_alias, profile_applies, profile_label, resolve_mode
-from fp8_check.verdict import LayerRuleError, answer, parse as parse_layer
+from fp8_check.verdict import LayerRuleError, answer, parse
 from fp8_check.worker import target_view
 
 
@@ -97,7 +96,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                         judged = api.judge_golden(report, goldens, name=label)  # as check_golden and `run` judge
                         if judged.code is NEW:  # nothing blessed, or no regression against the nearest release's
                             res.code = NEW
-                            res.reason = api.new_golden_message(report, judged, golden.path_for(
+                            res.reason = api.new_golden_message(report, judged, path_for(
                                 goldens, label, report.target, report.profile, report.mode), how=bless_hint)
                             res.diffs += judged.diffs  # the differences from the nearest golden, listed
                             res.verdict, res.expected = judged.verdict, judged.expected
@@ -107,7 +106,7 @@ def run_check(fn, label: str, args: tuple, kwargs: dict, targets: list[str], pro
                         if judged.code is not NEW and judged.reason.startswith("against the golden of"):
                             res.reason = judged.reason  # this release has no golden of its own: says whose
                 # a gemm the platform's library has no kernel for (the golden's judge already added it)
-                unrunnable = [d for d in device_validity.diffs(report.signature, platform_of(t)) if d not in res.diffs]
+                unrunnable = [d for d in diffs(report.signature, platform_of(t)) if d not in res.diffs]
                 res.diffs += unrunnable
                 for d in unrunnable:
                     res.verdict = classify_extra(res.verdict or Verdict(NEUTRAL), d.path, d.expected, d.found)
@@ -229,9 +228,12 @@ def register(subparsers) -> dict:
     p.add_argument("--golden", metavar="NAME", help="also compare with the golden NAME under --goldens (the run layout)")
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
     p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
-    from fp8_check.report import formats  # the parent's parser only: see tests/test_imports.py
+    from fp8_check.report import (  # the parent's parser only: see tests/test_imports.py
+        ResultsJson,
+        add_options,
+    )
 
-    formats.add_options(p, {}, formats=(formats.ResultsJson,), stdout=True)
+    add_options(p, {}, formats=(ResultsJson,), stdout=True)
 
     p.add_argument("-v", "--verbose", action="store_true", help="also every kernel launch and every gemm")
     add_timeout(p)
@@ -239,17 +241,17 @@ def register(subparsers) -> dict:
 
 
 def cmd_check(args) -> int:
-    """Validate the options here, then run the user's code in a child process (fp8_check.compile.check_process)."""
+    """Validate the options here, then run the user's code in a child process (fp8_check.compile._check_process)."""
     try:
         _validate(args)
     except CheckUsage as exc:
         print(f"fp8-check check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from fp8_check.compile import check_process  # the parent's side only: see tests/test_imports.py
+    from fp8_check.compile import run  # the parent's side only: see tests/test_imports.py
 
     limit = args.timeout * max(1, len(_csv(args.target)) * len(_csv(args.profile or "")))
     options = {k: v for k, v in vars(args).items() if k != "func"}
-    return check_process.run(options, limit, args.function)
+    return run(options, limit, args.function)
 
 
 def cmd_check_here(options: dict) -> int:
@@ -265,7 +267,7 @@ def cmd_check_here(options: dict) -> int:
     except WriteError as exc:
         print(f"fp8-check check: {exc.strerror}", file=sys.stderr)
         return EXIT_ENV
-    except outputs.OutputError as exc:  # the results file could not be written (core/outputs.py's policy)
+    except OutputError as exc:  # the results file could not be written (core/_outputs.py's policy)
         print(f"fp8-check check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -280,7 +282,7 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
     expect = parse_expect(args.expect)
     if args.expect_layer:
         try:
-            expect["layers"] = [parse_layer(x) for x in args.expect_layer]
+            expect["layers"] = [parse(x) for x in args.expect_layer]
         except LayerRuleError as exc:
             raise CheckUsage(str(exc)) from None
     targets = _csv(args.target)
@@ -296,7 +298,7 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
     mode = resolve_mode(args.mode)
     if mode == "deviceless":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # only tracing happens here; never touch a GPU
-        # `default` deviceless replays autotune results on NVIDIA targets (fp8_check.compile.autotune_replay)
+        # `default` deviceless replays autotune results on NVIDIA targets (fp8_check.compile._autotune_replay)
         bad = [(p, t) for p in profiles for t in targets
                if not PROFILES[p].deviceless and not replays_autotune(p, load_target(t))]
         if bad:
@@ -312,8 +314,8 @@ def _validate(args) -> tuple[list[ArgSpec], dict, list[str], list[str], str]:
         raise CheckUsage(f"--golden {args.golden!r}: use letters, digits, '_', '.', '-'")
     if args.json and args.json != "-":
         try:
-            outputs.check_file(args.json, "--json")
-        except outputs.OutputError as exc:
+            check_file(args.json, "--json")
+        except OutputError as exc:
             raise CheckUsage(str(exc)) from None
     return specs, expect, targets, profiles, mode
 
@@ -347,12 +349,12 @@ def _cmd_check(args) -> int:
     except api.EnvironmentProblem as exc:
         print(f"fp8-check check: broken environment: {exc}", file=sys.stderr)
         return EXIT_ENV
-    except golden.GoldenError as exc:
+    except GoldenError as exc:
         raise CheckUsage(str(exc)) from None
     if len(results) > 1 and not quiet:
         print_across_targets([r for r, _ in results])
     if args.json:  # the standard results file (schema fp8-check/results/2), as `run` writes it
-        from fp8_check.report import formats  # after the check: see tests/test_imports.py
+        from fp8_check.report import ResultsJson, print_results, write  # after the check: see tests/test_imports.py
         from fp8_check.run import Results
 
         outcomes = [r for r, _ in results]
@@ -361,13 +363,13 @@ def _cmd_check(args) -> int:
                "compiler_options": {p: PROFILES[p].compiler_options for p in profiles}}
         res = Results(env, outcomes, target_specs={t: load_target(t).config_text for t in targets})
         if json_out is not None:
-            formats.print_results(res, json_out)
+            print_results(res, json_out)
         else:
-            formats.write([(formats.ResultsJson(), Path(args.json))], [res])
+            write([(ResultsJson(), Path(args.json))], [res])
     return EXIT_FAIL if any(r.code.is_failure for r, _ in results) else EXIT_OK
 
 
-if __name__ == "__main__":  # the child process of `fp8-check check` (fp8_check.compile.check_process)
-    from fp8_check.compile import check_process
+if __name__ == "__main__":  # the child process of `fp8-check check` (fp8_check.compile._check_process)
+    from fp8_check.compile import child
 
-    check_process.child(cmd_check_here, sys.argv[1:])
+    child(cmd_check_here, sys.argv[1:])

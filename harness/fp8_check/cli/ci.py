@@ -1,4 +1,4 @@
-"""The command half of fp8_check.report.github (the report stage): the subcommands it registers."""
+"""The command half of fp8_check.report._github (the report stage): the subcommands it registers."""
 
 from __future__ import annotations
 

@@ -11,17 +11,40 @@ import sys
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.cases import load as case_mod
-from fp8_check.cli import _options
-from fp8_check.compile import pool, render
-from fp8_check.core import atomic_write, outputs, remove_stale_temporaries
-from fp8_check.cost import model as cost
-from fp8_check.matrix import Matrix, closing_line, entry_from_results, goldens as ranged
-from fp8_check.report import formats, terminal
-from fp8_check.run import EXIT_FAIL, EXIT_OK, UsageError, results as results_mod, runner, selection, target_check
-from fp8_check.signature import extract as signature
+from fp8_check.cases import load
+from fp8_check.cli._options import output_paths, pool_options, selection_options
+from fp8_check.compile import _pool, repro
+from fp8_check.core import EXIT_FAIL, EXIT_OK, atomic_write, check_dir, check_file, remove_stale_temporaries
+from fp8_check.cost import estimate, hardware
+from fp8_check.matrix import Matrix, MatrixFileError, bless_from_matrix, closing_line, entry_from_results, one_version_hint
+from fp8_check.report import _formats, plain, print_outcome, print_summary
+from fp8_check.run import (
+    NumericsCheck,
+    Results,
+    UsageError,
+    _selection,
+    environment_entry,
+    fail_on_type,
+    fails,
+    plan,
+    request_for,
+    run,
+)
+from fp8_check.signature import extract
 from fp8_check.targets import PROFILES
-from fp8_check.verdict import UNRESOLVED, UNSUPPORTED, Outcome, any_failure, contract, contract_judge, golden
+from fp8_check.verdict import (
+    UNRESOLVED,
+    UNSUPPORTED,
+    GoldenError,
+    Outcome,
+    any_failure,
+    bless,
+    facts_of,
+    fp8_layer_rules,
+    path_for,
+    stale,
+    wants_contract,
+)
 
 
 def html_for(json_path: Path) -> Path:
@@ -32,26 +55,26 @@ def html_for(json_path: Path) -> Path:
 
 def register(sub) -> dict:
     p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
-    selection.add_options(p)
-    formats.add_options(p, {"--json": Path("reports/results.json"),
+    _selection.add_options(p)
+    _formats.add_options(p, {"--json": Path("reports/results.json"),
                             "--html": "next to the results JSON, named after it: results.json -> report.html, amd.json -> amd.html"})
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print every result (by default a plain expected PASS is only counted, per target/profile), "
                         "field diffs and full error texts")
-    selection.add_timeout(p)
-    pool.add_options(p)
+    _selection.add_timeout(p)
+    _pool.add_options(p)
     p.add_argument("--numerics", action="store_true",
                    help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
-    p.add_argument("--fail-on", type=runner.fail_on_type(("any", "regression")), default="any",
+    p.add_argument("--fail-on", type=fail_on_type(("any", "regression")), default="any",
                    help="exit 1 on any FAIL/XPASS/UNRESOLVED/NEW (default), or only on regressions: a FAIL whose verdict "
                         "is a regression or mixed, or a case that no longer compiles (docs/verdicts.md); cost:1%% or "
                         "cost:40us: only regressions whose estimated cost reaches that share of the golden's estimate "
                         "or those microseconds per call (docs/cost.md)")
 
     p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
-    selection.add_options(p)
-    selection.add_timeout(p)
-    pool.add_options(p)
+    _selection.add_options(p)
+    _selection.add_timeout(p)
+    _pool.add_options(p)
     p.add_argument("--prune", action="store_true", help="also remove stale goldens: those of no case in PATHS")
     p.add_argument("--from-matrix", nargs="+", type=Path, metavar="MATRIX.json",
                    help="bless version-ranged goldens from matrix results instead of compiling: one expectation per run "
@@ -60,10 +83,10 @@ def register(sub) -> dict:
 
     p = sub.add_parser("show", help="print a case's repro script, StableHLO, optimized HLO and signature")
     p.add_argument("case", help="case id")
-    selection.add_options(p)
+    _selection.add_options(p)
     p.add_argument("--repro", type=Path, help="also write the standalone repro script to this file")
-    selection.add_timeout(p)
-    pool.add_options(p)
+    _selection.add_timeout(p)
+    _pool.add_options(p)
 
     p = sub.add_parser("list", help="list the cases")
     p.add_argument("paths", nargs="*", type=Path)
@@ -75,18 +98,18 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _used_profiles(sel: selection.Selection) -> list[str]:
+def _used_profiles(sel: _selection.Selection) -> list[str]:
     """The selected profiles some selected case runs under on some selected target (the header lists these)."""
-    used = {p.name for _, _, p in runner.plan(sel.cases, sel.targets, sel.profiles)}
+    used = {p.name for _, _, p in plan(sel.cases, sel.targets, sel.profiles)}
     return [p for p in sel.profiles if p in used]
 
 
-def _header(env: dict, sel: selection.Selection) -> str:
+def _header(env: dict, sel: _selection.Selection) -> str:
     """The run's first line: the JAX that compiles and its plugin for the targets' platform; when that is another
     environment than this one (a ROCm plugin for AMD targets), which release and why; the profiles the selected
     cases use, and what a profile's rows show where that is not what its name suggests (triton)."""
-    platform = (selection.env_platform(sel.targets) if sel.mode == "deviceless" else None) or platforms.DEFAULT
-    note = selection.environment_note(sel.targets, env) if sel.mode == "deviceless" else ""
+    platform = (_selection.env_platform(sel.targets) if sel.mode == "deviceless" else None) or platforms.DEFAULT
+    note = _selection.environment_note(sel.targets, env) if sel.mode == "deviceless" else ""
     used = _used_profiles(sel)
     shows = [PROFILES[p].shows for p in used if PROFILES[p].shows]
     return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, {platform.plugin_label} "
@@ -101,35 +124,35 @@ def _stale(args) -> list[Path] | None:
     None when PATHS names single case files: goldens of cases in other files are not stale
     then, so nothing is warned about and `--prune` refuses to guess.
     """
-    paths = list(args.paths or [selection.DEFAULT_CASES])
+    paths = list(args.paths or [_selection.DEFAULT_CASES])
     if any(not Path(p).is_dir() for p in paths):
         return None
-    return golden.stale(args.goldens, {c.id for c in case_mod.load(paths)})
+    return stale(args.goldens, {c.id for c in load(paths)})
 
 
 def _paths_text(args) -> str:
-    return ", ".join(map(str, args.paths or [selection.DEFAULT_CASES]))
+    return ", ".join(map(str, args.paths or [_selection.DEFAULT_CASES]))
 
 
 def cmd_run(args) -> int:
-    sel = selection.select(_options.selection_options(args))
-    if next(runner.plan(sel.cases, sel.targets, sel.profiles), None) is None:  # "nothing ran", exit 0, was green
+    sel = _selection.select(selection_options(args))
+    if next(plan(sel.cases, sel.targets, sel.profiles), None) is None:  # "nothing ran", exit 0, was green
         raise UsageError(f"none of the {len(sel.cases)} selected case(s) runs on --target "
                          f"{','.join(t.name for t in sel.targets)} with --profile {','.join(sel.profiles)}: each "
                          "case lists the targets and profiles it runs on (`fp8-check list` shows them)")
     numerics = getattr(args, "numerics", False)
     if numerics and sel.mode != "device":
         raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
-    numerics_check: runner.NumericsCheck | None = None
+    numerics_check: NumericsCheck | None = None
     if numerics:
-        from fp8_check.gpu import numerics as numerics_module  # the GPU layer's reference, handed to the runner
+        from fp8_check.gpu import _numerics  # the GPU layer's reference, handed to the runner
 
-        numerics_check = numerics_module
-    written = formats.chosen(_options.output_paths(args), lambda f: html_for(args.json) if f is formats.HtmlReport else None)
-    formats.check_paths(written)  # fail before compiling, not after
-    running = list(dict.fromkeys(c.id for c, _, _ in runner.plan(sel.cases, sel.targets, sel.profiles)))
+        numerics_check = _numerics
+    written = _formats.chosen(output_paths(args), lambda f: html_for(args.json) if f is _formats.HtmlReport else None)
+    _formats.check_paths(written)  # fail before compiling, not after
+    running = list(dict.fromkeys(c.id for c, _, _ in plan(sel.cases, sel.targets, sel.profiles)))
     needs = [c for c in sel.cases if c.id in running]  # requirement sets are announced for the cases that run
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, _options.pool_options(args), cases=needs, log=_say)
+    compiler, env = _selection.start_compiler(sel.mode, args.timeout, sel.targets, pool_options(args), cases=needs, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
         stale = _stale(args)  # warned after every input error: those stay one line
@@ -146,27 +169,27 @@ def cmd_run(args) -> int:
         for t in sel.targets:
             for note in t.notes:
                 print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
-        skip = selection.unshipped_profiles(sel.goldens, sel.targets, _used_profiles(sel)) if not args.profile else {}
+        skip = _selection.unshipped_profiles(sel.goldens, sel.targets, _used_profiles(sel)) if not args.profile else {}
         for line in skip.values():
             print(f"fp8-check: {line}", flush=True)
-        outcomes = runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
-                              on_outcome=lambda o: terminal.print_outcome(o, verbose=args.verbose)
-                              if args.verbose or not terminal.plain(o) else None,
+        outcomes = run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
+                              on_outcome=lambda o: print_outcome(o, verbose=args.verbose)
+                              if args.verbose or not plain(o) else None,
                               numerics=numerics_check, canary=True, skip=frozenset(skip))
-    terminal.print_summary(outcomes, verbose=args.verbose)
+    print_summary(outcomes, verbose=args.verbose)
     print(f"{compiler.cache_summary()}; {compiler.jobs} worker(s)")
-    res = results_mod.Results(
+    res = Results(
         {**env, "mode": sel.mode, "targets": [t.name for t in sel.targets], "profiles": sel.profiles,
          "compiler_options": {p: PROFILES[p].compiler_options for p in sel.profiles},
-         "target_versions": {t.name: target_check.environment_entry(t, env["jax"]) for t in sel.targets}},
+         "target_versions": {t.name: environment_entry(t, env["jax"]) for t in sel.targets}},
         outcomes, target_specs={t.name: t.config_text for t in sel.targets})
     res.path = str(args.json)
-    formats.write(written, [res])  # one failure policy: the results JSON must be written, the report only warns
+    _formats.write(written, [res])  # one failure policy: the results JSON must be written, the report only warns
 
     print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
     fail_on = getattr(args, "fail_on", "any")
     if fail_on != "any":
-        return EXIT_FAIL if any(runner.fails(o, fail_on) for o in outcomes) else EXIT_OK
+        return EXIT_FAIL if any(fails(o, fail_on) for o in outcomes) else EXIT_OK
     return EXIT_FAIL if any_failure(o.code for o in outcomes) else EXIT_OK
 
 
@@ -177,10 +200,10 @@ def _bless_from_matrix(args) -> int:
         if not path.is_file():
             raise UsageError(f"--from-matrix: no such file: {path}")
     try:
-        changed, skipped = ranged.bless_from_matrix(args.from_matrix, args.goldens, args.filter,
-                                                    selection.csv(args.target) or None,
-                                                    selection.csv(args.profile) or None)
-    except ranged.MatrixFileError as exc:
+        changed, skipped = bless_from_matrix(args.from_matrix, args.goldens, args.filter,
+                                                    _selection.csv(args.target) or None,
+                                                    _selection.csv(args.profile) or None)
+    except MatrixFileError as exc:
         raise UsageError(str(exc)) from None
     print(f"blessed from matrix: {changed} golden(s) changed" + (f", {skipped} row(s) not blessed (see above)" if skipped else ""))
     return EXIT_OK
@@ -190,10 +213,10 @@ def cmd_bless(args) -> int:
     remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
     if getattr(args, "from_matrix", None):
         return _bless_from_matrix(args)
-    sel = selection.select(_options.selection_options(args))
+    sel = _selection.select(selection_options(args))
     for t in sel.targets:
         for p in sel.profiles:
-            outputs.check_dir(golden.path_for(sel.goldens, "x", t.name, p, sel.mode).parent, "--goldens")
+            check_dir(path_for(sel.goldens, "x", t.name, p, sel.mode).parent, "--goldens")
     if args.prune:
         stale = _stale(args)
         if stale is None:
@@ -205,7 +228,7 @@ def cmd_bless(args) -> int:
             except OSError as exc:
                 raise UsageError(f"--prune: cannot remove {path}: {exc.strerror or exc}") from None
             print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
-    compiler, env = selection.start_compiler(sel.mode, args.timeout, sel.targets, _options.pool_options(args), cases=sel.cases, log=_say)
+    compiler, env = _selection.start_compiler(sel.mode, args.timeout, sel.targets, pool_options(args), cases=sel.cases, log=_say)
     counts = {"changed": 0, "unresolved": 0}
     hints: list[str] = []  # one line per case that a matrix shows on other versions (printed once, at the end)
 
@@ -225,20 +248,20 @@ def cmd_bless(args) -> int:
             print(f"UNRESOLVED {where}: {out.reason.strip().splitlines()[0] if out.reason else 'unknown error'}")
             return
         try:
-            is_contract, options = contract_judge.wants_contract(sel.goldens, out)  # a model: docs/contracts.md
-            facts = contract_judge.facts_of(out, options) if is_contract else None
-            rules = contract.fp8_layer_rules(out.signature) if is_contract else None
-            diff = golden.bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
+            is_contract, options = wants_contract(sel.goldens, out)  # a model: docs/contracts.md
+            facts = facts_of(out, options) if is_contract else None
+            rules = fp8_layer_rules(out.signature) if is_contract else None
+            diff = bless(sel.goldens, out.case, out.target, out.profile, out.mode, out.jax, out.signature.to_dict(),
                                 facts, rules, out.autotune.record() if out.autotune is not None else None)
             if rules and diff and "\n+layers:" in diff:
                 print(f"layer rules written for {where} (every layer seen in FP8 must stay FP8; edit them in the "
                       f"golden's `layers:`):")
                 for r in rules:
                     print(f"  {r['layer']}" + (f" @{r['pass']}" if "pass" in r else "") + ": FP8")
-            hint = ranged.one_version_hint(out, Path("reports/matrix.json"))
+            hint = one_version_hint(out, Path("reports/matrix.json"))
             if hint and hint not in hints:
                 hints.append(hint)
-        except golden.GoldenError as exc:  # a contradictory golden: fix it by hand
+        except GoldenError as exc:  # a contradictory golden: fix it by hand
             counts["unresolved"] += 1
             print(f"UNRESOLVED {where}: {exc}")
             return
@@ -249,7 +272,7 @@ def cmd_bless(args) -> int:
             print(f"unchanged {where}")
 
     with compiler:
-        runner.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens, on_outcome=bless_one,
+        run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens, on_outcome=bless_one,
                    canary=True)
     for hint in hints:
         print(hint)
@@ -260,20 +283,20 @@ def cmd_bless(args) -> int:
 
 
 def cmd_show(args) -> int:
-    case = selection.find_case(args.paths, args.case)
-    target = selection.targets(args.target)[0]
-    mode = selection.mode(args.mode)
-    profile = PROFILES[selection.profiles(args.profile, mode, for_targets=[target])[0]]
+    case = _selection.find_case(args.paths, args.case)
+    target = _selection.targets(args.target)[0]
+    mode = _selection.mode(args.mode)
+    profile = PROFILES[_selection.profiles(args.profile, mode, for_targets=[target])[0]]
     if args.repro:
-        outputs.check_file(args.repro, "--repro")
+        check_file(args.repro, "--repro")
     # one compilation: a second worker would only import JAX for nothing
-    compiler, env = selection.start_compiler(mode, args.timeout, [target], _options.pool_options(args), workers=args.workers or 1,
+    compiler, env = _selection.start_compiler(mode, args.timeout, [target], pool_options(args), workers=args.workers or 1,
                                              cases=[case], log=_say)
     with compiler:  # in the environment of the case's `requirements:` when it names them
         # deviceless `default`: replaying the committed autotune results, as `run` does
-        [comp] = list(compiler.imap([runner.request_for(case, target, profile, None, mode, env["jax"],
+        [comp] = list(compiler.imap([request_for(case, target, profile, None, mode, env["jax"],
                                                         getattr(args, "goldens", None))]))
-    script = render.repro(case, target, profile, env["jax"])
+    script = repro(case, target, profile, env["jax"])
     if args.repro:
         atomic_write(args.repro, script)  # creates missing folders
     print(f"# ---- repro: {case.id} for {target.name}/{profile.name} ({mode}), jax {env['jax']}")
@@ -289,9 +312,9 @@ def cmd_show(args) -> int:
     import yaml
 
     hlo = comp.hlo or ""  # set whenever the compilation succeeded
-    print(yaml.safe_dump(signature.extract(hlo).to_dict(), sort_keys=False))
+    print(yaml.safe_dump(extract(hlo).to_dict(), sort_keys=False))
 
-    est = cost.estimate(hlo, cost.hardware(target))
+    est = estimate(hlo, hardware(target))
     print(f"# ---- estimated cost on {est.hardware} (roofline, docs/cost.md): {est.total_us:.1f} µs per call")
     for k in est.kernels:
         print(f"{k.us:10.1f} µs  {k.bound:<8} {k.label}")
@@ -301,6 +324,6 @@ def cmd_show(args) -> int:
 
 
 def cmd_list(args) -> int:
-    for c in selection.load_cases(args.paths, args.filter):  # none at all: one line, exit 2 (as run says)
+    for c in _selection.load_cases(args.paths, args.filter):  # none at all: one line, exit 2 (as run says)
         print(f"{c.id:<40} {c.description}")
     return EXIT_OK

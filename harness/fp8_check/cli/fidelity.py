@@ -1,4 +1,4 @@
-"""The command half of fp8_check.gpu.fidelity (the gpu stage): the subcommands it registers."""
+"""The command half of fp8_check.gpu._fidelity (the gpu stage): the subcommands it registers."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from fp8_check.compile import Compiler
+from fp8_check.core import EXIT_FAIL, EXIT_OK
 from fp8_check.gpu import (
     DEVICE_PROFILES,
     PINNED,
@@ -17,13 +18,13 @@ from fp8_check.gpu import (
     from_results,
     write,
 )
-from fp8_check.run import results, selection
+from fp8_check.run import ResultsError, UsageError, add_options, csv, load, load_cases, targets
 from fp8_check.targets import gpu_present
 
 
 def register(subparsers) -> dict:
     p = subparsers.add_parser("fidelity", help="compare deviceless signatures with signatures compiled on the local GPU")
-    selection.add_options(p)
+    add_options(p)
     p.add_argument("--from", dest="from_results", nargs=2, type=Path, metavar=("DEVICELESS_JSON", "DEVICE_JSON"),
                    help="build the table from two `fp8-check run` results files instead of compiling (no GPU needed)")
     p.add_argument("--autotune-results", type=Path, metavar="PATH",
@@ -42,12 +43,12 @@ def cmd_fidelity(args) -> int:
     if args.from_results:
         left_path, right_path = args.from_results
         try:
-            left, right = results.load(left_path), results.load(right_path)
-        except results.ResultsError as exc:
-            raise selection.UsageError(f"--from: {exc}") from None
+            left, right = load(left_path), load(right_path)
+        except ResultsError as exc:
+            raise UsageError(f"--from: {exc}") from None
         sigs = from_results(left, right)
         if args.filter:
-            keep = {c for c, _ in sigs if any(p in c for p in selection.csv(args.filter))}
+            keep = {c for c, _ in sigs if any(p in c for p in csv(args.filter))}
             sigs = {k: v for k, v in sigs.items() if k[0] in keep}
 
         def describe(res, path):
@@ -63,17 +64,17 @@ def cmd_fidelity(args) -> int:
 
             autotune_results_for(args.autotune_results, "", version("jax"))
         if args.mode == "deviceless" or not gpu_present():
-            raise selection.UsageError(
+            raise UsageError(
                 "fidelity compiles on the local GPU and needs one (--mode device); without a GPU, build the table "
                 "from two results files: fp8-check fidelity --from DEVICELESS.json DEVICE.json"
             )
-        cases = selection.load_cases(args.paths, args.filter)
-        target = selection.targets(args.target)[0]
+        cases = load_cases(args.paths, args.filter)
+        target = targets(args.target)[0]
         sigs = {}
         with Compiler("deviceless") as deviceless:
             env = deviceless.environment()
             collect(deviceless, cases, target, PINNED, "deviceless", sigs)
-        replay_target = selection.targets(str(args.autotune_target), "--autotune-target")[0] if args.autotune_target else target
+        replay_target = targets(str(args.autotune_target), "--autotune-target")[0] if args.autotune_target else target
         replay_from = autotune_results_for(args.autotune_results, target.name, env.get("jax", ""))
         coverage = collect_replayed(cases, replay_target, replay_from, sigs)
         with Compiler("device") as device:
@@ -91,9 +92,9 @@ def cmd_fidelity(args) -> int:
     if meta.get("autotune_coverage") is not None:
         meta["replayed_agreement"] = agreement(cells, sigs)
     if not cells:
-        raise selection.UsageError("nothing to compare: no case has signatures on both sides")
+        raise UsageError("nothing to compare: no case has signatures on both sides")
     write(cells, meta, args.out, args.json)
     counts = {s: sum(c.status == s for c in cells) for s in ("agree", "differ", "error", "missing")}
     print("fidelity: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     print(f"table: {args.out} ({args.json})")
-    return selection.EXIT_FAIL if counts["error"] else selection.EXIT_OK
+    return EXIT_FAIL if counts["error"] else EXIT_OK

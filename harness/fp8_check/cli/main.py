@@ -3,7 +3,7 @@
 `fp8-check --version` prints fp8-check's version and the JAX it runs with; a bare `fp8-check`
 prints the help and exits 0.
 
-Exit codes (harness/fp8_check/core/errors.py): 0 every outcome is PASS/XFAIL/UNSUPPORTED; 1 any
+Exit codes (harness/fp8_check/core/_errors.py): 0 every outcome is PASS/XFAIL/UNSUPPORTED; 1 any
 FAIL/XPASS/UNRESOLVED/NEW; 2 bad input or usage (one line on stderr); 3 broken environment
 (the canary, or JAX/the CUDA plugin missing). Every error is an `errors.Fp8CheckError` that
 knows its exit code; nothing here lists error classes. Nothing imports this module: it is
@@ -17,7 +17,7 @@ import importlib
 import sys
 import time
 
-from fp8_check.core import Fp8CheckError, timeouts, version_line
+from fp8_check.core import Fp8CheckError, resume, stop_all, stopping, version_line
 
 # Modules with `register(subparsers) -> {command: handler(args) -> exit code}`, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -71,7 +71,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_signal(signum, frame):
-    timeouts.stop_all()  # uv and every other program started, in any thread, at once: nothing waits for them
+    stop_all()  # uv and every other program started, in any thread, at once: nothing waits for them
     raise Terminated(signum)
 
 
@@ -108,14 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # a bare `fp8-check`: the help, not an error
         parser.print_help()
         return 0
-    timeouts.resume()  # an earlier command in this process (the tests) may have been stopped
+    resume()  # an earlier command in this process (the tests) may have been stopped
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, _on_signal)
     try:
         code = _dispatch(handlers, args)
-        return _leave(code) if argv is None and timeouts.stopping() else code
+        return _leave(code) if argv is None and stopping() else code
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -129,11 +129,11 @@ def _dispatch(handlers, args) -> int:
     except Terminated as exc:
         print(f"fp8-check: stopped by signal {exc.signum}", file=sys.stderr)
         return 128 + exc.signum
-    except Fp8CheckError as exc:  # bad input (2) or a broken environment (3): harness/fp8_check/core/errors.py
+    except Fp8CheckError as exc:  # bad input (2) or a broken environment (3): harness/fp8_check/core/_errors.py
         print(exc.message_line(), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        timeouts.stop_all()  # Ctrl-C: the programs started in other threads too
+        stop_all()  # Ctrl-C: the programs started in other threads too
         print("fp8-check: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `fp8-check list | head`: the reader is gone; stop quietly

@@ -1,4 +1,4 @@
-"""The command half of fp8_check.matrix.run (the matrix stage): the subcommands it registers."""
+"""The command half of fp8_check.matrix._run (the matrix stage): the subcommands it registers."""
 
 from __future__ import annotations
 
@@ -8,41 +8,43 @@ from pathlib import Path
 
 from fp8_check import platforms
 from fp8_check.cases import CaseError
-from fp8_check.cli import _options
-from fp8_check.compile import CompileCache, pool as pool_mod
-from fp8_check.core import check_dir, check_file, outputs, shown_path
+from fp8_check.cli._options import output_paths, requirement_options, version_options
+from fp8_check.compile import CompileCache, _pool
+from fp8_check.core import EXIT_OK, EXIT_USAGE, Output, check_dir, check_file, shown_path, write_all
 from fp8_check.matrix import (
-    EXIT_OK,
-    EXIT_USAGE,
     FAIL_ON,
     Matrix,
     MatrixError,
     Progress,
     closing_line,
-    jobs as matrix_jobs,
+    format_plan,
+    load_plan,
     merge,
+    missing,
     needed_sets,
+    plan,
     plan_release,
     print_report,
     run_matrix,
+    uploaded,
     versions_of,
     write,
 )
-from fp8_check.report import formats
-from fp8_check.run import results, runner, selection
-from fp8_check.verdict import golden
-from fp8_check.versions import SELECTIONS, Manager, VersionError, format_list, requirements, wheels
+from fp8_check.report import _formats
+from fp8_check.run import _selection, fail_on_type, load
+from fp8_check.verdict import GoldenError
+from fp8_check.versions import SELECTIONS, Manager, VersionError, _requirements, format_list, kind_for_mode
 
 
 def write_html(result_files: list[str], path: Path) -> bool:
     """The HTML report of the per-version results files (one typed `Results` per JAX version)."""
-    formats.HtmlReport().write([results.load(Path(f)) for f in result_files], Path(path))
+    _formats.HtmlReport().write([load(Path(f)) for f in result_files], Path(path))
     return True
 
 
 def register(subparsers) -> dict:
     p = subparsers.add_parser("matrix", help="run the cases across JAX versions, one cached uv environment per version")
-    selection.add_options(p)
+    _selection.add_options(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--jax", help="versions, comma-separated (e.g. 0.6.1,0.8.0,0.12.0.1)")
     which.add_argument("--jax-range", help="released versions in A..B (both included), A.., ..B, or a specifier set")
@@ -64,12 +66,12 @@ def register(subparsers) -> dict:
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
-    formats.add_options(p, {"--html": "--out with .html"}, formats=formats.of_many_runs())
+    _formats.add_options(p, {"--html": "--out with .html"}, formats=_formats.of_many_runs())
     p.add_argument("--no-html", action="store_true")
     p.add_argument("--history", action="store_true",
                    help="also list the blessed history: signature changes between versions that the goldens expect "
                         "(collapsed to one line by default)")
-    p.add_argument("--fail-on", type=runner.fail_on_type(FAIL_ON), default="any",
+    p.add_argument("--fail-on", type=fail_on_type(FAIL_ON), default="any",
                    help="what makes the exit code 1 (default: any; regression: only a FAIL classified as a regression or mixed, "
                         "or UNRESOLVED, on any version; cost:1%% or cost:40us: only such regressions whose estimated cost "
                         "reaches that share of the golden's estimate or those microseconds per call)")
@@ -79,8 +81,8 @@ def register(subparsers) -> dict:
     p.add_argument("--jax-index", metavar="URL",
                    help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "
                         "pre-release versions are allowed, and --jax nightly picks the newest build on it")
-    requirements.add_with_options(p)
-    pool_mod.add_options(p, "compile workers in all, split over the --jobs versions running at once")
+    _requirements.add_with_options(p)
+    _pool.add_options(p, "compile workers in all, split over the --jobs versions running at once")
     p.set_defaults(mode="deviceless")  # across versions, deviceless unless asked (--mode device on a GPU host)
     return {"matrix": cmd_matrix}
 
@@ -113,64 +115,64 @@ def cmd_matrix(args) -> int:
             else:
                 m = merge(args.merge)
             if args.expect_jobs:
-                m.missing_jobs = matrix_jobs.missing(matrix_jobs.load_plan(args.expect_jobs),
-                                                     matrix_jobs.uploaded(m.merged_from or []))
+                m.missing_jobs = missing(load_plan(args.expect_jobs),
+                                                     uploaded(m.merged_from or []))
         else:
             if args.expect_jobs:
                 raise ValueError("--expect-jobs goes with --merge")
-            versions = versions_of(_options.version_options(args))
+            versions = versions_of(version_options(args))
             if args.list_versions:
                 print(format_list(versions, args.format))
                 return EXIT_OK
             if args.list_jobs:
-                given = selection.csv(args.target or platforms.default_target())
-                print(matrix_jobs.format_plan(matrix_jobs.plan(versions, selection.targets(args.target), given),
+                given = _selection.csv(args.target or platforms.default_target())
+                print(format_plan(plan(versions, _selection.targets(args.target), given),
                                               args.format))
                 return EXIT_OK
-            cases = selection.load_cases(args.paths, args.filter)
-            targets = selection.targets(args.target)
-            mode = selection.mode(args.mode)
-            profiles = selection.profiles(args.profile, mode, for_targets=targets)
+            cases = _selection.load_cases(args.paths, args.filter)
+            targets = _selection.targets(args.target)
+            mode = _selection.mode(args.mode)
+            profiles = _selection.profiles(args.profile, mode, for_targets=targets)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
-            selection.check_spec_files(args.target, mode)
-            extras, jax_range = requirements.extras(_options.requirement_options(args))  # every version's: --with, --with-requirements
-            skip = selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
+            _selection.check_spec_files(args.target, mode)
+            extras, jax_range = _requirements.extras(requirement_options(args))  # every version's: --with, --with-requirements
+            skip = _selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
             # the cases' `requirements:`: one environment per set per version, for the cases planned here only
             sets = needed_sets(cases, targets, profiles, frozenset(skip))
             if args.plan:
                 return _print_plan(versions, cases, targets, profiles, mode, frozenset(skip), jax_range, args.format)
             manager = Manager(args.cache, index_url=args.jax_index, extras=extras, jax_range=jax_range,
-                              kind=wheels.kind_for_mode(mode), platform=selection.env_platform(targets))
+                              kind=kind_for_mode(mode), platform=_selection.env_platform(targets))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"
                   + (f"; with {', '.join(manager.extras)}" if manager.extras else "")
                   + "".join(f"; requirements {n} ({c} cases, jax{r or ' any'})" for n, r, c in sets.values()), flush=True)
             if args.jobs < 1 or (args.workers is not None and args.workers < 1):
                 raise ValueError("--jobs and -j/--workers must be at least 1")
-            workers = max(1, (args.workers or pool_mod.default_jobs()) // args.jobs)
+            workers = max(1, (args.workers or _pool.default_jobs()) // args.jobs)
             cache = None if args.no_cache else CompileCache()
             for line in skip.values():
                 print(f"fp8-check matrix: {line}", flush=True)
             m = run_matrix(versions, cases, targets, profiles, mode, args.goldens, out_dir, manager, args.jobs,
                            Progress(), workers=workers, cache=cache, skip=frozenset(skip), sets=sets)
     except (VersionError, MatrixError, ValueError) as exc:
-        if isinstance(exc, (CaseError, golden.GoldenError)):
+        if isinstance(exc, (CaseError, GoldenError)):
             raise
         print(f"fp8-check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    outputs.write_all([outputs.Output("matrix JSON", args.out, lambda p: write(p, m), primary=True)])  # results_file paths relative to it
+    write_all([Output("matrix JSON", args.out, lambda p: write(p, m), primary=True)])  # results_file paths relative to it
     print_report(m, sort=args.sort, history=args.history)
     print(f"\nmatrix: {shown_path(args.out)}" + (f" (wall {m.wall_seconds:.1f}s)" if m.wall_seconds is not None else ""))
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         if files:  # the same policy as run: the report only warns
-            chosen = formats.chosen(_options.output_paths(args), lambda f: args.out.with_suffix(".html") if f is formats.HtmlReport else None,
-                                    formats=formats.of_many_runs())
+            chosen = _formats.chosen(output_paths(args), lambda f: args.out.with_suffix(".html") if f is _formats.HtmlReport else None,
+                                    formats=_formats.of_many_runs())
             for f, _ in chosen:  # the planned jobs that uploaded nothing, in the report's header
                 f.notes = [j.line() for j in m.missing_jobs]
-            formats.write(chosen, lambda: [results.load(Path(f)) for f in files])
+            _formats.write(chosen, lambda: [load(Path(f)) for f in files])
     print(closing_line(m))  # the last line: the one-line verdict
     return m.exit_code(args.fail_on)

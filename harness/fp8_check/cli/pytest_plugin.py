@@ -19,7 +19,7 @@ a skip with the reason. Options: --fp8-target (default h100), --fp8-profile
 
 A pool of compile workers per pytest process (`--fp8-jobs N`, default: the number
 of cores), behind the compile cache (`--fp8-no-cache` bypasses it; see
-harness/fp8_check/compile/cache.py). At the first item the canary runs for every target,
+harness/fp8_check/compile/_cache.py). At the first item the canary runs for every target,
 then every collected item's compilation is started ahead, in item order, so the
 pool keeps all workers busy while pytest reports items one by one. Under
 pytest-xdist each xdist worker runs one compile worker and compiles on demand
@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from fp8_check import platforms
-from fp8_check.cases import load as case_mod
-from fp8_check.compile import CompilerPool, cpu_only_without_gpu, pool
-from fp8_check.run import CanaryGate, plan, runner, selection
+from fp8_check.cases import CaseError, load_file
+from fp8_check.compile import CompilerPool, PoolOptions, cpu_only_without_gpu
+from fp8_check.run import CanaryGate, _runner, _selection, plan
 from fp8_check.verdict import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
 
 if TYPE_CHECKING:  # pytest's failure representation is not exported by name
@@ -100,13 +100,13 @@ def pytest_collect_file(file_path: Path, parent):
 class CaseFile(pytest.File):
     def collect(self):
         try:
-            loaded = case_mod.load_file(self.path)
-        except case_mod.CaseError as exc:
+            loaded = load_file(self.path)
+        except CaseError as exc:
             raise self.CollectError(str(exc)) from None
         session = _session(self.config)
         try:
             targets, profiles = session.targets(), session.profiles()
-        except selection.UsageError as exc:
+        except _selection.UsageError as exc:
             raise self.CollectError(str(exc)) from None
         for case, target, profile in plan(loaded, targets, profiles):
             yield CaseItem.from_parent(self, name=f"{case.id}[{target.name}-{profile.name}]",
@@ -130,7 +130,7 @@ class CaseItem(pytest.Item):
         if problem:
             raise Fp8Failure(problem)
         goldens = session.goldens_root(self.path)
-        [out] = runner.run([self.case], [self.target], [self.profile.name], session.mode, compiler, goldens)
+        [out] = _runner.run([self.case], [self.target], [self.profile.name], session.mode, compiler, goldens)
         self.user_properties += [("fp8_outcome", out.code.name), ("jax", out.jax), ("cached", str(out.cached).lower())]
         if out.signature:
             self.user_properties.append(("kernels", out.signature.kernels))
@@ -177,16 +177,16 @@ class _Session:
 
     def __init__(self, config):
         self.config = config
-        self.mode = selection.mode(config.getoption("fp8_mode"))
+        self.mode = _selection.mode(config.getoption("fp8_mode"))
         self._compiler: CompilerPool | None = None
         self._env_error: str | None = None
         self._gate = CanaryGate(self.mode)  # once per target: may this environment judge it?
 
     def targets(self):
-        return selection.targets(self.config.getoption("fp8_target"), option="--fp8-target")
+        return _selection.targets(self.config.getoption("fp8_target"), option="--fp8-target")
 
     def profiles(self):
-        return selection.profiles(self.config.getoption("fp8_profile"), self.mode, option="--fp8-profile")
+        return _selection.profiles(self.config.getoption("fp8_profile"), self.mode, option="--fp8-profile")
 
     def goldens_root(self, case_path: Path) -> Path:
         given = self.config.getoption("fp8_goldens")
@@ -205,7 +205,7 @@ class _Session:
             if jobs is not None and jobs < 1:
                 self._env_error = f"--fp8-jobs: must be at least 1, got {jobs}"
                 return None, self._env_error
-            options = pool.PoolOptions(workers=jobs, cache=not self.config.getoption("fp8_no_cache"))
+            options = PoolOptions(workers=jobs, cache=not self.config.getoption("fp8_no_cache"))
             # the collected cases that name `requirements:` compile in their set's environment, as `run` does
             # (requirement_envs.py builds it on first use)
             cases = list({id(i.case): i.case for i in (item.session.items if item is not None else [])
@@ -213,9 +213,9 @@ class _Session:
             if item is not None and isinstance(item, CaseItem) and item.case.requirements and item.case not in cases:
                 cases.append(item.case)
             try:
-                self._compiler, _ = selection.start_compiler(self.mode, pool_options=options, for_targets=self.targets(),
+                self._compiler, _ = _selection.start_compiler(self.mode, pool_options=options, for_targets=self.targets(),
                                                              cases=cases)
-            except (selection.BrokenEnvironment, selection.UsageError) as exc:
+            except (_selection.BrokenEnvironment, _selection.UsageError) as exc:
                 self._env_error = f"broken environment: {exc}"
                 return None, self._env_error
             if item is not None and not xdist:
@@ -228,7 +228,7 @@ class _Session:
 
     def _prefetch(self, compiler: CompilerPool, items) -> None:
         """Start compiling every item that will compile, in item order, behind each target's canary
-        (runner.prefetch): the canary no longer holds the other workers up. If a canary then fails,
+        (_runner.prefetch): the canary no longer holds the other workers up. If a canary then fails,
         its target's items report that instead of their compilation."""
         jax_version = compiler.environment()["jax"]
         requests: list = []
@@ -236,13 +236,13 @@ class _Session:
         for i in items:
             if not isinstance(i, CaseItem):
                 continue
-            if runner.unsupported_reason(i.profile, self.mode, jax_version, i.target):
+            if _runner.unsupported_reason(i.profile, self.mode, jax_version, i.target):
                 continue  # UNSUPPORTED without compiling
             targets.setdefault(i.target.name, i.target)
-            requests.append(runner.request_for(i.case, i.target, i.profile, None, self.mode, jax_version,
+            requests.append(_runner.request_for(i.case, i.target, i.profile, None, self.mode, jax_version,
                                                self.goldens_root(i.path)))
-        runner.prefetch(compiler, list(targets.values()), self.mode, requests,
-                        canary=runner.canary_applies(self.mode, jax_version))
+        _runner.prefetch(compiler, list(targets.values()), self.mode, requests,
+                        canary=_runner.canary_applies(self.mode, jax_version))
 
     def close(self):
         if self._compiler is not None:
@@ -280,7 +280,7 @@ def _fixture_params(config) -> list[tuple[str, str]]:
         targets = session.targets()
         given = config.getoption("fp8_profile")
         profiles = session.profiles() if given else [platforms.default_profile()]
-    except (selection.UsageError, ValueError) as exc:
+    except (_selection.UsageError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return [(t.name, p) for t in targets for p in profiles]
 

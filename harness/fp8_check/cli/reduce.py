@@ -1,4 +1,4 @@
-"""The command half of fp8_check.upstream.reduce (the upstream stage): the subcommands it registers."""
+"""The command half of fp8_check.upstream._reduce (the upstream stage): the subcommands it registers."""
 
 from __future__ import annotations
 
@@ -6,18 +6,17 @@ import sys
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.cases import kinds, load as case_mod
-from fp8_check.run import selection
+from fp8_check.cases import CaseError, kinds, load
+from fp8_check.run import add_options
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.upstream import RegressionError, to_yaml
-from fp8_check.upstream.reduce import reduce
+from fp8_check.upstream import RegressionError, reduce, to_yaml
 from fp8_check.versions import InstallError, VersionError, available, parse_version
 
 
 def register(subparsers) -> dict:
     p = subparsers.add_parser("reduce", help="drop case features one at a time while a regression between two JAX versions persists")
     p.add_argument("case", help="case id")
-    selection.add_options(p)
+    add_options(p)
     p.add_argument("--jax", required=True, help="the bad JAX version")
     p.add_argument("--good", help="the good JAX version (default: the release just before --jax)")
     p.set_defaults(mode="deviceless")
@@ -30,8 +29,8 @@ def cmd_reduce(args) -> int:
         return 2
 
     try:
-        found = [c for c in case_mod.load(args.paths or [Path("cases")]) if c.id == args.case]
-    except case_mod.CaseError as exc:
+        found = [c for c in load(args.paths or [Path("cases")]) if c.id == args.case]
+    except CaseError as exc:
         return usage(str(exc))
     if not found:
         return usage(f"no case with id '{args.case}'")

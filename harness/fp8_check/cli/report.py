@@ -1,4 +1,4 @@
-"""The command half of fp8_check.report.page (the report stage): the subcommands it registers."""
+"""The command half of fp8_check.report._page (the report stage): the subcommands it registers."""
 
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fp8_check.cases import load as case_mod
-from fp8_check.cli import own_wheel
+from fp8_check.cases import CaseError, discover, load
+from fp8_check.cli.own_wheel import WheelError, build, reusable_workflow
 from fp8_check.core import atomic_write, shown_path
 
 REUSABLE = ".github/workflows/fp8-check-reusable.yml"
@@ -188,9 +188,9 @@ def case_requirements(root: Path) -> tuple[str, ...]:
     A case file that does not load is bad input (CaseError: one line naming file, case and field)."""
     from importlib import metadata
 
-    if not (root / "cases").is_dir() or not any(case_mod.discover([root / "cases"])):
+    if not (root / "cases").is_dir() or not any(discover([root / "cases"])):
         return ()
-    loaded = case_mod.load([root / "cases"])
+    loaded = load([root / "cases"])
     dists = metadata.packages_distributions()
     out: dict[str, None] = {}
     for case in loaded:
@@ -234,7 +234,7 @@ def cmd_init(args) -> int:
     kept: list[str] = []
     try:
         needs = case_requirements(root)
-    except case_mod.CaseError as exc:  # one line naming file, case and field
+    except CaseError as exc:  # one line naming file, case and field
         print(f"fp8-check init: error: {exc}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="fp8-check-init-") as tmp:
@@ -246,12 +246,12 @@ def cmd_init(args) -> int:
                   "one requirement on one line, without '${{' (a workflow expression)", file=sys.stderr)
             return 2
         try:
-            reusable = own_wheel.reusable_workflow() if args.uses.startswith("./") else None
+            reusable = reusable_workflow() if args.uses.startswith("./") else None
             if requirement is None:  # the CI installs this very fp8-check, from a wheel committed beside the workflow
-                wheel = own_wheel.build(Path(tmp))
+                wheel = build(Path(tmp))
                 requirement = f"{WHEEL_DIR}/{wheel.name}"
             planned = files(args.uses, requirement, getattr(args, "file_issues", False), needs, reusable)
-        except (ValueError, own_wheel.WheelError) as exc:
+        except (ValueError, WheelError) as exc:
             print(f"fp8-check init: error: {exc}", file=sys.stderr)
             return 2
         binary = {f"{WHEEL_DIR}/{wheel.name}": wheel} if wheel is not None else {}

@@ -1,7 +1,7 @@
 """`fp8-check target check [NAME|PATH]`: a target's effective versions, and the canaries that prove them.
 
-Registered under `fp8-check target` by `harness/fp8_check/gpu/capture.py`; the checks live in
-`harness/fp8_check/run/target_check.py` (which the runner also uses, once per target and JAX version).
+Registered under `fp8-check target` by `harness/fp8_check/gpu/_capture.py`; the checks live in
+`harness/fp8_check/run/_target_check.py` (which the runner also uses, once per target and JAX version).
 """
 
 from __future__ import annotations
@@ -10,19 +10,10 @@ import sys
 
 from fp8_check import platforms
 from fp8_check.compile import Compiler, WorkerError
-from fp8_check.run import (
-    BrokenEnvironment as broken_environment,
-    CudnnCanaryError,
-    UsageError as usage_error,
-    check_cudnn,
-    check_target_spec,
-    effective,
-    environment_entry,
-    runner,
-    shipped,
-)
+from fp8_check.run import BrokenEnvironment, UsageError, check_target_spec, effective, environment_entry, shipped
 from fp8_check.targets import TargetSpecError, load_target, target_names
-from fp8_check.versions import envs
+from fp8_check.verdict import CanaryError, CudnnCanaryError, check_canary, check_cudnn
+from fp8_check.versions import InstallError, python_for
 from fp8_check.worker import dnn_field_read
 
 
@@ -48,20 +39,20 @@ def cmd_check(args) -> int:
         try:
             targets.append(load_target(name))
         except KeyError as exc:
-            raise usage_error(str(exc.args[0])) from None
+            raise UsageError(str(exc.args[0])) from None
         except TargetSpecError as exc:
             print(f"fp8-check: refused: {exc}", file=sys.stderr)
             return 3
     try:
-        compiler = Compiler("deviceless", python=envs.python_for(targets))
-    except (ValueError, envs.InstallError) as exc:
-        raise broken_environment(f"cannot build the environment for {', '.join(names)}: {exc}") from None
+        compiler = Compiler("deviceless", python=python_for(targets))
+    except (ValueError, InstallError) as exc:
+        raise BrokenEnvironment(f"cannot build the environment for {', '.join(names)}: {exc}") from None
     failed = 0
     with compiler:
         try:
             env = compiler.environment()
         except WorkerError as exc:
-            raise broken_environment(f"cannot start the compile worker: {exc}") from None
+            raise BrokenEnvironment(f"cannot start the compile worker: {exc}") from None
         jax_version = env["jax"]
         for t in targets:  # a spec XLA cannot parse is bad input (exit 2), named by its field, before any canary
             if not shipped(t):
@@ -80,12 +71,12 @@ def cmd_check(args) -> int:
             if args.print_spec:
                 print(effective(compiler, t)["config"])
             try:
-                sig = runner.check_canary(compiler, t, cudnn=False)
+                sig = check_canary(compiler, t, cudnn=False)
                 print(f"  FP8 canary: {sig.fp8_gemms if sig else 0} FP8 gemm(s)" if t.fp8_capable
                       else "  FP8 canary: not FP8-capable")
                 result = check_cudnn(compiler, t, jax_version)
                 print(f"  cuDNN canary: {result.note}")
-            except (runner.CanaryError, CudnnCanaryError) as exc:
+            except (CanaryError, CudnnCanaryError) as exc:
                 print(f"  FAILED: {exc}")
                 failed += 1
     return 3 if failed else 0

@@ -19,12 +19,18 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.compile.autotune_replay import ReplayCompiler, default_profile_for, find_results, replays_autotune, results_for
-    from fp8_check.compile.cache import CompileCache, cache_dir
-    from fp8_check.compile.export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
-    from fp8_check.compile.pool import CompilerPool
-    from fp8_check.compile.render import arg_specs, case_options
-    from fp8_check.compile.service import (
+    from fp8_check.compile._autotune_replay import (
+        ReplayCompiler,
+        default_profile_for,
+        find_results,
+        replays_autotune,
+        results_for,
+    )
+    from fp8_check.compile._cache import CompileCache, cache_dir
+    from fp8_check.compile._export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
+    from fp8_check.compile._pool import CompilerPool
+    from fp8_check.compile._render import arg_specs, case_options
+    from fp8_check.compile._service import (
         DEFAULT_TIMEOUT,
         Compilation,
         Compiler,

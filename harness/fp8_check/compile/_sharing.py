@@ -1,7 +1,7 @@
 """Identical compilations, compiled once: two requests whose programs can only differ in the name of their case.
 
 Rendered cases carry their id, description and case file in the module docstring, and the worker
-compiles each under its own file name (`aot.case_file_name`). Everything else can be byte-identical:
+compiles each under its own file name (`_aot.case_file_name`). Everything else can be byte-identical:
 the library's seed cases repeat patterns of other files (`seed_plain_f32` and `scale_none`), and a
 canary repeats a library case. Such requests share a key (`shareable_source` in place of the source
 in the compile-cache key material): the pool compiles the first and answers the others from it
@@ -24,8 +24,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from fp8_check.compile.service import Compilation
-from fp8_check.worker import aot
+from fp8_check.compile._service import Compilation
+from fp8_check.worker import _aot
 
 # Names through which a module can read what differs between two shared cases (its docstring, its
 # file and module name) or reach its own frame.
@@ -61,7 +61,7 @@ def shareable_source(source: str) -> str | None:
 def derive(comp: Compilation, case_id: str, target: str, profile: str) -> Compilation:
     """What compiling `case_id` for `target` under `profile` gives, from the compilation of a request it shares
     a key with (equal target spec and options; the names may differ): the same program, under its own file name."""
-    old, new = aot.case_file_name(comp.case_id), aot.case_file_name(case_id)
+    old, new = _aot.case_file_name(comp.case_id), _aot.case_file_name(case_id)
 
     def rename(text: str | None) -> str | None:
         return text.replace(old, new) if text else text

@@ -21,14 +21,24 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.core.about import DISTRIBUTION, version_line
-    from fp8_check.core.dtypes import BLOCK_SCALE_DTYPES, DATA_DTYPES, FP8_MAX, JAX_FP8, JAX_FP8_FNUZ, JAX_WIDE, SCALE_DTYPES
-    from fp8_check.core.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, EXIT_USAGE, BadInput, BrokenEnvironmentError, Fp8CheckError
-    from fp8_check.core.files import atomic_write, excerpt, package_path, remove_stale_temporaries, shown_path
-    from fp8_check.core.names import UnsafeName
-    from fp8_check.core.outputs import OutputError, WriteError, check_dir, check_file
-    from fp8_check.core.safe_yaml import ReadError, load_json, read_text
-    from fp8_check.core.typed import record
+    from fp8_check.core._about import DISTRIBUTION, version_line
+    from fp8_check.core._dtypes import BLOCK_SCALE_DTYPES, DATA_DTYPES, FP8_MAX, JAX_FP8, JAX_FP8_FNUZ, JAX_WIDE, SCALE_DTYPES
+    from fp8_check.core._errors import (
+        EXIT_ENV,
+        EXIT_FAIL,
+        EXIT_OK,
+        EXIT_USAGE,
+        BadInput,
+        BrokenEnvironmentError,
+        Fp8CheckError,
+        excerpt,
+        shown_path,
+    )
+    from fp8_check.core._files import ReadError, atomic_write, package_path, remove_stale_temporaries
+    from fp8_check.core._names import UnsafeName
+    from fp8_check.core._outputs import OutputError, WriteError, check_dir, check_file
+    from fp8_check.core._safe_yaml import load_json, read_text
+    from fp8_check.core._typed import record
 
 
 def __getattr__(name: str) -> Any:

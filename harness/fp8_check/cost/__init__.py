@@ -17,8 +17,8 @@ _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
     from fp8_check.cost._delta import CostDelta
-    from fp8_check.cost.model import Estimate, between, hardware
-    from fp8_check.cost.refit import Timed
+    from fp8_check.cost._model import Estimate, between, hardware
+    from fp8_check.cost._refit import Timed
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""What a change costs, as a number that cannot mislead (harness/fp8_check/cost/model.py computes it).
+"""What a change costs, as a number that cannot mislead (harness/fp8_check/cost/_model.py computes it).
 
 A `CostDelta` holds the estimates before and after a change on one GPU, and how far they can be trusted:
 

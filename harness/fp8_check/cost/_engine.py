@@ -1,4 +1,4 @@
-"""What executes a kernel, and at which rate: the cost model's engines (harness/fp8_check/cost/model.py prices with them).
+"""What executes a kernel, and at which rate: the cost model's engines (harness/fp8_check/cost/_model.py prices with them).
 
 A gemm is priced by what runs it, not by its dtypes alone:
 

@@ -1,4 +1,4 @@
-"""Which gemm is which, when a change is priced against a golden (harness/fp8_check/cost/model.py `against_expected`).
+"""Which gemm is which, when a change is priced against a golden (harness/fp8_check/cost/_model.py `against_expected`).
 
 A golden states gemms (with their layer and pass when attributed), the judged program has its own, and the
 program the estimate was priced from (`price_at`: another compile, at production shapes) has its own kernels:

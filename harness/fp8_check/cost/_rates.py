@@ -1,4 +1,4 @@
-"""One target's rate table, with sources: what the cost model (harness/fp8_check/cost/model.py) prices each engine at.
+"""One target's rate table, with sources: what the cost model (harness/fp8_check/cost/_model.py) prices each engine at.
 
 `python -m fp8_check.cost._rates` prints the tables of every shipped target (docs/cost_model.md holds
 them; tests/test_cost_engines.py keeps that file current).
@@ -6,7 +6,8 @@ them; tests/test_cost_engines.py keeps that file current).
 
 from __future__ import annotations
 
-from fp8_check.cost import _table as cost_table, model as cost
+from fp8_check.cost import _model
+from fp8_check.cost._table import LAUNCH_SOURCE, NETWORK_SOURCE, TENSOR_RATES
 from fp8_check.targets import all_target_names, load_target
 
 
@@ -14,7 +15,7 @@ def rate_table(target) -> list[tuple[str, str, str, str]]:
     """(rate, what it executes, value, source) rows for a `targets.Target`: the part's table, the spec's figures, the
     links of a multi-GPU target and the launch overhead."""
     target = load_target(target) if isinstance(target, str) else target
-    hw = cost.hardware(target)
+    hw = _model.hardware(target)
     if hw.matmul_unit:
         return _tpu_rows(target, hw)
     part = hw.part
@@ -22,7 +23,7 @@ def rate_table(target) -> list[tuple[str, str, str, str]]:
     rows = []
     executes = {"fp4": "FP4 gemms", "fp8": "FP8 gemms (cuBLASLt, Triton, cuDNN block-scaled MXFP8)",
                 "bf16": "BF16/FP16 gemms", "tf32": "f32 gemms at XLA's DEFAULT precision", "fp64": "f64 gemms"}
-    for key, cls in cost_table.TENSOR_RATES.items():
+    for key, cls in TENSOR_RATES.items():
         r = part.rates.get(key)
         if r is not None:
             rows.append((key, executes[cls] + " on tensor cores", r.text(), r.source))
@@ -41,8 +42,8 @@ def rate_table(target) -> list[tuple[str, str, str, str]]:
                      f"{hw.link / 1e9:g} GB/s one way", part.rates["nvlink"].source if "nvlink" in part.rates else ""))
     if hw.per_host:
         rows.append(("network", "collectives whose group spans hosts", f"{hw.network / 1e9:g} GB/s one way",
-                     cost_table.NETWORK_SOURCE))
-    rows.append(("launch", "every kernel", f"{hw.launch_us:g} µs", cost_table.LAUNCH_SOURCE))
+                     NETWORK_SOURCE))
+    rows.append(("launch", "every kernel", f"{hw.launch_us:g} µs", LAUNCH_SOURCE))
     return rows
 
 
@@ -65,7 +66,7 @@ def _tpu_rows(target, hw) -> list[tuple[str, str, str, str]]:
 def rate_markdown(target) -> str:
     """A target's `rate_table` as a Markdown table."""
     target = load_target(target) if isinstance(target, str) else target
-    hw = cost.hardware(target)
+    hw = _model.hardware(target)
     unit = "devices" if hw.matmul_unit else "GPUs"
     lines = [f"### `{target.name}`: {hw.name}" + (f", {target.devices} {unit} ({target.topology})"
                                                    if target.devices > 1 else ""), "",

@@ -1,4 +1,4 @@
-"""The rates the cost model (harness/fp8_check/cost/model.py) prices kernels with, each with its source.
+"""The rates the cost model (harness/fp8_check/cost/_model.py) prices kernels with, each with its source.
 
 One table per part, as data: `harness/fp8_check/targets/rates/<part>.yaml` (a new part, an AMD GPU for
 instance, is one new file; nothing here changes). Each rate names what executes a kernel and
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fp8_check.core import dtypes, package_path
+from fp8_check.core import BITS, FP4_TYPES, FP8_TYPES, package_path
 
 T, P, G = 1e12, 1e15, 1e9
 
@@ -36,13 +36,13 @@ LAUNCH_SOURCE = ("model constant: a few us per short kernel (NVIDIA Technical Bl
                  "Graphs', 2019); calibrate on a GPU")
 
 # Bytes per element. FP4 packs two values a byte.
-# The widths come from the dtype vocabulary (harness/fp8_check/core/dtypes.py); pred and complex types are added here.
-DTYPE_BYTES: dict[str, float] = {**{d: b / 8 for d, b in dtypes.BITS.items()}, "pred": 1, "c64": 8, "c128": 16}
+# The widths come from the dtype vocabulary (harness/fp8_check/core/_dtypes.py); pred and complex types are added here.
+DTYPE_BYTES: dict[str, float] = {**{d: b / 8 for d, b in BITS.items()}, "pred": 1, "c64": 8, "c128": 16}
 
 # A gemm's operand dtype -> its peak class (the wider operand of the two decides).
 DTYPE_CLASS = {
-    **{d: "fp4" for d in dtypes.FP4_TYPES},
-    **{d: "fp8" for d in dtypes.FP8_TYPES},
+    **{d: "fp4" for d in FP4_TYPES},
+    **{d: "fp8" for d in FP8_TYPES},
     "s8": "fp8", "u8": "fp8",
     "bf16": "bf16", "f16": "bf16",
     "f32": "tf32",  # XLA's DEFAULT precision lets cuBLAS/Triton use TF32 for f32 (HIGHEST: fp32 on CUDA cores)

@@ -1,4 +1,4 @@
-"""A TPU generation's roofline for the cost model (harness/fp8_check/cost/model.py): the fields of its `Hardware` from the
+"""A TPU generation's roofline for the cost model (harness/fp8_check/cost/_model.py): the fields of its `Hardware` from the
 generation's published per-chip peaks (harness/fp8_check/platforms/tpu/generations.py, each with its page)."""
 
 from __future__ import annotations

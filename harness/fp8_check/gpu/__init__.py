@@ -17,9 +17,9 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.gpu.calibrate import NO_GPU, measure, table
-    from fp8_check.gpu.capture import CaptureError, spec_text, write_spec
-    from fp8_check.gpu.fidelity import (
+    from fp8_check.gpu._calibrate import NO_GPU, measure, table
+    from fp8_check.gpu._capture import CaptureError, spec_text, write_spec
+    from fp8_check.gpu._fidelity import (
         DEVICE_PROFILES,
         PINNED,
         agreement,

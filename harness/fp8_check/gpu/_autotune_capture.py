@@ -2,7 +2,7 @@
 
 Every selected case is compiled on the device with XLA's defaults (`default`, autotuned) at its library shapes
 and, where it has them, at its production shapes (`price_at`, else 4096³ for a pattern case), each with
-`--xla_gpu_dump_autotune_results_to` in XLA's AutotuneResults text format (fp8_check.targets.autotune_results).
+`--xla_gpu_dump_autotune_results_to` in XLA's AutotuneResults text format (fp8_check.targets._autotune_results).
 The per-compile files are merged into `autotune/<target>/<jax>.txt` under the session's folder: copied to
 `goldens/<target>/autotune/<jax>.txt`, deviceless `default` compiles replay it. `autotune.json` lists every
 compile: its case, shapes, how many entries it dumped, or its error.
@@ -22,9 +22,19 @@ import tempfile
 from pathlib import Path
 
 from fp8_check.cases import Shape
-from fp8_check.compile import Compiler, ReplayCompiler, render
-from fp8_check.run import selection
-from fp8_check.targets import Profile, autotune_results as ar, load_target
+from fp8_check.compile import Compiler, ReplayCompiler, case_options, render
+from fp8_check.platforms import Profile
+from fp8_check.run import load_cases
+from fp8_check.targets import (
+    AUTOTUNE_DIR,
+    WRITTEN_BACKENDS,
+    Entry,
+    ReplayKey,
+    capture_options,
+    format_results,
+    load_results,
+    load_target,
+)
 
 PRODUCTION = (4096, 4096, 4096)
 
@@ -47,11 +57,11 @@ def _groups(cases_filter: str, examples) -> list:
     """(folder, cases): the library's selected cases, then every example's cases (its `cases/` folder)."""
     import contextlib
 
-    groups: list = [(None, selection.load_cases([], cases_filter))]
+    groups: list = [(None, load_cases([], cases_filter))]
     for folder in examples:
         folder = Path(folder).resolve()
         with contextlib.chdir(folder):  # its python cases' modules resolve from the example's folder, as `run` there
-            groups.append((folder, selection.load_cases([folder / "cases"])))
+            groups.append((folder, load_cases([folder / "cases"])))
     return groups
 
 
@@ -77,7 +87,7 @@ class _Workers:
 def capture(out: Path, cases_filter: str, target_name: str, dry: bool, examples=()) -> dict:
     target = load_target(target_name)
     rows: list[dict] = []
-    entries: dict[ar.ReplayKey, ar.Entry] = {}
+    entries: dict[ReplayKey, Entry] = {}
     groups = _groups(cases_filter, examples)
     doc: dict = {"schema": "fp8-check/autotune-capture/1", "dry_run": dry, "target": target_name, "rows": rows,
                  "examples": [str(e) for e in examples]}
@@ -88,7 +98,7 @@ def capture(out: Path, cases_filter: str, target_name: str, dry: bool, examples=
             for folder, case in ((f, c) for f, cases in groups for c in cases):
                 rc = workers(folder)
                 try:
-                    got = rc.compile(render.render(case), target, None, render.case_options(case))
+                    got = rc.compile(render(case), target, None, case_options(case))
                     rows.append({"case": case.id, "shapes": "library", "decisions": got.coverage.decisions,
                                  "keys": [m.to_json() for m in got.coverage.missing]} if got.compilation.ok else
                                 {"case": case.id, "shapes": "library", "error": (got.compilation.error or "")[:300]})
@@ -106,14 +116,14 @@ def capture(out: Path, cases_filter: str, target_name: str, dry: bool, examples=
             path = dumps / f"{case_id}-{label}.txt"
             row: dict = {"case": case_id, "shapes": label}
             try:
-                comp = devices(folder).compile(render.render(variant), target, Profile("default", ar.capture_options(path),
+                comp = devices(folder).compile(render(variant), target, Profile("default", capture_options(path),
                                                                               deviceless=False),
-                                      optional_options=render.case_options(variant))
+                                      optional_options=case_options(variant))
                 if not comp.ok:
                     row["error"] = (comp.error or "")[:300]
                 elif path.is_file():
-                    dumped = ar.load_results(path).entries
-                    kept = [e for e in dumped if e.choice.backend in ar.WRITTEN_BACKENDS]
+                    dumped = load_results(path).entries
+                    kept = [e for e in dumped if e.choice.backend in WRITTEN_BACKENDS]
                     entries.update((e.key, e) for e in kept)
                     row["entries"] = len(kept)
                     if len(kept) < len(dumped):  # cuDNN and other backends: not the gemm engines replay is for
@@ -123,9 +133,9 @@ def capture(out: Path, cases_filter: str, target_name: str, dry: bool, examples=
             except Exception as exc:  # one case never stops the others
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             rows.append(row)
-            merged = out / ar.AUTOTUNE_DIR / target_name / f"{jax_version}.txt"
+            merged = out / AUTOTUNE_DIR / target_name / f"{jax_version}.txt"
             merged.parent.mkdir(parents=True, exist_ok=True)
-            merged.write_text(ar.format_results(sorted(entries.values(), key=lambda e: e.key)))
+            merged.write_text(format_results(sorted(entries.values(), key=lambda e: e.key)))
             doc["results"], doc["entries"] = str(merged), len(entries)
             _write(out, doc)
     finally:

@@ -3,7 +3,7 @@
 Each gemm is compiled for the local GPU with XLA's defaults (autotuned), run once to warm up, then run
 `repeats` times under `jax.profiler.trace`; the time per call is the sum of the durations of the kernels the
 GPU executed (the trace's device streams), divided by the calls: device time, without JAX's dispatch. The
-rows feed the cost model's re-fit (fp8_check.cost.refit) and are written after every shape, so a step cut
+rows feed the cost model's re-fit (fp8_check.cost._refit) and are written after every shape, so a step cut
 short still leaves what it measured.
 
 The dry run (a CPU, in CI) runs the same machinery at small shapes on the CPU backend, where the trace has
@@ -20,8 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fp8_check.cost import Timed, hardware
-from fp8_check.cost.refit import refit
+from fp8_check.cost import Timed, hardware, refit
 from fp8_check.targets import load_target
 
 # (m, n, k): squares 1k..16k and the rectangles of LLM layers (a short k, a long n, ...); 12 shapes x 2 classes.

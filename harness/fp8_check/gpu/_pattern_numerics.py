@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from fp8_check.cases import Case, PatternSpec
-from fp8_check.core import FP8_MAX, JAX_FP8 as FP8_DTYPES
+from fp8_check.core import FP8_MAX, JAX_FP8
 from fp8_check.gpu._number_formats import Reference, dtype_of, unit_roundoff
 
 A_SCALE, B_SCALE = 0.5, 4.0
@@ -95,7 +95,7 @@ def make_inputs(case: Case, rng: np.random.Generator, specs: dict) -> dict[str, 
     if "out_scale" in specs:
         pre = reference(case, inputs, stop_before_output_scale=True).out
         biggest = float(np.max(np.abs(pre))) if pre.size else 0.0
-        if spec.out_dtype in FP8_DTYPES and biggest > 0:
+        if spec.out_dtype in JAX_FP8 and biggest > 0:
             high = FP8_MAX[spec.out_dtype] * (2.0 if spec.clamp else 0.5)
             exponent = math.floor(math.log2(high / biggest))
         else:

@@ -13,14 +13,14 @@ runs), each writing its files as it goes, so a partial run still leaves results 
 | `kernels` | 90 s | `kernels.md`/`.json`: FP8/bf16 gemms 1k..16k timed by the profiler; the cost model re-fit |
 | `calibrate` | 30 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
 | `fidelity` | 140 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default` replayed, `cublas`, `triton`) |
-| `numerics` | 30 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
+| `numerics` | 30 s | `_numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
 | `gpu-tests` | 50 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
 
 Total 480 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
 budget, its status (ok, failed, timed out, not measured on the device) and its time; they are rewritten after
 each step.
 
-Before any step, the session checks that JAX sees the platform's GPU (gpu/session_checks.py): if not,
+Before any step, the session checks that JAX sees the platform's GPU (gpu/_session_checks.py): if not,
 it stops at once with one line and exit 3, writing nothing. A step of a device run is ok only when it exited 0
 AND its files show it measured on the device (`session_checks.EVIDENCE`: an "Unknown backend 'gpu'" in every row, or every
 GPU test skipped, is not ok). The files go to a fresh hidden folder next to `--out`; only a device run whose
@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.core import OutputError, check_dir, files
+from fp8_check.core import OutputError, check_dir, checkout
 from fp8_check.gpu._session_checks import (
     MARKER,
     SESSION_ENV,
@@ -79,7 +79,7 @@ PRODUCTION = (4096, 4096, 4096)  # where a calibrated case without price_at is t
 GPU_TEST_FILES = ("tests/test_capture.py", "tests/test_fidelity.py", "tests/test_numerics.py", "tests/test_cost.py")
 TOTAL_S = 480
 # the committed files of the last session (the session runs from a checkout; installed: ./docs/gpu-session)
-DEFAULT_OUT = (files.checkout() or Path()).resolve() / "docs" / "gpu-session"
+DEFAULT_OUT = (checkout() or Path()).resolve() / "docs" / "gpu-session"
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def command(step: str, out: Path, dry: bool) -> list[str]:
                     "--out", str(out / "fidelity.md"), "--json", str(out / "fidelity.json"))
     if step == "numerics" and not dry:
         return _cli("run", "-k", SUBSET, "--target", target, "--mode", "device", "--numerics", "--profile", platforms.default_profile(),
-                    "--json", str(out / "numerics.json"), "--html", str(out / "numerics.html"))
+                    "--json", str(out / "_numerics.json"), "--html", str(out / "_numerics.html"))
     return [sys.executable, "-m", "fp8_check.gpu.session", "--step", step, "--out", str(out)] + (["--dry-run"] if dry else [])
 
 
@@ -160,17 +160,17 @@ def _plugin_installed() -> bool:
 def step_environment(out: Path, dry: bool) -> None:
     import jax
 
-    from fp8_check.core import about
+    from fp8_check.core import installed, version_line
     from fp8_check.targets import gpu_present
 
     devices = [{"kind": d.device_kind, "platform": d.platform} for d in jax.devices()]
     import fp8_check
 
-    doc = {"fp8_check": about.version_line(), "imported_from": str(Path(fp8_check.__file__).parent),
+    doc = {"fp8_check": version_line(), "imported_from": str(Path(fp8_check.__file__).parent),
            "jax": jax.__version__, "devices": devices, "gpu": gpu_present(),
            "dry_run": dry, "python": sys.version.split()[0]}
     for name in ("jaxlib", *platforms.DEFAULT.plugin_distributions, "flax", "ml_dtypes"):
-        doc[name] = about.installed(name)
+        doc[name] = installed(name)
     if gpu_present():
         doc["device_info"] = platforms.DEFAULT.device_info()  # driver, runtime, cuBLAS, cuDNN; nvidia-smi's view
     _write_json(out / "environment.json", doc)
@@ -191,47 +191,47 @@ def step_numerics_dry(out: Path) -> None:
     import numpy as np
 
     from fp8_check.compile import render
-    from fp8_check.gpu import numerics
-    from fp8_check.run import selection
+    from fp8_check.gpu import _numerics
+    from fp8_check.run import load_cases
 
     rows = []
-    for case in selection.load_cases([], SUBSET):
-        skip = numerics.skip_reason(case)
+    for case in load_cases([], SUBSET):
+        skip = _numerics.skip_reason(case)
         if skip:
             rows.append({"case": case.id, "status": "skipped", "reason": skip})
             continue
         ns: dict = {}
-        exec(compile(render.render(case).source, f"<fp8-check case {case.id}>", "exec"), ns)  # our own template
-        inputs = numerics.make_inputs(case)
+        exec(compile(render(case).source, f"<fp8-check case {case.id}>", "exec"), ns)  # our own template
+        inputs = _numerics.make_inputs(case)
         outs = jax.jit(ns["FN"])(*[jax.device_put(inputs[name], jax.devices("cpu")[0]) for name, _, _ in ns["ARGS"]])
         outs = outs if isinstance(outs, (tuple, list)) else [outs]
-        res = numerics.compare(case, inputs, [np.asarray(o) for o in outs])
+        res = _numerics.compare(case, inputs, [np.asarray(o) for o in outs])
         rows.append({"case": case.id, "status": res.status, "reason": res.reason})
-        _write_json(out / "numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
-    _write_json(out / "numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
+        _write_json(out / "_numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
+    _write_json(out / "_numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
 
 
 def step_calibrate(out: Path, dry: bool) -> None:
     """Estimated vs measured µs per case at production shapes, and the fused case vs its op-by-op variant (the same
     function run with jax.disable_jit: one kernel per op, nothing fused). Written after every case."""
     from fp8_check.cases import Shape
-    from fp8_check.gpu import calibrate
-    from fp8_check.run import selection
+    from fp8_check.gpu._calibrate import measure, measure_unfused
+    from fp8_check.run import load_cases
     from fp8_check.targets import PROFILES, load_target
 
     backend = "cpu" if dry else "gpu"
     target = load_target(session_target(dry))
     rows: list[dict] = []
     wanted = CALIBRATE.split(",")
-    for case in sorted((c for c in selection.load_cases([], CALIBRATE) if c.id in wanted), key=lambda c: wanted.index(c.id)):
+    for case in sorted((c for c in load_cases([], CALIBRATE) if c.id in wanted), key=lambda c: wanted.index(c.id)):
         # at its production shapes (`price_at`), else at PRODUCTION; CPU: the machinery only, at small shapes
         at = case.timed_at(Shape(64, 32, 64) if dry else None if case.priced_elsewhere else Shape(*PRODUCTION)) or case
         row: dict = {"case": case.id, "profile": platforms.default_profile()}
         try:
-            fused = calibrate.measure(at, target, PROFILES[platforms.default_profile()], repeats=5 if dry else 20, backend=backend)
+            fused = measure(at, target, PROFILES[platforms.default_profile()], repeats=5 if dry else 20, backend=backend)
             row.update(shape=fused.shape, kernels=fused.kernels, estimated_us=round(fused.estimated_us, 2),
                        measured_us=round(fused.measured_us, 2), ratio=round(fused.ratio, 3))
-            unfused = calibrate.measure_unfused(at, repeats=3 if dry else 10, backend=backend)
+            unfused = measure_unfused(at, repeats=3 if dry else 10, backend=backend)
             row.update(unfused_us=round(unfused, 2), fusion_speedup=round(unfused / fused.measured_us, 3))
         except Exception as exc:  # one case that does not compile or run never stops the others
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -262,16 +262,16 @@ def step_autotune_replay(step: str, out: Path, dry: bool) -> None:
     """`autotune`: the device's autotune results (fp8_check.gpu._autotune_capture); `kernels`: gemm kernels timed by
     the profiler and the cost model re-fit from them (fp8_check.gpu._kernel_timing)."""
     if step == "autotune":
-        from fp8_check.gpu import _autotune_capture as autotune_capture
+        from fp8_check.gpu._autotune_capture import capture
 
-        root = files.checkout() or Path()
+        root = checkout() or Path()
         examples = [root / e for e in AUTOTUNE_EXAMPLES if (root / e / "cases").is_dir()]
-        autotune_capture.capture(out, SUBSET + ",decoder_direct_fwd" if dry else AUTOTUNE, session_target(dry), dry,
+        capture(out, SUBSET + ",decoder_direct_fwd" if dry else AUTOTUNE, session_target(dry), dry,
                                  examples)
     else:
-        from fp8_check.gpu import _kernel_timing as kernel_timing
+        from fp8_check.gpu._kernel_timing import run
 
-        kernel_timing.run(out, dry, session_target(dry))
+        run(out, dry, session_target(dry))
 
 
 # ------------------------------------------------------------------ the session
@@ -383,7 +383,7 @@ def session(out: Path, dry: bool, scale: float = 1.0, steps: tuple[Step, ...] = 
         if dry and Path(os.path.abspath(out)) == DEFAULT_OUT:
             raise OutputError(f"--out {out}: a dry run never writes the committed {DEFAULT_OUT.name}; give another "
                               "folder")
-        out = check_out(out, files.checkout(), given)
+        out = check_out(out, checkout(), given)
         check_dir(out, "--out")
     except (OutputError, UnsafeOut) as exc:
         print(f"gpu-session: {exc}", file=sys.stderr)

@@ -17,7 +17,7 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.matrix.document import (
+    from fp8_check.matrix._document import (
         EXIT_OK,
         EXIT_USAGE,
         FAIL_ON,
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
         merge,
         write,
     )
-    from fp8_check.matrix.news import NO_REGRESSIONS, Finding, NotRun, closing_line, findings, first_bad, not_run
-    from fp8_check.matrix.run import VersionOptions, needed_sets, plan_release, run_matrix, versions_of
-    from fp8_check.matrix.view import CHANGE_MARKS, Progress, print_report
+    from fp8_check.matrix._news import NO_REGRESSIONS, Finding, NotRun, closing_line, findings, first_bad, not_run
+    from fp8_check.matrix._run import VersionOptions, needed_sets, plan_release, run_matrix, versions_of
+    from fp8_check.matrix._view import CHANGE_MARKS, Progress, print_report
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,7 @@ hipBLASLt behind the gemm custom-calls)."""
 
 from __future__ import annotations
 
-from fp8_check.platforms.base import Profile
+from fp8_check.platforms._base import Profile
 
 GPU_PLATFORMS = ("nvidia", "amd")
 # What a deviceless `triton` row shows (goldens/h100/triton: 76 of the library's 88 rows read `FP8 0/1 gemms`): the
@@ -20,7 +20,7 @@ PROFILES = (
     Profile("triton", {"xla_gpu_autotune_level": 0},
             description="autotuning off: Triton gemm fusions with their default tiling", platforms=GPU_PLATFORMS,
             shows=TRITON_SHOWS),
-    # deviceless where the platform replays autotune results (NVIDIA: fp8_check.compile.autotune_replay), opt-in
+    # deviceless where the platform replays autotune results (NVIDIA: fp8_check.compile._autotune_replay), opt-in
     # (`--profile default`): a run without --profile lists the profiles with `deviceless` only
     Profile("default", {}, deviceless=False,
             description="XLA's defaults, autotuning on: on the GPU, or deviceless on NVIDIA replaying the device's "

@@ -20,13 +20,13 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.report.github import case_lines, error_annotations, job_summary, not_run_annotations, write_issue_bodies
-    from fp8_check.report.issue import markdown_for
-    from fp8_check.report.issue_filing import FilingError, file_issues
-    from fp8_check.report.markup import md_inline, no_commands
-    from fp8_check.report.model import ReportError, load
-    from fp8_check.report.page import REPORT_LIMIT, write_report
-    from fp8_check.report.terminal import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss, unsharded_note
+    from fp8_check.report._github import case_lines, error_annotations, job_summary, not_run_annotations, write_issue_bodies
+    from fp8_check.report._issue import markdown_for
+    from fp8_check.report._issue_filing import FilingError, file_issues
+    from fp8_check.report._markup import md_inline, no_commands
+    from fp8_check.report._model import ReportError, load
+    from fp8_check.report._page import REPORT_LIMIT, write_report
+    from fp8_check.report._terminal import estimate_line, gemm_summary, kernels_text, price_hint, saving_from_loss, unsharded_note
 
 
 def __getattr__(name: str) -> Any:

@@ -1,11 +1,11 @@
 """What changed between adjacent JAX versions, for the HTML matrix: per cell and per row.
 
-Pure functions over typed outcomes (harness/fp8_check/verdict/outcome.py): for each row
+Pure functions over typed outcomes (harness/fp8_check/verdict/_outcome.py): for each row
 (case x target x profile x mode) in version order,
 
 - `cell_changes`: per version, the kernel count and — where the signature differs
   from the previous version that has one — the change's class and its classified
-  field lines, by `contract_judge.change` (the comparison matrix and bisect use);
+  field lines, by `_contract_judge.change` (the comparison matrix and bisect use);
 - `features`: what the row's signature fuses (FP8 gemm, epilogue, abs-max, FP8 output);
 - `timeline_svg`: a small inline SVG of the kernel count and those features across
   versions. Every text in it is escaped; it carries no script and no links.
@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html import escape
 
-from fp8_check.core import dtypes
+from fp8_check.core import is_narrow
 from fp8_check.cost import CostDelta
 from fp8_check.signature import Signature
-from fp8_check.verdict import Outcome, contract_judge
+from fp8_check.verdict import Outcome, _contract_judge
 
 FEATURES = ("FP8 gemm", "epilogue", "abs-max", "FP8 output")
 CLASS_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "neutral": "#9e9e9e", "mixed": "#8e24aa"}
@@ -35,7 +35,7 @@ class CellChange:
     cls: str | None = None
     summary: str = ""
     lines: list[dict] = field(default_factory=list)
-    cost: CostDelta | None = None  # both versions priced (harness/fp8_check/cost/model.py)
+    cost: CostDelta | None = None  # both versions priced (harness/fp8_check/cost/_model.py)
 
     def to_dict(self) -> dict:
         d: dict = {"jax": self.jax, "kernels": self.kernels}
@@ -53,13 +53,13 @@ def features(sig: Signature | dict | None) -> dict[str, bool] | None:
         return None
     gemms = [g for g in sig["gemms"] if isinstance(g, dict)]
     fp8 = [g for g in gemms if len(g.get("operand_dtypes") or []) == 2
-           and all(dtypes.is_narrow(d) for d in g["operand_dtypes"])]
+           and all(is_narrow(d) for d in g["operand_dtypes"])]
     return {
         "FP8 gemm": bool(fp8),
         "epilogue": any((g.get("epilogue") not in (None, "DEFAULT")) or (_EPILOGUE_OPS & set(g.get("fused_ops") or []))
                         for g in gemms),
         "abs-max": any(g.get("damax_output") or g.get("amax") for g in gemms),
-        "FP8 output": any(dtypes.is_narrow(g.get("output")) for g in gemms),
+        "FP8 output": any(is_narrow(g.get("output")) for g in gemms),
     }
 
 
@@ -72,9 +72,9 @@ def cell_changes(outcomes: list[Outcome]) -> list[CellChange]:
         c = CellChange(o.jax, sig.get("kernels") if sig else None, features(sig))
         if sig is not None:
             if prev is not None:  # the matrix's own comparison (a model against its contract: by layer and pass)
-                found = contract_judge.change(prev, o)
+                found = _contract_judge.change(prev, o)
                 v = found[1]
-                if contract_judge.changed(found):
+                if _contract_judge.changed(found):
                     c.change_from, c.cls, c.summary = prev.jax, v.cls, v.summary()
                     c.lines = [x.to_dict() for x in v.lines]
                     c.cost = v.cost

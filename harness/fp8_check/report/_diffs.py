@@ -9,10 +9,9 @@ from typing import Any
 import yaml
 
 from fp8_check.report._hlo_text import normalize_hlo
-from fp8_check.report.model import Item, vkey
-from fp8_check.signature import Signature
-from fp8_check.signature.coverage import coverage
-from fp8_check.verdict import FAIL, PASS, XFAIL, FieldDiff, contract, contract_judge
+from fp8_check.report._model import Item, vkey
+from fp8_check.signature import Signature, coverage
+from fp8_check.verdict import FAIL, KEY, PASS, XFAIL, FieldDiff, matmul_rows
 
 ABSENT = "(absent)"
 
@@ -64,7 +63,7 @@ def contract_rows(c: dict, found: Signature | None, diffs: list[FieldDiff]) -> l
         return []
     changed = {d.path for d in diffs}
     rows: list[list] = [[where, want, have, where in changed or f"{where} amax" in changed or f"{where} epilogue" in changed]
-                        for where, want, have in contract.matmul_rows(c, found)]
+                        for where, want, have in matmul_rows(c, found)]
     share = coverage(found).flop_fraction
     if c.get("fp8_flops") is not None:
         rows.append(["FP8 share of matmul FLOPs", f"{c['fp8_flops']:g} %",
@@ -84,8 +83,8 @@ def contract_rows(c: dict, found: Signature | None, diffs: list[FieldDiff]) -> l
 
 def signature_rows(expected: dict | None, found: Signature | None, diffs: list[FieldDiff]) -> list[list]:
     """[field, expected, found, differs] for the side-by-side table (a contract golden: `contract_rows`)."""
-    if isinstance(expected, dict) and isinstance(expected.get(contract_judge.KEY), dict):
-        return contract_rows(expected[contract_judge.KEY], found, diffs)
+    if isinstance(expected, dict) and isinstance(expected.get(KEY), dict):
+        return contract_rows(expected[KEY], found, diffs)
     found_d = sig_dict(found)
     e, f = _flatten(expected or {}), _flatten(found_d or {})
     diff_paths = {d.path for d in diffs}

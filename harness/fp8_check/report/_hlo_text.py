@@ -1,7 +1,7 @@
 """Optimized HLO as the report shows it: normalized for diffing across versions, and the ENTRY excerpt.
 
 Bracket matching and top-level comma splitting reuse the quote-aware scanner of
-harness/fp8_check/signature/hlo.py.
+harness/fp8_check/signature/_hlo.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import functools
 import re
 from collections import Counter
 
-from fp8_check.signature import match_bracket as _closing_bracket, split_top_level
+from fp8_check.signature import match_bracket, split_top_level
 
 _PREAMBLE_HEADERS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"
@@ -32,7 +32,7 @@ def _edit_attr(line: str, name: str, keep_entry=None) -> str:
         if not m:
             return line
         brace = m.end() - 1
-        end = _closing_bracket(line, brace) + 1
+        end = match_bracket(line, brace) + 1
         kept = [] if keep_entry is None else [e for e in split_top_level(line[brace + 1:end - 1]) if keep_entry(e)]
         replacement = f"{m.group(1)}{name}={{{','.join(kept)}}}" if kept else ("" if m.group(1).startswith(",") else " ")
         line = line[:m.start()] + replacement + line[end:]

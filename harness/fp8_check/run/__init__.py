@@ -17,10 +17,18 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.run.results import Results
-    from fp8_check.run.runner import CanaryGate, deviceless_unsupported, fails, is_regression, plan
-    from fp8_check.run.selection import EXIT_FAIL, EXIT_OK, BrokenEnvironment, UsageError, add_timeout, check_target_spec, shipped
-    from fp8_check.run.target_check import CudnnCanaryError, check_cudnn, effective, environment_entry
+    from fp8_check.run._results import Results
+    from fp8_check.run._runner import CanaryGate, deviceless_unsupported, fails, is_regression, plan
+    from fp8_check.run._selection import (
+        EXIT_FAIL,
+        EXIT_OK,
+        BrokenEnvironment,
+        UsageError,
+        add_timeout,
+        check_target_spec,
+        shipped,
+    )
+    from fp8_check.run._target_check import CudnnCanaryError, check_cudnn, effective, environment_entry
 
 
 def __getattr__(name: str) -> Any:

@@ -19,12 +19,12 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.signature.collectives import device_groups, summary
-    from fp8_check.signature.constants import baked_in
-    from fp8_check.signature.coverage import attributed, engine, is_low_engine, layer_table, layers_text
-    from fp8_check.signature.filecheck import run_filecheck
-    from fp8_check.signature.hlo import match_bracket, split_top_level
-    from fp8_check.signature.types import KERNEL_CONVENTION, Gemm, Signature
+    from fp8_check.signature._collectives import device_groups, summary
+    from fp8_check.signature._constants import baked_in
+    from fp8_check.signature._coverage import attributed, engine, is_low_engine, layer_table, layers_text
+    from fp8_check.signature._filecheck import run_filecheck
+    from fp8_check.signature._hlo import match_bracket, split_top_level
+    from fp8_check.signature._types import KERNEL_CONVENTION, Gemm, Signature
 
 
 def __getattr__(name: str) -> Any:

@@ -11,14 +11,14 @@ passes from it where the sizes cannot (square shapes):
 - backward-input `dx = dy . w^T`: the same weight is an operand;
 - backward-weight `dw = x^T . dy`: the weight is not.
 
-Pure: an `hlo.Module` in, names out. `operand_sources` is called once per gemm by `signature.extract`.
+Pure: an `_hlo.Module` in, names out. `operand_sources` is called once per gemm by `signature.extract`.
 """
 
 from __future__ import annotations
 
 import re
 
-from fp8_check.signature import hlo
+from fp8_check.signature import _hlo
 
 # Ops that pass their (first) operand's values on, rearranged, converted or gathered from its shards (an FSDP
 # weight is all-gathered before its matmul: still the parameter).
@@ -31,9 +31,9 @@ _SCALE = {"multiply", "divide", "clamp", "maximum", "minimum", "add", "subtract"
 _MAX_DEPTH = 64
 
 
-def callers(module: hlo.Module) -> dict[str, tuple[hlo.Instruction, hlo.Computation]]:
+def callers(module: _hlo.Module) -> dict[str, tuple[_hlo.Instruction, _hlo.Computation]]:
     """computation name -> the instruction that calls it (a fusion, call, async wrapper) and where that sits."""
-    out: dict[str, tuple[hlo.Instruction, hlo.Computation]] = {}
+    out: dict[str, tuple[_hlo.Instruction, _hlo.Computation]] = {}
     for comp in module.computations.values():
         for instr in comp.instructions:
             for name in instr.called:
@@ -45,12 +45,12 @@ def _elements(type_text: str) -> int | None:
     if type_text.lstrip().startswith("("):
         return None
     n = 1
-    for d in hlo.shape_of(type_text):
+    for d in _hlo.shape_of(type_text):
         n *= d
     return n
 
 
-def _result_type(comp: hlo.Computation, name: str, index: int | None) -> str:
+def _result_type(comp: _hlo.Computation, name: str, index: int | None) -> str:
     instr = comp.by_name().get(name)
     if instr is None:
         return "?"
@@ -60,8 +60,8 @@ def _result_type(comp: hlo.Computation, name: str, index: int | None) -> str:
     return instr.type
 
 
-def source(module: hlo.Module, comp: hlo.Computation, name: str, index: int | None,
-           called_by: dict[str, tuple[hlo.Instruction, hlo.Computation]], depth: int = 0) -> str | None:
+def source(module: _hlo.Module, comp: _hlo.Computation, name: str, index: int | None,
+           called_by: dict[str, tuple[_hlo.Instruction, _hlo.Computation]], depth: int = 0) -> str | None:
     """The ENTRY parameter the value `name` (element `index` of a tuple) of `comp` comes from, or None when it is
     computed (a matmul, a reduction, a sum of two full-size values) or comes from a constant."""
     instr = comp.by_name().get(name)
@@ -112,7 +112,7 @@ def source(module: hlo.Module, comp: hlo.Computation, name: str, index: int | No
     return None
 
 
-def _scalar_like(comp: hlo.Computation, name: str) -> bool:
+def _scalar_like(comp: _hlo.Computation, name: str) -> bool:
     """A scalar, a constant or a broadcast of a scalar: a scale or a bound, never the value scaled."""
     instr = comp.by_name().get(name)
     if instr is None:
@@ -125,8 +125,8 @@ def _scalar_like(comp: hlo.Computation, name: str) -> bool:
     return False
 
 
-def operand_sources(module: hlo.Module, comp: hlo.Computation, dot: hlo.Instruction,
-                    called_by: dict[str, tuple[hlo.Instruction, hlo.Computation]]) -> tuple[str | None, str | None]:
+def operand_sources(module: _hlo.Module, comp: _hlo.Computation, dot: _hlo.Instruction,
+                    called_by: dict[str, tuple[_hlo.Instruction, _hlo.Computation]]) -> tuple[str | None, str | None]:
     """(lhs, rhs): the ENTRY parameter each matrix operand of a matmul (a dot, or a gemm custom-call's first two
     operands) comes from, None where it is computed."""
     refs = dot.operand_tuple_index or [None] * len(dot.operands)
@@ -135,7 +135,7 @@ def operand_sources(module: hlo.Module, comp: hlo.Computation, dot: hlo.Instruct
     return found[0], found[1]
 
 
-def operand_metadata(module: hlo.Module, comp: hlo.Computation, dot: hlo.Instruction) -> list[str]:
+def operand_metadata(module: _hlo.Module, comp: _hlo.Computation, dot: _hlo.Instruction) -> list[str]:
     """The raw metadata of what produced each matrix operand of `dot` (its quantization, for an FP8 gemm):
     what names the gemm's own layer where XLA gave the gemm the metadata of an op it fused (a requantization
     for the next layer)."""

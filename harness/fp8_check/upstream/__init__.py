@@ -16,8 +16,8 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.upstream.bisect import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, commit_ranges, search
-    from fp8_check.upstream.reduce import RegressionError, to_yaml
+    from fp8_check.upstream._bisect import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, commit_ranges, search
+    from fp8_check.upstream._reduce import RegressionError, to_yaml
 
 
 def __getattr__(name: str) -> Any:

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fp8_check.signature import hlo
+from fp8_check.signature import Instruction, Module, dtype_of, match_bracket, parse
 
 _DUMP = re.compile(r"^module_(\d+)\.(.+?)\.(\d{4})\.([\w\-]+)\.after_([\w\-]+)\.before_([\w\-]+)\.txt$")
 _SKIP = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done", "after-all"}
@@ -112,7 +112,7 @@ def clean_line(line: str) -> str:
             continue
         start = m.end()
         if start < len(out) and out[start] == "{":
-            end = hlo.match_bracket(out, start) + 1
+            end = match_bracket(out, start) + 1
         elif start < len(out) and out[start] == '"':
             end = start + 1
             while end < len(out) and out[end] != '"':
@@ -157,7 +157,7 @@ def steps(dump_dir: Path) -> list[Step]:
     return sorted(chosen, key=lambda s: s.seq)
 
 
-def _fused_ops(module: hlo.Module, instr: hlo.Instruction, depth: int = 0) -> list[str]:
+def _fused_ops(module: Module, instr: Instruction, depth: int = 0) -> list[str]:
     ops: set[str] = set()
     for name in instr.called:
         comp = module.computations.get(name)
@@ -171,13 +171,13 @@ def _fused_ops(module: hlo.Module, instr: hlo.Instruction, depth: int = 0) -> li
     return sorted(ops)
 
 
-def _dtypes(instr: hlo.Instruction) -> str:
-    return ",".join(hlo.dtype_of(t) for t in instr.result_types if not t.startswith("s8[")) or "?"
+def _dtypes(instr: Instruction) -> str:
+    return ",".join(dtype_of(t) for t in instr.result_types if not t.startswith("s8[")) or "?"
 
 
 def structure(text: str) -> list[str]:
     """The fusion-relevant structure of one HLO module (sorted lines; see the module docstring)."""
-    module = hlo.parse(text)
+    module = parse(text)
     entry = module.entry
     out: list[str] = []
     todo, seen = [entry], set()
@@ -190,7 +190,7 @@ def structure(text: str) -> list[str]:
         for ins in comp.instructions:
             if ins.opcode in _SKIP:
                 continue
-            operands = ",".join(hlo.dtype_of(types.get(o, "?")) if o in types else "?" for o in ins.operands)
+            operands = ",".join(dtype_of(types.get(o, "?")) if o in types else "?" for o in ins.operands)
             line = f"{ins.opcode}({operands}) -> {_dtypes(ins)}"
             if ins.opcode == "custom-call":
                 target = ins.custom_call_target or "?"

@@ -7,7 +7,7 @@ custom-calls and the fusions of the optimized HLO. `python repro.py --hlo` print
 the whole optimized module instead (what the tests turn into a signature), and
 extra XLA flags pass through `XLA_FLAGS` (e.g. per-pass dumps). Only `kind:
 pattern` cases have a minimal repro; `kind: python` cases have the full repro, which embeds
-their project modules (`render.repro`).
+their project modules (`_render.repro`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import re
 
 from fp8_check.cases import Case, kinds
 from fp8_check.compile import arg_specs
-from fp8_check.compile.render import render
-from fp8_check.targets import Profile, Target
+from fp8_check.platforms import Profile
+from fp8_check.targets import Target
 from fp8_check.worker import target_config_for
 
 MAX_LINES = 40

@@ -22,7 +22,7 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.verdict.canary import (
+    from fp8_check.verdict._canary import (
         BLOCK_SCALED_TARGET,
         CANARY,
         PROBE,
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
         cudnn_threshold,
         expects_cudnn,
     )
-    from fp8_check.verdict.classify import Verdict, classify_extra
-    from fp8_check.verdict.comparator import FieldDiff
-    from fp8_check.verdict.contract_judge import is_contract
-    from fp8_check.verdict.fp8_answer import answer
-    from fp8_check.verdict.outcome import (
+    from fp8_check.verdict._classify import Verdict, classify_extra
+    from fp8_check.verdict._comparator import FieldDiff
+    from fp8_check.verdict._contract_judge import is_contract
+    from fp8_check.verdict._fp8_answer import answer
+    from fp8_check.verdict._outcome import (
         CODES,
         FAIL,
         NEW,

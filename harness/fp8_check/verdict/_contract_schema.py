@@ -1,4 +1,4 @@
-"""A contract's schema (harness/fp8_check/verdict/contract.py): its keys, their types and ranges, and its options,
+"""A contract's schema (harness/fp8_check/verdict/_contract.py): its keys, their types and ranges, and its options,
 checked when a golden is loaded; ContractError names the field and the value (one line).
 
 Hardening round 5 (issue 43): `cost_us: 0` or below turned cost judging off in silence; NaN, inf, `operands: 5`,
@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fp8_check.signature import attribution
+from fp8_check.signature import PASSES
 
 DEFAULT_COST_TOLERANCE = 30.0  # % of the contract's estimated cost (docs/contracts.md says why)
 OPTION_KEYS = ("cost_tolerance", "kernels")
@@ -82,8 +82,8 @@ def _rows(rows: Any, where: str, schema: dict, required: tuple[str, ...]) -> Non
             if not isinstance(value, want) or (want is str and isinstance(value, bool)):
                 raise ContractError(f"{at}.{key}: expected {'true or false' if want is bool else 'a string'}, "
                                     f"got {str(value)[:40]!r}")
-        if "pass" in row and row["pass"] not in (*attribution.PASSES, "*"):
-            raise ContractError(f"{at}.pass: expected one of {', '.join(attribution.PASSES)} or *, got {row['pass'][:40]!r}")
+        if "pass" in row and row["pass"] not in (*PASSES, "*"):
+            raise ContractError(f"{at}.pass: expected one of {', '.join(PASSES)} or *, got {row['pass'][:40]!r}")
 
 
 def validate(c: Any, where: str) -> dict:

@@ -18,8 +18,9 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.versions.envs import Env, InstallError, Manager
-    from fp8_check.versions.other_environments import OtherEnvironments
+    from fp8_check.versions._envs import Env, InstallError, Manager
+    from fp8_check.versions._other_environments import OtherEnvironments
+    from fp8_check.versions._uvbin import find_uv
     from fp8_check.versions.releases import (
         SELECTIONS,
         VersionError,
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
         select_range,
         sort_versions,
     )
-    from fp8_check.versions.uvbin import find_uv
 
 
 def __getattr__(name: str) -> Any:

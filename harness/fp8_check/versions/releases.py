@@ -28,8 +28,8 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from fp8_check.compile import cache_dir as cache_dir  # noqa: F401  (re-exported: defined with the compile cache)
-from fp8_check.versions.uvbin import find_uv
+from fp8_check.compile import cache_dir  # noqa: F401  (re-exported: defined with the compile cache)
+from fp8_check.versions._uvbin import find_uv
 
 PACKAGE = "jax"
 CACHE_SECONDS = 3600

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fp8_check.core import package_path
-from fp8_check.versions.envs import InstallError, Manager, own_jax
+from fp8_check.versions._envs import InstallError, Manager, own_jax
 from fp8_check.versions.releases import VersionError, parse_version, select_range
 
 TABLE = package_path("versions", "xla_commits.json")
@@ -157,7 +157,7 @@ def release_tags(git_dir: str | None = None) -> dict[str, str]:
 
 def wheel_git_hash(version: str, package: str = "jaxlib") -> str | None:
     """`<package>.version._git_hash` (jaxlib, or jax) of an installed per-version environment
-    (fp8_check.versions.envs), if any."""
+    (fp8_check.versions._envs), if any."""
     try:
         env = Manager(reuse_self=False).cached(version)
     except InstallError:  # a damaged cached environment: nothing recorded to read

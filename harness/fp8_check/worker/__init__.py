@@ -16,7 +16,7 @@ _MODULES = {  # module -> the names of the face it defines
 _FACE = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from fp8_check.worker.aot import (
+    from fp8_check.worker._aot import (
         TOPOLOGY_LINE,
         device_count,
         dnn_field_read,
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         target_config_for,
         topology_of,
     )
-    from fp8_check.worker.device_view import BACKEND_QUESTIONS, not_representative, target_view
+    from fp8_check.worker._device_view import BACKEND_QUESTIONS, not_representative, target_view
     from fp8_check.worker.serve import missing_module
 
 

@@ -2,7 +2,7 @@
 
 Run as `python -m fp8_check.worker.serve MODE`. It reads one JSON request per line on
 stdin and answers one JSON line on its protocol stream. It imports only the
-standard library, `fp8_check.worker.aot` (and the stdlib-only `worker_guard`) and JAX, so it also runs inside the per-version
+standard library, `fp8_check.worker._aot` (and the stdlib-only `worker_guard`) and JAX, so it also runs inside the per-version
 environments of `fp8-check matrix`. An XLA abort kills only this process; the
 parent reports the case UNRESOLVED and starts a new worker.
 """
@@ -18,7 +18,19 @@ import traceback
 import types
 
 from fp8_check import platforms
-from fp8_check.worker import aot, guard as worker_guard
+from fp8_check.worker._aot import (
+    case_file_name,
+    compile_device,
+    compile_for,
+    compile_tree,
+    dnn_field_read,
+    prepare_environment,
+    target_config_for,
+    topology_of,
+    xla_has_flag,
+)
+from fp8_check.worker._device_view import target_view
+from fp8_check.worker._guard import die_with_parent, error_text, forget_project_modules, private_stdin
 
 # Environment variables that change what XLA/JAX compile, as the parent set them (read
 # before `aot.prepare_environment` adds the dump flags): part of the compile-cache key.
@@ -266,7 +278,7 @@ def effective_config(request):
     import jax
 
     versions = request["target_versions"]
-    return aot.target_config_for(request["target_config"], versions, versions.get("write_for_jax") or jax.__version__)
+    return target_config_for(request["target_config"], versions, versions.get("write_for_jax") or jax.__version__)
 
 
 def main():
@@ -276,17 +288,17 @@ def main():
     # --codegen-threads N: this worker's share of the cores (one of several; aot.prepare_environment)
     dump_dir = option.get("--dump-dir") or tempfile.mkdtemp(prefix="fp8-check-dump-")
     threads = int(option["--codegen-threads"]) if "--codegen-threads" in option else None
-    worker_guard.die_with_parent(dump_dir)
+    die_with_parent(dump_dir)
 
     _PARENT_ENV.update({k: v for k, v in os.environ.items() if k.startswith(COMPILE_ENV_PREFIXES)})
-    aot.prepare_environment(mode, dump_dir, codegen_threads=threads, deviceless_env=platforms.deviceless_environment())
+    prepare_environment(mode, dump_dir, codegen_threads=threads, deviceless_env=platforms.deviceless_environment())
     if mode == "deviceless":
         platforms.prepare_deviceless()
     # The protocol gets its own copy of stdout; fd 1 then points at stderr so
     # that anything JAX, XLA or a case prints cannot corrupt the protocol.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    requests = worker_guard.private_stdin()  # fd 0 is /dev/null: input() in a case fails at once
+    requests = private_stdin()  # fd 0 is /dev/null: input() in a case fails at once
     devices: dict[str, object] = {}  # target spec -> its device(s)
     try:
         serve(mode, dump_dir, proto, devices, requests)
@@ -305,8 +317,8 @@ def _compile_device(mode, config):
     own = platform.compile_devices(config, _jax_version()) if mode == "deviceless" else None
     if own is not None:
         return own
-    arguments = platform.topology_arguments(config, aot.topology_of(config), _jax_version()) if mode == "deviceless" else None
-    return aot.compile_device(mode, config, platform.jax_platform, arguments)
+    arguments = platform.topology_arguments(config, topology_of(config), _jax_version()) if mode == "deviceless" else None
+    return compile_device(mode, config, platform.jax_platform, arguments)
 
 
 def serve(mode, dump_dir, proto, devices, requests=None):
@@ -330,12 +342,12 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 if missing:
                     proto.write(json.dumps({"ok": False, "unsupported": missing}) + "\n")
                     continue
-                worker_guard.forget_project_modules(_site_dirs())
+                forget_project_modules(_site_dirs())
                 module = types.ModuleType("fp8_case_" + request["case_id"].replace("-", "_").replace(".", "_"))
-                path = os.path.join(dump_dir, "..", aot.case_file_name(request["case_id"]))
+                path = os.path.join(dump_dir, "..", case_file_name(request["case_id"]))
                 code = compile(request["source"], os.path.abspath(path), "exec")
                 try:
-                    with aot.target_view(devices[key]) as view:  # what the module asks of JAX at import: the target's
+                    with target_view(devices[key]) as view:  # what the module asks of JAX at import: the target's
                         exec(code, module.__dict__)
                 except ImportError as exc:
                     # A dependency the case declares optional is UNSUPPORTED, and so is a JAX API this JAX lacks
@@ -352,13 +364,13 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                         continue
                     raise
                 options = dict(request["compiler_options"])
-                missing = [n for n in (request.get("optional_options") or {}) if not aot.xla_has_flag(n, platforms.of_spec(key).plugin_modules)]
+                missing = [n for n in (request.get("optional_options") or {}) if not xla_has_flag(n, platforms.of_spec(key).plugin_modules)]
                 if missing:  # setting a flag this XLA does not define would abort it
                     proto.write(json.dumps({"ok": False, "unsupported": "this XLA (jax %s) has no flag %s"
                                             % (_jax_version(), ", ".join(missing))}) + "\n")
                     continue
                 options.update(request.get("optional_options") or {})
-                result = (aot.compile_tree if hasattr(module, "ARGS_FACTORY") else aot.compile_for)(
+                result = (compile_tree if hasattr(module, "ARGS_FACTORY") else compile_for)(
                     module.FN, getattr(module, "ARGS_FACTORY", None) or module.ARGS, devices[key], options, dump_dir,
                     mesh=getattr(module, "MESH", None), out_specs=getattr(module, "OUT_SPECS", None))
                 reply = {"ok": True, "hlo": result["hlo"], "stablehlo": result["stablehlo"], "seconds": result["seconds"]}
@@ -384,10 +396,10 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                     devices[key] = _compile_device(mode, key)
                 exported = export.deserialize(bytearray(base64.b64decode(request["exported"])))
                 args: list[tuple] = [("arg%d" % i, tuple(a.shape), str(a.dtype)) for i, a in enumerate(exported.in_avals)]
-                sharded = request.get("sharding")  # {mesh: [[axis, size]...], in_specs: [...]} (fp8_check.compile.export)
+                sharded = request.get("sharding")  # {mesh: [[axis, size]...], in_specs: [...]} (fp8_check.compile._export)
                 if sharded:
                     args = [a + (spec,) for a, spec in zip(args, sharded["in_specs"])]
-                result = aot.compile_for(exported.call, args, devices[key], request["compiler_options"], dump_dir,
+                result = compile_for(exported.call, args, devices[key], request["compiler_options"], dump_dir,
                                          mesh=sharded["mesh"] if sharded else None,
                                          out_specs=sharded.get("out_specs") if sharded else None)
                 reply = {"ok": True, "hlo": result["hlo"], "stablehlo": exported.mlir_module(),
@@ -403,11 +415,11 @@ def serve(mode, dump_dir, proto, devices, requests=None):
                 import jax
 
                 reply = {"ok": True, "config": effective_config(request), "jax": jax.__version__,
-                         "dnn_field": aot.dnn_field_read(jax.__version__)}
+                         "dnn_field": dnn_field_read(jax.__version__)}
             else:
                 reply = {"ok": False, "error": "unknown op %r" % request["op"]}
         except Exception as exc:  # reported as UNRESOLVED with the error text
-            reply = {"ok": False, "error": worker_guard.error_text(exc), "traceback": traceback.format_exc()}
+            reply = {"ok": False, "error": error_text(exc), "traceback": traceback.format_exc()}
         proto.write(json.dumps(reply) + "\n")
 
 

@@ -6,7 +6,7 @@ of the kind may state), `REDUCIBLE` (whether `fp8-check reduce` and the minimal 
 simplify it) and `validate(path, line, case_id, merged, raw, common) -> Case`,
 `arg_specs(case)`, `render(case) -> source`, `case_options(case) -> XLA flags | None`,
 `reduction_fields(case)` and `simplifications(fields)` (`reduce`'s steps). Loading
-(harness/fp8_check/cases/load.py), rendering (render.py), the runner and `reduce` reach a kind
+(harness/fp8_check/cases/_load.py), rendering (render.py), the runner and `reduce` reach a kind
 only through `get(name)` / `of(case)` and the spec's methods (production shapes, calibration);
 no other module switches on kind names (tests/test_architecture.py) or reads a spec's fields
 (tests/test_kind_specs.py); a kind's float64 numerics live next to the GPU code
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from fp8_check.cases._model import Case
+from fp8_check.cases._source import Rendered
 from fp8_check.cases.kinds import block_scaled, pattern, python
-from fp8_check.cases.model import Case
-from fp8_check.cases.source import Rendered
 
 
 class Kind(Protocol):

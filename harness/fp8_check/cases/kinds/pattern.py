@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from fp8_check.cases.model import Case, CaseError, MatmulSpec, Shape, Spec, boolean, choice, shape as parse_shape
-from fp8_check.cases.source import ENV, Rendered, docstring
+from fp8_check.cases._model import Case, CaseError, MatmulSpec, Shape, Spec, boolean, choice, shape as parse_shape
+from fp8_check.cases._source import ENV, Rendered, docstring
 from fp8_check.core import DATA_DTYPES, FP8_MAX, JAX_FP8, JAX_FP8_FNUZ, JAX_WIDE, SCALE_DTYPES
 
 NAME = "pattern"

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from fp8_check.cases._model import Case, CaseError, Shape, Spec, choice, is_name, string
+from fp8_check.cases._requirement_sets import case_set
 from fp8_check.cases._sharded import jsonable, validate_sharded
-from fp8_check.cases.model import Case, CaseError, Shape, Spec, choice, is_name, string
-from fp8_check.cases.requirement_sets import case_set
-from fp8_check.cases.source import ENV, Rendered, docstring
-from fp8_check.cases.user_modules import closure, closure_of, defines, find
+from fp8_check.cases._source import ENV, Rendered, docstring
+from fp8_check.cases._user_modules import closure, closure_of, defines, find
 from fp8_check.core import DATA_DTYPES, SCALE_DTYPES
 
 NAME = "python"
@@ -212,7 +212,7 @@ def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
 
 
 def render(case: Case) -> Rendered:
-    """The module is imported by the worker, never pasted (fp8_check.cases.user_modules finds its project files)."""
+    """The module is imported by the worker, never pasted (fp8_check.cases._user_modules finds its project files)."""
     args = arg_specs(case)
     spec = _spec(case)
     module, function = (spec.callable or ":").split(":")

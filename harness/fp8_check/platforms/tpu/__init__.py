@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import re
 
-from fp8_check.platforms.base import Platform, Profile, version_tuple
+from fp8_check.platforms._base import Platform, Profile, version_tuple
 from fp8_check.platforms.tpu import generations
 from fp8_check.platforms.tpu.generations import GENERATIONS, LIBTPU_PINS, Generation
 
 SPEC_FIELD = "tpu_topology"  # a TPU target spec's one field: `tpu_topology: "v6e:1x1"`
 _SPEC = re.compile(r'^\s*tpu_topology\s*:\s*"([a-z0-9]+):(\d+(?:x\d+)+)"\s*$', re.M)
 _NAME = re.compile(r"^([a-z0-9]+?)-(\d+(?:x\d+)+)$")
-TOPOLOGY_LINE = "# fp8-check topology:"  # as fp8_check.worker.aot.TOPOLOGY_LINE (the worker's device count)
+TOPOLOGY_LINE = "# fp8-check topology:"  # as fp8_check.worker._aot.TOPOLOGY_LINE (the worker's device count)
 PROFILE = Profile("tpu", {}, description="XLA's TPU compiler with its defaults (compile-only)", platforms=("tpu",))
 DEVICE_NODE_GLOB = "/dev/accel*"  # TPU VMs expose their chips here
 

@@ -7,7 +7,7 @@ comparison table lists v5p and v6e at "FP8 459 / 918 TFLOP/s", their bf16 figure
 rate), v5e at none. `ici` is the bidirectional inter-chip interconnect bandwidth per chip as published; the cost
 model prices a collective over half of it (one direction, as NVLink). Where the pages disagree (v6e's ICI was
 published as 3200 Gbps, 3584 Gbps and later 800 GB/s bidirectional; its HBM as 1600, 1638 and 1640 GB/s) the value
-taken is named in `source`. The cost model's TPU roofline (fp8_check.cost.model) reads these and nothing else.
+taken is named in `source`. The cost model's TPU roofline (fp8_check.cost._model) reads these and nothing else.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
   several ask.
 
 Each rule states what it calls a regression and an improvement next to its code (`@explained`); docs/verdicts.md
-generates its table from `FIELD_RULES` below (docs/hooks.py), never retyped. harness/fp8_check/verdict/classify.py
+generates its table from `FIELD_RULES` below (docs/hooks.py), never retyped. harness/fp8_check/verdict/_classify.py
 compares two signatures and hands each differing field to its entry here. Pure: no I/O, no JAX.
 """
 
@@ -41,7 +41,7 @@ class Record:
 
 
 # The table that dispatches: a path's first word names its entry (`gemms[0].output` -> "gemms"). Every field
-# of fp8_check.signature.extract.Signature has one: a rule (before, after) -> findings for a plain field, a
+# of fp8_check.signature._extract.Signature has one: a rule (before, after) -> findings for a plain field, a
 # `Record` for one holding records (each of its fields a rule or `Neutral(reason)`); tests/test_verdict_fields.py
 # fails for a field with neither, and proves every entry reachable. Adding an entry is the whole edit.
 FIELD_RULES: dict[str, "Callable[[Any, Any], Findings] | Record"] = {

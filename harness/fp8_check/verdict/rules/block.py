@@ -1,4 +1,4 @@
-"""The rules for the `block_scaled` record of a signature (harness/fp8_check/signature/extract.py's `BlockScaling`).
+"""The rules for the `block_scaled` record of a signature (harness/fp8_check/signature/_extract.py's `BlockScaling`).
 
 Every field of `BlockScaling` has an entry in `BLOCK_RULES`: a rule, or `Neutral(reason)` saying why it costs
 nothing (tests/test_verdict_fields.py fails for a field with neither). Pure: no I/O, no JAX.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fp8_check.verdict.comparator import MISSING
+from fp8_check.verdict._comparator import MISSING
 from fp8_check.verdict.rules.findings import (
     IMPROVEMENT,
     NEUTRAL,
@@ -56,7 +56,7 @@ def _count_rule(what: str) -> Rule:
     return explained(f"more {what}", "fewer")(rule)
 
 
-# Every field of fp8_check.signature.extract.BlockScaling: its rule, or why it is neutral.
+# Every field of fp8_check.signature._extract.BlockScaling: its rule, or why it is neutral.
 BLOCK_RULES: dict[str, "Rule | Neutral"] = {
     "form": _rule_form,
     "target": Neutral("the block-scaled kernel's name; `form` and `gemms` carry what it costs",

@@ -1,4 +1,4 @@
-"""Verdict rules for the `collectives` of a sharded signature (see harness/fp8_check/signature/collectives.py).
+"""Verdict rules for the `collectives` of a sharded signature (see harness/fp8_check/signature/_collectives.py).
 
 Each differing collective field (before -> after) gets `(class, why)` pairs; every field
 has a rule or an explicit neutral reason. Pure: no I/O, no JAX.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from fp8_check.core import dtypes
-from fp8_check.verdict.comparator import MISSING
+from fp8_check.core import _dtypes
+from fp8_check.verdict._comparator import MISSING
 from fp8_check.verdict.rules.findings import IMPROVEMENT, NEUTRAL, REGRESSION, Findings, Neutral, _is_fp8, explained
 
 _FIELD = re.compile(r"^collectives(?:\[(\d+)\])?(?:\.(\w+))?$")
@@ -30,9 +30,9 @@ def is_collective_path(path: str) -> bool:
 
 
 def _bits(dtype: Any) -> int | None:
-    """Widths from the dtype vocabulary (harness/fp8_check/core/dtypes.py); a predicate is a byte; a variadic collective's
+    """Widths from the dtype vocabulary (harness/fp8_check/core/_dtypes.py); a predicate is a byte; a variadic collective's
     `a+b` (collectives.dtype_text): its widest operand."""
-    widths = [8 if part == "pred" else dtypes.bits(part) for part in str(dtype).split("+")]
+    widths = [8 if part == "pred" else _dtypes.bits(part) for part in str(dtype).split("+")]
     return None if None in widths else max(w for w in widths if w is not None)
 
 
@@ -131,7 +131,7 @@ def core_change(before: Any, after: Any) -> list[tuple[str, str]]:
     return [(NEUTRAL, f"collective moved between offload cores ({move})")]
 
 
-# Every field of fp8_check.signature.collectives.Collective: its rule (before, after) -> [(class, why)], or
+# Every field of fp8_check.signature._collectives.Collective: its rule (before, after) -> [(class, why)], or
 # why it is neutral. collective_field dispatches through this table; tests/test_verdict_fields.py fails for a
 # field with neither and proves every entry reachable.
 COLLECTIVE_RULES: dict[str, "Callable[[Any, Any], list[tuple[str, str]]] | Neutral"] = {

@@ -1,4 +1,4 @@
-"""The rules for a signature's `gemms` (harness/fp8_check/signature/extract.py's `Gemm`), one entry per field.
+"""The rules for a signature's `gemms` (harness/fp8_check/signature/_extract.py's `Gemm`), one entry per field.
 
 Every field of `Gemm` has an entry in `GEMM_RULES`: a rule, or `Neutral(reason)` saying why it costs nothing
 (tests/test_verdict_fields.py fails for a field with neither); `gemm_field` judges a whole gemm gained or lost.
@@ -11,8 +11,8 @@ import re
 from typing import Any
 
 from fp8_check import platforms
-from fp8_check.verdict import device_validity
-from fp8_check.verdict.comparator import MISSING
+from fp8_check.verdict import _device_validity
+from fp8_check.verdict._comparator import MISSING
 from fp8_check.verdict.rules.findings import (
     IMPROVEMENT,
     NEUTRAL,
@@ -158,9 +158,9 @@ def _library_loads(g: dict) -> list:
 
 
 @explained("always: an FP8 gemm the platform's library has no kernel for (compiles deviceless, fails on the "
-           "device; verdict/device_validity.py)", "—")
+           "device; verdict/_device_validity.py)", "—")
 def _rule_device(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -> list[tuple[str, str]]:
-    return [(REGRESSION, device_validity.reason(before))]
+    return [(REGRESSION, _device_validity.reason(before))]
 
 
 # What XLA's default configuration decides where autotuning is off (a deviceless compile): Triton's tiles and
@@ -169,7 +169,7 @@ def _rule_device(before: Any, after: Any, gb: dict, ga: dict, sub: str | None) -
 DEVICELESS_DEFAULT = ("decided by XLA's deviceless default configuration (autotuning off: Triton tiles and "
                       "split-K), not by the program; a GPU autotunes this choice")
 
-# Every field of fp8_check.signature.extract.Gemm: its rule, or why it is neutral; `device` is no field of a
+# Every field of fp8_check.signature._extract.Gemm: its rule, or why it is neutral; `device` is no field of a
 # gemm but the device-validity rule's difference (`gemms[i].device`, judged by classify_extra).
 GEMM_RULES: dict[str, "Rule | Neutral"] = {
     "target": _rule_target,
@@ -184,7 +184,7 @@ GEMM_RULES: dict[str, "Rule | Neutral"] = {
     "inputs": _rule_inputs,
     "device": _rule_device,
     "dims": Neutral("dot dimension numbers changed (layout)"),
-    # attribution (harness/fp8_check/signature/attribution.py): where the gemm comes from, judged by a golden's layer rules
+    # attribution (harness/fp8_check/signature/_attribution.py): where the gemm comes from, judged by a golden's layer rules
     "layer": Neutral("the layer the gemm belongs to (metadata; layer rules judge it)", label="layer"),
     "pass_": Neutral("the pass the gemm belongs to (forward / backward; metadata)", label="pass"),
     "source": Neutral("the source line of the gemm (metadata)", label="source"),

@@ -1,7 +1,7 @@
 """Expectations by layer: "every matmul under `*/Dense_[01]/*` runs in FP8, the head stays wide".
 
 A rule names a layer glob (matched against the layer path, `*` crossing `/`; see
-`attribution.layer_matches`), optionally a pass (`forward`, `backward` = every backward pass,
+`_attribution.layer_matches`), optionally a pass (`forward`, `backward` = every backward pass,
 `backward-input`, `backward-weight`, or a glob) and what the matmuls it matches must be:
 `fp8: true` (FP8/FP4 operands) or `fp8: false` (wider). Written in a golden's expectation
 
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fp8_check.signature import Signature, attribution, engine
-from fp8_check.verdict.comparator import FieldDiff
+from fp8_check.signature import Signature, _attribution, engine
+from fp8_check.verdict._comparator import FieldDiff
 from fp8_check.verdict.rules.findings import Findings, explained
 
 LOW, WIDE = "FP8/FP4", "wider than FP8"
@@ -82,8 +82,8 @@ def parse(text: str) -> LayerRule:
 
 
 def _check_pass(pass_: str, where: str) -> None:
-    if not any(ch in pass_ for ch in "*?[") and pass_ not in attribution.PASSES:
-        raise LayerRuleError(f"{where}: unknown pass {pass_!r}; one of {', '.join(attribution.PASSES)} or a glob")
+    if not any(ch in pass_ for ch in "*?[") and pass_ not in _attribution.PASSES:
+        raise LayerRuleError(f"{where}: unknown pass {pass_!r}; one of {', '.join(_attribution.PASSES)} or a glob")
 
 
 def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
@@ -92,7 +92,7 @@ def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
     for rule in rules:
         path = f"layers[{rule.label}]"
         matched = [g for g in sig.gemms
-                   if attribution.layer_matches(rule.layer, g.layer) and attribution.pass_matches(rule.pass_, g.pass_)]
+                   if _attribution.layer_matches(rule.layer, g.layer) and _attribution.pass_matches(rule.pass_, g.pass_)]
         if not matched:
             layers = sorted({g.layer for g in sig.gemms if g.layer})
             out.append(FieldDiff(path, f"matmuls {LOW if rule.fp8 else WIDE}",
