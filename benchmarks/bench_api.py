@@ -32,7 +32,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from fp8_check import api  # noqa: E402
-from fp8_check.cases._load import Case, PatternSpec, Shape  # noqa: E402
+from fp8_check.cases import Shape  # noqa: E402
+from fp8_check.cases._load import Case, PatternSpec
 from fp8_check.compile import _render as render  # noqa: E402
 from fp8_check.compile._export import export_callable  # noqa: E402
 from fp8_check.targets import PROFILES, load_target  # noqa: E402

@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 from fp8_check.matrix._document import load_matrix  # noqa: E402
 from fp8_check.versions import (
     _envs as envs,  # noqa: E402
-    releases as versions,  # noqa: E402
     _wheels as wheels,  # noqa: E402
+    releases as versions,  # noqa: E402
 )
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -48,7 +48,7 @@ from fp8_check.run import (
     _runner as runner,  # noqa: E402
     _selection as selection,  # noqa: E402
 )
-from fp8_check.versions import _envs as envs, releases, _wheels as wheels  # noqa: E402
+from fp8_check.versions import _envs as envs, _wheels as wheels, releases  # noqa: E402
 from fp8_check.versions._envs import InstallError, Manager  # noqa: E402
 
 OUT = REPO / "docs"

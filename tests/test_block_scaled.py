@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from fp8_check.cases import _load as case_mod
+from fp8_check.cases import Shape, _load as case_mod
 from fp8_check.cases._load import CaseError
 from fp8_check.compile import _render as render
 from fp8_check.compile._service import Compiler
@@ -139,7 +139,7 @@ def test_injected_bug_in_rendered_source_fails(cid, old, new, what):
     source = render.render(c).source
     assert source.count(old) == 1, f"the template changed; update this test: {old!r}"
     if cid == "bs_sm_mxfp8_e4m3":  # swapping needs equal scale shapes: a square variant
-        c = dataclasses.replace(c, spec=dataclasses.replace(c.spec, shape=case_mod.Shape(128, 128, 256)))
+        c = dataclasses.replace(c, spec=dataclasses.replace(c.spec, shape=Shape(128, 128, 256)))
         source = render.render(c).source
     inputs, outs = run_cpu(c, source.replace(old, new))
     result = numerics.compare(c, inputs, outs)
@@ -279,7 +279,7 @@ def test_signature_of_a_cudnn_fusion_with_a_scaled_dot_and_of_an_unrewritten_blo
 def test_pattern_case_with_fp4_data_and_e8m0_scales_matches_the_reference_on_cpu():
     c = case_mod.Case(id="fp4_pattern", file="<test>", line=0, spec=case_mod.PatternSpec(
         a_dtype="float4_e2m1fn", b_dtype="float4_e2m1fn", input_scales="both", scale_dtype="float8_e8m0fnu",
-        shape=case_mod.Shape(32, 16, 64)))
+        shape=Shape(32, 16, 64)))
     fn = _fn(render.render(c).source).FN
     inputs = numerics.make_inputs(c)
     assert inputs["a"].dtype.name == "float4_e2m1fn" and inputs["a_scale"].dtype.name == "float8_e8m0fnu"

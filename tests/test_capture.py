@@ -15,9 +15,9 @@ import pytest
 from fp8_check.compile import _render as render
 from fp8_check.compile._service import Compiler
 from fp8_check.gpu import _capture as capture
-from fp8_check.run import _runner as runner
 from fp8_check.signature import _extract as signature
 from fp8_check.targets import PROFILES, load_target, parse_target
+from fp8_check.verdict._canary import CANARY
 
 from .conftest import requires_gpu
 
@@ -59,7 +59,7 @@ def test_captured_spec_compiles_the_canary_to_an_fp8_gemm(h100_topology, tmp_pat
     assert target.fp8_capable and target.has_runtime_version
     assert target.description.startswith("NVIDIA H100 80GB HBM3 (sm_90), captured")
     with Compiler("deviceless") as compiler:
-        comp = compiler.compile(render.render(runner.CANARY), target, PROFILES["cublas"])
+        comp = compiler.compile(render.render(CANARY), target, PROFILES["cublas"])
     assert comp.ok, comp.error
     assert signature.extract(comp.hlo).fp8_gemms == 1
 
@@ -114,7 +114,7 @@ def test_gpu_capture_writes_a_spec_that_compiles(run_cli, tmp_path):
     target = load_target(str(tmp_path / "local.txtpb"))
     assert target.has_runtime_version and "captured from a real device" in target.description
     with Compiler("deviceless") as compiler:
-        comp = compiler.compile(render.render(runner.CANARY), target, PROFILES["cublas"])
+        comp = compiler.compile(render.render(CANARY), target, PROFILES["cublas"])
     assert comp.ok, comp.error
     if target.fp8_capable:
         assert signature.extract(comp.hlo).fp8_gemms == 1

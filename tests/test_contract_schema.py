@@ -9,6 +9,7 @@ import pytest
 
 from fp8_check.signature._extract import Signature
 from fp8_check.verdict import _contract as contract, _golden as golden
+from fp8_check.verdict._contract_schema import ContractError, options_from
 
 ROW = "{layer: 'Dense_0/*', pass: forward, engine: cuBLASLt FP8, operands: f8e4m3fn x f8e4m3fn}"
 GOLDEN = """case: m
@@ -72,14 +73,14 @@ def test_a_duplicate_key_anywhere_in_a_golden_is_refused(tmp_path):
 
 @pytest.mark.parametrize("tolerance", ["nan", "inf", "-1%", "1e9%", "true", "[1]"])
 def test_a_bad_tolerance_names_the_field(tolerance):
-    with pytest.raises(contract.ContractError, match="contract_options.cost_tolerance: expected a percentage from 0"):
-        contract.options_from({"cost_tolerance": {"true": True, "[1]": [1]}.get(tolerance, tolerance)})
+    with pytest.raises(ContractError, match="contract_options.cost_tolerance: expected a percentage from 0"):
+        options_from({"cost_tolerance": {"true": True, "[1]": [1]}.get(tolerance, tolerance)})
 
 
 def test_a_zero_tolerance_passes_the_cost_it_was_blessed_with():
     """bless writes cost_us rounded to 0.1 µs: at 0 % the same cost passes, a moved one does not."""
     sig = Signature(kernels=1, launches=(), gemms=(), unfused=())
-    zero = contract.options_from({"cost_tolerance": "0%"})
+    zero = options_from({"cost_tolerance": "0%"})
     blessed = contract.facts(sig, 812.4372, zero)
     assert blessed["cost_us"] == 812.4
     assert not contract.check(blessed, sig, 812.4372, zero).changes

@@ -18,7 +18,12 @@ from fp8_check.core._files import atomic_write
 from fp8_check.cost import _model as cost
 from fp8_check.run import _results as results, _runner as runner
 from fp8_check.signature import _extract as signature, _identity as identity
-from fp8_check.verdict import _comparator as comparator, _contract as contract, _contract_judge as contract_judge, _golden as golden
+from fp8_check.verdict import (
+    _comparator as comparator,
+    _contract as contract,
+    _contract_judge as contract_judge,
+    _golden as golden,
+)
 from fp8_check.verdict._outcome import FAIL, PASS, UNRESOLVED, XFAIL, Outcome
 
 MODELS = Path(__file__).parent / "fixtures" / "hlo" / "models"

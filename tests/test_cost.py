@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8_check.cost import _table as cost_table, _model as cost
+from fp8_check.cost import _model as cost, _table as cost_table
 from fp8_check.cost._model import CostDelta, Estimate
 from fp8_check.platforms import NVIDIA
 from fp8_check.run import _results as results

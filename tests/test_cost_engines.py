@@ -10,9 +10,10 @@ import jax.numpy as jnp
 import pytest
 
 from fp8_check.api import fusion_signature
-from fp8_check.cost import _rates as cost_rates, _table as cost_table, _model as cost
+from fp8_check.cost import _model as cost, _rates as cost_rates, _table as cost_table
 from fp8_check.cost._engine import LOOP_DOT
-from fp8_check.targets import PROFILES, Profile, load_target
+from fp8_check.platforms import Profile
+from fp8_check.targets import PROFILES, load_target
 
 from .conftest import REPO
 

@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from fp8_check.platforms import NVIDIA
-from fp8_check.worker import _aot as aot
+from fp8_check.worker import _aot as aot, target_view
 from tests.conftest import REPO, write_cases
 
 FIXTURES = REPO / "tests" / "fixtures" / "device_view"
@@ -37,14 +37,14 @@ def test_the_view_answers_with_the_target_and_restores_jax():
     devices = aot.compile_device("deviceless", aot.target_config_for("# fp8-check topology: 1x1x8\n" + config,
                                                                      {}, jax.__version__), NVIDIA.jax_platform)
     before = jax.devices
-    with aot.target_view(devices) as view:
+    with target_view(devices) as view:
         assert jax.devices()[0].platform == "gpu" and "H100" in jax.devices()[0].device_kind
         assert jax.device_count() == 8 and len(jax.local_devices()) == 8 and jax.default_backend() == "gpu"
         assert jax.devices("cpu")[0].platform == "cpu"  # another backend, asked by name: as usual
         assert jax.devices()[0].compute_capability == "9.0"
     assert jax.devices is before and jax.devices()[0].platform == "cpu"
     assert view.asked == ["devices", "device_count", "local_devices", "default_backend"]
-    with aot.target_view(None) as view:  # no target devices: answered as usual, and recorded
+    with target_view(None) as view:  # no target devices: answered as usual, and recorded
         assert jax.devices()[0].platform == "cpu"
     assert view.asked == ["devices"]
 
@@ -107,7 +107,7 @@ def test_the_view_records_a_backend_asked_for_as_answered_by_this_machine():
     config = (REPO / "harness" / "fp8_check" / "targets" / "h100.txtpb").read_text()
     devices = aot.compile_device("deviceless", aot.target_config_for(config, {}, jax.__version__), NVIDIA.jax_platform)
     before = jax.extend.backend.get_backend
-    with aot.target_view(devices) as view:
+    with target_view(devices) as view:
         assert jax.devices()[0].platform == "gpu"
         assert jax.extend.backend.get_backend().platform == "cpu"  # no target can answer it: recorded
     assert jax.extend.backend.get_backend is before

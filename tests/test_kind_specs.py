@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from fp8_check.cases._model import Case, MatmulSpec, Spec
 from fp8_check.cases.kinds.block_scaled import BlockScaledSpec
 from fp8_check.cases.kinds.pattern import PatternSpec
 from fp8_check.cases.kinds.python import PythonSpec
-from fp8_check.cases._model import Case, MatmulSpec, Spec
 
 PACKAGE = Path(__file__).resolve().parents[1] / "harness" / "fp8_check"
 

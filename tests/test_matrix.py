@@ -21,7 +21,7 @@ from fp8_check.matrix import _document as matrix_document, _view as matrix_view
 from fp8_check.matrix._document import Matrix, MatrixError, Status, VersionEntry, load_matrix
 from fp8_check.run import _results as results
 from fp8_check.signature._extract import Gemm, Signature
-from fp8_check.verdict import answer, _golden as golden, _outcome as outcome
+from fp8_check.verdict import _golden as golden, _outcome as outcome, answer
 from fp8_check.verdict._classify import Verdict
 from fp8_check.verdict._comparator import FieldDiff
 from fp8_check.verdict._outcome import Outcome

@@ -17,8 +17,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fp8_check.cases import _load as case_mod
-from fp8_check.cases._load import Case, PatternSpec, PythonSpec, Shape
+from fp8_check.cases import Shape, _load as case_mod
+from fp8_check.cases._load import Case, PatternSpec, PythonSpec
 from fp8_check.compile import _render as render
 from fp8_check.compile._service import Compilation, Compiler
 from fp8_check.gpu import _numerics as numerics

@@ -16,6 +16,7 @@ from fp8_check.compile._cache import CompileCache
 from fp8_check.compile._pool import CompilerPool
 from fp8_check.compile._service import CompileRequest
 from fp8_check.targets import PROFILES, TARGET_DIR, load_target
+from fp8_check.verdict._canary import CANARY
 
 from .conftest import write_cases
 
@@ -217,8 +218,8 @@ def test_the_canary_is_compiled_alongside_the_cases_and_only_once(tmp_path, monk
         pool._run = recording
         monkeypatch.setattr(runner, "check_canary", checking)
         outcomes = runner.run(cases, [h100], ["cublas"], "deviceless", pool, tmp_path / "goldens", canary=True)
-    assert queued_at_canary == [{runner.CANARY.id, "p1", "p2", "p3"}]  # all queued before the canary is waited for
-    assert started[0] == runner.CANARY.id and sorted(started[1:]) == ["p1", "p2", "p3"]
+    assert queued_at_canary == [{CANARY.id, "p1", "p2", "p3"}]  # all queued before the canary is waited for
+    assert started[0] == CANARY.id and sorted(started[1:]) == ["p1", "p2", "p3"]
     assert pool.compiled == 4
     assert [o.case for o in outcomes] == ["p1", "p2", "p3"] and {o.code.name for o in outcomes} == {"NEW"}, [o.reason for o in outcomes]
 

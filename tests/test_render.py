@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fp8_check.cases import _load as cases
-from fp8_check.cases._load import Case, PatternSpec, PythonSpec, Shape
+from fp8_check.cases import Shape, _load as cases
+from fp8_check.cases._load import Case, PatternSpec, PythonSpec
+from fp8_check.cases.kinds.pattern import FP8_DTYPES
 from fp8_check.compile import _render as render
 
 
@@ -30,12 +31,12 @@ case_strategy = st.builds(
     lambda a, b, batch, tb, deq, ins, sdt, outs, out, epi, bias, amax: (
         Case(id="h", file="<h>", line=1, spec=PatternSpec(
             a_dtype=a, b_dtype=b, shape=Shape(8, 16, 32, batch), transpose_b=tb,
-            dequant=deq, input_scales=ins, scale_dtype=sdt, output_scale=outs, clamp=out in cases.FP8_DTYPES,
+            dequant=deq, input_scales=ins, scale_dtype=sdt, output_scale=outs, clamp=out in FP8_DTYPES,
             out_dtype=out, epilogue=epi, bias_dtype=bias if (epi.startswith("bias") or epi == "matrix_bias") else None,
             amax=amax,
         ))
     ),
-    st.sampled_from(cases.FP8_DTYPES), st.sampled_from(cases.FP8_DTYPES), st.sampled_from([None, 3]), st.booleans(),
+    st.sampled_from(FP8_DTYPES), st.sampled_from(FP8_DTYPES), st.sampled_from([None, 3]), st.booleans(),
     st.sampled_from(cases.DEQUANT_DTYPES), st.sampled_from(cases.INPUT_SCALES), st.sampled_from(cases.DEQUANT_DTYPES),
     st.sampled_from(cases.OUTPUT_SCALES), st.sampled_from(cases.OUT_DTYPES), st.sampled_from(cases.EPILOGUES),
     st.sampled_from(cases.DEQUANT_DTYPES), st.sampled_from(cases.AMAX),

@@ -21,7 +21,8 @@ import yaml
 from fp8_check.cases import _load as cases
 from fp8_check.compile import _render as render
 from fp8_check.compile._service import Compiler
-from fp8_check.signature._extract import FP8_TYPES, extract
+from fp8_check.signature._extract import extract
+from fp8_check.signature._types import FP8_TYPES
 from fp8_check.targets import PROFILES, load_target
 from fp8_check.verdict import _golden as golden
 

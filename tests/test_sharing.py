@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fp8_check.cases import _load as case_mod
-from fp8_check.compile import _sharing as sharing, _render as render
+from fp8_check.compile import _render as render, _sharing as sharing
 from fp8_check.compile._cache import CompileCache
 from fp8_check.compile._pool import CompilerPool, _Key
 from fp8_check.compile._service import Compilation, CompileRequest

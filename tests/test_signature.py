@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fp8_check.signature import _extract as signature, _hlo as hlo
-from fp8_check.signature._extract import FP8_TYPES
+from fp8_check.signature._types import FP8_TYPES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 VERSIONS = sorted(p.name.removeprefix("jax-") for p in FIXTURES.glob("jax-*") if p.is_dir())

@@ -10,8 +10,8 @@ import pytest
 
 from fp8_check.compile._service import Compiler
 from fp8_check.platforms import AMD
-from fp8_check.run import _target_check as target_check
 from fp8_check.targets import TargetSpecError, load_target, parse_target, target_names
+from fp8_check.verdict import CudnnCanaryError, check_cudnn
 from fp8_check.worker import _aot as aot
 
 from .conftest import REPO
@@ -100,8 +100,8 @@ def test_cudnn_canary_catches_a_field_this_xla_ignores():
         jax_version = compiler.environment()["jax"]
         if aot.dnn_field_read(jax_version) != "gpu_device_info.dnn_version":
             pytest.skip(f"jax {jax_version} still reads the top-level field")
-        with pytest.raises(target_check.CudnnCanaryError) as e:
-            target_check.check_cudnn(compiler, stale, jax_version)
+        with pytest.raises(CudnnCanaryError) as e:
+            check_cudnn(compiler, stale, jax_version)
         assert "gpu_device_info.dnn_version" in str(e.value) and jax_version in str(e.value)
-        assert target_check.check_cudnn(compiler, load_target("b200"), jax_version).reached
-        assert not target_check.check_cudnn(compiler, load_target("h100"), jax_version).checked
+        assert check_cudnn(compiler, load_target("b200"), jax_version).reached
+        assert not check_cudnn(compiler, load_target("h100"), jax_version).checked

@@ -19,7 +19,14 @@ from fp8_check.cases import _load as case_mod
 from fp8_check.signature._extract import extract
 from fp8_check.signature._filecheck import run_filecheck
 from fp8_check.targets import PROFILES, load_target
-from fp8_check.upstream import _passes as passes, _repro as repro, _xla_test as xla_test, _explain as explain, _issue as issue, _reduce as reduce
+from fp8_check.upstream import (
+    _explain as explain,
+    _issue as issue,
+    _passes as passes,
+    _reduce as reduce,
+    _repro as repro,
+    _xla_test as xla_test,
+)
 from fp8_check.verdict import _comparator as comparator, _golden as golden
 from fp8_check.versions import xla_commits
 
