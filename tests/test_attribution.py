@@ -261,7 +261,7 @@ def test_fp8_checks_own_frames_are_never_a_source_line():
 
 def test_own_frames_are_the_package_but_not_its_model_code():
     package = Path(attribution.__file__).parents[1]
-    assert attribution.own_frame(str(package / "compile" / "export.py"))
+    assert attribution.own_frame(str(package / "compile" / "_export.py"))
     assert attribution.own_frame(str(package / "api.py"))
     assert not attribution.own_frame(str(package / "models" / "decoder.py"))  # the program under test
     assert not attribution.own_frame("/home/me/harness/api.py")  # someone else's harness/ is theirs

@@ -19,7 +19,7 @@ def test_package_data_is_found_by_name():
     assert (files.package_path("templates") / "report.html.j2").is_file()
     assert (files.package_path("targets", "h100.txtpb")).is_file()
     assert files.package_path("targets", "rates").is_dir()
-    assert (files.package_path("worker") / "aot.py").is_file()
+    assert (files.package_path("worker") / "_aot.py").is_file()
     assert files.package_path().resolve() == PACKAGE.resolve()
 
 

@@ -1,4 +1,4 @@
-"""The platform seam: what differs between GPU vendors lives in harness/fp8_check/platforms/ and nowhere else."""
+"""The platform seam: what differs between accelerator platforms lives in harness/fp8_check/platforms/ and nowhere else."""
 
 from __future__ import annotations
 
@@ -165,9 +165,9 @@ def test_the_wrong_fp8_family_silently_upcast_is_a_regression():
 
 # ---- the registry: a platform is one module or folder under platforms/, registered once
 
-PLATFORM_HOMES = {"nvidia": [SEAM / "nvidia.py"], "amd": [SEAM / "amd.py", SEAM / "_standins.py"],
+PLATFORM_HOMES = {"nvidia": [SEAM / "_nvidia.py"], "amd": [SEAM / "_amd.py", SEAM / "_standins.py"],
                   "tpu": sorted((SEAM / "tpu").rglob("*.py"))}
-SHARED_HOMES = [SEAM / "__init__.py", SEAM / "base.py", SEAM / "_xla_gpu.py"]
+SHARED_HOMES = [SEAM / "__init__.py", SEAM / "_registry.py", SEAM / "_base.py", SEAM / "_xla_gpu.py"]
 
 
 def _code_strings(path: Path) -> list[str]:

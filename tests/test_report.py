@@ -247,7 +247,7 @@ def test_a_written_matrix_gives_the_grid_of_its_results_files(tmp_path, html):
 
 
 def test_the_matrix_command_s_html_is_this_report(tmp_path, html):
-    from fp8_check.cli.matrix import write_html  # the command's half (scripts/restructure.py moves it by name)
+    from fp8_check.cli.matrix import write_html  # the command's half
 
     assert write_html([str(f) for f in FILES], tmp_path / "m.html")
     page = (tmp_path / "m.html").read_text()

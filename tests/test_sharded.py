@@ -325,7 +325,7 @@ ENTRY %main (a: f8e4m3fn[128,256], s: f8e8m0fnu[128,8]) -> f8e4m3fn[1024,256] {
   ROOT %g = f8e4m3fn[1024,256]{1,0} get-tuple-element(%ag), index=0
 }
 """
-    [c] = collectives.extract(hlo.parse(text))
+    [c] = collectives.extract_collectives(hlo.parse(text))
     assert c.dtype == "f8e4m3fn+f8e8m0fnu" and c.bytes == 1024 * 256 + 1024 * 8
     # the shape names the FP8 data too, not only the last operand (the scales): issue 44
     assert c.shape == "f8e4m3fn[1024,256]+f8e8m0fnu[1024,8]"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fp8_check import platforms
+from fp8_check import cost, platforms
 from fp8_check.compile import (
     cpu_only_without_gpu,
     export_callable,
@@ -38,10 +38,9 @@ from fp8_check.compile import (
     target_devices,
 )
 from fp8_check.core import is_narrow
-from fp8_check.cost import _model
 from fp8_check.platforms import Profile
 from fp8_check.report import gemm_summary
-from fp8_check.run import _runner
+from fp8_check.run import CanaryGate, compile_profile, judge_signature, price
 from fp8_check.signature import Signature, attributed, coverage, extract, layer_table
 from fp8_check.targets import (
     MODES,
@@ -126,7 +125,7 @@ class FusionReport:
     def estimate(self):
         """The program's roofline estimate on its target (fp8_check.cost._model.Estimate: `total_us`, `fp8_us`, `kernels`)."""
         try:
-            return _model.estimate(self.hlo, _model.hardware(as_target(self.target)))
+            return cost.estimate(self.hlo, cost.hardware(as_target(self.target)))
         except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):
             return None
 
@@ -173,7 +172,7 @@ class Checker:
                 raise ValueError("mode 'device' compiles on a local NVIDIA GPU and this machine has none; use 'deviceless'")
         self.compiler = Compiler(self.mode, python=python, timeout=timeout or DEFAULT_TIMEOUT)
         self._others = OtherEnvironments(self.mode, timeout or DEFAULT_TIMEOUT)  # mi300x: the ROCm environment
-        self._gate = _runner.CanaryGate(self.mode, refuse_unsupported=True)  # the environment's problem, once per target
+        self._gate = CanaryGate(self.mode, refuse_unsupported=True)  # the environment's problem, once per target
         self.not_representative = ""
         # Questions the checked code asked before tracing (importing it, its --args factory) that this machine
         # answered, not the target: `fp8-check check` sets them; every result then says NOT REPRESENTATIVE.
@@ -234,7 +233,7 @@ class Checker:
             if (problem := self._gate.problem(self.compiler_for(t), t)) is not None:
                 raise EnvironmentProblem(problem)
             # deviceless `default`: the results file committed for the target and release (_runner.compile_profile)
-            compile_as = _runner.compile_profile(p, t, self.mode, env["jax"], self.goldens_root)
+            compile_as = compile_profile(p, t, self.mode, env["jax"], self.goldens_root)
             comp = self.compiler_for(t).compile_exported(name or _name_of(fn), data, t, compile_as, sharding=sharding)
         label = name or _name_of(fn)
         if not comp.ok:
@@ -416,10 +415,10 @@ def judge_golden(report: FusionReport, goldens_root: str | Path, *, name: str | 
     """`report` judged against its golden exactly as `fp8-check run` judges a case (_runner.judge_signature):
     the one result record (`fp8_check.verdict._outcome.Outcome`: PASS, FAIL with its structured `diffs` and a verdict that
     carries what the change costs, or NEW). Raises GoldenError for an unreadable golden."""
-    out = _runner.judge_signature(Outcome(_golden_name(name or report.name), report.target, report.profile, report.mode, report.jax,
+    out = judge_signature(Outcome(_golden_name(name or report.name), report.target, report.profile, report.mode, report.jax,
                                          UNRESOLVED, autotune=report.autotune), report.signature, Path(goldens_root))
     out.hlo, out.stablehlo, out.compile_seconds = report.hlo, report.stablehlo, report.seconds
-    _runner.price(out, as_target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
+    price(out, as_target(report.target))  # a FAIL's verdict carries what the change costs (verdict.cost)
     return out
 
 

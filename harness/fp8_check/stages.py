@@ -8,7 +8,7 @@ after it (tests/test_layers.py enforces it). A stage is a folder of the package,
 from __future__ import annotations
 
 STAGES: tuple[tuple[str, str], ...] = (
-    ("platforms", "what differs between GPU vendors (standard library only)"),
+    ("platforms", "what differs between accelerator platforms (NVIDIA, AMD, TPU): one registry, standard library only"),
     ("core", "the shared vocabulary: errors and exit codes, dtypes, bounded YAML, checked names and outputs, versions"),
     ("worker", "what runs inside the compile worker, in any JAX environment (JAX and the standard library only)"),
     ("targets", "what a case is compiled for: GPU target specs (with their data), profiles, modes"),

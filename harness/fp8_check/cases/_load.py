@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from fp8_check import core  # noqa: F401  (re-exported)
 from fp8_check.cases import kinds
 from fp8_check.cases._model import (
     ENV_NAME_RE,
@@ -42,7 +43,6 @@ from fp8_check.cases.kinds.pattern import (  # noqa: F401
     PatternSpec,
 )
 from fp8_check.cases.kinds.python import PYTHON_KEYS, PythonSpec  # noqa: F401  (re-exported)
-from fp8_check.core import DATA_DTYPES, FP8_MAX, JAX_FP8, SCALE_DTYPES, _safe_yaml  # noqa: F401  (re-exported)
 from fp8_check.targets import MULTI_DEVICE_TARGETS, canonical_target, platform_target_names, target_names
 
 KINDS = tuple(kinds.KINDS)
@@ -167,11 +167,11 @@ def _case(path: Path, raw: Any, defaults: dict, index: int) -> Case:
 def load_file(path: Path) -> list[Case]:
     path = Path(path)
     try:
-        text = _safe_yaml.read_text(path)
-    except _safe_yaml.ReadError as exc:
+        text = core.read_text(path)
+    except core.ReadError as exc:
         raise CaseError(path, None, None, None, str(exc)) from None
     try:
-        doc = _safe_yaml.load(text, _safe_yaml.LineLoader)  # bounded; duplicate keys refused; mappings know their line
+        doc = core.load(text, core.LineLoader)  # bounded; duplicate keys refused; mappings know their line
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)

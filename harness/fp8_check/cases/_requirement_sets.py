@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check import platforms
-from fp8_check.core import ReadError, _files, package_path, read_text
+from fp8_check import core, platforms
+from fp8_check.core import ReadError, package_path, read_text
 
 # Named requirement sets a case may name (`requirements: maxtext`): files shipped in the package.
 NAMED = {"maxtext": package_path("models", "maxtext-requirements.txt"),
@@ -53,7 +53,7 @@ def outside(jax_range: str, jax_version: str, name: str) -> str | None:
 
 def excerpt(text: str) -> str:
     """`text` as an error may quote it: escaped (one line, control characters shown), at most EXCERPT characters."""
-    return _files.excerpt(text, EXCERPT)
+    return core.excerpt(text, EXCERPT)
 
 
 def read_set(path: Path, where: str = "--with-requirements", name: str | None = None,
@@ -65,7 +65,7 @@ def read_set(path: Path, where: str = "--with-requirements", name: str | None = 
     from packaging.requirements import InvalidRequirement, Requirement
 
     given = name or str(path)
-    shown = f"{where} {_files.shown_path(given)}"
+    shown = f"{where} {core.shown_path(given)}"
     try:
         text = read_text(path, MAX_BYTES, home, "the case file's folder")
     except ReadError as exc:

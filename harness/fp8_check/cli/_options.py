@@ -11,16 +11,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fp8_check.compile import _pool
+from fp8_check.compile import PoolOptions
 from fp8_check.matrix import VersionOptions
-from fp8_check.report import _formats
-from fp8_check.run import _selection
-from fp8_check.versions import _requirements
+from fp8_check.report import FORMATS, ReportFormat
+from fp8_check.run import SelectionOptions
+from fp8_check.versions import RequirementOptions
 
 
-def selection_options(args: argparse.Namespace) -> _selection.SelectionOptions:
+def selection_options(args: argparse.Namespace) -> SelectionOptions:
     """`paths`, `-k`, `--target`, `--profile`, `--mode`, `--goldens` (`_selection.add_options`)."""
-    return _selection.SelectionOptions(
+    return SelectionOptions(
         paths=tuple(getattr(args, "paths", None) or ()),
         filter=getattr(args, "filter", None),
         target=getattr(args, "target", None),
@@ -30,14 +30,14 @@ def selection_options(args: argparse.Namespace) -> _selection.SelectionOptions:
     )
 
 
-def pool_options(args: argparse.Namespace) -> _pool.PoolOptions:
+def pool_options(args: argparse.Namespace) -> PoolOptions:
     """`-j/--workers` and `--no-cache` (`_pool.add_options`)."""
-    return _pool.PoolOptions(workers=getattr(args, "workers", None), cache=not getattr(args, "no_cache", False))
+    return PoolOptions(workers=getattr(args, "workers", None), cache=not getattr(args, "no_cache", False))
 
 
-def requirement_options(args: argparse.Namespace) -> _requirements.RequirementOptions:
+def requirement_options(args: argparse.Namespace) -> RequirementOptions:
     """`--with REQ` and `--with-requirements FILE` (`_requirements.add_with_options`)."""
-    return _requirements.RequirementOptions(requirements=tuple(getattr(args, "with_", None) or ()),
+    return RequirementOptions(requirements=tuple(getattr(args, "with_", None) or ()),
                                            requirements_file=getattr(args, "with_requirements", None))
 
 
@@ -46,6 +46,6 @@ def version_options(args: argparse.Namespace) -> VersionOptions:
     return VersionOptions(jax=args.jax, jax_range=args.jax_range, select=args.select, jax_index=args.jax_index)
 
 
-def output_paths(args: argparse.Namespace) -> dict[type[_formats.ReportFormat], Path | str | None]:
+def output_paths(args: argparse.Namespace) -> dict[type[ReportFormat], Path | str | None]:
     """The path given for each output's option (`_formats.add_options`; None: not given)."""
-    return {f: getattr(args, f.dest(), None) for f in _formats.FORMATS}
+    return {f: getattr(args, f.dest(), None) for f in FORMATS}

@@ -66,7 +66,7 @@ LAYOUT = "v1"
 DEFAULT_MAX_MB = 256
 _HERE = package_path("worker")  # the worker's sources
 # The code that turns a request into a compilation: changing it must miss.
-_COMPILING_CODE = ("aot.py", "serve.py")
+_COMPILING_CODE = ("_aot.py", "serve.py")
 _DYNAMIC = {"__import__", "exec", "eval", "importlib", "import_module", "runpy"}
 
 

@@ -88,7 +88,7 @@ def repro_script(case_source: str, target: Target, profile: Profile, jax_version
 
     modules = modules or Closure()
     needs_of = needs_of or {}
-    aot_source = "\n\n".join((_WORKER / name).read_text() for name in ("device_view.py", "out_specs.py", "aot.py"))
+    aot_source = "\n\n".join((_WORKER / name).read_text() for name in ("_device_view.py", "_out_specs.py", "_aot.py"))
     embedded = {f.name: (f.relpath, f.package, f.text) for f in modules.files}
     for name, relpath, package, text in needs_of.get("files") or []:
         embedded.setdefault(str(name), (str(relpath), bool(package), str(text)))

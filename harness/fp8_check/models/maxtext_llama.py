@@ -31,7 +31,7 @@ import os
 
 import jax
 
-from fp8_check.platforms import TPU as TPU_PLATFORM
+from fp8_check import platforms
 
 SHAPE = ("model_name=llama2-7b", "ici_tensor_parallelism=8", "per_device_batch_size=1", "max_target_length=2048",
          "attention=dot_product", "dataset_type=synthetic", "enable_checkpointing=false")
@@ -53,7 +53,7 @@ def hardware() -> str:
     """MaxText's `hardware` setting from the compile target: `tpu` when fp8-check answers jax.devices() with a TPU
     target's devices, else `gpu` (the builder never fixes it)."""
     devices = jax.devices()
-    return TPU_PLATFORM.jax_platform if devices and devices[0].platform == TPU_PLATFORM.jax_platform else "gpu"
+    return platforms.TPU.jax_platform if devices and devices[0].platform == platforms.TPU.jax_platform else "gpu"
 
 _BUILT: dict = {}
 

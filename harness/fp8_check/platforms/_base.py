@@ -244,7 +244,7 @@ class Platform:
 
     def parse_versions(self, text: str, where: str):
         """The runtime and library versions a spec of this platform states: ((runtime), (dnn), source, notes), or
-        None when the generic GPU rules (fp8_check.targets.parse_versions) apply."""
+        None when the generic GPU rules (fp8_check.targets._specs.parse_versions) apply."""
         return None
 
     # ---- compiling

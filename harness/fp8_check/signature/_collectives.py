@@ -1,6 +1,6 @@
 """Collectives in the optimized HLO of a sharded compile: what each one moves, how many bytes, for which layer.
 
-Part of the signature stage: `extract(module)` lists every all-gather, reduce-scatter,
+Part of the signature stage: `extract_collectives(module)` lists every all-gather, reduce-scatter,
 all-reduce, all-to-all and collective-permute — synchronous, `*-start`/`*-done` pairs
 (counted once, at the start) and `async-start` wrappers around them — as a `Collective`:
 
@@ -195,7 +195,7 @@ def _has_gemm(module: Module, comp: Computation, depth: int = 0) -> bool:
     return False
 
 
-def extract(module: Module) -> list[Collective]:
+def extract_collectives(module: Module) -> list[Collective]:
     """Every collective in `module`, in a stable order."""
     async_callers: dict[str, Instruction] = {}  # a computation an async-start runs (through calls) -> the start
     loop_bodies: set[str] = set()  # while bodies that run a gemm (and whatever they call)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fp8_check import platforms
 from fp8_check.core import FP4, SCALE, dtype_class, is_narrow
 from fp8_check.signature import _attribution
-from fp8_check.signature._collectives import extract as extract_collectives
+from fp8_check.signature._collectives import extract_collectives
 from fp8_check.signature._hlo import Computation, Instruction, Module, called_instructions, dtype_of, parse, rank_of, shape_of
 from fp8_check.signature._provenance import callers, operand_metadata, operand_sources
 from fp8_check.signature._triton import dims_attr, split_k

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         any_failure,
         code,
     )
-    from ._rules_gemm import NEUTRAL
+    from .rules.collectives import is_collective_path
+    from .rules.findings import NEUTRAL
+    from .rules.layers import LayerRuleError, parse
 else:
     __getattr__, __dir__, __all__ = attach(__name__)

@@ -22,9 +22,8 @@ An environment is built in a `.building-*` directory and renamed into place only
 once it is complete (`uv venv --relocatable`, so it works after the rename). So
 an interrupted build never leaves a directory that looks usable: Ctrl-C removes
 the half-built one, and a killed build's leftover is removed the next time that
-version is built. The per-version lock lets several fp8-check processes share
-the cache. uv's own wheel cache (hard links) makes a rebuild of a version that
-was built before fast and cheap on disk.
+version is built. The per-version lock lets several fp8-check processes share the cache.
+uv's own wheel cache (hard links) makes a rebuild of a version that was built before fast and cheap on disk.
 """
 
 from __future__ import annotations
