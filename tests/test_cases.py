@@ -142,8 +142,8 @@ def test_duplicate_ids_across_files(tmp_path):
 
 def test_select_filters_by_substring_alternatives(tmp_path):
     loaded = load_text(tmp_path, "cases:\n  - id: relu_a\n  - id: gelu_b\n  - id: plain\n")
-    assert [c.id for c in cases.select(loaded, "relu,gelu")] == ["relu_a", "gelu_b"]
-    assert cases.select(loaded, None) == loaded
+    assert [c.id for c in cases.matching(loaded, "relu,gelu")] == ["relu_a", "gelu_b"]
+    assert cases.matching(loaded, None) == loaded
 
 
 def test_known_issue_applies_by_version_target_profile(tmp_path):

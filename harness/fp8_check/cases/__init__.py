@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from fp8_check._faces import attach
 
 if TYPE_CHECKING:
-    from ._load import discover, from_mapping, load, load_file
+    from ._load import discover, from_mapping, load, load_file, matching
     from ._model import Case, CaseError, Shape
     from ._requirement_sets import check_requirement, outside, read_set
     from ._source import ENV, Rendered, py_comment, py_literal, py_text

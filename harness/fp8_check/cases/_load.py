@@ -231,7 +231,7 @@ def load(paths: list[Path]) -> list[Case]:
     return out
 
 
-def select(cases: list[Case], pattern: str | None) -> list[Case]:
+def matching(cases: list[Case], pattern: str | None) -> list[Case]:
     """Keep the cases whose id contains `pattern` (several alternatives separated by ',')."""
     if not pattern:
         return cases

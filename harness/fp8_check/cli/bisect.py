@@ -5,20 +5,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fp8_check import platforms
+from fp8_check import platforms, run, verdict, versions
 from fp8_check.cases import CaseError
 from fp8_check.cli._options import requirement_options
-from fp8_check.run import _selection
 from fp8_check.targets import PROFILES
 from fp8_check.upstream import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, commit_ranges, investigate, save, search
-from fp8_check.verdict import GoldenError, _classify, change
-from fp8_check.versions import InstallError, Manager, VersionError, _requirements, kind_for_mode
+from fp8_check.verdict import GoldenError, change
+from fp8_check.versions import InstallError, Manager, VersionError, kind_for_mode
 
 
 def register(subparsers) -> dict:
     p = subparsers.add_parser("bisect", help="find the first JAX release where a case's signature changed (git bisect run exit codes)")
     p.add_argument("case", help="case id")
-    _selection.add_options(p)
+    run.add_options(p)
     _set_help(p, "--profile", f"one profile: {', '.join(x.name for x in platforms.DEFAULT.profiles)} (default: "
                               f"{platforms.default_profile()}, or the mode's only profile)")
     p.add_argument("--good", help="a version known good (the reference, with --criterion signature)")
@@ -35,7 +34,7 @@ def register(subparsers) -> dict:
     p.add_argument("--upstream-dir", type=Path, default=Path("reports/upstream"),
                    help="with --explain: where the explanation JSON goes (default reports/upstream)")
     p.add_argument("--cache", type=Path, help="environments directory (default: $FP8_CHECK_CACHE/envs or ~/.cache/fp8-check/envs)")
-    _requirements.add_with_options(p)
+    versions.add_with_options(p)
     p.set_defaults(mode="deviceless")
     return {"bisect": cmd_bisect}
 
@@ -49,40 +48,40 @@ def _set_help(parser, option: str, text: str) -> None:
 def cmd_bisect(args) -> int:
     try:
         return _cmd_bisect(args)
-    except (_selection.UsageError, CaseError, GoldenError, VersionError) as exc:
+    except (run.UsageError, CaseError, GoldenError, VersionError) as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
         return Verdict.ABORT.exit_code
 
 
 def _cmd_bisect(args) -> int:
-    case = _selection.find_case(args.paths, args.case)
-    targets = _selection.targets(args.target)
-    mode = _selection.mode(args.mode)
-    profiles = _selection.profiles(args.profile, mode, for_targets=targets)
+    case = run.find_case(args.paths, args.case)
+    targets = run.targets(args.target)
+    mode = run.mode(args.mode)
+    profiles = run.profiles(args.profile, mode, for_targets=targets)
     if len(targets) != 1 or len(profiles) != 1:
         if not args.profile and platforms.default_profile() in profiles:
             profiles = [platforms.default_profile()]
         else:
-            raise _selection.UsageError("bisect one target and one profile at a time (--target T --profile P)")
+            raise run.UsageError("bisect one target and one profile at a time (--target T --profile P)")
     target, profile = targets[0], PROFILES[profiles[0]]
     if profile.name not in case.profiles or (case.targets and target.name not in case.targets):
-        raise _selection.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
-    _selection.check_spec_files(args.target, mode)
+        raise run.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
+    run.check_spec_files(args.target, mode)
     try:
-        extras, jax_range = _requirements.extras(requirement_options(args))  # --with, --with-requirements
+        extras, jax_range = versions.extras(requirement_options(args))  # --with, --with-requirements
         if case.requirements:  # and the case's `requirements:`, where its range includes the release (Tester)
             extras += case.requirements.requirements
     except ValueError as exc:
         print(f"fp8-check bisect: error: {exc}", file=sys.stderr)
         return Verdict.ABORT.exit_code
     manager = Manager(args.cache, extras=extras, jax_range=jax_range, kind=kind_for_mode(mode),  # device: full set
-                      platform=_selection.env_platform([target]))  # mi300x: the ROCm environments
+                      platform=run.env_platform([target]))  # mi300x: the ROCm environments
     tester = Tester(case, target, profile, mode, args.goldens, args.criterion, manager)
     where = f"{case.id} on {target.name}/{profile.name} ({mode}), criterion {args.criterion}"
     if args.test:
         if args.criterion in BY_REFERENCE:
             if not args.good:
-                raise _selection.UsageError(f"--test with --criterion {args.criterion} needs --good (the reference version)")
+                raise run.UsageError(f"--test with --criterion {args.criterion} needs --good (the reference version)")
             ref = tester.set_reference(args.good)
             if ref.verdict is not Verdict.GOOD:
                 print(f"fp8-check bisect: the reference jax {args.good} is untestable: {ref.reason}", file=sys.stderr)
@@ -93,7 +92,7 @@ def _cmd_bisect(args) -> int:
             print(f"    {d}")
         return j.verdict.exit_code
     if not (args.good and args.bad):
-        raise _selection.UsageError("give --good V1 --bad V2 (or --test V)")
+        raise run.UsageError("give --good V1 --bad V2 (or --test V)")
     print(f"fp8-check bisect: {where}: between jax {args.good} (good) and {args.bad} (bad)", flush=True)
     res = search(tester, args.good, args.bad, log=lambda s: print(s, flush=True))
     if res.verdict is not Verdict.BAD or res.first_bad is None or res.last_good is None:
@@ -113,7 +112,7 @@ def _cmd_bisect(args) -> int:
         return Verdict.BAD.exit_code
     good_out, bad_out = tester.outcome_on(res.last_good)[0], tester.outcome_on(res.first_bad)[0]
     step = change(good_out, bad_out)[1] if good_out is not None and bad_out is not None \
-        else _classify.Verdict("")  # the comparison matrix uses (a model: by layer and pass)
+        else verdict.Verdict("")  # the comparison matrix uses (a model: by layer and pass)
     if step.lines and not step.is_regression:  # an improvement or a rename: nothing went bad
         print(f"\nfirst changed version: jax {res.first_bad} (last unchanged: jax {res.last_good}) — "
               f"{step.cls}, not a regression; `--criterion regression` finds where fusion got worse")
@@ -129,7 +128,7 @@ def _cmd_bisect(args) -> int:
     print("\n".join(commit_ranges(tester, res.last_good, res.first_bad)))
     if args.explain:
         if mode != "deviceless":
-            raise _selection.UsageError("--explain compiles deviceless only (give --mode deviceless)")
+            raise run.UsageError("--explain compiles deviceless only (give --mode deviceless)")
         print(f"\nexplaining jax {res.last_good} -> {res.first_bad}:", flush=True)
         known = {v: sig.to_dict() for v in (res.last_good, res.first_bad)
                  if v in tester.cache and (sig := tester.signature_on(v)[0]) is not None}

@@ -10,26 +10,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fp8_check import platforms
+from fp8_check import platforms, report, run
 from fp8_check.cases import load
 from fp8_check.cli._options import output_paths, pool_options, selection_options
-from fp8_check.compile import _pool, repro
+from fp8_check.compile import add_options, repro
 from fp8_check.core import EXIT_FAIL, EXIT_OK, atomic_write, check_dir, check_file, remove_stale_temporaries
 from fp8_check.cost import estimate, hardware
 from fp8_check.matrix import Matrix, MatrixFileError, bless_from_matrix, closing_line, entry_from_results, one_version_hint
-from fp8_check.report import _formats, plain, print_outcome, print_summary
-from fp8_check.run import (
-    NumericsCheck,
-    Results,
-    UsageError,
-    _selection,
-    environment_entry,
-    fail_on_type,
-    fails,
-    plan,
-    request_for,
-    run,
-)
+from fp8_check.report import plain, print_outcome, print_summary
+from fp8_check.run import NumericsCheck, Results, UsageError, environment_entry, fail_on_type, fails, plan, request_for
 from fp8_check.signature import extract
 from fp8_check.targets import PROFILES
 from fp8_check.verdict import (
@@ -55,14 +44,14 @@ def html_for(json_path: Path) -> Path:
 
 def register(sub) -> dict:
     p = sub.add_parser("run", help="compile cases and check their fusion signatures against goldens")
-    _selection.add_options(p)
-    _formats.add_options(p, {"--json": Path("reports/results.json"),
+    run.add_options(p)
+    report.add_options(p, {"--json": Path("reports/results.json"),
                             "--html": "next to the results JSON, named after it: results.json -> report.html, amd.json -> amd.html"})
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print every result (by default a plain expected PASS is only counted, per target/profile), "
                         "field diffs and full error texts")
-    _selection.add_timeout(p)
-    _pool.add_options(p)
+    run.add_timeout(p)
+    add_options(p)
     p.add_argument("--numerics", action="store_true",
                    help="also execute each case on the GPU and compare with a float64 reference (needs --mode device)")
     p.add_argument("--fail-on", type=fail_on_type(("any", "regression")), default="any",
@@ -72,9 +61,9 @@ def register(sub) -> dict:
                         "or those microseconds per call (docs/cost.md)")
 
     p = sub.add_parser("bless", help="record the current signatures as goldens (atomically) and print the diff")
-    _selection.add_options(p)
-    _selection.add_timeout(p)
-    _pool.add_options(p)
+    run.add_options(p)
+    run.add_timeout(p)
+    add_options(p)
     p.add_argument("--prune", action="store_true", help="also remove stale goldens: those of no case in PATHS")
     p.add_argument("--from-matrix", nargs="+", type=Path, metavar="MATRIX.json",
                    help="bless version-ranged goldens from matrix results instead of compiling: one expectation per run "
@@ -83,10 +72,10 @@ def register(sub) -> dict:
 
     p = sub.add_parser("show", help="print a case's repro script, StableHLO, optimized HLO and signature")
     p.add_argument("case", help="case id")
-    _selection.add_options(p)
+    run.add_options(p)
     p.add_argument("--repro", type=Path, help="also write the standalone repro script to this file")
-    _selection.add_timeout(p)
-    _pool.add_options(p)
+    run.add_timeout(p)
+    add_options(p)
 
     p = sub.add_parser("list", help="list the cases")
     p.add_argument("paths", nargs="*", type=Path)
@@ -98,18 +87,18 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _used_profiles(sel: _selection.Selection) -> list[str]:
+def _used_profiles(sel: run.Selection) -> list[str]:
     """The selected profiles some selected case runs under on some selected target (the header lists these)."""
     used = {p.name for _, _, p in plan(sel.cases, sel.targets, sel.profiles)}
     return [p for p in sel.profiles if p in used]
 
 
-def _header(env: dict, sel: _selection.Selection) -> str:
+def _header(env: dict, sel: run.Selection) -> str:
     """The run's first line: the JAX that compiles and its plugin for the targets' platform; when that is another
     environment than this one (a ROCm plugin for AMD targets), which release and why; the profiles the selected
     cases use, and what a profile's rows show where that is not what its name suggests (triton)."""
-    platform = (_selection.env_platform(sel.targets) if sel.mode == "deviceless" else None) or platforms.DEFAULT
-    note = _selection.environment_note(sel.targets, env) if sel.mode == "deviceless" else ""
+    platform = (run.env_platform(sel.targets) if sel.mode == "deviceless" else None) or platforms.DEFAULT
+    note = run.environment_note(sel.targets, env) if sel.mode == "deviceless" else ""
     used = _used_profiles(sel)
     shows = [PROFILES[p].shows for p in used if PROFILES[p].shows]
     return (f"fp8-check: jax {env['jax']} (jaxlib {env['jaxlib']}, {platform.plugin_label} "
@@ -124,18 +113,18 @@ def _stale(args) -> list[Path] | None:
     None when PATHS names single case files: goldens of cases in other files are not stale
     then, so nothing is warned about and `--prune` refuses to guess.
     """
-    paths = list(args.paths or [_selection.DEFAULT_CASES])
+    paths = list(args.paths or [run.DEFAULT_CASES])
     if any(not Path(p).is_dir() for p in paths):
         return None
     return stale(args.goldens, {c.id for c in load(paths)})
 
 
 def _paths_text(args) -> str:
-    return ", ".join(map(str, args.paths or [_selection.DEFAULT_CASES]))
+    return ", ".join(map(str, args.paths or [run.DEFAULT_CASES]))
 
 
 def cmd_run(args) -> int:
-    sel = _selection.select(selection_options(args))
+    sel = run.select(selection_options(args))
     if next(plan(sel.cases, sel.targets, sel.profiles), None) is None:  # "nothing ran", exit 0, was green
         raise UsageError(f"none of the {len(sel.cases)} selected case(s) runs on --target "
                          f"{','.join(t.name for t in sel.targets)} with --profile {','.join(sel.profiles)}: each "
@@ -148,11 +137,11 @@ def cmd_run(args) -> int:
         from fp8_check.gpu import _numerics  # the GPU layer's reference, handed to the runner
 
         numerics_check = _numerics
-    written = _formats.chosen(output_paths(args), lambda f: html_for(args.json) if f is _formats.HtmlReport else None)
-    _formats.check_paths(written)  # fail before compiling, not after
+    written = report.chosen(output_paths(args), lambda f: html_for(args.json) if f is report.HtmlReport else None)
+    report.check_paths(written)  # fail before compiling, not after
     running = list(dict.fromkeys(c.id for c, _, _ in plan(sel.cases, sel.targets, sel.profiles)))
     needs = [c for c in sel.cases if c.id in running]  # requirement sets are announced for the cases that run
-    compiler, env = _selection.start_compiler(sel.mode, args.timeout, sel.targets, pool_options(args), cases=needs, log=_say)
+    compiler, env = run.start_compiler(sel.mode, args.timeout, sel.targets, pool_options(args), cases=needs, log=_say)
     with compiler:
         print(_header(env, sel), flush=True)
         stale = _stale(args)  # warned after every input error: those stay one line
@@ -169,10 +158,10 @@ def cmd_run(args) -> int:
         for t in sel.targets:
             for note in t.notes:
                 print(f"fp8-check: target {t.name}: fixed: {note}", flush=True)
-        skip = _selection.unshipped_profiles(sel.goldens, sel.targets, _used_profiles(sel)) if not args.profile else {}
+        skip = run.unshipped_profiles(sel.goldens, sel.targets, _used_profiles(sel)) if not args.profile else {}
         for line in skip.values():
             print(f"fp8-check: {line}", flush=True)
-        outcomes = run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
+        outcomes = run.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens,
                               on_outcome=lambda o: print_outcome(o, verbose=args.verbose)
                               if args.verbose or not plain(o) else None,
                               numerics=numerics_check, canary=True, skip=frozenset(skip))
@@ -184,7 +173,7 @@ def cmd_run(args) -> int:
          "target_versions": {t.name: environment_entry(t, env["jax"]) for t in sel.targets}},
         outcomes, target_specs={t.name: t.config_text for t in sel.targets})
     res.path = str(args.json)
-    _formats.write(written, [res])  # one failure policy: the results JSON must be written, the report only warns
+    report.write(written, [res])  # one failure policy: the results JSON must be written, the report only warns
 
     print(closing_line(Matrix([entry_from_results(res)])))  # the last line: the one-line verdict
     fail_on = getattr(args, "fail_on", "any")
@@ -201,8 +190,8 @@ def _bless_from_matrix(args) -> int:
             raise UsageError(f"--from-matrix: no such file: {path}")
     try:
         changed, skipped = bless_from_matrix(args.from_matrix, args.goldens, args.filter,
-                                                    _selection.csv(args.target) or None,
-                                                    _selection.csv(args.profile) or None)
+                                                    run.csv(args.target) or None,
+                                                    run.csv(args.profile) or None)
     except MatrixFileError as exc:
         raise UsageError(str(exc)) from None
     print(f"blessed from matrix: {changed} golden(s) changed" + (f", {skipped} row(s) not blessed (see above)" if skipped else ""))
@@ -213,7 +202,7 @@ def cmd_bless(args) -> int:
     remove_stale_temporaries(args.goldens)  # hidden .tmp goldens of a bless killed mid-write
     if getattr(args, "from_matrix", None):
         return _bless_from_matrix(args)
-    sel = _selection.select(selection_options(args))
+    sel = run.select(selection_options(args))
     for t in sel.targets:
         for p in sel.profiles:
             check_dir(path_for(sel.goldens, "x", t.name, p, sel.mode).parent, "--goldens")
@@ -228,7 +217,7 @@ def cmd_bless(args) -> int:
             except OSError as exc:
                 raise UsageError(f"--prune: cannot remove {path}: {exc.strerror or exc}") from None
             print(f"pruned {path}: no case '{path.stem}' in {_paths_text(args)}")
-    compiler, env = _selection.start_compiler(sel.mode, args.timeout, sel.targets, pool_options(args), cases=sel.cases, log=_say)
+    compiler, env = run.start_compiler(sel.mode, args.timeout, sel.targets, pool_options(args), cases=sel.cases, log=_say)
     counts = {"changed": 0, "unresolved": 0}
     hints: list[str] = []  # one line per case that a matrix shows on other versions (printed once, at the end)
 
@@ -272,7 +261,7 @@ def cmd_bless(args) -> int:
             print(f"unchanged {where}")
 
     with compiler:
-        run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens, on_outcome=bless_one,
+        run.run(sel.cases, sel.targets, sel.profiles, sel.mode, compiler, sel.goldens, on_outcome=bless_one,
                    canary=True)
     for hint in hints:
         print(hint)
@@ -283,14 +272,14 @@ def cmd_bless(args) -> int:
 
 
 def cmd_show(args) -> int:
-    case = _selection.find_case(args.paths, args.case)
-    target = _selection.targets(args.target)[0]
-    mode = _selection.mode(args.mode)
-    profile = PROFILES[_selection.profiles(args.profile, mode, for_targets=[target])[0]]
+    case = run.find_case(args.paths, args.case)
+    target = run.targets(args.target)[0]
+    mode = run.mode(args.mode)
+    profile = PROFILES[run.profiles(args.profile, mode, for_targets=[target])[0]]
     if args.repro:
         check_file(args.repro, "--repro")
     # one compilation: a second worker would only import JAX for nothing
-    compiler, env = _selection.start_compiler(mode, args.timeout, [target], pool_options(args), workers=args.workers or 1,
+    compiler, env = run.start_compiler(mode, args.timeout, [target], pool_options(args), workers=args.workers or 1,
                                              cases=[case], log=_say)
     with compiler:  # in the environment of the case's `requirements:` when it names them
         # deviceless `default`: replaying the committed autotune results, as `run` does
@@ -324,6 +313,6 @@ def cmd_show(args) -> int:
 
 
 def cmd_list(args) -> int:
-    for c in _selection.load_cases(args.paths, args.filter):  # none at all: one line, exit 2 (as run says)
+    for c in run.load_cases(args.paths, args.filter):  # none at all: one line, exit 2 (as run says)
         print(f"{c.id:<40} {c.description}")
     return EXIT_OK

@@ -6,10 +6,10 @@ import glob
 import sys
 from pathlib import Path
 
-from fp8_check import platforms
+from fp8_check import platforms, report, run
 from fp8_check.cases import CaseError
 from fp8_check.cli._options import output_paths, requirement_options, version_options
-from fp8_check.compile import CompileCache, _pool
+from fp8_check.compile import CompileCache, add_options, default_jobs
 from fp8_check.core import EXIT_OK, EXIT_USAGE, Output, check_dir, check_file, shown_path, write_all
 from fp8_check.matrix import (
     FAIL_ON,
@@ -30,21 +30,20 @@ from fp8_check.matrix import (
     versions_of,
     write,
 )
-from fp8_check.report import _formats
-from fp8_check.run import _selection, fail_on_type, load
+from fp8_check.run import fail_on_type, load
 from fp8_check.verdict import GoldenError
 from fp8_check.versions import SELECTIONS, Manager, VersionError, _requirements, format_list, kind_for_mode
 
 
 def write_html(result_files: list[str], path: Path) -> bool:
     """The HTML report of the per-version results files (one typed `Results` per JAX version)."""
-    _formats.HtmlReport().write([load(Path(f)) for f in result_files], Path(path))
+    report.HtmlReport().write([load(Path(f)) for f in result_files], Path(path))
     return True
 
 
 def register(subparsers) -> dict:
     p = subparsers.add_parser("matrix", help="run the cases across JAX versions, one cached uv environment per version")
-    _selection.add_options(p)
+    run.add_options(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--jax", help="versions, comma-separated (e.g. 0.6.1,0.8.0,0.12.0.1)")
     which.add_argument("--jax-range", help="released versions in A..B (both included), A.., ..B, or a specifier set")
@@ -66,7 +65,7 @@ def register(subparsers) -> dict:
     p.add_argument("--jobs", type=int, default=2, help="versions compiled at once (default 2: on 2 cores the full library over 8 versions took 117 s vs 170 s with 1; environments build in the background)")
     p.add_argument("--out", type=Path, default=Path("reports/matrix.json"), help="matrix JSON (default: reports/matrix.json)")
     p.add_argument("--out-dir", type=Path, help="per-version results JSON (default: next to --out, in <name>.d/)")
-    _formats.add_options(p, {"--html": "--out with .html"}, formats=_formats.of_many_runs())
+    report.add_options(p, {"--html": "--out with .html"}, formats=report.of_many_runs())
     p.add_argument("--no-html", action="store_true")
     p.add_argument("--history", action="store_true",
                    help="also list the blessed history: signature changes between versions that the goldens expect "
@@ -82,7 +81,7 @@ def register(subparsers) -> dict:
                    help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "
                         "pre-release versions are allowed, and --jax nightly picks the newest build on it")
     _requirements.add_with_options(p)
-    _pool.add_options(p, "compile workers in all, split over the --jobs versions running at once")
+    add_options(p, "compile workers in all, split over the --jobs versions running at once")
     p.set_defaults(mode="deviceless")  # across versions, deviceless unless asked (--mode device on a GPU host)
     return {"matrix": cmd_matrix}
 
@@ -125,33 +124,33 @@ def cmd_matrix(args) -> int:
                 print(format_list(versions, args.format))
                 return EXIT_OK
             if args.list_jobs:
-                given = _selection.csv(args.target or platforms.default_target())
-                print(format_plan(plan(versions, _selection.targets(args.target), given),
+                given = run.csv(args.target or platforms.default_target())
+                print(format_plan(plan(versions, run.targets(args.target), given),
                                               args.format))
                 return EXIT_OK
-            cases = _selection.load_cases(args.paths, args.filter)
-            targets = _selection.targets(args.target)
-            mode = _selection.mode(args.mode)
-            profiles = _selection.profiles(args.profile, mode, for_targets=targets)
+            cases = run.load_cases(args.paths, args.filter)
+            targets = run.targets(args.target)
+            mode = run.mode(args.mode)
+            profiles = run.profiles(args.profile, mode, for_targets=targets)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
-            _selection.check_spec_files(args.target, mode)
+            run.check_spec_files(args.target, mode)
             extras, jax_range = _requirements.extras(requirement_options(args))  # every version's: --with, --with-requirements
-            skip = _selection.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
+            skip = run.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
             # the cases' `requirements:`: one environment per set per version, for the cases planned here only
             sets = needed_sets(cases, targets, profiles, frozenset(skip))
             if args.plan:
                 return _print_plan(versions, cases, targets, profiles, mode, frozenset(skip), jax_range, args.format)
             manager = Manager(args.cache, index_url=args.jax_index, extras=extras, jax_range=jax_range,
-                              kind=kind_for_mode(mode), platform=_selection.env_platform(targets))
+                              kind=kind_for_mode(mode), platform=run.env_platform(targets))
             print(f"fp8-check matrix: jax {', '.join(versions)}; mode {mode}; targets {', '.join(t.name for t in targets)}; "
                   f"profiles {', '.join(profiles)}; {len(cases)} cases; environments in {manager.root}"
                   + (f"; with {', '.join(manager.extras)}" if manager.extras else "")
                   + "".join(f"; requirements {n} ({c} cases, jax{r or ' any'})" for n, r, c in sets.values()), flush=True)
             if args.jobs < 1 or (args.workers is not None and args.workers < 1):
                 raise ValueError("--jobs and -j/--workers must be at least 1")
-            workers = max(1, (args.workers or _pool.default_jobs()) // args.jobs)
+            workers = max(1, (args.workers or default_jobs()) // args.jobs)
             cache = None if args.no_cache else CompileCache()
             for line in skip.values():
                 print(f"fp8-check matrix: {line}", flush=True)
@@ -169,10 +168,10 @@ def cmd_matrix(args) -> int:
     if not args.no_html:
         files = [e.results_file for e in m.versions if e.results_file and Path(e.results_file).exists()]
         if files:  # the same policy as run: the report only warns
-            chosen = _formats.chosen(output_paths(args), lambda f: args.out.with_suffix(".html") if f is _formats.HtmlReport else None,
-                                    formats=_formats.of_many_runs())
+            chosen = report.chosen(output_paths(args), lambda f: args.out.with_suffix(".html") if f is report.HtmlReport else None,
+                                    formats=report.of_many_runs())
             for f, _ in chosen:  # the planned jobs that uploaded nothing, in the report's header
                 f.notes = [j.line() for j in m.missing_jobs]
-            _formats.write(chosen, lambda: [load(Path(f)) for f in files])
+            report.write(chosen, lambda: [load(Path(f)) for f in files])
     print(closing_line(m))  # the last line: the one-line verdict
     return m.exit_code(args.fail_on)

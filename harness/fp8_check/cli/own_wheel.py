@@ -21,13 +21,14 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from fp8_check.core import DISTRIBUTION, _files
+from fp8_check import core
+from fp8_check.core import DISTRIBUTION
 from fp8_check.versions import find_uv
 
-PACKAGE_DIR = _files.package_path().resolve()  # fp8_check/
+PACKAGE_DIR = core.package_path().resolve()  # fp8_check/
 # The reusable workflow: in the wheel (pyproject.toml force-includes it here), else in the checkout it comes from.
 WORKFLOW_IN_PACKAGE = PACKAGE_DIR / "templates" / "fp8-check-reusable.yml"
-_CHECKOUT = _files.checkout()
+_CHECKOUT = core.checkout()
 WORKFLOW_IN_CHECKOUT = (_CHECKOUT or PACKAGE_DIR.parents[1]) / ".github" / "workflows" / "fp8-check.yml"
 # What an installer adds to a distribution's metadata: not part of the wheel.
 _INSTALLER_FILES = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json", "uv_build.json"}

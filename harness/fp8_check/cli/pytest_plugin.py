@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from fp8_check import platforms
+from fp8_check import platforms, run
 from fp8_check.cases import CaseError, load_file
 from fp8_check.compile import CompilerPool, PoolOptions, cpu_only_without_gpu
-from fp8_check.run import CanaryGate, _runner, _selection, plan
+from fp8_check.run import CanaryGate, canary_applies, plan, prefetch, request_for, unsupported_reason
 from fp8_check.verdict import PASS, UNRESOLVED, UNSUPPORTED, XFAIL
 
 if TYPE_CHECKING:  # pytest's failure representation is not exported by name
@@ -106,7 +106,7 @@ class CaseFile(pytest.File):
         session = _session(self.config)
         try:
             targets, profiles = session.targets(), session.profiles()
-        except _selection.UsageError as exc:
+        except run.UsageError as exc:
             raise self.CollectError(str(exc)) from None
         for case, target, profile in plan(loaded, targets, profiles):
             yield CaseItem.from_parent(self, name=f"{case.id}[{target.name}-{profile.name}]",
@@ -130,7 +130,7 @@ class CaseItem(pytest.Item):
         if problem:
             raise Fp8Failure(problem)
         goldens = session.goldens_root(self.path)
-        [out] = _runner.run([self.case], [self.target], [self.profile.name], session.mode, compiler, goldens)
+        [out] = run.run([self.case], [self.target], [self.profile.name], session.mode, compiler, goldens)
         self.user_properties += [("fp8_outcome", out.code.name), ("jax", out.jax), ("cached", str(out.cached).lower())]
         if out.signature:
             self.user_properties.append(("kernels", out.signature.kernels))
@@ -177,16 +177,16 @@ class _Session:
 
     def __init__(self, config):
         self.config = config
-        self.mode = _selection.mode(config.getoption("fp8_mode"))
+        self.mode = run.mode(config.getoption("fp8_mode"))
         self._compiler: CompilerPool | None = None
         self._env_error: str | None = None
         self._gate = CanaryGate(self.mode)  # once per target: may this environment judge it?
 
     def targets(self):
-        return _selection.targets(self.config.getoption("fp8_target"), option="--fp8-target")
+        return run.targets(self.config.getoption("fp8_target"), option="--fp8-target")
 
     def profiles(self):
-        return _selection.profiles(self.config.getoption("fp8_profile"), self.mode, option="--fp8-profile")
+        return run.profiles(self.config.getoption("fp8_profile"), self.mode, option="--fp8-profile")
 
     def goldens_root(self, case_path: Path) -> Path:
         given = self.config.getoption("fp8_goldens")
@@ -213,9 +213,9 @@ class _Session:
             if item is not None and isinstance(item, CaseItem) and item.case.requirements and item.case not in cases:
                 cases.append(item.case)
             try:
-                self._compiler, _ = _selection.start_compiler(self.mode, pool_options=options, for_targets=self.targets(),
+                self._compiler, _ = run.start_compiler(self.mode, pool_options=options, for_targets=self.targets(),
                                                              cases=cases)
-            except (_selection.BrokenEnvironment, _selection.UsageError) as exc:
+            except (run.BrokenEnvironment, run.UsageError) as exc:
                 self._env_error = f"broken environment: {exc}"
                 return None, self._env_error
             if item is not None and not xdist:
@@ -236,13 +236,13 @@ class _Session:
         for i in items:
             if not isinstance(i, CaseItem):
                 continue
-            if _runner.unsupported_reason(i.profile, self.mode, jax_version, i.target):
+            if unsupported_reason(i.profile, self.mode, jax_version, i.target):
                 continue  # UNSUPPORTED without compiling
             targets.setdefault(i.target.name, i.target)
-            requests.append(_runner.request_for(i.case, i.target, i.profile, None, self.mode, jax_version,
+            requests.append(request_for(i.case, i.target, i.profile, None, self.mode, jax_version,
                                                self.goldens_root(i.path)))
-        _runner.prefetch(compiler, list(targets.values()), self.mode, requests,
-                        canary=_runner.canary_applies(self.mode, jax_version))
+        prefetch(compiler, list(targets.values()), self.mode, requests,
+                        canary=canary_applies(self.mode, jax_version))
 
     def close(self):
         if self._compiler is not None:
@@ -280,7 +280,7 @@ def _fixture_params(config) -> list[tuple[str, str]]:
         targets = session.targets()
         given = config.getoption("fp8_profile")
         profiles = session.profiles() if given else [platforms.default_profile()]
-    except (_selection.UsageError, ValueError) as exc:
+    except (run.UsageError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return [(t.name, p) for t in targets for p in profiles]
 

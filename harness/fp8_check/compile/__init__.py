@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ._cache import CompileCache, cache_dir
     from ._check_process import child, run
     from ._export import cpu_only_without_gpu, export_callable, non_native_fp8, sharding_of, target_devices
-    from ._pool import CompilerPool, PoolOptions
+    from ._pool import CompilerPool, PoolOptions, add_options, default_jobs, from_options
     from ._render import arg_specs, case_options, render, repro, repro_needs, repro_script
     from ._service import DEFAULT_TIMEOUT, Compilation, Compiler, CompileRequest, CompileService, FailureKind, WorkerError
 else:

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.compile._render import Rendered
+from fp8_check.cases import Rendered
 from fp8_check.compile._service import CHECKOUT, DEFAULT_TIMEOUT, Compilation, Compiler
-from fp8_check.core import _files
+from fp8_check.core import shown_path
 from fp8_check.platforms import Profile
 from fp8_check.targets import AutotuneResultsError, Coverage, Target, load_results, replay_options, results_path, stand_in
 
@@ -60,7 +60,7 @@ def results_for(target: str, jax_version: str, given: Path | None = None, golden
         path = Path(given)
         path = path / f"{jax_version}.txt" if path.is_dir() else path
         if not path.exists() and not path.is_symlink():
-            raise AutotuneResultsError(f"{_files.shown_path(path)}: no such file")
+            raise AutotuneResultsError(f"{shown_path(path)}: no such file")
         load_results(path)
         return path.resolve()
     root = Path(goldens_root or (CHECKOUT or Path()) / "goldens")

@@ -31,12 +31,12 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
+from fp8_check.cases import Rendered
 from fp8_check.compile._cache import CompileCache, Entry, KeyMaterial, cacheable, imported_modules
-from fp8_check.compile._render import Rendered
 from fp8_check.compile._service import DEFAULT_TIMEOUT, Compilation, Compiler, CompileRequest, WorkerError
 from fp8_check.compile._sharing import derive, shareable_source
 from fp8_check.platforms import Profile
-from fp8_check.targets import Target, _autotune_results as ar
+from fp8_check.targets import LOAD_OPTION, Coverage, Target, key_options, shown_path
 
 
 def default_jobs() -> int:
@@ -189,7 +189,7 @@ class CompilerPool:
         material = KeyMaterial(
             source=r.rendered.source,
             target_config=r.target.config_text,
-            compiler_options=dict(ar.key_options(r.profile.compiler_options),  # a results file: its content
+            compiler_options=dict(key_options(r.profile.compiler_options),  # a results file: its content
                                   **({"optional_options": r.optional_options} if r.optional_options else {})),
             mode=self.mode,
             versions={k: env.get(k) if self.mode == "device" else probe["environment"].get(k)
@@ -399,13 +399,13 @@ class CompilerPool:
         self.kill()
 
 
-def _cached_coverage(entry: Entry, profile: Profile) -> "ar.Coverage | None":
+def _cached_coverage(entry: Entry, profile: Profile) -> "Coverage | None":
     """A cached replay's coverage, naming the results file this run loads (the key holds its content, not its path)."""
     if entry.autotune is None:
         return None
-    cov = ar.Coverage.from_json(entry.autotune)
-    path = str(profile.compiler_options.get(ar.LOAD_OPTION) or "")
-    return dataclasses.replace(cov, results=ar.shown_path(path)) if cov.results and path else cov
+    cov = Coverage.from_json(entry.autotune)
+    path = str(profile.compiler_options.get(LOAD_OPTION) or "")
+    return dataclasses.replace(cov, results=shown_path(path)) if cov.results and path else cov
 
 
 def _covered(how: str, rendered: Rendered) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from fp8_check import targets
 from fp8_check.platforms import Profile
-from fp8_check.targets import _autotune_results
 
 Loads = tuple[str, int, int]  # a results file as a worker loads it: path, mtime, size
 
@@ -23,12 +23,12 @@ class ReplayState:
     def __init__(self) -> None:
         self.loads: Loads | None = None  # None: a plain worker (no file, no lookup log)
         self._loaded: set[int] = set()  # worker pids whose XLA said it loaded its file
-        self._parsed: dict[Loads, _autotune_results.ResultsFile | None] = {}
+        self._parsed: dict[Loads, targets.ResultsFile | None] = {}
 
     def ready(self, worker, profile: Profile) -> Loads | None:
         """Make `worker` (a service.Worker) right for `profile`: a fresh process when it loads another file (or none),
         XLA's lookup log on while it replays one. Returns the file it loads (OSError, AutotuneResultsError)."""
-        path = profile.compiler_options.get(_autotune_results.LOAD_OPTION)
+        path = profile.compiler_options.get(targets.LOAD_OPTION)
         loads = None
         if path:
             st = Path(str(path)).stat()
@@ -36,7 +36,7 @@ class ReplayState:
         if loads != self.loads and worker.proc is not None:
             worker.close()
         self.loads = loads
-        worker.extra_env = dict(_autotune_results.LOG_ENV) if loads else {}
+        worker.extra_env = dict(targets.LOG_ENV) if loads else {}
         if loads:
             self.results()
         return loads
@@ -46,20 +46,20 @@ class ReplayState:
         """Where the worker's log stands before a compile (its pid, its stderr's size)."""
         return (worker.proc.pid if worker.proc else None), worker.stderr_size()
 
-    def results(self) -> _autotune_results.ResultsFile | None:
+    def results(self) -> targets.ResultsFile | None:
         """The parsed file (None: the stand-in, loaded where a target and release have none); AutotuneResultsError."""
         assert self.loads is not None
         if self.loads not in self._parsed:
             path = self.loads[0]
-            self._parsed[self.loads] = None if path == str(_autotune_results.stand_in()) else \
-                dataclasses.replace(_autotune_results.load_results(Path(path)), path=_autotune_results.shown_path(path))
+            self._parsed[self.loads] = None if path == str(targets.stand_in()) else \
+                dataclasses.replace(targets.load_results(Path(path)), path=targets.shown_path(path))
         return self._parsed[self.loads]
 
-    def coverage(self, worker, mark: tuple[int | None, int]) -> _autotune_results.Coverage:
+    def coverage(self, worker, mark: tuple[int | None, int]) -> targets.Coverage:
         """What the compile just done (its log: the worker's stderr since `mark`; all of it after a restart) took
         from the file."""
         pid = worker.proc.pid if worker.proc else -1
         log = worker.stderr_since(mark[1] if pid == mark[0] else 0)
-        if _autotune_results.logged_loaded(log):
+        if targets.logged_loaded(log):
             self._loaded.add(pid)
-        return _autotune_results.coverage(log, self.results(), loaded=pid in self._loaded)
+        return targets.coverage(log, self.results(), loaded=pid in self._loaded)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Protocol
 
-from fp8_check.compile._render import Rendered
+from fp8_check.cases import Rendered
 from fp8_check.compile._replay_worker import ReplayState
 from fp8_check.core import checkout, package_path
 from fp8_check.platforms import Profile

@@ -25,7 +25,7 @@ import ast
 import dataclasses
 
 from fp8_check.compile._service import Compilation
-from fp8_check.worker import _aot
+from fp8_check.worker import case_file_name
 
 # Names through which a module can read what differs between two shared cases (its docstring, its
 # file and module name) or reach its own frame.
@@ -61,7 +61,7 @@ def shareable_source(source: str) -> str | None:
 def derive(comp: Compilation, case_id: str, target: str, profile: str) -> Compilation:
     """What compiling `case_id` for `target` under `profile` gives, from the compilation of a request it shares
     a key with (equal target spec and options; the names may differ): the same program, under its own file name."""
-    old, new = _aot.case_file_name(comp.case_id), _aot.case_file_name(case_id)
+    old, new = case_file_name(comp.case_id), case_file_name(case_id)
 
     def rename(text: str | None) -> str | None:
         return text.replace(old, new) if text else text

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import yaml
 
-from fp8_check.core import _files
-from fp8_check.core._files import ReadError  # re-exported: one home, core/_files.py
+from fp8_check.core._errors import excerpt
+from fp8_check.core._files import ReadError, read_text  # noqa: F401  (ReadError re-exported: one home, core/_files.py)
 
 MAX_BYTES = 2 * 1024 * 1024  # per file
 MAX_DEPTH = 64  # nesting levels (mappings and lists), counting through aliases
 MAX_NODES = 200_000  # scalars, mappings and lists after alias expansion
 
 
-read_text = _files.read_text  # the one reader (core/_files.py): regular files, bounded, UTF-8; MAX_BYTES by default
 
 
 def problem_line(exc: yaml.YAMLError) -> str:
@@ -188,7 +187,7 @@ def _unique_keys(pairs: list) -> dict:
     out: dict = {}
     for k, v in pairs:
         if k in out:
-            raise ReadError(f"not JSON this tool reads: duplicate key {_files.excerpt(k)}")
+            raise ReadError(f"not JSON this tool reads: duplicate key {excerpt(k)}")
         out[k] = v
     return out
 

@@ -8,7 +8,7 @@ from fp8_check._faces import attach
 
 if TYPE_CHECKING:
     from ._delta import CostDelta
-    from ._model import Estimate, against_expected, estimate, hardware
+    from ._model import Estimate, against_expected, between, estimate, hardware
     from ._policy import parse_threshold
     from ._refit import Timed, refit
 else:

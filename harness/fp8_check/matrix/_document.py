@@ -23,10 +23,11 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from fp8_check import run
 from fp8_check.core import BadInput, ReadError, atomic_write, load_json, shown_path
 from fp8_check.matrix._jobs import MissingJob
-from fp8_check.run import _results, deviceless_unsupported, fails
-from fp8_check.verdict import CODES, NEW, UNSUPPORTED, Code, FieldDiff, Outcome, Verdict, _contract_judge
+from fp8_check.run import deviceless_unsupported, fails
+from fp8_check.verdict import CODES, NEW, UNSUPPORTED, Code, FieldDiff, Outcome, Verdict, change, changed
 from fp8_check.versions import parse_version
 
 SCHEMA = "fp8-check/matrix/2"
@@ -161,8 +162,8 @@ class Matrix:
                 if o is None or o.signature is None:
                     continue
                 if prev is not None:
-                    found = _contract_judge.change(prev[1], o)
-                    if _contract_judge.changed(found):
+                    found = change(prev[1], o)
+                    if changed(found):
                         out.append(Change(*row, prev[0], e.jax, *found))
                 prev = (e.jax, o)
         return out
@@ -230,7 +231,7 @@ def entry_to_json(e: VersionEntry, base: Path | None = None) -> dict:
     return {"jax": e.jax, "status": e.status.value, "error": e.error, "environment": e.environment, "env": e.env,
             "run_seconds": e.run_seconds, "results_file": rf, "summary": e.summary(),
             **({"broken_targets": e.broken_targets} if e.broken_targets else {}),
-            "results": [_results.outcome_to_json(o, with_text=False) for o in e.outcomes]}
+            "results": [run.outcome_to_json(o, with_text=False) for o in e.outcomes]}
 
 
 def entry_from_json(d: dict, base: Path | None = None) -> VersionEntry:
@@ -239,7 +240,7 @@ def entry_from_json(d: dict, base: Path | None = None) -> VersionEntry:
         rf = str((base / rf).resolve())
     return VersionEntry(str(parse_version(str(d["jax"]))), Status(d.get("status") or "ran"), d.get("error") or "",
                         dict(d.get("environment") or {}), dict(d.get("env") or {}), float(d.get("run_seconds") or 0.0),
-                        rf, [_results.outcome_from_json(r) for r in d.get("results") or []],
+                        rf, [run.outcome_from_json(r) for r in d.get("results") or []],
                         {str(k): str(v) for k, v in (d.get("broken_targets") or {}).items()})
 
 
@@ -304,7 +305,7 @@ def load_matrix(path: Path) -> Matrix:
     return from_json(_read(path), str(path))
 
 
-def entry_from_results(res: _results.Results) -> VersionEntry:
+def entry_from_results(res: run.Results) -> VersionEntry:
     """A version entry from one version's results file."""
     jax = res.jax
     status = Status.RAN
@@ -335,8 +336,8 @@ def merge_inputs(paths: list[str]) -> list[tuple[str, list[VersionEntry], dict]]
         schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""
         if schema.startswith("fp8-check/results/"):
             try:
-                res = _results.from_json(doc, f)
-            except _results.ResultsError as exc:
+                res = run.from_json(doc, f)
+            except run.ResultsError as exc:
                 raise MatrixError(str(exc)) from None
             inputs.append((f, [entry_from_results(res)],
                            {k: res.environment.get(k) for k in ("mode", "targets", "profiles")}))
@@ -353,7 +354,7 @@ _VOLATILE = ("compile_seconds", "cached")  # differ between two runs of the same
 
 
 def _same(a: Outcome, b: Outcome) -> bool:
-    ja, jb = (_results.outcome_to_json(o, with_text=False) for o in (a, b))
+    ja, jb = (run.outcome_to_json(o, with_text=False) for o in (a, b))
     return all(ja.get(k) == jb.get(k) for k in set(ja) | set(jb) if k not in _VOLATILE)
 
 

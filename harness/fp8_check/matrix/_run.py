@@ -48,12 +48,17 @@ from fp8_check.versions import (
     Env,
     InstallError,
     Manager,
+    RequirementEnvironments,
+    SetEnvironments,
     VersionError,
-    _requirement_envs,
     _shared_xla,
+    adding,
+    ensure_sets,
     jax_index,
     newest_on_index,
     select_range,
+    service_for,
+    sets_of,
     sort_versions,
 )
 
@@ -107,7 +112,7 @@ def needed_sets(cases, targets, profiles, skip: frozenset = frozenset()) -> dict
     seen: dict[str, object] = {}
     for case, _t, _p in plan(cases, targets, profiles, skip):
         seen.setdefault(case.id, case)
-    return _requirement_envs.sets_of(seen.values())
+    return sets_of(seen.values())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,7 +192,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             # with `requirements:` compile in their set's environment for this version
             compiler = live = CompilerPool(mode, jobs=workers, python=str(env.python), cache=cache)
             _LIVE_POOLS.add(live)
-            compiler = _requirement_envs.service_for(live, sets, mode, workers, cache=cache)
+            compiler = service_for(live, sets, mode, workers, cache=cache)
             if shared and shared.get("record"):
                 compiler = shared["recorder"] = _shared_xla.Recorder(compiler)
         try:  # the canary is checked (and compiled alongside the cases) before any outcome
@@ -225,7 +230,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     finally:
         if live is not None:
             _LIVE_POOLS.discard(live)
-        if isinstance(compiler, (CompilerPool, _shared_xla.Recorder, _requirement_envs.RequirementEnvironments)):
+        if isinstance(compiler, (CompilerPool, _shared_xla.Recorder, RequirementEnvironments)):
             compiler.close()
         entry.run_seconds = round(time.perf_counter() - start, 2)
         progress.version_done(entry)
@@ -270,7 +275,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fp8-env")
     futures: dict[str, Future] = {}
 
-    def build(v: str) -> tuple[Env, _requirement_envs.SetEnvironments | None]:
+    def build(v: str) -> tuple[Env, SetEnvironments | None]:
         progress.env_started(v)
         try:
             env = manager.ensure(v)
@@ -278,7 +283,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
             progress.env_done(v, None, str(exc))
             raise
         progress.env_done(v, env, "")
-        found = _requirement_envs.ensure_sets(sets, v, lambda r: _requirement_envs.adding(manager, r),
+        found = ensure_sets(sets, v, lambda r: adding(manager, r),
                                                 log=progress.say) if sets else None
         return env, found
 

@@ -31,7 +31,7 @@ from fp8_check._faces import attach
 if TYPE_CHECKING:
     from ._amd import AMD, ARCH_NAME
     from ._base import GemmTypeTable, Platform, Probe, Profile
-    from ._nvidia import DEVICE_MARKER, DEVICE_NODE, NVIDIA, SMI
+    from ._nvidia import DEVICE, DEVICE_MARKER, DEVICE_NODE, DEVICELESS, NVIDIA, SLIM_EXTRAS, SMI, slim_extras
     from ._registry import (
         DEFAULT,
         ENTRY_POINTS,

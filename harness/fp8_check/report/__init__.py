@@ -7,7 +7,18 @@ from typing import TYPE_CHECKING
 from fp8_check._faces import attach
 
 if TYPE_CHECKING:
-    from ._formats import ResultsJson, add_options, print_results, write
+    from ._formats import (
+        FORMATS,
+        HtmlReport,
+        ReportFormat,
+        ResultsJson,
+        add_options,
+        check_paths,
+        chosen,
+        of_many_runs,
+        print_results,
+        write,
+    )
     from ._github import case_lines, error_annotations, job_summary, not_run_annotations, write_issue_bodies
     from ._issue import markdown_for
     from ._issue_filing import FilingError, file_issues

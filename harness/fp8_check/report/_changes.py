@@ -19,7 +19,7 @@ from html import escape
 from fp8_check.core import is_narrow
 from fp8_check.cost import CostDelta
 from fp8_check.signature import Signature
-from fp8_check.verdict import Outcome, _contract_judge
+from fp8_check.verdict import Outcome, change, changed
 
 FEATURES = ("FP8 gemm", "epilogue", "abs-max", "FP8 output")
 CLASS_COLORS = {"regression": "#c62828", "improvement": "#2e7d32", "neutral": "#9e9e9e", "mixed": "#8e24aa"}
@@ -72,9 +72,9 @@ def cell_changes(outcomes: list[Outcome]) -> list[CellChange]:
         c = CellChange(o.jax, sig.get("kernels") if sig else None, features(sig))
         if sig is not None:
             if prev is not None:  # the matrix's own comparison (a model against its contract: by layer and pass)
-                found = _contract_judge.change(prev, o)
+                found = change(prev, o)
                 v = found[1]
-                if _contract_judge.changed(found):
+                if changed(found):
                     c.change_from, c.cls, c.summary = prev.jax, v.cls, v.summary()
                     c.lines = [x.to_dict() for x in v.lines]
                     c.cost = v.cost

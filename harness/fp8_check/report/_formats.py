@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Callable, ClassVar, Mapping, Sequence, TextIO
 
-from fp8_check.core import _outputs
+from fp8_check import run
+from fp8_check.core import Output, check_file, write_all
 from fp8_check.report import _page  # _page.write_report, looked up when writing (a test replaces it)
-from fp8_check.run import Results, _results
+from fp8_check.run import Results
 
 
 class ReportFormat:
@@ -47,7 +48,7 @@ class ResultsJson(ReportFormat):
     def write(self, runs: list[Results], path: Path) -> None:
         if len(runs) != 1:
             raise ValueError(f"a results file holds one run, not {len(runs)}")
-        _results.write(path, runs[0])
+        run.write(path, runs[0])
 
 
 class HtmlReport(ReportFormat):
@@ -100,7 +101,7 @@ def chosen(given: Mapping[type[ReportFormat], Path | str | None],
 def check_paths(chosen_formats: list[tuple[ReportFormat, Path]]) -> None:
     """Before compiling: every output's path can be written (OutputError, one line naming the option)."""
     for f, path in chosen_formats:
-        _outputs.check_file(path, f.option)
+        check_file(path, f.option)
 
 
 def write(chosen_formats: list[tuple[ReportFormat, Path]], runs: list[Results] | Callable[[], list[Results]]) -> list[Path]:
@@ -116,11 +117,11 @@ def write(chosen_formats: list[tuple[ReportFormat, Path]], runs: list[Results] |
     def writer(f: ReportFormat) -> Callable[[Path], None]:
         return lambda path: f.write(the_runs(), path)
 
-    return _outputs.write_all([_outputs.Output(f.what, path, writer(f), primary=f.primary, announce=f.announce)
+    return write_all([Output(f.what, path, writer(f), primary=f.primary, announce=f.announce)
                               for f, path in chosen_formats])
 
 
 def print_results(res: Results, out: TextIO) -> None:
     """The standard results document on a stream (`check --json -`): JSON alone."""
-    out.write(json.dumps(_results.to_json(res), indent=1) + "\n")
+    out.write(json.dumps(run.to_json(res), indent=1) + "\n")
     out.flush()

@@ -21,7 +21,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from fp8_check.cases import _load
+from fp8_check.cases import CaseError, load
 from fp8_check.matrix import CHANGE_MARKS, Finding, Matrix, NotRun, closing_line, findings, first_bad, not_run
 from fp8_check.report._issue import first_bad_items, issue_markdown
 from fp8_check.report._issue_filing import MARKER, Group, groups
@@ -239,6 +239,6 @@ def _write_body(path: Path, text: str) -> None:
 
 def case_lines(paths: list[Path]) -> dict[str, tuple[str, int]]:
     try:
-        return {c.id: (str(c.file), c.line) for c in _load.load(paths)}
-    except _load.CaseError:
+        return {c.id: (str(c.file), c.line) for c in load(paths)}
+    except CaseError:
         return {}

@@ -28,11 +28,11 @@ from fp8_check.verdict import (
     UNRESOLVED,
     XFAIL,
     XPASS,
-    _comparator,
     answer,
     is_collective_path,
     is_contract,
     is_device_field,
+    list_diff,
 )
 
 MARKDOWN_LIMIT = 60_000  # characters of an issue body
@@ -314,7 +314,7 @@ def layers_section(it: Item, model: Model) -> list[str]:
 def _sides(d) -> tuple[str, str]:
     """A differing field's two sides as the body states them: a long list (a model's launches) as its item count and
     what was added, removed and moved (verdict/_comparator.py's `list_diff`), not two walls of values."""
-    ld = _comparator.list_diff(d.expected, d.found)
+    ld = list_diff(d.expected, d.found)
     if ld is not None:
         return f"{ld.before} items", ld.text(limit=8).split(": ", 1)[1]
     return show_expected(d), show_found(d)

@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Protocol
 
 from packaging.version import Version
 
+from fp8_check import verdict
 from fp8_check.cases import Case
 from fp8_check.compile import (
     Compilation,
@@ -51,7 +52,6 @@ from fp8_check.verdict import (
     NumericsResult,
     Outcome,
     Verdict,
-    _contract_judge,
     check_canary,
     classify,
     classify_extra,
@@ -193,7 +193,7 @@ def judge_signature(out: Outcome, sig: Signature, goldens_root: Path, issue=None
         except ValueError as exc:
             out.reason = f"{gpath}: field {exc}"
             return out
-        return source.settle(_contract_judge.judge(out, sig, g, exp, gpath, issue, rules), hint)
+        return source.settle(verdict.judge(out, sig, g, exp, gpath, issue, rules), hint)
     out.expected, out.expected_range = exp.signature, exp.jax or ""
     out.diffs = compare(exp.signature, sig.to_dict())
     try:
@@ -265,8 +265,8 @@ def fails(out: Outcome, fail_on: str) -> bool:
     or `cost:THRESHOLD` — a regression whose estimated cost reaches the threshold (`1%` of the golden's estimate,
     `40us`), a regression that could not be priced, or a case that no longer compiles."""
     if fail_on.startswith("cost:"):
-        if _contract_judge.is_contract(out) and out.code in (PASS, FAIL):
-            return _contract_judge.cost_reaches(out, parse_threshold(fail_on[5:]))
+        if verdict.is_contract(out) and out.code in (PASS, FAIL):
+            return verdict.cost_reaches(out, parse_threshold(fail_on[5:]))
         if not is_regression(out):
             return False
         priced = out.verdict.cost if out.verdict is not None else None
@@ -484,11 +484,11 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
         if priced is not None and priced.ok and priced.hlo and case is not None and case.priced_elsewhere:
             text, sig, where = priced.hlo, extract(priced.hlo), case.production_text()
         out.estimate = estimate(text, hw, where)
-        if out.verdict is not None and _contract_judge.is_contract(out):
+        if out.verdict is not None and verdict.is_contract(out):
             # a contract's own cost line compares estimates at the judged shapes; a layer that lost FP8 is priced
             # here, at the production shapes, as against a golden whose layer rule wants it in FP8
             assert out.expected is not None  # a contract is judged against its expectation
-            lost = lost_fp8(out.expected[_contract_judge.KEY], out.signature)
+            lost = lost_fp8(out.expected[verdict.KEY], out.signature)
             if lost:
                 out.verdict = dataclasses.replace(out.verdict, cost=against_expected({}, sig, out.estimate, hw,
                                                                                           out.signature, lost))

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.cases import _load
-from fp8_check.compile import DEFAULT_TIMEOUT, Compiler, CompilerPool, WorkerError, _pool
+from fp8_check.cases import Case, load, matching
+from fp8_check.compile import DEFAULT_TIMEOUT, Compiler, CompilerPool, PoolOptions, WorkerError, from_options
 from fp8_check.core import BadInput, BrokenEnvironmentError, installed, option
 from fp8_check.platforms import Profile
 from fp8_check.targets import (
@@ -27,7 +27,7 @@ from fp8_check.targets import (
     resolve_mode,
 )
 from fp8_check.verdict import golden_files_of
-from fp8_check.versions import _envs, _requirement_envs
+from fp8_check.versions import InstallError, other_platform, python_for, wrap
 
 DEFAULT_CASES = Path("cases")
 
@@ -50,18 +50,18 @@ def csv(value: str | None) -> list[str]:
     return out
 
 
-def load_cases(paths: list[Path] | None, filter_text: str | None = None) -> list[_load.Case]:
+def load_cases(paths: list[Path] | None, filter_text: str | None = None) -> list[Case]:
     """The cases under `paths` (default cases/) whose id matches `-k`; UsageError when none does."""
     paths = list(paths or [DEFAULT_CASES])
-    cases = _load.select(_load.load(paths), filter_text)
+    cases = matching(load(paths), filter_text)
     if not cases:
         raise UsageError(f"no case matches{' -k ' + filter_text if filter_text else ''} in {', '.join(map(str, paths))}")
     return cases
 
 
-def find_case(paths: list[Path] | None, case_id: str) -> _load.Case:
+def find_case(paths: list[Path] | None, case_id: str) -> Case:
     paths = list(paths or [DEFAULT_CASES])
-    for c in _load.load(paths):
+    for c in load(paths):
         if c.id == case_id:
             return c
     raise UsageError(f"no case with id '{case_id}' in {', '.join(map(str, paths))}")
@@ -98,7 +98,7 @@ def mode(value: str | None) -> str:
 
 
 def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targets=(),
-                   pool_options: _pool.PoolOptions | None = None, workers: int | None = None, for_targets=(),
+                   pool_options: PoolOptions | None = None, workers: int | None = None, for_targets=(),
                    cases=(), log=None) -> tuple[CompilerPool, dict]:
     """A pool of compile workers behind the compile cache, and its environment (versions, device); deviceless,
     `check_targets`' specs are parsed by XLA first, so that a malformed one is bad input (UsageError), not a
@@ -111,7 +111,7 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
         raise UsageError("--mode device compiles on a local NVIDIA GPU and this machine has none; use --mode deviceless")
     python = platform_python([*check_targets, *for_targets]) if mode_name == "deviceless" else None
     try:
-        compiler = _pool.from_options(pool_options or _pool.PoolOptions(), mode_name, python=python, jobs=workers, timeout=timeout)
+        compiler = from_options(pool_options or PoolOptions(), mode_name, python=python, jobs=workers, timeout=timeout)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -123,7 +123,7 @@ def start_compiler(mode_name: str, timeout: float = DEFAULT_TIMEOUT, check_targe
             cases = [c for c in cases if not c.targets or any(t.name in c.targets for t in selected)]
         if cases:
             platform = env_platform([*check_targets, *for_targets]) if mode_name == "deviceless" else None
-            compiler = _requirement_envs.wrap(compiler, cases, env["jax"], mode_name, timeout, compiler.cache, platform,
+            compiler = wrap(compiler, cases, env["jax"], mode_name, timeout, compiler.cache, platform,
                                              log or (lambda _: None))
     except WorkerError as exc:
         compiler.close()
@@ -150,7 +150,7 @@ def environment_note(targets, env: dict) -> str:
 def env_platform(targets) -> platforms.Platform | None:
     """The platform whose plugin joins the CUDA one in the environments compiling for `targets` (_envs.other_platform)."""
     try:
-        return _envs.other_platform(targets)
+        return other_platform(targets)
     except ValueError as exc:
         raise UsageError(f"--target: {exc}") from None
 
@@ -158,10 +158,10 @@ def env_platform(targets) -> platforms.Platform | None:
 def platform_python(targets) -> str | None:
     """The interpreter that compiles for `targets` (_envs.python_for): None for this one."""
     try:
-        return _envs.python_for(targets)
+        return python_for(targets)
     except ValueError as exc:
         raise UsageError(f"--target: {exc}") from None
-    except _envs.InstallError as exc:
+    except InstallError as exc:
         raise BrokenEnvironment(f"cannot build the environment for {', '.join(t.name for t in targets)}: {exc}") from None
 
 
@@ -208,7 +208,7 @@ def add_timeout(p) -> None:
 class Selection:
     """Everything a run needs to know before compiling."""
 
-    cases: list[_load.Case]
+    cases: list[Case]
     targets: list[Target]
     profiles: list[str]
     mode: str

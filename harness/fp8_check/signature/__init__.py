@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ._extract import Kernel, extract, kernels
     from ._filecheck import run_filecheck
     from ._hlo import Instruction, Module, dtype_of, match_bracket, parse, split_top_level
-    from ._identity import found_by_label
+    from ._identity import LISTS, aligned, found_by_label
     from ._types import KERNEL_CONVENTION, Gemm, Signature
 else:
     __getattr__, __dir__, __all__ = attach(__name__)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from fp8_check.core import _dtypes, record
+from fp8_check import core
+from fp8_check.core import record
 from fp8_check.signature._collectives import Collective
 
 # The dtype classes live in harness/fp8_check/core/_dtypes.py; these names stay for importers.
-FP8_TYPES = _dtypes.FP8_TYPES | _dtypes.SCALE_TYPES
-FP4_TYPES = _dtypes.FP4_TYPES
-LOW_PRECISION = _dtypes.NARROW_TYPES
+FP8_TYPES = core.FP8_TYPES | core.SCALE_TYPES
+FP4_TYPES = core.FP4_TYPES
+LOW_PRECISION = core.NARROW_TYPES
 # Custom-call targets of a block-scaled dot: XLA's cuDNN call after rewriting, and JAX's op before it.
 
 # How `Signature.kernels` counts asynchronous ops (extract._collect_kernels; docs/sharded.md; printed by `check -v`).
@@ -52,7 +53,7 @@ class Gemm:
     @property
     def fp8(self) -> bool:
         """Low-precision (FP8, or block-scaled FP4) operands."""
-        return len(self.operand_dtypes) == 2 and all(_dtypes.is_narrow(d) for d in self.operand_dtypes)
+        return len(self.operand_dtypes) == 2 and all(core.is_narrow(d) for d in self.operand_dtypes)
 
 
 @dataclass

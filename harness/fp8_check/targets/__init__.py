@@ -10,16 +10,23 @@ if TYPE_CHECKING:
     from ._autotune_results import (
         AUTOTUNE_DIR,
         FORMAT_OPTION,
+        LOAD_OPTION,
+        LOG_ENV,
         WRITTEN_BACKENDS,
         AutotuneResultsError,
         Coverage,
         Entry,
         ReplayKey,
+        ResultsFile,
         capture_options,
+        coverage,
         format_results,
+        key_options,
         load_results,
+        logged_loaded,
         replay_options,
         results_path,
+        shown_path,
         stand_in,
     )
     from ._specs import (

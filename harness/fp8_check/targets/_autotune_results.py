@@ -30,7 +30,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fp8_check.core import BadInput, _files
+from fp8_check import core
+from fp8_check.core import BadInput
 
 AUTOTUNE_DIR = "autotune"  # goldens/<target>/autotune/<jax>.txt
 FILE_VERSION = 3  # AutotuneResults.version that XLA accepts (it rejects any other)
@@ -277,7 +278,7 @@ def parse_results(text: str, where: str) -> ResultsFile:
         lines = text.splitlines()
         at = lines[line - 1][max(column - 1, 0):] if 0 < line <= len(lines) else ""
         raise AutotuneResultsError(f"{where}: not an AutotuneResults text proto: line {line}, column {column}"
-                                   + (f", at {_files.excerpt(at, PARSE_EXCERPT)}" if at else "")) from None
+                                   + (f", at {core.excerpt(at, PARSE_EXCERPT)}" if at else "")) from None
     except (RecursionError, UnicodeError, ValueError) as exc:
         raise AutotuneResultsError(f"{where}: not an AutotuneResults text proto ({type(exc).__name__})") from None
     if doc.version != FILE_VERSION:
@@ -294,10 +295,10 @@ def load_results(path: Path, home: Path | None = None) -> ResultsFile:
     """The results file at `path`, read as every user-given file is (core/_files.py: a regular file after its links,
     inside `home` when given, at most MAX_BYTES of UTF-8), then parsed; AutotuneResultsError in one line that never
     quotes more of the file than a short escaped excerpt."""
-    where = _files.shown_path(path)
+    where = core.shown_path(path)
     try:
-        text = _files.read_text(path, MAX_BYTES, home, home_name="the goldens folder" if home is not None else None)
-    except _files.ReadError as exc:
+        text = core.read_text(path, MAX_BYTES, home, home_name="the goldens folder" if home is not None else None)
+    except core.ReadError as exc:
         raise AutotuneResultsError(f"{where}: {exc}") from None
     return parse_results(text, where)
 

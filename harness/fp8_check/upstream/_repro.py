@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from fp8_check.cases import Case, kinds
-from fp8_check.compile import arg_specs
+from fp8_check.compile import arg_specs, render
 from fp8_check.platforms import Profile
 from fp8_check.targets import Target
 from fp8_check.worker import target_config_for

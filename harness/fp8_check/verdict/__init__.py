@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ._classify import Verdict, classify, classify_extra
     from ._comparator import FieldDiff, compare, list_diff
     from ._contract import fp8_layer_rules, lost_fp8, lost_layers, matmul_rows
-    from ._contract_judge import KEY, change, facts_of, is_contract, wants_contract
+    from ._contract_judge import KEY, change, changed, cost_reaches, facts_of, is_contract, judge, wants_contract
     from ._device_validity import diffs, is_device_field
     from ._fp8_answer import answer
     from ._golden import Expectation, Golden, GoldenError, bless, golden_files_of, path_for, stale

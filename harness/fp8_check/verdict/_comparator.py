@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from fp8_check.signature import _identity
+from fp8_check.signature import LISTS, aligned
 
 
 class _Missing:
@@ -101,8 +101,8 @@ def _walk(e: Any, f: Any, path: str, symmetric: bool, out: list[FieldDiff]) -> N
             _walk(e.get(key, MISSING), f.get(key, MISSING), f"{path}.{key}" if path else str(key), symmetric, out)
         return
     if isinstance(e, list) and isinstance(f, list) and all(isinstance(x, dict) for x in e + f):
-        if path in _identity.LISTS:  # gemms and collectives: matched by what they are, not where (_identity.py)
-            for label, x, y, has_x, has_y in _identity.aligned(path, e, f):
+        if path in LISTS:  # gemms and collectives: matched by what they are, not where (_identity.py)
+            for label, x, y, has_x, has_y in aligned(path, e, f):
                 _walk(x if has_x else MISSING, y if has_y else MISSING, f"{path}[{label}]", symmetric, out)
             return
         for i in range(max(len(e), len(f))):

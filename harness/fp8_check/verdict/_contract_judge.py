@@ -8,11 +8,12 @@ read from the existing cost API (`cost.estimate` of the compiled HLO), never sto
 
 from __future__ import annotations
 
-from fp8_check.cost import _model
+from fp8_check import cost
 from fp8_check.signature import Signature, attributed
 from fp8_check.verdict import _contract
 from fp8_check.verdict._classify import Line, Verdict, classify, overall
 from fp8_check.verdict._comparator import FieldDiff, compare
+from fp8_check.verdict._contract_schema import options_from
 from fp8_check.verdict._golden import Expectation, Golden, load, path_for
 from fp8_check.verdict._outcome import FAIL, PASS, XFAIL, XPASS, Outcome
 from fp8_check.verdict.rules import layers
@@ -20,13 +21,13 @@ from fp8_check.verdict.rules import layers
 KEY = "contract"  # out.expected of a contract outcome is {"contract": {...}}
 
 
-def estimate(out: Outcome) -> _model.Estimate | None:
+def estimate(out: Outcome) -> cost.Estimate | None:
     """The judged program's estimate, at the shapes it was compiled at (a contract's `cost_us` compares like with
     like: `out.estimate` may be priced at the case's production shapes); None when it cannot be priced."""
     if not out.hlo:
         return None
     try:
-        return _model.estimate(out.hlo, _model.hardware(out.target))
+        return cost.estimate(out.hlo, cost.hardware(out.target))
     except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError, OSError):
         return None
 
@@ -34,7 +35,7 @@ def estimate(out: Outcome) -> _model.Estimate | None:
 def judge(out: Outcome, sig: Signature, g: Golden, exp: Expectation, gpath, issue,
           rule_diffs: list[FieldDiff] | None = None) -> Outcome:
     """`rule_diffs`: the golden's layer rules (`layers:`) broken by `sig`, judged with the contract's facts."""
-    options = _contract.options_from(g.contract_options)
+    options = options_from(g.contract_options)
     est = estimate(out)
     out.estimate = est
     assert exp.contract is not None
@@ -51,7 +52,7 @@ def judge(out: Outcome, sig: Signature, g: Golden, exp: Expectation, gpath, issu
     changed = bool(j.changes)
     delta = None
     if j.cost_before is not None and j.cost_after is not None and est is not None:
-        delta = _model.CostDelta(j.cost_before, j.cost_after, est.hardware, "contract", est.shape)
+        delta = cost.CostDelta(j.cost_before, j.cost_after, est.hardware, "contract", est.shape)
     if issue:
         name = issue.url or "(no upstream issue)"
         out.code = XFAIL if changed else XPASS
@@ -86,14 +87,14 @@ def cost_reaches(out: Outcome, threshold) -> bool:
     est = estimate(out)  # at the judged shapes, as the contract's cost_us (out.estimate may be at production shapes)
     if not isinstance(want, (int, float)) or est is None:
         return False
-    return threshold.met_by(_model.CostDelta(float(want), est.total_us, est.hardware, "contract"))
+    return threshold.met_by(cost.CostDelta(float(want), est.total_us, est.hardware, "contract"))
 
 
 def facts_of(out: Outcome, options: dict | None) -> dict:
     """The contract `out`'s signature satisfies, as bless writes it."""
     assert out.signature is not None
     est = estimate(out)
-    return _contract.facts(out.signature, est.total_us if est else None, _contract.options_from(options))
+    return _contract.facts(out.signature, est.total_us if est else None, options_from(options))
 
 
 def wants_contract(root, out: Outcome) -> tuple[bool, dict | None]:
@@ -109,12 +110,12 @@ def between(before: Outcome, after: Outcome, options: dict | None = None) -> tup
     """The change of a model's FP8 facts from one version to the next (matrix, bisect): the contract `before`
     satisfies, judged on `after`; a change that alters no FP8 fact and stays within the tolerance is none."""
     assert before.signature is not None and after.signature is not None
-    opts = _contract.options_from(options)
+    opts = options_from(options)
     eb, ea = estimate(before), estimate(after)
     facts = _contract.facts(before.signature, eb.total_us if eb else None, opts)
     j = _contract.check(facts, after.signature, ea.total_us if ea else None, opts)
     lines = tuple(Line(c.path, c.expected, c.found, c.cls, c.why) for c in j.changes)
-    delta = _model.between(eb, ea) if eb is not None and ea is not None else None
+    delta = cost.between(eb, ea) if eb is not None and ea is not None else None
     return [FieldDiff(c.path, c.expected, c.found) for c in j.changes], Verdict(overall(x.cls for x in lines), lines, delta)
 
 
@@ -131,7 +132,7 @@ def change(before: Outcome, after: Outcome) -> tuple[list[FieldDiff], Verdict]:
     b, a = before.signature.to_dict(), after.signature.to_dict()
     diffs, v = compare(b, a), classify(b, a)
     if before.estimate is not None and after.estimate is not None:  # both compiled: priced exactly (cost.py)
-        v = Verdict(v.cls, v.lines, _model.between(before.estimate, after.estimate))
+        v = Verdict(v.cls, v.lines, cost.between(before.estimate, after.estimate))
     return diffs, v
 
 

@@ -32,7 +32,8 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from fp8_check.core import BadInput, _names, _safe_yaml, atomic_write
+from fp8_check import core
+from fp8_check.core import BadInput, atomic_write, check, inside
 from fp8_check.verdict._contract_schema import ContractError, options_from, validate
 
 
@@ -40,7 +41,7 @@ class GoldenError(BadInput, ValueError):
     pass
 
 
-MAX_BYTES = _safe_yaml.MAX_BYTES  # the one limit: `load` reads a golden under it, `Golden.to_text` writes under it
+MAX_BYTES = core.MAX_BYTES  # the one limit: `load` reads a golden under it, `Golden.to_text` writes under it
 
 
 @dataclass
@@ -128,9 +129,9 @@ class Golden:
         text = self.to_yaml(shared=True)
         try:
             if len(text.encode()) > MAX_BYTES:
-                raise _safe_yaml.LimitError(None, None, f"still {_mib(len(text.encode()))}")
-            _safe_yaml.load(text, _safe_yaml.UniqueKeyLoader)
-        except _safe_yaml.LimitError as exc:
+                raise core.LimitError(None, None, f"still {_mib(len(text.encode()))}")
+            core.load(text, core.UniqueKeyLoader)
+        except core.LimitError as exc:
             why = (exc.problem or "").replace(" (an alias bomb?)", "")
             raise GoldenError(f"{path}: not written: its {len(self.expect)} expectations make {_mib(plain)}, over the "
                               f"{MAX_BYTES // 2**20} MiB limit a golden is read with (each signature written once: "
@@ -175,8 +176,8 @@ _Dumper.add_representer(list, _represent_list)
 
 def path_for(root: Path, case: str, target: str, profile: str, mode: str) -> Path:
     """`root/<target>/<profile>/<mode>/<case>.yaml`; every name is checked (_names.UnsafeName): never outside `root`."""
-    _names.check("case", case)
-    return _names.inside(root, ("target", target), ("profile", profile), ("mode", mode)) / f"{case}.yaml"
+    check("case", case)
+    return inside(root, ("target", target), ("profile", profile), ("mode", mode)) / f"{case}.yaml"
 
 
 def load(path: Path) -> Golden | None:
@@ -187,12 +188,12 @@ def load(path: Path) -> Golden | None:
     try:
         # a golden lives under its root (<root>/<target>/<profile>/<mode>/<case>.yaml): a link out of it is refused
         home = path.absolute().parents[3]
-        doc = _safe_yaml.load(_safe_yaml.read_text(path, MAX_BYTES, home=home, home_name="the goldens folder"),
-                             _safe_yaml.UniqueKeyLoader)
-    except _safe_yaml.ReadError as exc:
+        doc = core.load(core.read_text(path, MAX_BYTES, home=home, home_name="the goldens folder"),
+                             core.UniqueKeyLoader)
+    except core.ReadError as exc:
         raise GoldenError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise GoldenError(f"{path}: invalid YAML: {_safe_yaml.problem_line(exc)}") from None
+        raise GoldenError(f"{path}: invalid YAML: {core.problem_line(exc)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("expect"), list):
         raise GoldenError(f"{path}: field 'expect': expected a list of expectations")
     expect = []

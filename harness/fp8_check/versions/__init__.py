@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 from fp8_check._faces import attach
 
 if TYPE_CHECKING:
-    from ._envs import Env, InstallError, Manager, python_for
+    from ._envs import Env, InstallError, Manager, other_platform, python_for
     from ._other_environments import OtherEnvironments
+    from ._requirement_envs import RequirementEnvironments, SetEnvironments, adding, ensure_sets, service_for, sets_of, wrap
+    from ._requirements import RequirementOptions, add_with_options, extras
     from ._uvbin import find_uv
     from ._wheels import kind_for_mode
     from .releases import (

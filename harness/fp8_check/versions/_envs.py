@@ -41,14 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.cases import outside
+from fp8_check.cases import check_requirement, outside
+from fp8_check.compile import cache_dir
 from fp8_check.core import BrokenEnvironmentError, from_env, run, wait_lock
 from fp8_check.platforms import DEVICE_MARKER, NVIDIA, Platform
 from fp8_check.versions import _wheels
-from fp8_check.versions._requirements import _satisfied, check_requirement
+from fp8_check.versions._requirements import _satisfied
 from fp8_check.versions._uvbin import UV_MISSING, find_uv
 from fp8_check.versions._verify import damaged, missing_requirements
-from fp8_check.versions.releases import cache_dir, jax_index, parse_version
+from fp8_check.versions.releases import jax_index, parse_version
 
 MARKER = "fp8-check-env.json"
 

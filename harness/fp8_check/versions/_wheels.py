@@ -15,14 +15,14 @@ that make it identical, listed in `SLIM_EXTRAS`.
 
 from __future__ import annotations
 
-from fp8_check.platforms import _nvidia
+from fp8_check import platforms
 
-DEVICELESS = _nvidia.DEVICELESS  # slim: jax, jaxlib, the CUDA plugin and its PJRT library, ptxas
-DEVICE = _nvidia.DEVICE  # full: JAX's CUDA extra with the NVIDIA runtime wheels
+DEVICELESS = platforms.DEVICELESS  # slim: jax, jaxlib, the CUDA plugin and its PJRT library, ptxas
+DEVICE = platforms.DEVICE  # full: JAX's CUDA extra with the NVIDIA runtime wheels
 KINDS = (DEVICELESS, DEVICE)
 
 # JAX versions (specifier) -> extra wheels the slim set needs there (fp8_check.platforms._nvidia says why).
-SLIM_EXTRAS = _nvidia.SLIM_EXTRAS
+SLIM_EXTRAS = platforms.SLIM_EXTRAS
 
 
 def kind_for_mode(mode: str) -> str:
@@ -31,11 +31,11 @@ def kind_for_mode(mode: str) -> str:
 
 
 def slim_extras(version: str, table: dict[str, tuple[str, ...]] | None = None) -> list[str]:
-    return _nvidia.slim_extras(version, table)
+    return platforms.slim_extras(version, table)
 
 
 def requirements(version: str, kind: str = DEVICELESS, extras: list[str] | None = None) -> list[str]:
     """The requirements uv installs for `version`'s environment of `kind`.
 
     `extras` replaces `SLIM_EXTRAS`' answer (the check script tries candidates with it)."""
-    return _nvidia.NVIDIA.requirements(version, kind, extras)
+    return platforms.NVIDIA.requirements(version, kind, extras)

@@ -9,6 +9,7 @@ from fp8_check._faces import attach
 if TYPE_CHECKING:
     from ._aot import (
         TOPOLOGY_LINE,
+        case_file_name,
         compile_device,
         device_count,
         dnn_field_read,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from fp8_check.core import _dtypes
+from fp8_check.core import bits
 from fp8_check.verdict._comparator import MISSING
 from fp8_check.verdict.rules.findings import IMPROVEMENT, NEUTRAL, REGRESSION, Findings, Neutral, _is_fp8, explained
 
@@ -32,7 +32,7 @@ def is_collective_path(path: str) -> bool:
 def _bits(dtype: Any) -> int | None:
     """Widths from the dtype vocabulary (harness/fp8_check/core/_dtypes.py); a predicate is a byte; a variadic collective's
     `a+b` (collectives.dtype_text): its widest operand."""
-    widths = [8 if part == "pred" else _dtypes.bits(part) for part in str(dtype).split("+")]
+    widths = [8 if part == "pred" else bits(part) for part in str(dtype).split("+")]
     return None if None in widths else max(w for w in widths if w is not None)
 
 

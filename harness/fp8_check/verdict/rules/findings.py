@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 from fp8_check import platforms
-from fp8_check.core import _dtypes
+from fp8_check.core import FP4, FP8, SCALE, dtype_class, is_narrow, upcast
 
 REGRESSION, IMPROVEMENT, NEUTRAL, MIXED = "regression", "improvement", "neutral", "mixed"
 LINE_CLASSES = (REGRESSION, IMPROVEMENT, NEUTRAL)
@@ -74,7 +74,7 @@ def _family(target: Any) -> str:
 
 def _is_fp8(dtype: Any) -> bool:
     """Narrow (FP8, FP4 or an E8M0 scale): see harness/fp8_check/core/_dtypes.py."""
-    return _dtypes.is_narrow(dtype)
+    return is_narrow(dtype)
 
 
 def _width_change(before: list, after: list, what: str) -> tuple[str, str]:
@@ -85,7 +85,7 @@ def _width_change(before: list, after: list, what: str) -> tuple[str, str]:
         return REGRESSION, f"{what} upcast from {_narrow_name(before)} ({b} -> {a})"
     if fa > fb:
         return IMPROVEMENT, f"{what} {_narrow_name(after)} again ({b} -> {a})"
-    change = _dtypes.upcast(before, after)
+    change = upcast(before, after)
     if change:
         return (REGRESSION, f"{what} wider ({b} -> {a})") if change > 0 else (IMPROVEMENT, f"{what} narrower ({b} -> {a})")
     return NEUTRAL, f"{what} {b} -> {a}"
@@ -93,8 +93,8 @@ def _width_change(before: list, after: list, what: str) -> tuple[str, str]:
 
 def _narrow_name(values: list) -> str:
     """'FP8', 'FP4' or 'FP8/FP4': the narrow classes among `values` (for the why text)."""
-    classes = {_dtypes.dtype_class(v) for v in values if _is_fp8(v)}
-    names = [n for c, n in ((_dtypes.FP8, "FP8"), (_dtypes.FP4, "FP4"), (_dtypes.SCALE, "E8M0")) if c in classes]
+    classes = {dtype_class(v) for v in values if _is_fp8(v)}
+    names = [n for c, n in ((FP8, "FP8"), (FP4, "FP4"), (SCALE, "E8M0")) if c in classes]
     return "/".join(names) or "FP8"
 
 

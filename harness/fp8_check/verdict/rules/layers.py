@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fp8_check.signature import Signature, _attribution, engine
+from fp8_check.signature import PASSES, Signature, engine, layer_matches, pass_matches
 from fp8_check.verdict._comparator import FieldDiff
 from fp8_check.verdict.rules.findings import Findings, explained
 
@@ -82,8 +82,8 @@ def parse(text: str) -> LayerRule:
 
 
 def _check_pass(pass_: str, where: str) -> None:
-    if not any(ch in pass_ for ch in "*?[") and pass_ not in _attribution.PASSES:
-        raise LayerRuleError(f"{where}: unknown pass {pass_!r}; one of {', '.join(_attribution.PASSES)} or a glob")
+    if not any(ch in pass_ for ch in "*?[") and pass_ not in PASSES:
+        raise LayerRuleError(f"{where}: unknown pass {pass_!r}; one of {', '.join(PASSES)} or a glob")
 
 
 def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
@@ -92,7 +92,7 @@ def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
     for rule in rules:
         path = f"layers[{rule.label}]"
         matched = [g for g in sig.gemms
-                   if _attribution.layer_matches(rule.layer, g.layer) and _attribution.pass_matches(rule.pass_, g.pass_)]
+                   if layer_matches(rule.layer, g.layer) and pass_matches(rule.pass_, g.pass_)]
         if not matched:
             layers = sorted({g.layer for g in sig.gemms if g.layer})
             out.append(FieldDiff(path, f"matmuls {LOW if rule.fp8 else WIDE}",
