@@ -78,7 +78,7 @@ def test_every_versions_environment_gets_the_command_lines_requirements_only(tmp
 
     parser, _ = cli.build_parser()
     args = parser.parse_args(["matrix", "--jax", "0.12.0.1", "--with", "flax", "--with-requirements", str(tmp_path / "mine.txt")])
-    assert requirements.extras(_options.requirement_options(args)) == (["flax", "other"], ">=0.9")
+    assert requirements.extras_of(_options.requirement_options(args)) == (["flax", "other"], ">=0.9")
 
 
 def test_only_the_sets_of_cases_planned_on_the_selected_targets_are_needed():

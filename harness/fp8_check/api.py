@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fp8_check import cost, platforms
+from fp8_check import cost, platforms, verdict
 from fp8_check.compile import (
     cpu_only_without_gpu,
     export_callable,
@@ -53,7 +53,19 @@ from fp8_check.targets import (
     profile_applies,
     resolve_mode,
 )
-from fp8_check.verdict import NEW, UNRESOLVED, FieldDiff, Outcome, Verdict, _golden, compare, rules as verdict_rules
+from fp8_check.verdict import (
+    NEW,
+    UNRESOLVED,
+    FieldDiff,
+    LayerRule,
+    Outcome,
+    Verdict,
+    check_layers,
+    compare,
+    from_dicts,
+    parse,
+    path_for,
+)
 from fp8_check.versions import OtherEnvironments
 from fp8_check.worker import BACKEND_QUESTIONS, not_representative
 
@@ -334,9 +346,9 @@ def fusion_diffs(sig: Signature | dict, *, kernels: int | None = None, gemms: in
     if signature:
         out += compare(signature, sig.to_dict())
     if layers:
-        rules = [r if isinstance(r, verdict_rules.layers.LayerRule) else verdict_rules.layers.parse(r)
-                 if isinstance(r, str) else verdict_rules.layers.from_dicts([r])[0] for r in layers]
-        out += verdict_rules.layers.check(rules, sig)
+        rules = [r if isinstance(r, LayerRule) else parse(r)
+                 if isinstance(r, str) else from_dicts([r])[0] for r in layers]
+        out += check_layers(rules, sig)
     return out
 
 
@@ -388,9 +400,9 @@ def check_golden(report: FusionReport, goldens_root: str | Path, *, bless: bool 
 
     __tracebackhide__ = True  # pytest: show the field diff, not these frames
     case = _golden_name(name or report.name)
-    path = _golden.path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
+    path = path_for(Path(goldens_root), case, report.target, report.profile, report.mode)
     if bless:
-        return _golden.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax,
+        return verdict.bless(Path(goldens_root), case, report.target, report.profile, report.mode, report.jax,
                             report.signature.to_dict(),
                             autotune=report.autotune.record() if report.autotune is not None else None)
     out = judge_golden(report, goldens_root, name=case)

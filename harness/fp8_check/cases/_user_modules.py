@@ -22,11 +22,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.core import _files as files
+from fp8_check.core import checkout, package_path
 
-CHECKOUT = files.checkout()  # None when installed
+CHECKOUT = checkout()  # None when installed
 _PACKAGE = __name__.split(".")[0]  # fp8-check's import name; in a checkout its folder is harness/
-_PACKAGE_DIR = files.package_path()
+_PACKAGE_DIR = package_path()
 _DYNAMIC = {"__import__", "exec", "eval", "import_module", "runpy", "exec_module"}
 MAX_FILES = 200  # a closure larger than this is not followed further (incomplete)
 

@@ -11,7 +11,7 @@ from fp8_check.cli._options import requirement_options
 from fp8_check.targets import PROFILES
 from fp8_check.upstream import BY_REFERENCE, CRITERIA, NO_COMPILE, Tester, Verdict, commit_ranges, investigate, save, search
 from fp8_check.verdict import GoldenError, change
-from fp8_check.versions import InstallError, Manager, VersionError, kind_for_mode
+from fp8_check.versions import InstallError, Manager, VersionError, extras_of, kind_for_mode
 
 
 def register(subparsers) -> dict:
@@ -68,7 +68,7 @@ def _cmd_bisect(args) -> int:
         raise run.UsageError(f"case '{case.id}' does not run on {target.name}/{profile.name}")
     run.check_spec_files(args.target, mode)
     try:
-        extras, jax_range = versions.extras(requirement_options(args))  # --with, --with-requirements
+        extras, jax_range = extras_of(requirement_options(args))  # --with, --with-requirements
         if case.requirements:  # and the case's `requirements:`, where its range includes the release (Tester)
             extras += case.requirements.requirements
     except ValueError as exc:

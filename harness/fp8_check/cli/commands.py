@@ -134,9 +134,9 @@ def cmd_run(args) -> int:
         raise UsageError("--numerics executes the compiled cases and needs a GPU: --mode device (this run is deviceless)")
     numerics_check: NumericsCheck | None = None
     if numerics:
-        from fp8_check.gpu import _numerics  # the GPU layer's reference, handed to the runner
+        from fp8_check.gpu import Float64Reference  # the GPU layer's reference, handed to the runner
 
-        numerics_check = _numerics
+        numerics_check = Float64Reference()
     written = report.chosen(output_paths(args), lambda f: html_for(args.json) if f is report.HtmlReport else None)
     report.check_paths(written)  # fail before compiling, not after
     running = list(dict.fromkeys(c.id for c, _, _ in plan(sel.cases, sel.targets, sel.profiles)))

@@ -32,7 +32,7 @@ from fp8_check.matrix import (
 )
 from fp8_check.run import fail_on_type, load
 from fp8_check.verdict import GoldenError
-from fp8_check.versions import SELECTIONS, Manager, VersionError, _requirements, format_list, kind_for_mode
+from fp8_check.versions import SELECTIONS, Manager, VersionError, add_with_options, extras_of, format_list, kind_for_mode
 
 
 def write_html(result_files: list[str], path: Path) -> bool:
@@ -80,7 +80,7 @@ def register(subparsers) -> dict:
     p.add_argument("--jax-index", metavar="URL",
                    help="extra PEP 503 package index with JAX builds, e.g. JAX's nightly index (default: $FP8_CHECK_JAX_INDEX); "
                         "pre-release versions are allowed, and --jax nightly picks the newest build on it")
-    _requirements.add_with_options(p)
+    add_with_options(p)
     add_options(p, "compile workers in all, split over the --jobs versions running at once")
     p.set_defaults(mode="deviceless")  # across versions, deviceless unless asked (--mode device on a GPU host)
     return {"matrix": cmd_matrix}
@@ -136,7 +136,7 @@ def cmd_matrix(args) -> int:
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")
             run.check_spec_files(args.target, mode)
-            extras, jax_range = _requirements.extras(requirement_options(args))  # every version's: --with, --with-requirements
+            extras, jax_range = extras_of(requirement_options(args))  # every version's: --with, --with-requirements
             skip = run.unshipped_profiles(args.goldens, targets, profiles) if not args.profile else {}
             # the cases' `requirements:`: one environment per set per version, for the cases planned here only
             sets = needed_sets(cases, targets, profiles, frozenset(skip))

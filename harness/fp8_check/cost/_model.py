@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from fp8_check.core import _dtypes as dtypes
+from fp8_check.core import is_narrow
 from fp8_check.cost import _pairs
 from fp8_check.cost._delta import AT_LEAST, AT_MOST, CostDelta
 from fp8_check.cost._engine import CUDA_CORES, FP8_LIBRARY_GEMM, LIBRARY_GEMM, VECTOR_UNIT, gemm_engine, in_library, narrow
@@ -355,7 +355,7 @@ def against_expected(expected: dict, sig: Signature, est: Estimate, hw: Hardware
                str(eg.get("target") or jg.target), jg, True) for eg, jg in _pairs.align(expected.get("gemms") or [], judged.gemms)]
     fp8 = ["f8e4m3fn", "f8e4m3fn"]
     wanted += [(fp8, g.output, FP8_LIBRARY_GEMM, g, False) for i, g in enumerate(judged.gemms)
-               if i in must_fp8 and not g.fp8 and not any(w[3] is g and dtypes.is_narrow(w[0][0]) for w in wanted)]
+               if i in must_fp8 and not g.fp8 and not any(w[3] is g and is_narrow(w[0][0]) for w in wanted)]
     for (a, b), out, runs, jg, golden in wanted:
         if [a, b, out] == [*jg.operand_dtypes[:2], jg.output] and in_library(runs) == in_library(jg.target):
             continue  # same dtypes on the same kind of engine (a renamed library call costs the same)
@@ -374,7 +374,7 @@ def against_expected(expected: dict, sig: Signature, est: Estimate, hw: Hardware
         if at is not None and golden:  # a layer rule's FP8 is not the golden's baseline: it only sets the floor
             base[at] = golden_k if pg is jg else KernelCost(k.label, k.us + golden_k.us - found_k.us, k.flops, k.bytes, k.bound,
                                                            k.gemm, k.dtypes, k.engine)
-        if (dtypes.is_narrow(a) and dtypes.is_narrow(b) and not jg.fp8) or (in_library(runs) and not in_library(jg.target)):
+        if (is_narrow(a) and is_narrow(b) and not jg.fp8) or (in_library(runs) and not in_library(jg.target)):
             floor += max(0.0, found_k.us - golden_k.us)
             if pg is not jg and pg is not None and pg.fp8:
                 kept_fp8.append(jg.layer.split("/")[-2 if jg.layer.count("/") > 1 else -1] if jg.layer else "its gemm")

@@ -22,5 +22,6 @@ if TYPE_CHECKING:
         from_results,
         write,
     )
+    from ._numerics import Float64Reference
 else:
     __getattr__, __dir__, __all__ = attach(__name__)

@@ -28,7 +28,7 @@ from fp8_check.compile import ReplayCompiler, case_options, render, results_for
 from fp8_check.core import atomic_write
 from fp8_check.report import md_inline
 from fp8_check.run import Results, UsageError
-from fp8_check.signature import Signature, _extract as signature
+from fp8_check.signature import Signature, extract
 from fp8_check.targets import PROFILES, AutotuneResultsError
 from fp8_check.verdict import UNSUPPORTED, FieldDiff, compare
 
@@ -170,7 +170,7 @@ def collect(compiler, cases, target, profiles, side: str, sigs: Signatures) -> N
                 sigs[key] = Compiled(error=comp.error or "unknown error")
                 continue
             try:
-                sigs[key] = Compiled(signature.extract(comp.hlo))
+                sigs[key] = Compiled(extract(comp.hlo))
             except Exception as exc:
                 sigs[key] = Compiled(error=f"could not parse the optimized HLO: {type(exc).__name__}: {exc}")
 
@@ -198,7 +198,7 @@ def collect_replayed(cases, target, results: Path | None, sigs: Signatures) -> d
                 sigs[(case.id, REPLAYED)] = Compiled(error=got.compilation.error or "no optimized HLO")
                 continue
             try:
-                sigs[(case.id, REPLAYED)] = Compiled(signature.extract(got.compilation.hlo))
+                sigs[(case.id, REPLAYED)] = Compiled(extract(got.compilation.hlo))
             except Exception as exc:
                 sigs[(case.id, REPLAYED)] = Compiled(error=f"could not parse the optimized HLO: {type(exc).__name__}: {exc}")
     return coverage

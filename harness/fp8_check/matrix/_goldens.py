@@ -35,10 +35,22 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from fp8_check import verdict
 from fp8_check.core import UnsafeName, atomic_write
 from fp8_check.matrix._document import MatrixError, Status, load_matrix
 from fp8_check.targets import platform_of
-from fp8_check.verdict import UNRESOLVED, UNSUPPORTED, Outcome, _contract as contract, _golden, compare, facts_of, wants_contract
+from fp8_check.verdict import (
+    UNRESOLVED,
+    UNSUPPORTED,
+    Expectation,
+    Outcome,
+    compare,
+    facts_of,
+    fp8_facts,
+    path_for,
+    same_expectations,
+    wants_contract,
+)
 from fp8_check.versions import sort_versions, xla_commits
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
@@ -67,14 +79,14 @@ class RowPlan:
     contract_options: dict | None = None  # a contract row (kept from its golden)
     known: list[str] = field(default_factory=list)  # the known releases, oldest first (`known_releases`)
 
-    def expectations(self) -> list[_golden.Expectation]:
+    def expectations(self) -> list[Expectation]:
         """One expectation per run, newest first: `>=FIRST,<NEXT_KNOWN`, the newest known release's run open."""
         out = []
         for run in self.runs:
             first, nxt = run.since or run.versions[0], next_release(self.known, run.versions[-1])
             spec = f">={first}" if nxt is None else f">={first},<{nxt}"
             tested = run.versions[0] if len(run.versions) == 1 else f"{run.versions[0]}..{run.versions[-1]}"
-            out.append(_golden.Expectation(run.signature, spec, f"jax {tested} (fp8-check matrix, "
+            out.append(Expectation(run.signature, spec, f"jax {tested} (fp8-check matrix, "
                                                                 f"{len(run.versions)} version{'s' if len(run.versions) > 1 else ''})",
                                           run.contract))
         return list(reversed(out))
@@ -116,7 +128,7 @@ def load_rows(paths: list[Path]) -> dict[Row, list[tuple[str, Outcome]]]:
             for o in entry.outcomes:
                 key = (o.case, o.target, o.profile, o.mode or m.mode or "deviceless")
                 try:  # every name becomes a path part: all are checked before any golden is written
-                    _golden.path_for(Path("goldens"), *key)
+                    path_for(Path("goldens"), *key)
                 except UnsafeName as exc:
                     raise MatrixError(f"{path}: {exc}") from None
                 rows.setdefault(key, {})[o.jax or entry.jax] = o
@@ -195,7 +207,7 @@ def _plan_contract(row: Row, results: list[tuple[str, Outcome]], options: dict |
             continue
         facts = facts_of(o, options)
         if plan.runs and plan.runs[-1].contract is not None and not _gap(known, plan.runs[-1].versions[-1], v) \
-                and contract.fp8_facts(plan.runs[-1].contract) == contract.fp8_facts(facts):
+                and fp8_facts(plan.runs[-1].contract) == fp8_facts(facts):
             plan.runs[-1].versions.append(v)
             plan.runs[-1].contract = facts  # the newest version's cost
         else:  # the oldest run reaches back over the known issue's versions before it (later ones: the run before)
@@ -209,21 +221,21 @@ def _plan_contract(row: Row, results: list[tuple[str, Outcome]], options: dict |
 def apply(plan: RowPlan, root: Path) -> str:
     """Write the row's golden (atomically); returns the unified diff ('' when the expectations are unchanged)."""
     case, target, profile, mode = plan.row
-    path = _golden.path_for(root, case, target, profile, mode)
-    old = _golden.load(path)
+    path = path_for(root, case, target, profile, mode)
+    old = verdict.load(path)
     old_text = path.read_text() if path.exists() else ""
     tested = plan.measured()
     kept = [k for e in (old.expect if old else []) if (k := _kept(e, tested)) is not None]
-    new = _golden.Golden(case, target, profile, mode, plan.expectations() + kept,
+    new = verdict.Golden(case, target, profile, mode, plan.expectations() + kept,
                         list(old.layers) if old else [], plan.contract_options)
     new_text = new.to_text(path)  # within what a golden is read with, or GoldenError before anything is written
-    if _golden._same_expectations(old_text, new_text):
+    if same_expectations(old_text, new_text):
         return ""
     atomic_write(path, new_text)
     return "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True), f"a/{path}", f"b/{path}"))
 
 
-def _kept(e: _golden.Expectation, tested: list[str]) -> _golden.Expectation | None:
+def _kept(e: Expectation, tested: list[str]) -> Expectation | None:
     """An old expectation that still says something the matrix did not measure: one that covers none of the tested
     versions (unchanged), or one that reaches below the oldest tested one with an explicit lower bound (a matrix
     over the newest versions only: clipped to `<OLDEST_TESTED`, so that no release is covered twice). None: the
@@ -233,7 +245,7 @@ def _kept(e: _golden.Expectation, tested: list[str]) -> _golden.Expectation | No
     lows = [Version(s.version) for s in SpecifierSet(e.jax) if s.operator in (">=", ">", "==", "~=")] if e.jax else []
     if not lows or max(lows) >= Version(tested[0]):
         return None
-    return _golden.Expectation(e.signature, f"{e.jax},<{tested[0]}", e.blessed_with, e.contract)
+    return Expectation(e.signature, f"{e.jax},<{tested[0]}", e.blessed_with, e.contract)
 
 
 def bless_from_matrix(paths: list[Path], root: Path, case_filter: str | None = None, targets: list[str] | None = None,
@@ -287,10 +299,10 @@ def coverage_problems(root: Path) -> list[str]:
     covered ones covered by none (a gap: NEW there for no reason), or the newest release uncovered. The oldest
     covered release may be later than the target's oldest (a case needs a newer JAX); nothing is compiled."""
     problems = []
-    for path in _golden.golden_files(root):
+    for path in verdict.golden_files(root):
         try:
-            g = _golden.load(path)
-        except _golden.GoldenError as exc:
+            g = verdict.load(path)
+        except verdict.GoldenError as exc:
             problems.append(str(exc))
             continue
         if g is None:

@@ -38,7 +38,7 @@ from typing import Any, Iterator
 
 from fp8_check.cases import outside
 from fp8_check.compile import Compilation, CompileCache, CompilerPool, WorkerError
-from fp8_check.core import WriteError, _names as names
+from fp8_check.core import WriteError, check
 from fp8_check.matrix._document import Matrix, Status, VersionEntry
 from fp8_check.matrix._view import Progress
 from fp8_check.run import Results, deviceless_unsupported, environment_entry, job_unsupported, plan, run, write
@@ -48,10 +48,11 @@ from fp8_check.versions import (
     Env,
     InstallError,
     Manager,
+    Recorder,
+    Replay,
     RequirementEnvironments,
     SetEnvironments,
     VersionError,
-    _shared_xla,
     adding,
     ensure_sets,
     jax_index,
@@ -60,6 +61,7 @@ from fp8_check.versions import (
     service_for,
     sets_of,
     sort_versions,
+    twins,
 )
 
 # ------------------------------------------------------------------ running
@@ -169,7 +171,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     live: CompilerPool | None = None  # this version's pool, killed at once on Ctrl-C (_abort_running)
     try:
         if shared and shared.get("replay") and not reason:
-            compiler = _shared_xla.Replay(shared["replay"], version, shared["of"])
+            compiler = Replay(shared["replay"], version, shared["of"])
             entry.env = {"same_xla_as": shared["of"], "built": False, "seconds": 0.0}
         elif reason or env_future is None:
             entry.status = Status.UNSUPPORTED
@@ -194,7 +196,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
             _LIVE_POOLS.add(live)
             compiler = service_for(live, sets, mode, workers, cache=cache)
             if shared and shared.get("record"):
-                compiler = shared["recorder"] = _shared_xla.Recorder(compiler)
+                compiler = shared["recorder"] = Recorder(compiler)
         try:  # the canary is checked (and compiled alongside the cases) before any outcome
             if reason and not deviceless_unsupported(version, targets if mode == "deviceless" else ()):
                 outcomes = [Outcome(c.id, t.name, p.name, mode, version, UNSUPPORTED, reason,
@@ -216,7 +218,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
                                "compiler_options": {p: PROFILES[p].compiler_options for p in profiles},  # as compiled
                                "target_versions": {t.name: environment_entry(t, env_info["jax"]) for t in targets}},
                               outcomes, target_specs={t.name: t.config_text for t in targets})
-        written = Path(out_dir) / f"results-jax-{names.check('jax version', version)}.json"
+        written = Path(out_dir) / f"results-jax-{check('jax version', version)}.json"
         path: Path | None = written
         try:
             write(written, res)
@@ -230,7 +232,7 @@ def run_version(version: str, env_future: Future | None, cases, targets, profile
     finally:
         if live is not None:
             _LIVE_POOLS.discard(live)
-        if isinstance(compiler, (CompilerPool, _shared_xla.Recorder, RequirementEnvironments)):
+        if isinstance(compiler, (CompilerPool, Recorder, RequirementEnvironments)):
             compiler.close()
         entry.run_seconds = round(time.perf_counter() - start, 2)
         progress.version_done(entry)
@@ -265,11 +267,11 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
                  and v not in excluded]
     # not with --with: the extra packages are resolved per version, so the environments differ beyond XLA; a
     # requirement set's cases are replayed only where its range says the same of both versions
-    twins = _shared_xla.twins(needs_env) if mode == "deviceless" and not manager.extras else {}
-    twins = {v: rep for v, rep in twins.items()
-             if all(bool(outside(r, v, n)) == bool(outside(r, rep, n)) for n, r, _c in sets.values())}
-    shared: dict[str, dict] = {rep: {"record": True} for rep in twins.values()}
-    needs_env = [v for v in needs_env if v not in twins]
+    same_xla = twins(needs_env) if mode == "deviceless" and not manager.extras else {}
+    same_xla = {v: rep for v, rep in same_xla.items()
+                if all(bool(outside(r, v, n)) == bool(outside(r, rep, n)) for n, r, _c in sets.values())}
+    shared: dict[str, dict] = {rep: {"record": True} for rep in same_xla.values()}
+    needs_env = [v for v in needs_env if v not in same_xla]
     progress.start(versions, needs_env, per_version)
     start = time.perf_counter()
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fp8-env")
@@ -289,11 +291,11 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
 
     def one(v: str) -> VersionEntry:
         share = shared.get(v)
-        if v in twins:
-            rep = done[twins[v]].result()  # submitted before v: a slot is running or has run it
-            recorder = shared[twins[v]].get("recorder")
+        if v in same_xla:
+            rep = done[same_xla[v]].result()  # submitted before v: a slot is running or has run it
+            recorder = shared[same_xla[v]].get("recorder")
             if rep.status is Status.RAN and recorder is not None:
-                share = {"replay": recorder, "of": twins[v]}
+                share = {"replay": recorder, "of": same_xla[v]}
             else:  # the version compiled for it could not run: build and compile this one
                 futures[v] = builder.submit(build, v)
         return run_version(v, futures.get(v), cases, targets, profiles, mode, goldens_root, out_dir, progress,
@@ -305,7 +307,7 @@ def run_matrix(versions: list[str], cases, targets, profiles: list[str], mode: s
         for v in needs_env:
             futures[v] = builder.submit(build, v)
         done: dict[str, Future] = {}
-        for v in [v for v in versions if v not in twins] + [v for v in versions if v in twins]:
+        for v in [v for v in versions if v not in same_xla] + [v for v in versions if v in same_xla]:
             done[v] = runners.submit(one, v)
         entries = [done[v].result() for v in versions]
     except BaseException:

@@ -21,6 +21,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+from fp8_check import run
 from fp8_check.cases import CaseError, load
 from fp8_check.matrix import CHANGE_MARKS, Finding, Matrix, NotRun, closing_line, findings, first_bad, not_run
 from fp8_check.report._issue import first_bad_items, issue_markdown
@@ -28,7 +29,6 @@ from fp8_check.report._issue_filing import MARKER, Group, groups
 from fp8_check.report._markup import code_span, md_inline
 from fp8_check.report._model import build_model
 from fp8_check.report._terminal import lost_text
-from fp8_check.run import _results
 from fp8_check.verdict import NEW, XPASS, answer
 
 SUMMARY_LIMIT = 900_000  # GitHub takes at most 1 MiB of summary per step
@@ -201,7 +201,7 @@ def not_run_annotations(unrun: list[NotRun], case_lines: dict[str, tuple[str, in
 def write_issue_bodies(m: Matrix, issues_dir: Path) -> list[Path]:
     """One first-bad-version issue body per upstream change (a group of regressions), from the per-version results.
     The model is built once: 3000 findings take linear time."""
-    inputs = [_results.load(Path(e.results_file)) for e in m.versions if e.results_file and Path(e.results_file).is_file()]
+    inputs = [run.load(Path(e.results_file)) for e in m.versions if e.results_file and Path(e.results_file).is_file()]
     model = build_model(inputs)
     bad_of: dict[tuple, list] = {}
     for it in model.items:

@@ -36,6 +36,7 @@ from fp8_check.signature import Signature, extract, run_filecheck
 from fp8_check.targets import FORMAT_OPTION, PROFILES, Target, platform_of, profile_applies
 from fp8_check.verdict import (
     FAIL,
+    LOW,
     NEUTRAL,
     NEW,
     PASS,
@@ -53,14 +54,15 @@ from fp8_check.verdict import (
     Outcome,
     Verdict,
     check_canary,
+    check_layers,
     classify,
     classify_extra,
     compare,
     diffs,
     find,
+    from_dicts,
     lost_fp8,
     requests,
-    rules as verdict_rules,
 )
 from fp8_check.worker import not_representative
 
@@ -249,7 +251,7 @@ def _layer_diffs(g: Golden, sig) -> list:
     if not g.layers:
         return []
 
-    return verdict_rules.layers.check(verdict_rules.layers.from_dicts(g.layers), sig)
+    return check_layers(from_dicts(g.layers), sig)
 
 
 def is_regression(out: Outcome) -> bool:
@@ -493,7 +495,7 @@ def price(out: Outcome, target: Target, priced: Compilation | None = None, case:
                 out.verdict = dataclasses.replace(out.verdict, cost=against_expected({}, sig, out.estimate, hw,
                                                                                           out.signature, lost))
         elif out.verdict is not None and isinstance(out.expected, dict):
-            rules = tuple(int(m.group(1)) for d in out.diffs if d.expected == verdict_rules.layers.LOW
+            rules = tuple(int(m.group(1)) for d in out.diffs if d.expected == LOW
                           and (m := re.fullmatch(r"layers\[.*\]\.gemms\[(\d+)\]", d.path)))  # layers a rule wants in FP8
             out.verdict = dataclasses.replace(out.verdict, cost=against_expected(out.expected, sig, out.estimate, hw,
                                                                                       out.signature, rules))

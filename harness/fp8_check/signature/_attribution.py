@@ -36,7 +36,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from fp8_check.core import _files as files
+from fp8_check.core import package_path
 
 FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT = "forward", "backward", "backward-input", "backward-weight"
 PASSES = (FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)
@@ -54,7 +54,7 @@ _LIBRARY = re.compile(r"(site-packages|dist-packages)/(jax|jaxlib|flax|optax|qwi
 # fp8-check's own package, where this file lives (as imported, and with links resolved): its frames (export,
 # the API, check, the compile worker) are never a source line. Its `models` folder is the exception: the model
 # code the library's cases compile is the program under test, and its lines are that program's sources.
-_PACKAGE = files.package_path()
+_PACKAGE = package_path()
 _OWN_ROOTS = tuple(dict.fromkeys(str(p) + os.sep for p in (_PACKAGE, _PACKAGE.resolve())))
 _PROGRAM_ROOTS = tuple(dict.fromkeys(str(p / "models") + os.sep for p in (_PACKAGE, _PACKAGE.resolve())))
 

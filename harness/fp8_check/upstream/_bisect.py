@@ -3,7 +3,7 @@
 What "good" and "bad" mean (`--criterion`):
 - `signature` (default): a version is good when the case's result is unchanged from
   the --good version's, bad when it changed — by the one comparison `matrix` uses
-  (`_contract_judge.change`: the signatures field by field, or a model judged
+  (`verdict.change`: the signatures field by field, or a model judged
   against its contract by its FP8 facts per layer and pass), so that bisect names
   the release the matrix flags. This finds where XLA's behaviour changed.
 - `golden`: good when the signature equals the golden expectation covering that
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from fp8_check import verdict
 from fp8_check.compile import Compiler, WorkerError
 from fp8_check.run import deviceless_unsupported, judge_signature, run
 from fp8_check.signature import Signature
@@ -53,8 +54,6 @@ from fp8_check.verdict import (
     XFAIL,
     FieldDiff,
     Outcome,
-    _classify,
-    _contract_judge,
     compare,
 )
 from fp8_check.versions import InstallError, Manager, between, jax_range, parse_version, xla_range
@@ -195,17 +194,17 @@ class Tester:
             raise RuntimeError("no reference signature")
         against = f"jax {self.reference_version}"
         # the one comparison matrix flags changes by (a model against its contract: by layer and pass)
-        found = _contract_judge.change(self.reference, out)
+        found = verdict.change(self.reference, out)
         diffs, change = found
-        by_facts = _contract_judge.is_contract(out)  # a model against its contract: its FP8 facts by layer and pass
+        by_facts = verdict.is_contract(out)  # a model against its contract: its FP8 facts by layer and pass
         same = f"the FP8 facts of {against} hold" if by_facts else f"signature equal to {against}"
         if self.criterion == "regression":
             if change.is_regression:
                 return Judgment(version, Verdict.BAD, f"{change.cls} against {against}: {change.summary()}", sig, diffs, out)
-            if _contract_judge.changed(found):
+            if verdict.changed(found):
                 return Judgment(version, Verdict.GOOD, f"{change.cls} against {against}, not a regression", sig, diffs, out)
             return Judgment(version, Verdict.GOOD, same, sig, outcome=out)
-        if _contract_judge.changed(found):
+        if verdict.changed(found):
             what = "FP8 facts differ" if by_facts else "signature differs"
             return Judgment(version, Verdict.BAD, f"{what} from {against} in {len(diffs)} field(s) [{change.cls}]: "
                             f"{change.summary()}", sig, diffs, out)
@@ -235,14 +234,14 @@ def commit_ranges(tester: "Tester", good: str, bad: str) -> list[str]:
     return lines
 
 
-def step(before: Judgment, after: Judgment) -> tuple[list[FieldDiff], _classify.Verdict]:
+def step(before: Judgment, after: Judgment) -> tuple[list[FieldDiff], verdict.Verdict]:
     """The change from the last good version to the first bad one, by the comparison matrix uses
-    (`_contract_judge.change`); the signatures field by field where the results are not at hand."""
+    (`verdict.change`); the signatures field by field where the results are not at hand."""
     if before.outcome is not None and after.outcome is not None:
-        return _contract_judge.change(before.outcome, after.outcome)
+        return verdict.change(before.outcome, after.outcome)
     b = before.signature.to_dict() if before.signature else {}
     a = after.signature.to_dict() if after.signature else {}
-    return compare(b, a), _classify.classify(b, a)
+    return compare(b, a), verdict.classify(b, a)
 
 
 @dataclass

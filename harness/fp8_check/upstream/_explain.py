@@ -24,10 +24,9 @@ from fp8_check.core import UnsafeName, check
 from fp8_check.platforms import Platform
 from fp8_check.signature import extract
 from fp8_check.targets import platform_of
-from fp8_check.upstream import _xla_test as xla_test
 from fp8_check.upstream._passes import Divergence, Run, clean_line, first_divergence, run_repro
 from fp8_check.upstream._repro import minimal
-from fp8_check.upstream._xla_test import Verification
+from fp8_check.upstream._xla_test import Verification, export, verify
 from fp8_check.verdict import compare
 from fp8_check.versions import Manager, XlaRange, xla_range
 
@@ -150,12 +149,12 @@ def investigate(case, target, profile, good: str, bad: str, expected: dict[str, 
     reproduces = {v: not compare(known[v], sigs[v].to_dict()) for v in runs if known.get(v)}
     diffs = [str(d) for d in compare(sigs[good].to_dict(), sigs[bad].to_dict())]
     rng = xla_range(good, bad)
-    ver = xla_test.verify(sigs[good], runs[good].optimized_hlo, runs[bad].optimized_hlo)
+    ver = verify(sigs[good], runs[good].optimized_hlo, runs[bad].optimized_hlo)
     return Explanation(
         case.id, target.name, profile.name, good, bad, rng.good, rng.bad,
         first_divergence(runs[good].steps, runs[bad].steps, good, bad),
         minimal(case, target, profile, bad), {v: r.printed for v, r in runs.items()}, reproduces, diffs,
-        xla_test.export(case.id, runs[good].before_hlo, sigs[good], good, bad, target.name, profile.compiler_options),
+        export(case.id, runs[good].before_hlo, sigs[good], good, bad, target.name, profile.compiler_options),
         ver.good_errors, ver.bad_errors)
 
 

@@ -10,11 +10,22 @@ if TYPE_CHECKING:
     from ._canary import CanaryError, CudnnCanaryError, check_canary, check_cudnn, expects_cudnn, requests
     from ._classify import Verdict, classify, classify_extra
     from ._comparator import FieldDiff, compare, list_diff
-    from ._contract import fp8_layer_rules, lost_fp8, lost_layers, matmul_rows
+    from ._contract import fp8_facts, fp8_layer_rules, lost_fp8, lost_layers, matmul_rows
     from ._contract_judge import KEY, change, changed, cost_reaches, facts_of, is_contract, judge, wants_contract
     from ._device_validity import diffs, is_device_field
     from ._fp8_answer import answer
-    from ._golden import Expectation, Golden, GoldenError, bless, golden_files_of, path_for, stale
+    from ._golden import (
+        Expectation,
+        Golden,
+        GoldenError,
+        bless,
+        golden_files,
+        golden_files_of,
+        load,
+        path_for,
+        same_expectations,
+        stale,
+    )
     from ._golden_source import find
     from ._outcome import (
         CODES,
@@ -34,6 +45,6 @@ if TYPE_CHECKING:
     )
     from .rules.collectives import is_collective_path
     from .rules.findings import NEUTRAL
-    from .rules.layers import LayerRuleError, parse
+    from .rules.layers import LOW, LayerRule, LayerRuleError, check_layers, from_dicts, parse
 else:
     __getattr__, __dir__, __all__ = attach(__name__)

@@ -295,7 +295,7 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     if layers and not golden.layers:
         golden.layers = list(layers)
     new_text = golden.to_text(path)
-    if _same_expectations(old_text, new_text):
+    if same_expectations(old_text, new_text):
         return ""
     atomic_write(path, new_text)
     return "".join(
@@ -303,7 +303,7 @@ def bless(root: Path, case: str, target: str, profile: str, mode: str, jax_versi
     )
 
 
-def _same_expectations(old_text: str, new_text: str) -> bool:
+def same_expectations(old_text: str, new_text: str) -> bool:
     """Equal but for the blessed_with line: re-blessing an identical signature is not a change."""
     if not old_text:
         return False

@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.verdict import _golden as golden
-from fp8_check.verdict._golden import Expectation
+from fp8_check.verdict._golden import Expectation, Golden, check_identity, load, path_for
 from fp8_check.verdict._outcome import FAIL, NEW, PASS, Outcome
 
 FALLBACK_MODE = "deviceless"
@@ -28,7 +27,7 @@ FALLBACK_MODE = "deviceless"
 
 @dataclass(frozen=True)
 class GoldenSource:
-    golden: golden.Golden | None
+    golden: Golden | None
     path: Path
     mode: str  # the mode of the golden used (differs from the result's on a fallback)
     fallback: bool = False
@@ -63,7 +62,7 @@ class GoldenSource:
 
 
 def find(goldens_root: Path, case: str, target: str, profile: str, mode: str, jax_version: str) -> GoldenSource:
-    """The golden to judge by (loaded and identity-checked; raises golden.GoldenError for a broken one): the
+    """The golden to judge by (loaded and identity-checked; raises GoldenError for a broken one): the
     mode's own expectation covering `jax_version`, else the deviceless one (device mode), else the nearest
     release's expectation of the own golden, else of the deviceless one; `expectation` None: nothing blessed."""
     own = _load(goldens_root, case, target, profile, mode)
@@ -81,8 +80,8 @@ def find(goldens_root: Path, case: str, target: str, profile: str, mode: str, ja
 
 
 def _load(root: Path, case: str, target: str, profile: str, mode: str) -> GoldenSource:
-    path = golden.path_for(root, case, target, profile, mode)
-    g = golden.load(path)
+    path = path_for(root, case, target, profile, mode)
+    g = load(path)
     if g is not None:
-        golden.check_identity(g, path, case, target, profile, mode)
+        check_identity(g, path, case, target, profile, mode)
     return GoldenSource(g, path, mode)

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from ._envs import Env, InstallError, Manager, other_platform, python_for
     from ._other_environments import OtherEnvironments
     from ._requirement_envs import RequirementEnvironments, SetEnvironments, adding, ensure_sets, service_for, sets_of, wrap
-    from ._requirements import RequirementOptions, add_with_options, extras
+    from ._requirements import RequirementOptions, add_with_options, extras_of
+    from ._shared_xla import Recorder, Replay, twins
     from ._uvbin import find_uv
     from ._wheels import kind_for_mode
     from .releases import (

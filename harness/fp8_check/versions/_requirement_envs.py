@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator
 from fp8_check.cases import check_requirement, outside
 from fp8_check.compile import DEFAULT_TIMEOUT, Compilation, CompileRequest, CompilerPool
 from fp8_check.core import BrokenEnvironmentError
-from fp8_check.versions import _envs as envs
+from fp8_check.versions._envs import InstallError, Manager
 from fp8_check.versions._wheels import kind_for_mode
 
 
@@ -111,13 +111,13 @@ class SetEnvironments:
     """One JAX version's environments of the requirement sets its cases need (`matrix`, `bisect`): `envs` by
     requirements, `failed` (requirements -> why uv could not install them), `names` (requirements -> set name)."""
 
-    envs: dict[tuple[str, ...], object] = field(default_factory=dict)  # requirements -> envs.Env
+    envs: dict[tuple[str, ...], object] = field(default_factory=dict)  # requirements -> Env
     failed: dict[tuple[str, ...], str] = field(default_factory=dict)
     names: dict[tuple[str, ...], str] = field(default_factory=dict)
     counts: dict[tuple[str, ...], int] = field(default_factory=dict)
 
 
-def adding(manager: envs.Manager, requirements) -> envs.Manager:
+def adding(manager: Manager, requirements) -> Manager:
     """A manager of the same environments folder, index, wheel set and platform as `manager` whose environments
     also have `requirements` (a case's set, per release in `matrix`)."""
     other = copy.copy(manager)
@@ -137,7 +137,7 @@ def ensure_sets(sets: dict[tuple[str, ...], tuple[str, str, int]], jax_version: 
         out.names[reqs], out.counts[reqs] = name, count
         try:
             env = manager_for(reqs).ensure(jax_version)
-        except envs.InstallError as exc:
+        except InstallError as exc:
             out.failed[reqs] = f"cannot install the requirements {name} for jax {jax_version}: {exc}"
             log(f"jax {jax_version}: requirements {name}: could not be installed: {str(exc).splitlines()[0]}")
             continue
@@ -200,7 +200,7 @@ def wrap(main, cases, jax_version: str, mode: str, timeout: float = DEFAULT_TIME
             count = len(ids)
             if outside(jax_range, jax_version, name):
                 continue  # its cases are UNSUPPORTED here (the runner says why)
-            manager = envs.Manager(extras=list(reqs), kind=kind_for_mode(mode), platform=platform)
+            manager = Manager(extras=list(reqs), kind=kind_for_mode(mode), platform=platform)
             said: list[str] = []
 
             def building(line: str, name=name, reqs=reqs, ids=ids, said=said) -> None:  # only when one is built
@@ -211,7 +211,7 @@ def wrap(main, cases, jax_version: str, mode: str, timeout: float = DEFAULT_TIME
 
             try:
                 env = manager.ensure(jax_version, log=building)
-            except envs.InstallError as exc:
+            except InstallError as exc:
                 raise BrokenEnvironmentError(f"cannot install the requirements {name} for jax {jax_version}: {exc}") from None
             if env.info.get("own_environment"):
                 continue  # installed here: those cases compile in this environment, nothing to announce

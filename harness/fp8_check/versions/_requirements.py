@@ -54,7 +54,7 @@ class RequirementOptions:
     requirements_file: Path | None = None
 
 
-def extras(options: RequirementOptions) -> tuple[list[str], str]:
+def extras_of(options: RequirementOptions) -> tuple[list[str], str]:
     """The extra requirements of `--with` and `--with-requirements`, which go into every version's environment,
     and the JAX range `--with-requirements` states ('' for any). A case's `requirements:` are not among them:
     `matrix` and `bisect` build its set's environment for its cases alone, on the releases its range includes."""

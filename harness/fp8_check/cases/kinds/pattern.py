@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from fp8_check.cases._model import Case, CaseError, MatmulSpec, Shape, Spec, boolean, choice, shape as parse_shape
+from fp8_check.cases._model import Case, CaseError, MatmulSpec, Shape, Spec, boolean, choice, shape
 from fp8_check.cases._source import ENV, Rendered, docstring
 from fp8_check.core import DATA_DTYPES, FP8_MAX, JAX_FP8, JAX_FP8_FNUZ, JAX_WIDE, SCALE_DTYPES
 
@@ -102,9 +102,9 @@ def validate(path, line, cid, merged: dict, raw: dict, kw: dict) -> Case:
         if fld in merged:
             sk[fld] = boolean(path, line, cid, fld, merged[fld])
     if "shape" in merged:
-        sk["shape"] = parse_shape(path, line, cid, merged["shape"])
+        sk["shape"] = shape(path, line, cid, merged["shape"])
     if "price_at" in merged:
-        sk["price_at"] = parse_shape(path, line, cid, merged["price_at"], "price_at")
+        sk["price_at"] = shape(path, line, cid, merged["price_at"], "price_at")
     if "bias_dtype" in merged:
         sk["bias_dtype"] = choice(path, line, cid, "bias_dtype", merged["bias_dtype"], DEQUANT_DTYPES)
 

@@ -86,7 +86,7 @@ def _check_pass(pass_: str, where: str) -> None:
         raise LayerRuleError(f"{where}: unknown pass {pass_!r}; one of {', '.join(PASSES)} or a glob")
 
 
-def check(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
+def check_layers(rules: list[LayerRule], sig: Signature) -> list[FieldDiff]:
     """The differences between the rules and the signature's attributed matmuls."""
     out = []
     for rule in rules:
