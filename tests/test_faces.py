@@ -134,9 +134,6 @@ def test_the_face_check_finds_a_module_a_stdlib_name_and_another_stages_name(tmp
         "run.selection: a module of the stage, not a name"]
 
 
-@pytest.mark.xfail(strict=True, reason="#57, left after the mechanical rewrite: 56 imports of a private module across "
-                   "stages where its names clash with the caller's own (e.g. `_dtypes.FP8_TYPES` in signature/_types.py, "
-                   "which defines FP8_TYPES); each needs a person to rename one side")
 def test_no_stage_imports_another_stages_internals():
     assert _all_violations() == []
 

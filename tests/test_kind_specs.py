@@ -2,7 +2,7 @@
 
 `Case` holds the fields every kind has; a kind's own fields are a frozen `Spec` subclass in its module
 (PatternSpec, BlockScaledSpec, PythonSpec; the matmul fields pattern and block-scaled cases share are
-`case_model.MatmulSpec`). Callers reach them through the kind (`kinds.of(case)`: arguments, rendering,
+`case_model.MatmulSpec`). Callers reach them through the kind (`kinds.kind_of(case)`: arguments, rendering,
 XLA flags, reduction steps) and the spec's methods (production shapes, calibration); a kind's float64
 numerics is its own module next to the GPU code. The finder below is AST-based: an attribute named like
 a spec field read on `<x>.spec`, on a name bound to a spec (`spec = case.spec`, `spec_of(case)`, a
@@ -133,7 +133,7 @@ def test_the_owner_table_names_real_modules():
     "v = getattr(case.spec, name)",
     "c = replace(case.spec, shape=None)",
     "s = spec_of(case)\nprint(s.callable)",
-    "k = kinds.of(case).spec_of(case).mesh",
+    "k = kinds.kind_of(case).spec_of(case).mesh",
 ])
 def test_the_finder_finds_a_spec_read(source):
     assert spec_reads(source, EVERY_FIELD)

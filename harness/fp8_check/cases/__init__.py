@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ._requirement_sets import check_requirement, outside, read_set
     from ._source import ENV, Rendered, py_comment, py_literal, py_text
     from ._user_modules import Closure
+    from .kinds import Kind, kind_of
     from .kinds.block_scaled import Block, BlockScaledSpec, spec_of
     from .kinds.pattern import PatternSpec
 else:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from fp8_check import platforms
-from fp8_check.cases import CaseError, kinds, load
+from fp8_check.cases import CaseError, kind_of, load
 from fp8_check.run import add_options
 from fp8_check.targets import PROFILES, load_target
 from fp8_check.upstream import RegressionError, reduce, to_yaml
@@ -35,7 +35,7 @@ def cmd_reduce(args) -> int:
     if not found:
         return usage(f"no case with id '{args.case}'")
     case = found[0]
-    if not kinds.of(case).REDUCIBLE:
+    if not kind_of(case).REDUCIBLE:
         return usage(f"case '{case.id}' is kind: {case.kind}; only pattern cases can be reduced")
     if "," in args.target:
         return usage("--target: reduce one target at a time")

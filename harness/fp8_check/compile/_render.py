@@ -8,7 +8,7 @@ the worker executes exactly this source. Each case kind renders itself
 
 from __future__ import annotations
 
-from fp8_check.cases import ENV, Case, Closure, Rendered, kinds, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
+from fp8_check.cases import ENV, Case, Closure, Rendered, kind_of, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
 from fp8_check.core import package_path
 from fp8_check.platforms import Profile
 from fp8_check.targets import Target
@@ -16,16 +16,16 @@ from fp8_check.targets import Target
 
 def arg_specs(case: Case) -> list[tuple[str, tuple[int, ...], str]]:
     """The (name, shape, dtype) of each argument of `case`, in call order."""
-    return kinds.of(case).arg_specs(case)
+    return kind_of(case).arg_specs(case)
 
 
 def render(case: Case) -> Rendered:
-    return kinds.of(case).render(case)
+    return kind_of(case).render(case)
 
 
 def case_options(case: Case) -> dict | None:
     """XLA flags a case sets on top of its profile (only where the installed XLA has them)."""
-    return kinds.of(case).case_options(case)
+    return kind_of(case).case_options(case)
 
 
 def repro(case: Case, target: Target, profile: Profile, jax_version: str, rendered: Rendered | None = None) -> str:

@@ -51,7 +51,7 @@ from fp8_check.verdict import (
     same_expectations,
     wants_contract,
 )
-from fp8_check.versions import sort_versions, xla_commits
+from fp8_check.versions import sort_versions, tabled_releases
 
 Row = tuple[str, str, str, str]  # case, target, profile, mode
 
@@ -98,7 +98,7 @@ class RowPlan:
 def known_releases(paths: list[Path] | None = None, extra: list[str] | None = None) -> list[str]:
     """The JAX releases the library knows, oldest first: the shipped release table (`versions/xla_commits.json`,
     updated when a release comes out), every version the matrices `paths` name (whatever its status) and `extra`."""
-    found = set(xla_commits.load())
+    found = set(tabled_releases())
     for path in paths or []:
         found.update(entry.jax for entry in load_matrix(Path(path)).versions)
     found.update(extra or [])
@@ -290,7 +290,7 @@ def claimed_releases(target: str) -> list[str]:
     """The releases a golden of `target` must describe: the shipped release table's releases (oldest first) for
     which the target's platform has a plugin (every one for NVIDIA; AMD: the ROCm plugin's releases)."""
     platform = platform_of(target)
-    return [v for v in sort_versions(xla_commits.load()) if not platform.unsupported_reason(v)]
+    return [v for v in sort_versions(tabled_releases()) if not platform.unsupported_reason(v)]
 
 
 def coverage_problems(root: Path) -> list[str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from fp8_check.cases import Case, CaseError, from_mapping, kinds
+from fp8_check.cases import Case, CaseError, from_mapping, kind_of
 from fp8_check.compile import Compiler, render
 from fp8_check.signature import extract
 from fp8_check.verdict import compare
@@ -27,7 +27,7 @@ from fp8_check.versions import Manager
 
 def case_fields(case: Case) -> dict:
     """The kind's fields of `case` that differ from the schema defaults (what a case YAML needs)."""
-    return kinds.of(case).reduction_fields(case)
+    return kind_of(case).reduction_fields(case)
 
 
 def to_yaml(case: Case) -> str:
@@ -49,7 +49,7 @@ def _load(fields: dict, case_id: str, description: str) -> Case | None:
 
 def candidates(case: Case, fields: dict) -> list[tuple[str, dict]]:
     """(what is dropped, the simplified fields), simplest-first: the kind's own reduction steps."""
-    return kinds.of(case).simplifications(fields)
+    return kind_of(case).simplifications(fields)
 
 
 @dataclass

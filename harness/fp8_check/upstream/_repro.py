@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from fp8_check.cases import Case, kinds
+from fp8_check.cases import Case, kind_of
 from fp8_check.compile import arg_specs, render
 from fp8_check.platforms import Profile
 from fp8_check.targets import Target
@@ -79,7 +79,7 @@ def _comment(text: str) -> str:
 def minimal(case: Case, target: Target, profile: Profile, jax_version: str) -> str:
     if not re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", jax_version):
         raise ReproError(f"not a JAX version: {jax_version!r}")
-    if not kinds.of(case).REDUCIBLE:
+    if not kind_of(case).REDUCIBLE:
         raise ReproError(f"case '{case.id}' is kind: {case.kind}; its repro is the full one (fp8-check show --repro)")
     lines = _case_lines(render(case).source)
     fn = next(line.split("(")[0][4:] for line in lines if line.startswith("def "))

@@ -28,6 +28,6 @@ if TYPE_CHECKING:
         select_range,
         sort_versions,
     )
-    from .xla_commits import XlaRange, jax_range, xla_range
+    from .xla_commits import XlaRange, jax_range, tabled_releases, xla_range
 else:
     __getattr__, __dir__, __all__ = attach(__name__)

@@ -104,6 +104,11 @@ def load(path: Path = TABLE) -> dict[str, Entry]:
             for v, e in raw["versions"].items()}
 
 
+def tabled_releases(path: Path = TABLE) -> list[str]:
+    """The JAX releases the table knows (its keys; unsorted)."""
+    return list(load(path))
+
+
 def entry(version: str, table: dict[str, Entry] | None = None) -> Entry | None:
     table = table if table is not None else load()
     if version in table:

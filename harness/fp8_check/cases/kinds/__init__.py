@@ -7,7 +7,7 @@ simplify it) and `validate(path, line, case_id, merged, raw, common) -> Case`,
 `arg_specs(case)`, `render(case) -> source`, `case_options(case) -> XLA flags | None`,
 `reduction_fields(case)` and `simplifications(fields)` (`reduce`'s steps). Loading
 (harness/fp8_check/cases/_load.py), rendering (render.py), the runner and `reduce` reach a kind
-only through `get(name)` / `of(case)` and the spec's methods (production shapes, calibration);
+only through `get(name)` / `kind_of(case)` and the spec's methods (production shapes, calibration);
 no other module switches on kind names (tests/test_architecture.py) or reads a spec's fields
 (tests/test_kind_specs.py); a kind's float64 numerics live next to the GPU code
 (harness/fp8_check/gpu/_pattern_numerics.py, block_numerics.py). A new kind is one new module added to `KINDS`.
@@ -55,7 +55,7 @@ def get(name: str) -> Kind:
     return KINDS[name]
 
 
-def of(case: Case) -> Kind:
+def kind_of(case: Case) -> Kind:
     return KINDS[case.kind]
 
 
