@@ -90,7 +90,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_import_graph_is_read():
     # the walker must see real edges, or the tests below could never fail
     assert "fp8_check.verdict._comparator" in GRAPH["fp8_check.verdict._outcome"]
-    assert "fp8_check.run._selection" in GRAPH["fp8_check.cli.commands"]
+    assert "fp8_check.run" in GRAPH["fp8_check.cli.commands"]
     assert len(MODULES) > 25
 
 

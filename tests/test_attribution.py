@@ -151,25 +151,25 @@ def test_coverage_counts_engines_and_weights_flops():
 def test_layer_rules_find_fallbacks_and_classify_them():
     sig = _mlp_sig()
     rules = [layer_rules.parse("*/Dense_[01]/*=fp8"), layer_rules.parse("*/Dense_2/*=wide")]
-    assert layer_rules.check(rules, sig) == []
+    assert layer_rules.check_layers(rules, sig) == []
     sig.gemms[1].operand_dtypes = ["bf16", "bf16"]  # Dense_0's input gradient fell back
     sig.gemms[1].target = "__cublas$lt$matmul"
-    diffs = layer_rules.check(rules, sig)
+    diffs = layer_rules.check_layers(rules, sig)
     assert [d.path for d in diffs] == ["layers[*/Dense_[01]/*].gemms[1]"]
     assert "M/Dense_0 (backward-input)" in str(diffs[0].found)
     v = verdict.classify_extra(verdict.Verdict("neutral", ()), diffs[0].path, diffs[0].expected, diffs[0].found)
     assert v.cls == "regression"
     # Dense_2 newly in FP8: an improvement
     sig.gemms[4].operand_dtypes = ["f8e4m3fn", "f8e4m3fn"]
-    d2 = layer_rules.check([rules[1]], sig)[0]
+    d2 = layer_rules.check_layers([rules[1]], sig)[0]
     assert verdict.classify_extra(verdict.Verdict("neutral", ()), d2.path, d2.expected, d2.found).cls == "improvement"
 
 
 def test_layer_rules_by_pass_and_unmatched():
     sig = _mlp_sig()
-    assert layer_rules.check([layer_rules.parse("*/Dense_0*@backward=fp8")], sig) == []
-    assert layer_rules.check([layer_rules.parse("*/Dense_0*@backward-weight=fp8")], sig) == []
-    miss = layer_rules.check([layer_rules.parse("*/Dense_9/*=fp8")], sig)
+    assert layer_rules.check_layers([layer_rules.parse("*/Dense_0*@backward=fp8")], sig) == []
+    assert layer_rules.check_layers([layer_rules.parse("*/Dense_0*@backward-weight=fp8")], sig) == []
+    miss = layer_rules.check_layers([layer_rules.parse("*/Dense_9/*=fp8")], sig)
     assert len(miss) == 1 and str(miss[0].found).startswith("no matmul matches")
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from fp8_check.api import fusion_signature
 from fp8_check.cost import _model as cost, _rates as cost_rates, _table as cost_table
-from fp8_check.cost._engine import LOOP_DOT
+from fp8_check.cost._engine import LOOP_DOT, gemm_engine
 from fp8_check.platforms import Profile
 from fp8_check.targets import PROFILES, load_target
 
@@ -150,7 +150,7 @@ def test_block_scaled_and_collectives_name_their_engines():
     assert dot.engine == "cuDNN block-scaled fp4" and dot.us == pytest.approx(
         max(dot.flops / 9e15, dot.bytes / b200.hbm) * 1e6 + b200.launch_us)
     # on H100 (no FP4 tensor cores) the same class runs at the FP8 rate
-    assert cost.cost_engine.gemm_engine("__cudnn$blockScaledDot", "fp4", H100) == ("cuDNN block-scaled fp8", 1979e12)
+    assert gemm_engine("__cudnn$blockScaledDot", "fp4", H100) == ("cuDNN block-scaled fp8", 1979e12)
     text = (fixtures / "llm" / "collective" / "tp8_allreduce.h100.txt").read_text()
     est = cost.estimate(text, H100)
     assert {k.engine for k in est.kernels if k.label == "all-reduce"} == {"NVLink"}

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from fp8_check import platforms
+from fp8_check.platforms import _registry
 from fp8_check.targets import PROFILES, load_target, profile_applies
 
 from . import fourth_platform
@@ -53,7 +54,7 @@ def test_a_platform_registered_from_its_own_module_is_seen_by_every_lookup():
         assert PROFILES["standin"] is fourth_platform.PROFILE and profile_applies("standin", target)
         assert not profile_applies("standin", load_target(platforms.default_target()))
     finally:
-        platforms._REGISTRY.pop("standin", None)
+        _registry._REGISTRY.pop("standin", None)
         load_target.cache_clear()
     assert "standin" not in PROFILES
 

@@ -26,7 +26,7 @@ from fp8_check.signature._extract import Gemm, Signature
 from fp8_check.targets import load_target
 from fp8_check.verdict import _contract as contract
 from fp8_check.verdict._fp8_answer import FIX, Fp8Answer, program_fp8_types, reason
-from fp8_check.verdict.rules.layers import check as check_rules, from_dicts
+from fp8_check.verdict.rules.layers import check_layers, from_dicts
 from tests.conftest import REPO
 from tests.test_report import Watched, browser  # noqa: F401  (the browser fixture: the real headless Chromium)
 
@@ -94,7 +94,7 @@ def test_bless_writes_a_rule_per_layer_seen_in_fp8_covering_the_layer_without_it
     sig = Signature(2, [], [fp8, _wide("Model/head")], [])
     assert contract.fp8_layer_rules(sig) == [{"layer": "Model/block1/down/*", "fp8": True}]
     plain = Signature(2, [], [_wide("Model/block1/down"), _wide("Model/head")], [])
-    [diff] = check_rules(from_dicts(contract.fp8_layer_rules(sig)), plain)  # the rule still sees the plain layer
+    [diff] = check_layers(from_dicts(contract.fp8_layer_rules(sig)), plain)  # the rule still sees the plain layer
     assert "Model/block1/down" in str(diff.found)
 
 
@@ -107,9 +107,9 @@ def test_bless_never_writes_a_rule_its_own_signature_breaks():
     sig = Signature(2, [], [fp8, _wide("eval_jaxpr/bkgts,bskd->btkgd")], [])
     rules = contract.fp8_layer_rules(sig)
     assert rules == [{"layer": "eval_jaxpr/Fp8DirectDotGeneralOp", "fp8": True}]
-    assert check_rules(from_dicts(rules), sig) == []  # the rule holds where it was blessed
+    assert check_layers(from_dicts(rules), sig) == []  # the rule holds where it was blessed
     plain = Signature(2, [], [_wide("eval_jaxpr"), _wide("eval_jaxpr/bkgts,bskd->btkgd")], [])
-    assert check_rules(from_dicts(rules), plain)  # and the FP8 op made plain still fails it
+    assert check_layers(from_dicts(rules), plain)  # and the FP8 op made plain still fails it
 
 
 def _example(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from fp8_check.cases import Shape, _load as case_mod
 from fp8_check.cases._load import Case, PatternSpec, PythonSpec
 from fp8_check.compile import _render as render
 from fp8_check.compile._service import Compilation, Compiler
+from fp8_check.core import FP8_MAX
 from fp8_check.gpu import _numerics as numerics
 from fp8_check.run import _runner as runner, _selection as selection
 from fp8_check.run._results import outcome_to_json
@@ -166,7 +167,7 @@ def test_scales_are_powers_of_two_and_clamp_is_exercised_without_trivial_saturat
             assert v > 0 and np.log2(v) == int(np.log2(v)), (name, v)
         assert (float(inputs["a_scale"]), float(inputs["b_scale"])) == (numerics.A_SCALE, numerics.B_SCALE)
         ref = numerics.reference(c, inputs)
-        limit = case_mod.FP8_MAX[c.spec.out_dtype]
+        limit = FP8_MAX[c.spec.out_dtype]
         saturated = np.mean(np.abs(ref.out) >= limit)
         assert 0 < saturated < 0.2, saturated
     # without clamp, an FP8 output stays well inside the range

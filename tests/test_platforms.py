@@ -54,7 +54,7 @@ def test_no_platform_literal_outside_the_seam():
 # it shares with AMD) alone; everyone else asks (platforms.default_target(), default_profile(), a platform's profiles).
 # Goldens, cases and docs are data. The scaffold's templates are the files it writes into a user's project: data.
 DEFAULT_WORDS = re.compile(r"(?<![A-Za-z0-9_$])(h100|cublas)(?![A-Za-z0-9_$])")
-DEFAULT_WORD_HOMES = {SEAM / "nvidia.py", SEAM / "_xla_gpu.py"}
+DEFAULT_WORD_HOMES = {SEAM / "_nvidia.py", SEAM / "_xla_gpu.py"}
 DATA_MODULES = {HARNESS / "fp8_check" / "cli" / "scaffold.py"}
 
 
@@ -265,7 +265,7 @@ def test_the_canary_probes_are_the_platforms():
     # verdict/_canary.py runs any platform's probes and imports no platform: the cuDNN one is NVIDIA's data
     from fp8_check.verdict import _canary as canary
 
-    tree = ast.parse((HARNESS / "fp8_check" / "verdict" / "canary.py").read_text())
+    tree = ast.parse((HARNESS / "fp8_check" / "verdict" / "_canary.py").read_text())
     imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert {name for module, name in imported if module == "fp8_check.platforms"} == {"DEFAULT", "Probe"}
     assert not {module for module, _ in imported if module and module.startswith("fp8_check.platforms.")}

@@ -81,12 +81,11 @@ def test_dtype_class(name, cls):
 
 
 def test_case_schema_dtypes_come_from_the_vocabulary():
-    from fp8_check.cases import _load as cases
-    from fp8_check.cases.kinds import block_scaled as block_cases
+    from fp8_check.cases.kinds import block_scaled as block_cases, pattern
 
-    assert set(cases.DATA_DTYPES) == {d for d in cases.DATA_DTYPES if dtypes.dtype_class(d) in (dtypes.FP8, dtypes.FP4)}
+    assert set(dtypes.DATA_DTYPES) == {d for d in dtypes.DATA_DTYPES if dtypes.dtype_class(d) in (dtypes.FP8, dtypes.FP4)}
     assert {dtypes.dtype_class(d) for d in block_cases.BLOCK_SCALE_DTYPES} == {dtypes.SCALE, dtypes.FP8}
-    assert all(dtypes.dtype_class(d) == dtypes.WIDE for d in cases.DEQUANT_DTYPES)
+    assert all(dtypes.dtype_class(d) == dtypes.WIDE for d in pattern.DEQUANT_DTYPES)
 
 
 # ------------------------------------------------------------------ each dtype class in each field

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fp8_check.compile import PoolOptions
 from fp8_check.matrix import VersionOptions
-from fp8_check.report import FORMATS, ReportFormat
+from fp8_check.report import ReportFormat, registered_formats
 from fp8_check.run import SelectionOptions
 from fp8_check.versions import RequirementOptions
 
@@ -48,4 +48,4 @@ def version_options(args: argparse.Namespace) -> VersionOptions:
 
 def output_paths(args: argparse.Namespace) -> dict[type[ReportFormat], Path | str | None]:
     """The path given for each output's option (`_formats.add_options`; None: not given)."""
-    return {f: getattr(args, f.dest(), None) for f in FORMATS}
+    return {f: getattr(args, f.dest(), None) for f in registered_formats()}

@@ -180,7 +180,7 @@ def skipped(reason: str) -> NumericsResult:
 
 
 class Float64Reference:
-    """`run --numerics`'s check (`fp8_check.run.NumericsCheck`): this module's reference, as the object the runner
+    """`run --numerics`'s check (the run stage's `NumericsCheck`): this module's reference, as the object the runner
     is handed (the pipeline does not import the GPU layer)."""
 
     skip_reason = staticmethod(skip_reason)

@@ -8,7 +8,6 @@ from fp8_check._faces import attach
 
 if TYPE_CHECKING:
     from ._formats import (
-        FORMATS,
         HtmlReport,
         ReportFormat,
         ResultsJson,
@@ -17,6 +16,7 @@ if TYPE_CHECKING:
         chosen,
         of_many_runs,
         print_results,
+        registered_formats,
         write,
     )
     from ._github import case_lines, error_annotations, job_summary, not_run_annotations, write_issue_bodies

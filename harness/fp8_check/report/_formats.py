@@ -64,6 +64,11 @@ class HtmlReport(ReportFormat):
 FORMATS: tuple[type[ReportFormat], ...] = (ResultsJson, HtmlReport)
 
 
+def registered_formats() -> tuple[type[ReportFormat], ...]:
+    """Every output, as the registry is now (read at call time: a format added to `FORMATS` is seen)."""
+    return FORMATS
+
+
 def of_many_runs() -> tuple[type[ReportFormat], ...]:
     """The formats that write several runs (what `matrix` offers)."""
     return tuple(f for f in FORMATS if f.many)
