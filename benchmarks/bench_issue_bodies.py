@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 def seconds(n: int, tmp: Path) -> float:
     from fp8_check.cli import main as cli
-    from tests.test_issue_filing import _matrix
+    from tests.ci.test_issue_filing import _matrix
 
     bad = {f"c{i:05d}": ([{"path": "kernels", "expected": 1, "found": i + 2}], "") for i in range(n)}
     folder = tmp / str(n)

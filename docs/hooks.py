@@ -8,13 +8,13 @@ A page asks for a generated block with a marker line `<!-- generated: NAME -->`:
 - `outcomes`: the outcome codes of fp8_check.verdict._outcome (`CODES`);
 - `cli`: every command's `--help`, from the argparse parser of fp8_check.cli.main;
 - `stages`: the stages of fp8_check/stages.py with the modules each folder holds (docs/pipeline.md);
-- `import-exceptions`: tests/test_imports.py's table of imports kept inside functions (docs/imports.md);
+- `import-exceptions`: tests/house/test_imports.py's table of imports kept inside functions (docs/imports.md);
 - `benchmarks`: one line per benchmarks/bench_*.py (its docstring) and a link to its latest
   output, benchmarks/out/NAME.md, which `on_files` adds to the site as it is.
 
 An unknown marker or a rule without a statement
 raises, so `mkdocs build --strict` fails instead of publishing a stale page.
-tests/test_docs.py builds the site and runs the docs' examples.
+tests/house/test_docs.py builds the site and runs the docs' examples.
 """
 
 from __future__ import annotations
@@ -165,14 +165,14 @@ def stages_markdown() -> str:
 
 
 def import_exceptions_markdown() -> str:
-    """tests/test_imports.py's ALLOWED table: every fp8_check import kept inside a function, with its reason."""
-    tree = ast.parse((REPO / "tests" / "test_imports.py").read_text())
+    """tests/house/test_imports.py's ALLOWED table: every fp8_check import kept inside a function, with its reason."""
+    tree = ast.parse((REPO / "tests" / "house" / "test_imports.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "ALLOWED":
             allowed = ast.literal_eval(node.value)  # type: ignore[arg-type]
             break
     else:
-        raise ValueError("docs/hooks.py: tests/test_imports.py has no ALLOWED table")
+        raise ValueError("docs/hooks.py: tests/house/test_imports.py has no ALLOWED table")
     out = ["| module | imports in a function | why |", "|---|---|---|"]
     for (module, imported), why in allowed.items():
         short = lambda name: name.removeprefix("fp8_check.")  # noqa: E731

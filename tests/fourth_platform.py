@@ -1,6 +1,6 @@
 """A fourth platform, defined outside fp8_check.platforms: a stand-in accelerator that compiles on the host CPU.
 
-Nothing in harness/ names it. tests/test_fourth_platform.py registers it through the `fp8_check.platforms`
+Nothing in harness/ names it. tests/platforms/test_fourth_platform.py registers it through the `fp8_check.platforms`
 entry-point group of a tiny installed distribution (a `.dist-info` folder on the path) and runs a case on it
 end to end: `run` (NEW), `bless`, `run` (PASS). Its spec is a stand-in (`standin_device_info { generation: N }`),
 its devices the worker's own CPU (`compile_devices`): XLA's CPU compiler is the real compiler of its programs.

@@ -1,4 +1,4 @@
-"""Run by tests/test_rocm.py with a ROCm environment's interpreter: load the ROCm plugin deviceless (as
+"""Run by tests/platforms/test_rocm.py with a ROCm environment's interpreter: load the ROCm plugin deviceless (as
 the compile worker does), compile one FP8 matmul for mi300x, and report which stand-in functions were
 called while the plugin loaded and while XLA compiled.
 

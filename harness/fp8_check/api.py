@@ -174,7 +174,7 @@ class Checker:
     """
 
     def __init__(self, mode: str = "deviceless", python: str | None = None, timeout: float | None = None):
-        from fp8_check.compile import DEFAULT_TIMEOUT, Compiler  # start-up: see tests/test_imports.py
+        from fp8_check.compile import DEFAULT_TIMEOUT, Compiler  # start-up: see tests/house/test_imports.py
 
         if mode not in MODES:
             raise ValueError(f"mode: unknown mode '{mode}'; allowed: {', '.join(MODES)}")

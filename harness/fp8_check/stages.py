@@ -1,7 +1,7 @@
 """The package's stages, bottom to top: the folder list of `fp8_check`, in the order a case travels.
 
 A module may import modules of its own stage and of the stages listed before it, never of one listed
-after it (tests/test_layers.py enforces it). A stage is a folder of the package, or one top-level module
+after it (tests/house/test_layers.py enforces it). A stage is a folder of the package, or one top-level module
 (`api`). The top-level `__init__.py` and this declaration belong to no stage.
 """
 

@@ -70,7 +70,7 @@ class KnownIssue:
 class Spec:
     """What a case of one kind states beyond the common fields. Each kind module defines its own (PatternSpec in
     kinds/pattern.py, BlockScaledSpec in kinds/block_scaled.py, PythonSpec in kinds/python.py); no module but the
-    kind's own (and its numerics) reads a spec's fields (tests/test_kind_specs.py). Callers use these methods."""
+    kind's own (and its numerics) reads a spec's fields (tests/cases/test_kind_specs.py). Callers use these methods."""
 
     KIND: ClassVar[str] = ""
 

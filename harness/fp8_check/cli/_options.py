@@ -1,6 +1,6 @@
 """The command line's options as the stages' typed records, built here, once per command, from argparse's namespace.
 
-Nothing below `cli/` sees the namespace (tests/test_options.py): a stage that has options declares them as a
+Nothing below `cli/` sees the namespace (tests/house/test_typed_options.py): a stage that has options declares them as a
 frozen record next to the code that reads them (`run.selection.SelectionOptions`, `compile.pool.PoolOptions`,
 `versions.requirements.RequirementOptions`, `matrix.VersionOptions`) and takes that record; the command builds
 it with one of these functions, from the flags the stage's `add_options` put on its parser.

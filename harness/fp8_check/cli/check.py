@@ -205,7 +205,7 @@ def _csv(value: str) -> list[str]:
 
 
 def register(subparsers) -> dict:
-    from fp8_check.run import add_timeout  # start-up of the checking child: see tests/test_imports.py
+    from fp8_check.run import add_timeout  # start-up of the checking child: see tests/house/test_imports.py
 
     p = subparsers.add_parser("check", help="print the fusion signature of your own JAX function (module:function)")
     p.add_argument("function", help="module:function, imported from the current directory or PYTHONPATH")
@@ -228,7 +228,7 @@ def register(subparsers) -> dict:
     p.add_argument("--golden", metavar="NAME", help="also compare with the golden NAME under --goldens (the run layout)")
     p.add_argument("--goldens", type=Path, default=Path("goldens"), help="goldens directory (default: goldens/)")
     p.add_argument("--bless", action="store_true", help="with --golden: record the signature as the golden instead")
-    from fp8_check.report import (  # the parent's parser only: see tests/test_imports.py
+    from fp8_check.report import (  # the parent's parser only: see tests/house/test_imports.py
         ResultsJson,
         add_options,
     )
@@ -247,7 +247,7 @@ def cmd_check(args) -> int:
     except CheckUsage as exc:
         print(f"fp8-check check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from fp8_check.compile import run  # the parent's side only: see tests/test_imports.py
+    from fp8_check.compile import run  # the parent's side only: see tests/house/test_imports.py
 
     limit = args.timeout * max(1, len(_csv(args.target)) * len(_csv(args.profile or "")))
     options = {k: v for k, v in vars(args).items() if k != "func"}
@@ -354,7 +354,7 @@ def _cmd_check(args) -> int:
     if len(results) > 1 and not quiet:
         print_across_targets([r for r, _ in results])
     if args.json:  # the standard results file (schema fp8-check/results/2), as `run` writes it
-        from fp8_check.report import ResultsJson, print_results, write  # after the check: see tests/test_imports.py
+        from fp8_check.report import ResultsJson, print_results, write  # after the check: see tests/house/test_imports.py
         from fp8_check.run import Results
 
         outcomes = [r for r, _ in results]

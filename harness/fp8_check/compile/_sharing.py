@@ -15,8 +15,8 @@ A source is shared only when that holds by construction:
   `__doc__`, `__file__`, `__name__`, `__spec__`, `__loader__`, `__cached__`, `globals`, `vars`,
   `inspect`, `sys._getframe` or a traceback;
 - the request is cacheable (its key covers everything else it depends on; `cache.cacheable`).
-`tests/test_pool.py` compares every outcome of a run with sharing against `--no-cache` (HLO included);
-`tests/test_sharing.py` tests these rules.
+`tests/compile/test_pool.py` compares every outcome of a run with sharing against `--no-cache` (HLO included);
+`tests/compile/test_sharing.py` tests these rules.
 """
 
 from __future__ import annotations

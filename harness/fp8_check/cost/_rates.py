@@ -1,7 +1,7 @@
 """One target's rate table, with sources: what the cost model (harness/fp8_check/cost/_model.py) prices each engine at.
 
 `python -m fp8_check.cost._rates` prints the tables of every shipped target (docs/cost_model.md holds
-them; tests/test_cost_engines.py keeps that file current).
+them; tests/cost/test_cost_engines.py keeps that file current).
 """
 
 from __future__ import annotations

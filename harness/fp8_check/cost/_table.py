@@ -13,7 +13,7 @@ where the number comes from:
 | `LAUNCH_US` | every kernel | model constant (below); `fp8-check calibrate` measures it |
 
 `rate_table(target)` prints a target's table (multi-GPU targets add their links); docs/cost_model.md
-holds the shipped targets' tables (tests/test_cost_engines.py keeps it current).
+holds the shipped targets' tables (tests/cost/test_cost_engines.py keeps it current).
 A part without a tensor-core path for a class (FP8 on A100, FP4 before Blackwell) prices such a gemm at
 the next wider class it has (XLA upcasts there anyway).
 """

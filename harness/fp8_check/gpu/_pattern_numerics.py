@@ -13,7 +13,7 @@ without clamp, in (1/4, 1/2] x the FP8 max (overflow would be NaN in XLA's
 convert, but libraries may saturate: that case is not meant to be probed); for
 other outputs the effective factor is 2.
 
-Tolerances (per element, documented and checked in tests/test_numerics.py). The
+Tolerances (per element, documented and checked in tests/gpu/test_numerics.py). The
 rendered function computes in the dequant dtype D (float32, bfloat16 or
 float16); FP8 values and power-of-two scales are exact in D. With u(D) the unit
 roundoff of D (2^-24, 2^-8, 2^-11) and S = sum_k |a_ik| |b_kj| (scaled), the

@@ -30,7 +30,7 @@ every step is ok is moved into place (replacing `--out`). A failed session (a dr
 '', '.', the checkout or a folder above it, or a folder with a user's files (exit 2 before any step, nothing
 written). `--step` runs only inside a session (the folder the session made for its steps).
 
-`--dry-run` executes every step deviceless on a CPU machine (CI runs it: tests/test_gpu_session.py):
+`--dry-run` executes every step deviceless on a CPU machine (CI runs it: tests/gpu/test_gpu_session.py):
 the GPU-only tests skip with their reason, `capture` checks the shipped spec instead, `fidelity` builds
 its table from a deviceless results file against itself, `numerics` executes the subset on JAX's CPU
 backend against the same reference, `calibrate` times the CPU backend, `autotune` compiles deviceless and
@@ -76,7 +76,7 @@ AUTOTUNE = FIDELITY + ",decoder_direct_,decoder_qdq_fwd"
 AUTOTUNE_EXAMPLES = ("docs/examples/fp8first",)  # under the checkout
 CALIBRATE = "seed_plain_f32,seed_relu_bf16,epi_gelu_tanh,epi_bias_bf16,scale_out_divide_e4m3,layout_llm_8192"
 PRODUCTION = (4096, 4096, 4096)  # where a calibrated case without price_at is timed (m, n, k)
-GPU_TEST_FILES = ("tests/test_capture.py", "tests/test_fidelity.py", "tests/test_numerics.py", "tests/test_cost.py")
+GPU_TEST_FILES = ("tests/gpu/test_capture.py", "tests/gpu/test_fidelity.py", "tests/gpu/test_numerics.py", "tests/cost/test_cost.py")
 TOTAL_S = 480
 # the committed files of the last session (the session runs from a checkout; installed: ./docs/gpu-session)
 DEFAULT_OUT = (checkout() or Path()).resolve() / "docs" / "gpu-session"

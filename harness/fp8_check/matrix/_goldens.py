@@ -17,7 +17,7 @@ so a known release the matrix skipped is covered by no expectation and is NEW
 there, never a false FAIL against a neighbour's signature. Existing expectations
 of the golden are kept after the new ones for the known releases none of the new
 ones cover, clipped so that no two expectations cover one release
-(`bless` keeps the goldens free of gaps and overlaps; tests/test_library_goldens.py
+(`bless` keeps the goldens free of gaps and overlaps; tests/matrix/test_library_goldens.py
 checks the shipped library).
 
 Not blessed: rows with a known issue active on any of the versions (their goldens

@@ -8,14 +8,14 @@ profiles and the one its canary compiles under, its default target and profile, 
 its canary probes, its matmul forms (gemm custom-calls with family, engine label and FP8-ness; fused TPU
 convolutions), which FP8 types and features an architecture has, and its cost-model rates. The rest of fp8-check
 asks a platform (`of_spec`, `of_target`, `by_name`, `registered`, `profiles`) and names none itself:
-tests/test_platforms.py fails on a platform literal anywhere else in harness/. A spec no platform claims is
+tests/platforms/test_platforms.py fails on a platform literal anywhere else in harness/. A spec no platform claims is
 refused (`UnknownSpec`), never taken for NVIDIA's.
 
 The registry is read when asked, never frozen: a platform `register`ed from anywhere (a test, a plugin) is seen by
 every later lookup. Platforms outside this tree register through the entry-point group `fp8_check.platforms`
 (each entry names a `Platform` object, or a callable returning one), loaded once, on the first lookup (one that
 fails is skipped with a warning); the compile worker loads the same entry points in its own process
-(tests/test_fourth_platform.py), so a platform that compiles must come so: a `register` call reaches its own
+(tests/platforms/test_fourth_platform.py), so a platform that compiles must come so: a `register` call reaches its own
 process only.
 
 This package is imported by the compile worker inside per-version JAX environments: standard

@@ -22,7 +22,7 @@ library: the loader looks them up in every loaded library. Built with the system
 `<env>/site-packages/jax_plugins/rocm/lib` (the plugins' first RUNPATH entry, `$ORIGIN/../rocm/lib`),
 once per environment, keyed by a hash of the tables (`standins.json`).
 
-tests/test_rocm.py proves the claim: during a compile the log holds registration calls only.
+tests/platforms/test_rocm.py proves the claim: during a compile the log holds registration calls only.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ class OtherEnvironments:
     def compiler_for(self, target, default, error: type[Exception] = RuntimeError):
         """`default` when this environment compiles for `target`, else the other environment's compiler;
         `error` (its message naming the platform) when that environment cannot be built."""
-        from fp8_check.compile import Compiler  # start-up: see tests/test_imports.py
+        from fp8_check.compile import Compiler  # start-up: see tests/house/test_imports.py
         from fp8_check.versions import _envs
 
         if self.mode != "deviceless" or target.platform is platforms.DEFAULT:

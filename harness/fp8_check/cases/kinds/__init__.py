@@ -8,8 +8,8 @@ simplify it) and `validate(path, line, case_id, merged, raw, common) -> Case`,
 `reduction_fields(case)` and `simplifications(fields)` (`reduce`'s steps). Loading
 (harness/fp8_check/cases/_load.py), rendering (render.py), the runner and `reduce` reach a kind
 only through `get(name)` / `kind_of(case)` and the spec's methods (production shapes, calibration);
-no other module switches on kind names (tests/test_architecture.py) or reads a spec's fields
-(tests/test_kind_specs.py); a kind's float64 numerics live next to the GPU code
+no other module switches on kind names (tests/house/test_architecture.py) or reads a spec's fields
+(tests/cases/test_kind_specs.py); a kind's float64 numerics live next to the GPU code
 (harness/fp8_check/gpu/_pattern_numerics.py, block_numerics.py). A new kind is one new module added to `KINDS`.
 """
 

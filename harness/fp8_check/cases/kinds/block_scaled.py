@@ -2,7 +2,7 @@
 
 Everything about this kind lives here: its fields (`BlockScaledSpec`), its schema (`KEYS`, `validate`), its arguments
 (`arg_specs`), its rendering (`render`, templates/block.py.j2) and the XLA flags it sets
-(`case_options`); its float64 reference is harness/fp8_check/gpu/_block_numerics.py. No other module switches on the kind's name (tests/test_architecture.py).
+(`case_options`); its float64 reference is harness/fp8_check/gpu/_block_numerics.py. No other module switches on the kind's name (tests/house/test_architecture.py).
 
 
 A block-scaled matmul multiplies low-precision data (E4M3, E5M2 or E2M1) whose

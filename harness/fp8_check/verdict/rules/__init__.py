@@ -42,7 +42,7 @@ class Record:
 
 # The table that dispatches: a path's first word names its entry (`gemms[0].output` -> "gemms"). Every field
 # of fp8_check.signature._extract.Signature has one: a rule (before, after) -> findings for a plain field, a
-# `Record` for one holding records (each of its fields a rule or `Neutral(reason)`); tests/test_verdict_fields.py
+# `Record` for one holding records (each of its fields a rule or `Neutral(reason)`); tests/verdict/test_verdict_fields.py
 # fails for a field with neither, and proves every entry reachable. Adding an entry is the whole edit.
 FIELD_RULES: dict[str, "Callable[[Any, Any], Findings] | Record"] = {
     "kernels": kernels.count,

@@ -1,7 +1,7 @@
 """The rules for the `block_scaled` record of a signature (harness/fp8_check/signature/_extract.py's `BlockScaling`).
 
 Every field of `BlockScaling` has an entry in `BLOCK_RULES`: a rule, or `Neutral(reason)` saying why it costs
-nothing (tests/test_verdict_fields.py fails for a field with neither). Pure: no I/O, no JAX.
+nothing (tests/verdict/test_verdict_fields.py fails for a field with neither). Pure: no I/O, no JAX.
 """
 
 from __future__ import annotations

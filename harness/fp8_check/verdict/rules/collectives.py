@@ -132,7 +132,7 @@ def core_change(before: Any, after: Any) -> list[tuple[str, str]]:
 
 
 # Every field of fp8_check.signature._collectives.Collective: its rule (before, after) -> [(class, why)], or
-# why it is neutral. collective_field dispatches through this table; tests/test_verdict_fields.py fails for a
+# why it is neutral. collective_field dispatches through this table; tests/verdict/test_verdict_fields.py fails for a
 # field with neither and proves every entry reachable.
 COLLECTIVE_RULES: dict[str, "Callable[[Any, Any], list[tuple[str, str]]] | Neutral"] = {
     "dtype": _dtype,

@@ -1,7 +1,7 @@
 """The rules for a signature's `gemms` (harness/fp8_check/signature/_extract.py's `Gemm`), one entry per field.
 
 Every field of `Gemm` has an entry in `GEMM_RULES`: a rule, or `Neutral(reason)` saying why it costs nothing
-(tests/test_verdict_fields.py fails for a field with neither); `gemm_field` judges a whole gemm gained or lost.
+(tests/verdict/test_verdict_fields.py fails for a field with neither); `gemm_field` judges a whole gemm gained or lost.
 Pure: no I/O, no JAX.
 """
 
