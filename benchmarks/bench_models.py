@@ -55,13 +55,13 @@ def main() -> int:
     kind = "forward" if args.case.startswith("forward") else "train"
     recipe = args.case.rsplit("_", 1)[1]
     fn = getattr(decoder, args.case)
-    specs = [jax.ShapeDtypeStruct(s, jnp.dtype(d)) for _, s, d in decoder.leaf_specs(kind, recipe)]
+    specs = getattr(decoder, f"args_{kind}_{recipe}")()  # the case's own argument factory (pytrees of shapes)
 
     target = load_target("h100")
     config = aot.target_config_for(target.config_text, target.versions_dict(), jax.__version__)
     device = aot.compile_device("deviceless", config, platforms.of_spec(config).jax_platform)
     sharding = jax.sharding.SingleDeviceSharding(device)
-    placed = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in specs]
+    placed = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), specs)
     options = dict(PROFILES["cublas"].compiler_options)
 
     def bare() -> float:

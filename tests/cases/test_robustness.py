@@ -12,8 +12,9 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from fp8_check.cases import _load as case_mod
-from fp8_check.cases._load import Case, KnownIssue, PatternSpec, PythonSpec
+from fp8_check.cases import _load as case_mod, py_text
+from fp8_check.cases._load import Case, KnownIssue, PatternSpec
+from fp8_check.cases.kinds.python import PythonSpec
 from fp8_check.compile import _render as render
 from fp8_check.targets import PROFILES, TARGET_DIR, Target, parse_target
 
@@ -99,7 +100,7 @@ def test_ids_callables_and_argument_names_are_literals(module, function, name, c
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_py_text_is_one_literal_holding_exactly_the_text(text):
-    tree = ast.parse(render.py_text(text), mode="eval")
+    tree = ast.parse(py_text(text), mode="eval")
     assert isinstance(tree.body, ast.Constant) and tree.body.value == text
 
 

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fp8_check.cases import Shape, _load as cases
-from fp8_check.cases._load import Case, PatternSpec, PythonSpec
+from fp8_check.cases._load import Case, PatternSpec
 from fp8_check.cases.kinds.pattern import FP8_DTYPES
+from fp8_check.cases.kinds.python import PythonSpec
 from fp8_check.compile import _render as render
 
 

@@ -18,11 +18,13 @@ import numpy as np
 import pytest
 
 from fp8_check.cases import Shape, _load as case_mod
-from fp8_check.cases._load import Case, PatternSpec, PythonSpec
+from fp8_check.cases._load import Case, PatternSpec
+from fp8_check.cases.kinds.python import PythonSpec
 from fp8_check.compile import _render as render
 from fp8_check.compile._service import Compilation, Compiler
 from fp8_check.core import FP8_MAX
 from fp8_check.gpu import _numerics as numerics
+from fp8_check.gpu._pattern_numerics import A_SCALE, B_SCALE
 from fp8_check.run import _runner as runner, _selection as selection
 from fp8_check.run._results import outcome_to_json
 from fp8_check.targets import PROFILES, load_target
@@ -165,7 +167,7 @@ def test_scales_are_powers_of_two_and_clamp_is_exercised_without_trivial_saturat
         for name in ("a_scale", "b_scale", "out_scale"):
             v = float(inputs[name])
             assert v > 0 and np.log2(v) == int(np.log2(v)), (name, v)
-        assert (float(inputs["a_scale"]), float(inputs["b_scale"])) == (numerics.A_SCALE, numerics.B_SCALE)
+        assert (float(inputs["a_scale"]), float(inputs["b_scale"])) == (A_SCALE, B_SCALE)
         ref = numerics.reference(c, inputs)
         limit = FP8_MAX[c.spec.out_dtype]
         saturated = np.mean(np.abs(ref.out) >= limit)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from fp8_check import core  # noqa: F401  (re-exported)
+from fp8_check import core
 from fp8_check.cases import kinds
 from fp8_check.cases._model import (
     ENV_NAME_RE,
@@ -30,7 +30,6 @@ from fp8_check.cases._model import (
     _plain,
     _str,
 )
-from fp8_check.cases.kinds.block_scaled import BLOCK_KEYS, Block, BlockScaledSpec  # noqa: F401  (re-exported)
 from fp8_check.cases.kinds.pattern import (  # noqa: F401
     AMAX,
     DEQUANT_DTYPES,
@@ -42,7 +41,6 @@ from fp8_check.cases.kinds.pattern import (  # noqa: F401
     REQUANTIZE,
     PatternSpec,
 )
-from fp8_check.cases.kinds.python import PYTHON_KEYS, PythonSpec  # noqa: F401  (re-exported)
 from fp8_check.targets import MULTI_DEVICE_TARGETS, canonical_target, platform_target_names, target_names
 
 KINDS = tuple(kinds.KINDS)

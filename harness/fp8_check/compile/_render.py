@@ -8,7 +8,7 @@ the worker executes exactly this source. Each case kind renders itself
 
 from __future__ import annotations
 
-from fp8_check.cases import ENV, Case, Closure, Rendered, kind_of, py_comment, py_literal, py_text  # noqa: F401  (re-exported)
+from fp8_check.cases import ENV, Case, Closure, Rendered, kind_of
 from fp8_check.core import package_path
 from fp8_check.platforms import Profile
 from fp8_check.targets import Target

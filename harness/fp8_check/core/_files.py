@@ -18,7 +18,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from fp8_check.core._errors import shown_path  # re-exported
+from fp8_check.core._errors import shown_path
 from fp8_check.core._outputs import WriteError
 
 PACKAGE = __name__.split(".")[0]  # the import name, `fp8_check`

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from fp8_check.core._errors import excerpt
-from fp8_check.core._files import ReadError, read_text  # noqa: F401  (ReadError re-exported: one home, core/_files.py)
+from fp8_check.core._files import ReadError, read_text
 
 MAX_BYTES = 2 * 1024 * 1024  # per file
 MAX_DEPTH = 64  # nesting levels (mappings and lists), counting through aliases

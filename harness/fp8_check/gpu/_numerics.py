@@ -26,9 +26,8 @@ import numpy as np
 from fp8_check.cases import BlockScaledSpec, Case, PatternSpec
 from fp8_check.compile import arg_specs
 from fp8_check.gpu import _block_numerics, _pattern_numerics
-from fp8_check.gpu._number_formats import Reference, dtype_of, ulp, unit_roundoff  # noqa: F401  (re-exported)
-from fp8_check.gpu._pattern_numerics import A_SCALE, B_SCALE  # noqa: F401  (re-exported)
-from fp8_check.verdict import NumericsResult, OutputCheck  # noqa: F401  (defined with the Outcome; re-exported)
+from fp8_check.gpu._number_formats import Reference, dtype_of, ulp, unit_roundoff
+from fp8_check.verdict import NumericsResult, OutputCheck
 
 # The kinds with a float64 reference, by spec type: each module provides skip_reason, multiply_adds, make_inputs,
 # reference, output_format, output_count, bitcast and rounds_output for its cases.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fp8_check.cases import check_requirement, read_set  # noqa: F401  (re-exported)
+from fp8_check.cases import check_requirement, read_set
 
 
 def read_requirements(path: Path) -> list[str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from fp8_check.compile import cache_dir  # noqa: F401  (re-exported: defined with the compile cache)
+from fp8_check.compile import cache_dir
 from fp8_check.versions._uvbin import find_uv
 
 PACKAGE = "jax"

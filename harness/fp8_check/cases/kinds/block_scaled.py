@@ -26,7 +26,7 @@ from typing import ClassVar
 
 from fp8_check.cases._model import Case, CaseError, MatmulSpec, boolean, choice, pos_int, shape
 from fp8_check.cases._source import ENV, Rendered, docstring
-from fp8_check.core import BLOCK_SCALE_DTYPES, DATA_DTYPES, JAX_FP8, SCALE_DTYPES  # noqa: F401  (re-exported)
+from fp8_check.core import BLOCK_SCALE_DTYPES, DATA_DTYPES
 
 NAME = "block_scaled"
 REDUCIBLE = False  # `fp8-check reduce` and the minimal repro work on pattern fields
