@@ -300,9 +300,9 @@ def main(argv=None) -> int:
         write_table(supported)
         return 0
     cases = selection.load_cases(None, args.filter)
-    targets = selection.targets(args.target)
+    targets = selection.targets_from(args.target)
     requests = [CompileRequest(render.render(c), t, p, None, runner.case_options(c))
-                for c, t, p in runner.plan(cases, targets, selection.csv(args.profile))]
+                for c, t, p in runner.plan(cases, targets, selection.comma_list(args.profile))]
     scratch_root = releases.cache_dir()
     scratch_root.mkdir(parents=True, exist_ok=True)
     status = 0

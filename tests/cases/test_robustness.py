@@ -394,8 +394,8 @@ def test_repeated_targets_and_profiles_are_merged():
     from fp8_check.run import _selection as selection
 
     given = f"h100,h100, a100,{TARGET_DIR / 'h100.txtpb'}"
-    assert [t.name for t in selection.targets(given)] == ["h100", "a100"]
-    assert selection.profiles("cublas,cublas,triton", "deviceless") == ["cublas", "triton"]
+    assert [t.name for t in selection.targets_from(given)] == ["h100", "a100"]
+    assert selection.profiles_from("cublas,cublas,triton", "deviceless") == ["cublas", "triton"]
 
 
 # ---------------------------------------------------------------- timeouts, signals, target specs

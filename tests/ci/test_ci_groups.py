@@ -49,7 +49,7 @@ PLAN = [matrix_jobs.Job("0.8.1", "nvidia", "h100"), matrix_jobs.Job("0.8.1", "am
 
 
 def test_the_plan_is_one_job_per_version_and_target_group(run_cli, tmp_path):
-    targets = selection.targets("h100,mi300x,h200")
+    targets = selection.targets_from("h100,mi300x,h200")
     assert [(j.jax, j.group, j.targets) for j in matrix_jobs.plan(["0.8.1", "0.12.0.1"], targets)] == [
         ("0.8.1", "nvidia", "h100,h200"), ("0.8.1", "amd", "mi300x"),
         ("0.12.0.1", "nvidia", "h100,h200"), ("0.12.0.1", "amd", "mi300x")]

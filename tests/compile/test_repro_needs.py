@@ -38,7 +38,7 @@ def _run(cmd, cwd: Path, env: dict, timeout: int = 1800) -> subprocess.Completed
 def test_a_repro_rendered_without_its_modules_names_the_files_to_copy_and_is_not_called_standalone():
     """A results file of an older fp8-check (no `repro_needs`): the module is named with the file to copy."""
     source = "import importlib\nFN = importlib.import_module('blockmod').step\nARGS = []\n"
-    target = selection.targets("h100")[0]
+    target = selection.targets_from("h100")[0]
     script = render.repro_script(source, target, PROFILES["cublas"], "0.12.0.1")
     head = script.split("import atexit")[0]
     assert "Standalone" not in head and "NOT standalone" in head

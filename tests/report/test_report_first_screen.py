@@ -297,9 +297,9 @@ def test_the_header_lists_only_the_profiles_the_selected_cases_use_and_amd_reads
 
     monkeypatch.syspath_prepend(str(REPO / "docs" / "examples" / "flax_train"))
     cases = selection.load_cases([REPO / "docs" / "examples" / "flax_train" / "cases"])  # profiles: [cublas]
-    sel = selection.Selection(cases, selection.targets("h100"), selection.profiles(None, "deviceless"), "deviceless")
+    sel = selection.Selection(cases, selection.targets_from("h100"), selection.profiles_from(None, "deviceless"), "deviceless")
     assert sel.profiles[:2] == ["cublas", "triton"] and commands._used_profiles(sel) == ["cublas"]
     header = commands._header({"jax": "0.12.0.1", "jaxlib": "0.12.0.1", "cuda_plugin": "0.12.0.1"}, sel)
     assert "profiles cublas, 1 cases" in header and "triton" not in header, header
     assert profile_label("mi300x", "cublas") == "hipblaslt" and profile_label("h100", "cublas") == "cublas"
-    assert profile_alias("hipblaslt") == "cublas" and selection.profiles("hipblaslt", "deviceless") == ["cublas"]
+    assert profile_alias("hipblaslt") == "cublas" and selection.profiles_from("hipblaslt", "deviceless") == ["cublas"]

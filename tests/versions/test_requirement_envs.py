@@ -85,9 +85,9 @@ def test_only_the_sets_of_cases_planned_on_the_selected_targets_are_needed():
     """The shipped library: qwix's cases run on v6e and tpu7x only, so an h100 matrix needs no requirement set
     (before, its JAX >= 0.12 range made every older release install-failed); a v6e one needs qwix alone."""
     cases = case_mod.load(sorted(p for p in Path("cases").glob("*.yaml") if p.name != "models.yaml"))
-    h100 = selection.targets("h100")
+    h100 = selection.targets_from("h100")
     assert needed_sets(cases, h100, ["cublas", "triton"]) == {}
-    [(name, jax_range, count)] = needed_sets(cases, selection.targets("v6e"), ["tpu"]).values()
+    [(name, jax_range, count)] = needed_sets(cases, selection.targets_from("v6e"), ["tpu"]).values()
     assert name == "qwix" and jax_range == ">=0.12.0" and count >= 1
 
 

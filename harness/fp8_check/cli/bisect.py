@@ -55,9 +55,9 @@ def cmd_bisect(args) -> int:
 
 def _cmd_bisect(args) -> int:
     case = run.find_case(args.paths, args.case)
-    targets = run.targets(args.target)
-    mode = run.mode(args.mode)
-    profiles = run.profiles(args.profile, mode, for_targets=targets)
+    targets = run.targets_from(args.target)
+    mode = run.mode_from(args.mode)
+    profiles = run.profiles_from(args.profile, mode, for_targets=targets)
     if len(targets) != 1 or len(profiles) != 1:
         if not args.profile and platforms.default_profile() in profiles:
             profiles = [platforms.default_profile()]

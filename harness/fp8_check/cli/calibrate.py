@@ -8,7 +8,7 @@ import sys
 from fp8_check import platforms
 from fp8_check.core import EXIT_ENV, EXIT_OK
 from fp8_check.gpu import NO_GPU, measure, table
-from fp8_check.run import UsageError, add_options, csv, load_cases, targets
+from fp8_check.run import UsageError, add_options, comma_list, load_cases, targets_from
 from fp8_check.targets import PROFILES, gpu_present
 
 
@@ -29,9 +29,9 @@ def cmd_calibrate(args) -> int:
     if args.backend == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"  # before JAX is imported: the CUDA plugin is not initialised
     cases = load_cases(args.paths, args.filter)
-    [target] = targets(args.target)[:1]
+    [target] = targets_from(args.target)[:1]
     rows = []
-    for name in csv(args.profile):
+    for name in comma_list(args.profile):
         if name not in PROFILES:
             raise UsageError(f"--profile: unknown profile '{name}'; allowed: {', '.join(PROFILES)}")
         for case in cases:

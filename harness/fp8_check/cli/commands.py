@@ -190,8 +190,8 @@ def _bless_from_matrix(args) -> int:
             raise UsageError(f"--from-matrix: no such file: {path}")
     try:
         changed, skipped = bless_from_matrix(args.from_matrix, args.goldens, args.filter,
-                                                    run.csv(args.target) or None,
-                                                    run.csv(args.profile) or None)
+                                                    run.comma_list(args.target) or None,
+                                                    run.comma_list(args.profile) or None)
     except MatrixFileError as exc:
         raise UsageError(str(exc)) from None
     print(f"blessed from matrix: {changed} golden(s) changed" + (f", {skipped} row(s) not blessed (see above)" if skipped else ""))
@@ -273,9 +273,9 @@ def cmd_bless(args) -> int:
 
 def cmd_show(args) -> int:
     case = run.find_case(args.paths, args.case)
-    target = run.targets(args.target)[0]
-    mode = run.mode(args.mode)
-    profile = PROFILES[run.profiles(args.profile, mode, for_targets=[target])[0]]
+    target = run.targets_from(args.target)[0]
+    mode = run.mode_from(args.mode)
+    profile = PROFILES[run.profiles_from(args.profile, mode, for_targets=[target])[0]]
     if args.repro:
         check_file(args.repro, "--repro")
     # one compilation: a second worker would only import JAX for nothing

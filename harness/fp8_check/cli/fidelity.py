@@ -18,7 +18,7 @@ from fp8_check.gpu import (
     from_results,
     write,
 )
-from fp8_check.run import ResultsError, UsageError, add_options, csv, load, load_cases, targets
+from fp8_check.run import ResultsError, UsageError, add_options, comma_list, load, load_cases, targets_from
 from fp8_check.targets import gpu_present
 
 
@@ -48,7 +48,7 @@ def cmd_fidelity(args) -> int:
             raise UsageError(f"--from: {exc}") from None
         sigs = from_results(left, right)
         if args.filter:
-            keep = {c for c, _ in sigs if any(p in c for p in csv(args.filter))}
+            keep = {c for c, _ in sigs if any(p in c for p in comma_list(args.filter))}
             sigs = {k: v for k, v in sigs.items() if k[0] in keep}
 
         def describe(res, path):
@@ -69,12 +69,12 @@ def cmd_fidelity(args) -> int:
                 "from two results files: fp8-check fidelity --from DEVICELESS.json DEVICE.json"
             )
         cases = load_cases(args.paths, args.filter)
-        target = targets(args.target)[0]
+        target = targets_from(args.target)[0]
         sigs = {}
         with Compiler("deviceless") as deviceless:
             env = deviceless.environment()
             collect(deviceless, cases, target, PINNED, "deviceless", sigs)
-        replay_target = targets(str(args.autotune_target), "--autotune-target")[0] if args.autotune_target else target
+        replay_target = targets_from(str(args.autotune_target), "--autotune-target")[0] if args.autotune_target else target
         replay_from = autotune_results_for(args.autotune_results, target.name, env.get("jax", ""))
         coverage = collect_replayed(cases, replay_target, replay_from, sigs)
         with Compiler("device") as device:

@@ -124,14 +124,14 @@ def cmd_matrix(args) -> int:
                 print(format_list(versions, args.format))
                 return EXIT_OK
             if args.list_jobs:
-                given = run.csv(args.target or platforms.default_target())
-                print(format_plan(plan(versions, run.targets(args.target), given),
+                given = run.comma_list(args.target or platforms.default_target())
+                print(format_plan(plan(versions, run.targets_from(args.target), given),
                                               args.format))
                 return EXIT_OK
             cases = run.load_cases(args.paths, args.filter)
-            targets = run.targets(args.target)
-            mode = run.mode(args.mode)
-            profiles = run.profiles(args.profile, mode, for_targets=targets)
+            targets = run.targets_from(args.target)
+            mode = run.mode_from(args.mode)
+            profiles = run.profiles_from(args.profile, mode, for_targets=targets)
             out_dir = args.out_dir or args.out.with_name(args.out.stem + ".d")
             check_file(args.out, "--out")
             check_dir(out_dir, "--out-dir")

@@ -177,16 +177,16 @@ class _Session:
 
     def __init__(self, config):
         self.config = config
-        self.mode = run.mode(config.getoption("fp8_mode"))
+        self.mode = run.mode_from(config.getoption("fp8_mode"))
         self._compiler: CompilerPool | None = None
         self._env_error: str | None = None
         self._gate = CanaryGate(self.mode)  # once per target: may this environment judge it?
 
     def targets(self):
-        return run.targets(self.config.getoption("fp8_target"), option="--fp8-target")
+        return run.targets_from(self.config.getoption("fp8_target"), option="--fp8-target")
 
     def profiles(self):
-        return run.profiles(self.config.getoption("fp8_profile"), self.mode, option="--fp8-profile")
+        return run.profiles_from(self.config.getoption("fp8_profile"), self.mode, option="--fp8-profile")
 
     def goldens_root(self, case_path: Path) -> Path:
         given = self.config.getoption("fp8_goldens")

@@ -40,7 +40,7 @@ class BrokenEnvironment(BrokenEnvironmentError):
     """JAX or the CUDA plugin cannot compile here at all: exit 3."""
 
 
-def csv(value: str | None) -> list[str]:
+def comma_list(value: str | None) -> list[str]:
     """`a, b,,a` -> ['a', 'b'] (order kept, repeats merged)."""
     out: list[str] = []
     for v in (value or "").split(","):
@@ -67,9 +67,9 @@ def find_case(paths: list[Path] | None, case_id: str) -> Case:
     raise UsageError(f"no case with id '{case_id}' in {', '.join(map(str, paths))}")
 
 
-def targets(value: str | None, option: str = "--target") -> list[Target]:
+def targets_from(value: str | None, option: str = "--target") -> list[Target]:
     out: dict[str, Target] = {}
-    for name in csv(value or platforms.default_target()):
+    for name in comma_list(value or platforms.default_target()):
         try:
             t = load_target(name)
         except KeyError as exc:
@@ -80,11 +80,11 @@ def targets(value: str | None, option: str = "--target") -> list[Target]:
     return list(out.values())
 
 
-def profiles(value: str | None, mode: str, option: str = "--profile", for_targets: "list[Target] | None" = None) -> list[str]:
+def profiles_from(value: str | None, mode: str, option: str = "--profile", for_targets: "list[Target] | None" = None) -> list[str]:
     """The named profiles, or every profile the mode supports (of the platforms of `for_targets` when given: an
     NVIDIA run does not list the TPU's profile)."""
     if value:
-        names = list(dict.fromkeys(profile_alias(n) for n in csv(value)))  # `hipblaslt`: AMD's name for cublas
+        names = list(dict.fromkeys(profile_alias(n) for n in comma_list(value)))  # `hipblaslt`: AMD's name for cublas
         for n in names:
             if n not in PROFILES:
                 raise UsageError(f"{option}: unknown profile '{n}'; allowed: {', '.join(PROFILES)}")
@@ -93,7 +93,7 @@ def profiles(value: str | None, mode: str, option: str = "--profile", for_target
             and (for_targets is None or any(profile_applies(n, t) for t in for_targets))]
 
 
-def mode(value: str | None) -> str:
+def mode_from(value: str | None) -> str:
     return resolve_mode(value or "auto")
 
 
@@ -169,7 +169,7 @@ def check_spec_files(given: str | None, mode_name: str, option: str = "--target"
     """For commands that compile in other environments (matrix, bisect): target specs given as files are
     parsed by this environment's XLA first, so that a malformed one is bad input (exit 2) before anything
     is built. Shipped targets are known to parse and are not checked (no worker is started for them)."""
-    files = [t for n, t in zip(csv(given or platforms.default_target()), targets(given, option)) if n.endswith(".txtpb")]
+    files = [t for n, t in zip(comma_list(given or platforms.default_target()), targets_from(given, option)) if n.endswith(".txtpb")]
     if files and mode_name == "deviceless":
         compiler, _ = start_compiler(mode_name, check_targets=files)
         compiler.close()
@@ -235,12 +235,12 @@ class SelectionOptions:
 
 def select(options: SelectionOptions) -> Selection:
     """The selection the standard options give; UsageError (one line) for a bad one."""
-    m = mode(options.mode)
-    chosen = targets(options.target)
+    m = mode_from(options.mode)
+    chosen = targets_from(options.target)
     return Selection(
         cases=load_cases(list(options.paths) or None, options.filter),
         targets=chosen,
-        profiles=profiles(options.profile, m, for_targets=chosen),
+        profiles=profiles_from(options.profile, m, for_targets=chosen),
         mode=m,
         goldens=Path(options.goldens or "goldens"),
     )
