@@ -13,7 +13,7 @@ runs), each writing its files as it goes, so a partial run still leaves results 
 | `kernels` | 90 s | `kernels.md`/`.json`: FP8/bf16 gemms 1k..16k timed by the profiler; the cost model re-fit |
 | `calibrate` | 30 s | `calibration.md`/`.json`: estimated vs measured µs per case, fused vs op-by-op |
 | `fidelity` | 140 s | `fidelity.md`/`.json`: deviceless vs device signatures (`default` replayed, `cublas`, `triton`) |
-| `numerics` | 30 s | `_numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
+| `numerics` | 30 s | `numerics.json`: executed outputs vs the float64 reference (`run --numerics`) |
 | `gpu-tests` | 50 s | `gpu-tests.log`: the GPU-only tests (`pytest -m gpu`) |
 
 Total 480 s, under 8 minutes with start-up. `session.json` and `SESSION.md` list every step with its
@@ -144,7 +144,7 @@ def command(step: str, out: Path, dry: bool) -> list[str]:
                     "--out", str(out / "fidelity.md"), "--json", str(out / "fidelity.json"))
     if step == "numerics" and not dry:
         return _cli("run", "-k", SUBSET, "--target", target, "--mode", "device", "--numerics", "--profile", platforms.default_profile(),
-                    "--json", str(out / "_numerics.json"), "--html", str(out / "_numerics.html"))
+                    "--json", str(out / "numerics.json"), "--html", str(out / "numerics.html"))
     return [sys.executable, "-m", "fp8_check.gpu.session", "--step", step, "--out", str(out)] + (["--dry-run"] if dry else [])
 
 
@@ -207,8 +207,8 @@ def step_numerics_dry(out: Path) -> None:
         outs = outs if isinstance(outs, (tuple, list)) else [outs]
         res = _numerics.compare(case, inputs, [np.asarray(o) for o in outs])
         rows.append({"case": case.id, "status": res.status, "reason": res.reason})
-        _write_json(out / "_numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
-    _write_json(out / "_numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
+        _write_json(out / "numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
+    _write_json(out / "numerics.json", {"dry_run": True, "backend": "cpu", "cases": rows})
 
 
 def step_calibrate(out: Path, dry: bool) -> None:
